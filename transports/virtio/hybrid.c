@@ -1,0 +1,236 @@
+/*
+ * Hybrid vsock client and listener ("hybrid"): vsock through a Unix socket,
+ * the convention of Firecracker, Cloud Hypervisor, vhost-device-vsock and
+ * vsxd.
+ *
+ * Connect: connect to PATH, write "CONNECT <port>\n", read "OK <n>\n" within
+ * the connect timeout; after that the Unix stream is the vsock stream. The
+ * reply is peeked and then consumed exactly, so guest bytes that follow OK in
+ * the same read are left for vsx_recv. No reply (EOF) is -ECONNREFUSED, a
+ * malformed one -EPROTO, none in time -ETIMEDOUT.
+ *
+ * Listen: "unix:PATH:PORT" binds PATH_PORT, where a backend delivers guest
+ * connections to host port PORT as plain streams. A stale socket file (one
+ * nobody listens on) is replaced; anything else there is -EADDRINUSE.
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "vsx-int.h"
+
+#define REPLY_MAX 24 /* "OK 4294967295\n" is 14 bytes */
+
+static int unix_addr(struct sockaddr_un *un, const char *path)
+{
+	size_t n = strlen(path);
+
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	if (n >= sizeof(un->sun_path))
+		return vsx__err(-ENAMETOOLONG, "hybrid: socket path '%.40s...' is longer "
+				"than %zu bytes", path, sizeof(un->sun_path) - 1);
+	memcpy(un->sun_path, path, n + 1);
+	return 0;
+}
+
+/* Parse "OK <decimal>\n" exactly; returns 0 and the port, or -1. */
+static int parse_ok(const char *line, size_t n, uint32_t *port)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (n < 5 || memcmp(line, "OK ", 3) != 0 || line[n - 1] != '\n')
+		return -1;
+	for (i = 3; i < n - 1; i++) {
+		if (line[i] < '0' || line[i] > '9' || i > 12)
+			return -1;
+		v = v * 10 + (uint64_t)(line[i] - '0');
+	}
+	if (v > UINT32_MAX)
+		return -1;
+	*port = (uint32_t)v;
+	return 0;
+}
+
+static int read_reply(vsx_sock *s, int64_t deadline, uint32_t *port)
+{
+	char buf[REPLY_MAX + 1];
+	size_t have = 0;
+	char *nl;
+	ssize_t r;
+	int ev;
+
+	/* Peek until a newline shows up, then consume just that line. */
+	for (;;) {
+		ev = vsx__wait_fd(s->fd, POLLIN, deadline);
+		if (ev == 0)
+			return vsx__err(-ETIMEDOUT, "hybrid: no reply to CONNECT within %d ms",
+					s->connect_timeout_ms);
+		if (ev < 0)
+			return vsx__err(ev, "hybrid: poll: %s", strerror(-ev));
+		r = recv(s->fd, buf, REPLY_MAX, MSG_PEEK | MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (r < 0 && errno != ECONNRESET)
+			return vsx__errno("hybrid: recv");
+		if (r <= 0)
+			return vsx__err(-ECONNREFUSED, "hybrid: %s closed the connection: "
+					"port %u refused", s->peer.path, s->peer.port);
+		nl = memchr(buf, '\n', (size_t)r);
+		if (nl)
+			break;
+		if (r >= REPLY_MAX)
+			return vsx__err(-EPROTO, "hybrid: reply to CONNECT is too long");
+		if ((size_t)r == have) {
+			/* Nothing new since the last peek: wait for more. */
+			if (vsx__now_ms() >= deadline)
+				return vsx__err(-ETIMEDOUT, "hybrid: incomplete reply to CONNECT");
+			usleep(1000);
+		}
+		have = (size_t)r;
+	}
+	r = recv(s->fd, buf, (size_t)(nl - buf + 1), 0);
+	if (r != nl - buf + 1)
+		return vsx__err(-EPROTO, "hybrid: short read of the reply");
+	if (parse_ok(buf, (size_t)r, port) < 0) {
+		buf[r - 1] = '\0';
+		return vsx__err(-EPROTO, "hybrid: malformed reply to CONNECT: '%.24s'", buf);
+	}
+	return 0;
+}
+
+static int hy_connect(vsx_sock *s, const struct vsx_addr *a,
+		      const struct vsx_opts *o)
+{
+	int64_t deadline = vsx__now_ms() + s->connect_timeout_ms;
+	struct sockaddr_un un;
+	char line[32];
+	uint32_t hport = 0;
+	int rc, n, ev, err = 0;
+
+	(void)o;
+	if (s->type != SOCK_STREAM)
+		return vsx__err(-ESOCKTNOSUPPORT, "hybrid: only stream sockets");
+	if (a->port == VSX_PORT_ANY)
+		return vsx__err(-EINVAL, "hybrid: cannot connect to port 'any'");
+	if (s->rx_buffer || s->tx_buffer)
+		return vsx__err(-EOPNOTSUPP, "hybrid: buffer sizes are the backend's; "
+				"not settable through a hybrid socket");
+	rc = unix_addr(&un, a->path);
+	if (rc < 0)
+		return rc;
+	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s->fd < 0)
+		return vsx__errno("hybrid: socket");
+	if (connect(s->fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
+		if (errno != EINPROGRESS && errno != EAGAIN)
+			return vsx__err(errno == ENOENT || errno == ECONNREFUSED
+						? -ECONNREFUSED : -errno,
+					"hybrid: connect to %s: %s", a->path, strerror(errno));
+		ev = vsx__wait_fd(s->fd, POLLOUT, deadline);
+		if (ev == 0)
+			return vsx__err(-ETIMEDOUT, "hybrid: connect to %s timed out", a->path);
+		getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &(socklen_t){ sizeof(err) });
+		if (err)
+			return vsx__err(-err, "hybrid: connect to %s: %s", a->path,
+					strerror(err));
+	}
+	n = snprintf(line, sizeof(line), "CONNECT %u\n", a->port);
+	if (send(s->fd, line, (size_t)n, MSG_NOSIGNAL) != n)
+		return vsx__err(-ECONNREFUSED, "hybrid: %s: could not send CONNECT", a->path);
+	rc = read_reply(s, deadline, &hport);
+	if (rc < 0)
+		return rc;
+	s->local.kind = VSX_ADDR_UNIX;
+	snprintf(s->local.path, sizeof(s->local.path), "%s", a->path);
+	s->local.port = hport;
+	if (!(s->flags & VSX_O_NONBLOCK))
+		vsx__set_nonblock(s->fd, 0);
+	return 0;
+}
+
+static int hy_listen(vsx_sock *s, const struct vsx_addr *a,
+		     const struct vsx_opts *o)
+{
+	struct sockaddr_un un;
+	char path[VSX_PATH_MAX + 16];
+	struct stat st;
+	int rc, probe;
+
+	(void)o;
+	if (s->type != SOCK_STREAM)
+		return vsx__err(-ESOCKTNOSUPPORT, "hybrid: only stream sockets");
+	if (a->port == VSX_PORT_ANY)
+		return vsx__err(-EINVAL, "hybrid: listening needs a port");
+	snprintf(path, sizeof(path), "%s_%u", a->path, a->port);
+	rc = unix_addr(&un, path);
+	if (rc < 0)
+		return rc;
+	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s->fd < 0)
+		return vsx__errno("hybrid: socket");
+	if (bind(s->fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
+		if (errno != EADDRINUSE)
+			return vsx__err(-errno, "hybrid: bind %s: %s", path, strerror(errno));
+		/* Replace a stale socket file only: nobody accepts on it. */
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		rc = probe >= 0 && lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+		     connect(probe, (struct sockaddr *)&un, sizeof(un)) < 0 &&
+		     errno == ECONNREFUSED;
+		if (probe >= 0)
+			close(probe);
+		if (!rc || unlink(path) < 0 ||
+		    bind(s->fd, (struct sockaddr *)&un, sizeof(un)) < 0)
+			return vsx__err(-EADDRINUSE, "hybrid: %s is in use", path);
+	}
+	s->trans = strdup(path);
+	if (!s->trans) {
+		unlink(path);
+		return vsx__err(-ENOMEM, "out of memory");
+	}
+	if (listen(s->fd, s->backlog) < 0)
+		return vsx__errno("hybrid: listen");
+	if (s->flags & VSX_O_NONBLOCK)
+		vsx__set_nonblock(s->fd, 1);
+	return 0;
+}
+
+static int hy_accept(vsx_sock *l, vsx_sock *s)
+{
+	int fl = SOCK_CLOEXEC | ((l->flags & VSX_O_NONBLOCK) ? SOCK_NONBLOCK : 0);
+
+	do
+		s->fd = accept4(l->fd, NULL, NULL, fl);
+	while (s->fd < 0 && errno == EINTR);
+	if (s->fd < 0)
+		return errno == EAGAIN ? -EAGAIN : vsx__errno("hybrid: accept");
+	return 0;
+}
+
+/* A listener's private state is the PATH_PORT it bound: removed with it. */
+static void hy_destruct(vsx_sock *s)
+{
+	char *bound = s->trans;
+
+	if (!bound)
+		return;
+	unlink(bound);
+	free(bound);
+	s->trans = NULL;
+}
+
+const struct vsx_transport vsx__hybrid = {
+	.name = "hybrid",
+	.addr_kinds = 1u << VSX_ADDR_UNIX,
+	/* Connections */
+	.connect = hy_connect,
+	.listen = hy_listen,
+	.accept = hy_accept,
+	.destruct = hy_destruct,
+};
