@@ -1,0 +1,64 @@
+/*
+ * The in-process test driver: plays QEMU (the vhost-user front-end) and the
+ * guest's virtio-vsock driver against any vhost-user-vsock backend, over a
+ * real Unix socket, with guest memory in a shared memfd and split
+ * virtqueues laid out as a Linux 6.1 guest does (RX buffers: a 44-byte
+ * header descriptor and a 4096-byte payload descriptor).
+ *
+ * It is synchronous and single-threaded: run the backend in another thread
+ * or process. Every call returns 0/a count or a negative errno.
+ */
+#ifndef VSX_TEST_DRIVER_H
+#define VSX_TEST_DRIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "../../transports/virtio/vsock_wire.h"
+
+struct drv;
+
+struct drv_opts {
+	unsigned queue_size;     /* 0: 256 */
+	uint64_t mem_size;       /* 0: 64 MiB */
+	bool no_event_idx;       /* do not negotiate VIRTIO_RING_F_EVENT_IDX */
+	bool no_seqpacket;       /* do not negotiate VIRTIO_VSOCK_F_SEQPACKET */
+	unsigned rx_buf_size;    /* 0: 4096, as Linux */
+};
+
+/* Connect to a backend's vhost-user socket and bring the device up: features,
+ * memory table, rings, kick/call eventfds, enable, RX buffers posted. */
+int drv_open(const char *vhost_socket, const struct drv_opts *o, struct drv **out);
+void drv_close(struct drv *d);
+uint64_t drv_cid(const struct drv *d);            /* from GET_CONFIG */
+uint64_t drv_features(const struct drv *d);       /* negotiated */
+
+/* Put one packet on the TX queue (header + payload, two descriptors) and
+ * kick. Blocks (polling the used ring) while the TX ring is full, up to
+ * @timeout_ms. */
+int drv_send(struct drv *d, const struct virtio_vsock_hdr *h,
+	     const void *payload, size_t len, int timeout_ms);
+
+/* Wait up to @timeout_ms for one packet on the RX queue; copies its header
+ * and up to @max payload bytes; reposts the buffer. Returns the payload
+ * length, or -ETIMEDOUT. */
+int drv_recv(struct drv *d, struct virtio_vsock_hdr *h, void *payload,
+	     size_t max, int timeout_ms);
+
+/* Wait for one event on the event queue (returns the event id). */
+int drv_recv_event(struct drv *d, uint32_t *id, int timeout_ms);
+
+/* Hostile-guest hooks: write a raw chain of descriptors (addresses are guest
+ * physical, flags as the spec) on the TX queue and kick. */
+int drv_send_raw(struct drv *d, const uint64_t *addr, const uint32_t *len,
+		 const uint16_t *flags, const uint16_t *next, unsigned n);
+/* Guest memory: physical address <-> pointer. */
+void *drv_mem(struct drv *d, uint64_t gpa, size_t len);
+/* Send an arbitrary vhost-user message (for protocol fuzzing/bad input);
+ * returns the reply payload size or a negative errno. */
+int drv_vhost_msg(struct drv *d, uint32_t req, uint32_t flags, const void *payload,
+		  uint32_t size, const int *fds, unsigned nfds, void *reply,
+		  uint32_t reply_max);
+#endif

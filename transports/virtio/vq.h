@@ -1,0 +1,125 @@
+/*
+ * Guest memory and split virtqueues, device side.
+ *
+ * Guest memory is the table from VHOST_USER_SET_MEM_TABLE: regions mapped
+ * with mmap from the fds QEMU passed. Every address the guest gives is
+ * translated through it with bounds checks; nothing the guest wrote is
+ * trusted (indices, lengths, flags, chain links are all checked).
+ *
+ * A popped element is a descriptor chain translated into iovecs that point
+ * straight into mapped guest memory: device-readable (out) iovecs first,
+ * then device-writable (in) ones. Used entries are published in batches
+ * (vsx_vq_push then one vsx_vq_flush), and the guest is notified only when
+ * VIRTIO_RING_F_EVENT_IDX says it asked to be.
+ */
+#ifndef VSX_VQ_H
+#define VSX_VQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define VSX_MEM_MAX_REGIONS 8
+/* Longest chain we accept (direct or indirect): a guest chain longer than
+ * this, or with a loop, breaks the queue. */
+#define VSX_VQ_MAX_IOV 64
+#define VSX_VQ_MAX_SIZE 32768
+
+struct vsx_mem_region {
+	uint64_t gpa;        /* guest physical address */
+	uint64_t size;
+	uint64_t uva;        /* QEMU's virtual address (for ring addresses) */
+	void *host;          /* where gpa maps here */
+	void *map;           /* mmap'ed base (host - mmap_offset) */
+	uint64_t map_len;
+};
+
+struct vsx_mem {
+	unsigned n;
+	struct vsx_mem_region r[VSX_MEM_MAX_REGIONS];
+};
+
+/* Host pointer for [gpa, gpa+len) if it lies inside one region, else NULL. */
+void *vsx_mem_gpa(const struct vsx_mem *m, uint64_t gpa, uint64_t len);
+/* Same for QEMU virtual addresses (vring addresses are given as those). */
+void *vsx_mem_uva(const struct vsx_mem *m, uint64_t uva, uint64_t len);
+/* Unmap every region; the table becomes empty. */
+void vsx_mem_unmap(struct vsx_mem *m);
+
+struct vring_desc;
+struct vring_avail;
+struct vring_used;
+
+struct vsx_vq {
+	/* Set by vhost-user messages */
+	unsigned num;                 /* ring size, power of two */
+	struct vring_desc *desc;      /* host pointers into guest memory */
+	struct vring_avail *avail;
+	struct vring_used *used;
+	uint16_t last_avail;          /* next avail entry we will pop */
+	uint16_t used_idx;            /* our shadow of used->idx */
+	int kick_fd, call_fd, err_fd; /* -1 when absent */
+	bool enabled;                 /* SET_VRING_ENABLE */
+	bool started;                 /* kick fd received, not stopped */
+	bool event_idx;               /* VIRTIO_RING_F_EVENT_IDX negotiated */
+	bool indirect;                /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
+	bool broken;                  /* the guest broke a rule: ignore it */
+	uint16_t signalled_used;      /* used idx at our last notification */
+	bool signalled_valid;
+	unsigned pending;             /* used entries pushed but not flushed */
+	const struct vsx_mem *mem;
+};
+
+struct vsx_vq_elem {
+	uint16_t head;
+	unsigned out_num, in_num;            /* iov[0..out_num) then in */
+	uint32_t out_len, in_len;            /* total bytes each way */
+	struct iovec iov[VSX_VQ_MAX_IOV];
+};
+
+/* The queue can be used: started, enabled, rings mapped, not broken. */
+bool vsx_vq_ready(const struct vsx_vq *vq);
+
+/*
+ * Take the next available chain. Returns 1 and fills @e, 0 when the ring is
+ * empty, or -EFAULT / -EINVAL when the guest broke a rule (bad address or
+ * length, loop, chain too long, bad index); the queue is then marked broken
+ * and returns -EIO from then on.
+ */
+int vsx_vq_pop(struct vsx_vq *vq, struct vsx_vq_elem *e);
+
+/* Give back the last @n popped chains without using them. */
+void vsx_vq_unpop(struct vsx_vq *vq, unsigned n);
+
+/* Queue a used entry for @e with @written bytes; visible after flush. */
+void vsx_vq_push(struct vsx_vq *vq, const struct vsx_vq_elem *e, uint32_t written);
+
+/* Publish pushed entries and notify the guest (call fd) if it wants it. */
+void vsx_vq_flush(struct vsx_vq *vq);
+
+/* Number of chains the guest has made available and we have not popped. */
+unsigned vsx_vq_avail(const struct vsx_vq *vq);
+
+/*
+ * Ask the guest to kick (true) or not (false) when it adds buffers; with
+ * EVENT_IDX this writes avail_event. After enabling, callers re-check
+ * vsx_vq_avail() to close the race with a buffer added meanwhile.
+ */
+void vsx_vq_set_notify(struct vsx_vq *vq, bool on);
+
+/* Reset to the just-created state (keeps nothing; closes no fds). */
+void vsx_vq_reset(struct vsx_vq *vq);
+
+/* iovec helpers */
+size_t vsx_iov_size(const struct iovec *iov, unsigned n);
+/* Copy out of / into an iovec array, skipping @off bytes; returns bytes. */
+size_t vsx_iov_to_buf(const struct iovec *iov, unsigned n, size_t off,
+		      void *buf, size_t len);
+size_t vsx_iov_from_buf(const struct iovec *iov, unsigned n, size_t off,
+			const void *buf, size_t len);
+/* Build in @dst (at most @max entries) the sub-range [off, off+len) of
+ * @src; returns the entries used. */
+unsigned vsx_iov_slice(struct iovec *dst, unsigned max, const struct iovec *src,
+		       unsigned n, size_t off, size_t len);
+
+#endif
