@@ -10,6 +10,7 @@
 static const struct vsx_transport *const transports[] = {
 	&vsx__virtio_kernel,
 	&vsx__hybrid,
+	&vsx__vm,
 };
 
 #define N_TRANSPORTS (sizeof(transports) / sizeof(transports[0]))

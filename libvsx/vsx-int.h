@@ -91,5 +91,6 @@ int vsx__set_nonblock(int fd, int on);
 
 extern const struct vsx_transport vsx__virtio_kernel;
 extern const struct vsx_transport vsx__hybrid;
+extern const struct vsx_transport vsx__vm;
 
 #endif /* VSX_INT_H */

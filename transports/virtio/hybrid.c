@@ -22,9 +22,43 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ctl-proto.h"
 #include "vsx-int.h"
 
 #define REPLY_MAX 24 /* "OK 4294967295\n" is 14 bytes */
+#define CTL_TIMEOUT_MS 2000
+
+/* Per-socket private state (s->trans), owned here. */
+struct hy {
+	char *bound;                    /* listener: PATH_PORT to unlink */
+	char control[VSX_PATH_MAX];     /* vsxd's control socket */
+	uint32_t rx_buffer;             /* last value vsxd accepted, 0: unknown */
+};
+
+static int hy_set_buffer(vsx_sock *s, int which, size_t bytes);
+
+static const char *control_path(const struct vsx_opts *o)
+{
+	const char *env = getenv("VSXD_CONTROL");
+
+	if (o && o->control_path)
+		return o->control_path;
+	return env && *env ? env : VSX_CONTROL_PATH;
+}
+
+static struct hy *hy_state(vsx_sock *s, const struct vsx_opts *o)
+{
+	struct hy *h = s->trans;
+
+	if (!h) {
+		h = calloc(1, sizeof(*h));
+		if (!h)
+			return NULL;
+		snprintf(h->control, sizeof(h->control), "%s", control_path(o));
+		s->trans = h;
+	}
+	return h;
+}
 
 static int unix_addr(struct sockaddr_un *un, const char *path)
 {
@@ -119,9 +153,8 @@ static int hy_connect(vsx_sock *s, const struct vsx_addr *a,
 		return vsx__err(-ESOCKTNOSUPPORT, "hybrid: only stream sockets");
 	if (a->port == VSX_PORT_ANY)
 		return vsx__err(-EINVAL, "hybrid: cannot connect to port 'any'");
-	if (s->rx_buffer || s->tx_buffer)
-		return vsx__err(-EOPNOTSUPP, "hybrid: buffer sizes are the backend's; "
-				"not settable through a hybrid socket");
+	if (!hy_state(s, o))
+		return vsx__err(-ENOMEM, "out of memory");
 	rc = unix_addr(&un, a->path);
 	if (rc < 0)
 		return rc;
@@ -152,6 +185,11 @@ static int hy_connect(vsx_sock *s, const struct vsx_addr *a,
 	s->local.port = hport;
 	if (!(s->flags & VSX_O_NONBLOCK))
 		vsx__set_nonblock(s->fd, 0);
+	if (s->tx_buffer)
+		return vsx__err(-EOPNOTSUPP, "hybrid: no send buffer to set; the "
+				"sender is bounded by the guest's credit");
+	if (s->rx_buffer)
+		return hy_set_buffer(s, VSX_RX, s->rx_buffer);
 	return 0;
 }
 
@@ -189,8 +227,7 @@ static int hy_listen(vsx_sock *s, const struct vsx_addr *a,
 		    bind(s->fd, (struct sockaddr *)&un, sizeof(un)) < 0)
 			return vsx__err(-EADDRINUSE, "hybrid: %s is in use", path);
 	}
-	s->trans = strdup(path);
-	if (!s->trans) {
+	if (!hy_state(s, o) || !(((struct hy *)s->trans)->bound = strdup(path))) {
 		unlink(path);
 		return vsx__err(-ENOMEM, "out of memory");
 	}
@@ -213,16 +250,101 @@ static int hy_accept(vsx_sock *l, vsx_sock *s)
 	return 0;
 }
 
-/* A listener's private state is the PATH_PORT it bound: removed with it. */
+/* A listener's PATH_PORT is removed with it. */
 static void hy_destruct(vsx_sock *s)
 {
-	char *bound = s->trans;
+	struct hy *h = s->trans;
 
-	if (!bound)
+	if (!h)
 		return;
-	unlink(bound);
-	free(bound);
+	if (h->bound) {
+		unlink(h->bound);
+		free(h->bound);
+	}
+	free(h);
 	s->trans = NULL;
+}
+
+/* Ask vsxd to change the credit it gives the guest for this connection. */
+static int hy_set_buffer(vsx_sock *s, int which, size_t bytes)
+{
+	struct hy *h = s->trans;
+	char req[VSX_PATH_MAX + 160], *reply = NULL;
+	int rc, rerr = 0;
+
+	if (which & VSX_TX)
+		return vsx__err(-EOPNOTSUPP, "hybrid: no send buffer to set; the "
+				"sender is bounded by the guest's credit");
+	if (!h || s->local.kind != VSX_ADDR_UNIX)
+		return vsx__err(-ENOTCONN, "hybrid: not a connected hybrid socket");
+	snprintf(req, sizeof(req), VSX_CTL_MAGIC "=%d\ncmd=" VSX_CTL_SET_BUFFER
+		 "\nuds-path=%s\nhost-port=%u\nrx=%zu\n\n", VSX_CTL_VERSION,
+		 s->local.path, s->local.port, bytes);
+	rc = vsx__ctl_call(h->control, req, CTL_TIMEOUT_MS, &reply, &rerr);
+	free(reply);
+	if (rc == -ENOENT || rc == -ECONNREFUSED || rc == -EPROTO)
+		return vsx__err(-EOPNOTSUPP, "hybrid: the buffer is the backend's; no vsxd "
+				"answers at %s to change it", h->control);
+	if (rc < 0)
+		return vsx__err(rc, "hybrid: vsxd control %s: %s", h->control, strerror(-rc));
+	if (rerr == ENOENT)
+		return vsx__err(-EOPNOTSUPP, "hybrid: %s is not served by the vsxd at %s",
+				s->local.path, h->control);
+	if (rerr)
+		return vsx__err(-rerr, "hybrid: vsxd refused the buffer change: %s",
+				strerror(rerr));
+	h->rx_buffer = (uint32_t)bytes;
+	return 0;
+}
+
+static int hy_get_buffer(const vsx_sock *s, int which, size_t *bytes)
+{
+	const struct hy *h = s->trans;
+
+	if (which == VSX_TX)
+		return vsx__err(-EOPNOTSUPP, "hybrid: no send buffer");
+	if (!h || !h->rx_buffer)
+		return vsx__err(-ENODATA, "hybrid: the backend's buffer is not known "
+				"until set through vsxd");
+	*bytes = h->rx_buffer;
+	return 0;
+}
+
+/* vm:NAME:PORT: resolve NAME through vsxd, then the hybrid handshake. */
+static int vm_connect(vsx_sock *s, const struct vsx_addr *a,
+		      const struct vsx_opts *o)
+{
+	struct vsx_addr ua = { .kind = VSX_ADDR_UNIX, .port = a->port };
+	const char *ctl = control_path(o), *path;
+	char req[160], *reply = NULL;
+	struct vsx_kvs kvs;
+	int rc, rerr = 0;
+
+	snprintf(req, sizeof(req), VSX_CTL_MAGIC "=%d\ncmd=" VSX_CTL_RESOLVE "\nvm=%s\n\n",
+		 VSX_CTL_VERSION, a->path);
+	rc = vsx__ctl_call(ctl, req, s->connect_timeout_ms, &reply, &rerr);
+	if (rc == -ENOENT || rc == -ECONNREFUSED)
+		return vsx__err(-ENODEV, "vm: no vsxd answers at %s", ctl);
+	if (rc < 0)
+		return vsx__err(rc, "vm: vsxd control %s: %s", ctl, strerror(-rc));
+	if (rerr) {
+		free(reply);
+		return vsx__err(rerr == ENOENT ? -EHOSTUNREACH : -rerr,
+				"vm: vsxd does not know a VM named '%s'", a->path);
+	}
+	/* vsx__ctl_call guarantees a complete block ending in "\n\n". */
+	path = NULL;
+	if (vsx__ctl_parse(reply, strlen(reply) - 1, &kvs) == 0)
+		path = vsx__ctl_get(&kvs, "uds-path");
+	if (!path || !*path || strlen(path) >= sizeof(ua.path)) {
+		free(reply);
+		return vsx__err(-EPROTO, "vm: vsxd's answer has no usable uds-path");
+	}
+	memcpy(ua.path, path, strlen(path) + 1);
+	free(reply);
+	rc = hy_connect(s, &ua, o);
+	s->peer = *a;
+	return rc;
 }
 
 const struct vsx_transport vsx__hybrid = {
@@ -233,4 +355,18 @@ const struct vsx_transport vsx__hybrid = {
 	.listen = hy_listen,
 	.accept = hy_accept,
 	.destruct = hy_destruct,
+	/* Buffer knob */
+	.set_buffer = hy_set_buffer,
+	.get_buffer = hy_get_buffer,
+};
+
+const struct vsx_transport vsx__vm = {
+	.name = "vm",
+	.addr_kinds = 1u << VSX_ADDR_VM,
+	/* Connections */
+	.connect = vm_connect,
+	.destruct = hy_destruct,
+	/* Buffer knob */
+	.set_buffer = hy_set_buffer,
+	.get_buffer = hy_get_buffer,
 };

@@ -1,0 +1,226 @@
+/* The vsxd control protocol: parsing and the client call (ctl-proto.h). */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ctl-proto.h"
+#include "vsx-int.h"
+
+static int key_ok(const char *k, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > VSX_CTL_KEY_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') ||
+		      k[i] == '_' || k[i] == '-'))
+			return 0;
+	return 1;
+}
+
+static int value_ok(const char *v, size_t n)
+{
+	size_t i;
+
+	if (n > VSX_CTL_VALUE_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] > 0x7e)
+			return 0;
+	return 1;
+}
+
+int vsx__ctl_parse(char *buf, size_t len, struct vsx_kvs *out)
+{
+	char *p = buf, *end = buf + len, *nl, *eq;
+
+	out->n = 0;
+	while (p < end) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			nl = end;
+		if (nl == p)
+			return -EINVAL; /* an empty line inside a block */
+		eq = memchr(p, '=', (size_t)(nl - p));
+		if (!eq || !key_ok(p, (size_t)(eq - p)) ||
+		    !value_ok(eq + 1, (size_t)(nl - eq - 1)))
+			return -EINVAL;
+		if (out->n == VSX_CTL_MAX_LINES)
+			return -E2BIG;
+		*eq = '\0';
+		if (nl < end)
+			*nl = '\0';
+		else if (nl == end)
+			return -EINVAL; /* the caller passes whole lines */
+		out->kv[out->n].key = p;
+		out->kv[out->n].value = eq + 1;
+		out->n++;
+		p = nl + 1;
+	}
+	return 0;
+}
+
+const char *vsx__ctl_get(const struct vsx_kvs *kvs, const char *key)
+{
+	unsigned i;
+
+	for (i = 0; i < kvs->n; i++)
+		if (strcmp(kvs->kv[i].key, key) == 0)
+			return kvs->kv[i].value;
+	return NULL;
+}
+
+size_t vsx__ctl_block_end(const char *buf, size_t len)
+{
+	size_t i;
+
+	if (len >= 1 && buf[0] == '\n')
+		return 1; /* an empty block */
+	for (i = 1; i < len; i++)
+		if (buf[i] == '\n' && buf[i - 1] == '\n')
+			return i + 1;
+	return 0;
+}
+
+int vsx__ctl_u64(const char *s, unsigned long long *out)
+{
+	unsigned long long v = 0;
+
+	if (!s || !*s)
+		return -EINVAL;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		if (v > (~0ULL - (unsigned)(*s - '0')) / 10)
+			return -ERANGE;
+		v = v * 10 + (unsigned)(*s - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+static int send_all(int fd, const char *p, size_t n, int64_t deadline)
+{
+	ssize_t w;
+	int ev;
+
+	while (n) {
+		w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		ev = vsx__wait_fd(fd, POLLOUT, deadline);
+		if (ev == 0)
+			return -ETIMEDOUT;
+		if (ev < 0)
+			return ev;
+	}
+	return 0;
+}
+
+int vsx__ctl_call(const char *path, const char *request, int timeout_ms,
+		  char **reply, int *remote_errno)
+{
+	int64_t deadline = vsx__now_ms() + timeout_ms;
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	size_t cap = 4096, len = 0, end;
+	struct vsx_kvs kvs;
+	unsigned long long e;
+	const char *ev_s;
+	char *buf = NULL, *nb;
+	ssize_t r;
+	int fd, rc, ev;
+
+	*reply = NULL;
+	if (strlen(path) >= sizeof(un.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(un.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	rc = send_all(fd, request, strlen(request), deadline);
+	if (rc < 0)
+		goto out_close;
+	buf = malloc(cap);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto out_close;
+	}
+	for (;;) {
+		if (len + 1 >= cap) {
+			if (cap >= VSX_CTL_REPLY_MAX) {
+				rc = -EPROTO;
+				goto out_free;
+			}
+			nb = realloc(buf, cap * 2);
+			if (!nb) {
+				rc = -ENOMEM;
+				goto out_free;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		r = recv(fd, buf + len, cap - len - 1, MSG_DONTWAIT);
+		if (r > 0) {
+			len += (size_t)r;
+			end = vsx__ctl_block_end(buf, len);
+			if (end)
+				break;
+			continue;
+		}
+		if (r == 0) {
+			rc = -EPROTO;
+			goto out_free;
+		}
+		if (errno != EAGAIN && errno != EINTR) {
+			rc = -errno;
+			goto out_free;
+		}
+		ev = vsx__wait_fd(fd, POLLIN, deadline);
+		if (ev == 0) {
+			rc = -ETIMEDOUT;
+			goto out_free;
+		}
+		if (ev < 0) {
+			rc = ev;
+			goto out_free;
+		}
+	}
+	buf[end] = '\0';
+	/* Parse a copy to find errno=; the caller gets the untouched text. */
+	nb = strndup(buf, end - 1);
+	if (!nb) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	rc = vsx__ctl_parse(nb, end - 1, &kvs);
+	ev_s = rc == 0 ? vsx__ctl_get(&kvs, "errno") : NULL;
+	if (!ev_s || vsx__ctl_u64(ev_s, &e) < 0 || e > 4095) {
+		free(nb);
+		rc = -EPROTO;
+		goto out_free;
+	}
+	free(nb);
+	*remote_errno = (int)e;
+	*reply = buf;
+	close(fd);
+	return 0;
+out_free:
+	free(buf);
+out_close:
+	close(fd);
+	return rc;
+}
