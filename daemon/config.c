@@ -1,0 +1,1172 @@
+/*
+ * vsxd's settings: values, VMs, vsxd.conf(5), the command line.
+ *
+ * The same key table serves the three ways to describe a VM: a --vm list
+ * ("guest-cid=3,socket=...,uds-path=..."), the single-VM flags of
+ * vhost-device-vsock (--guest-cid, --socket, --uds-path, ...) and a
+ * [vm NAME] section of vsxd.conf. Each key is checked once, where it is
+ * set (vsxd_vm_set); what needs every VM (unique CIDs, names and paths) is
+ * checked on the merged configuration (vsxd_config_check).
+ *
+ * The file parser reads a buffer of any bytes: no line-length limit, NUL
+ * bytes and junk are reported with their line, and quoted text in messages
+ * is escaped and shortened, so a message is always one printable line.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+#define QUOTE_MAX 48          /* input bytes shown in a message */
+#define QBUF (QUOTE_MAX * 4 + 8)
+
+const char vsxd_usage[] =
+"Usage: vsxd [OPTIONS]\n"
+"\n"
+"Host vhost-user-vsock devices for QEMU guests (a drop-in for vhost-device-vsock).\n"
+"\n"
+"  --vm guest-cid=CID,socket=PATH,uds-path=PATH[,tx-buffer-size=SIZE]\n"
+"       [,queue-size=N][,groups=G1+G2][,name=NAME]\n"
+"                        serve one VM; repeat for several VMs\n"
+"  --guest-cid CID --socket PATH --uds-path PATH [--tx-buffer-size SIZE]\n"
+"       [--queue-size N] [--groups G1+G2] [--name NAME]\n"
+"                        one more VM, with vhost-device-vsock's single-VM flags\n"
+"  --config FILE         read settings and VMs from FILE (vsxd.conf(5))\n"
+"  --control PATH        control socket path (for vsxctl)\n"
+"  --syslog              log to syslog instead of stderr\n"
+"  -v, --verbose         log debug messages too\n"
+"  -h, --help            print this help and exit\n"
+"  -V, --version         print the version and exit\n"
+"\n"
+"SIZE is a number of bytes with an optional K, M or G suffix (powers of 1024).\n"
+"Signals: SIGTERM/SIGINT exit cleanly, SIGHUP reloads the configuration file.\n"
+"See vsxd(8) and vsxd.conf(5).\n";
+
+/* ---- Messages ---- */
+
+__attribute__((format(printf, 2, 3)))
+static int err_set(struct vsxd_err *err, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (err) {
+		va_start(ap, fmt);
+		n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		if (n >= (int)sizeof(err->msg))         /* cut: say so */
+			memcpy(err->msg + sizeof(err->msg) - 4, "...", 4);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* Put "PREFIX: " in front of the message already in @err. */
+__attribute__((format(printf, 2, 3)))
+static void err_prefix(struct vsxd_err *err, const char *fmt, ...)
+{
+	char pre[VSXD_ERR_LEN], old[VSXD_ERR_LEN];
+	va_list ap;
+	int n;
+
+	if (!err)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(pre, sizeof(pre), fmt, ap);
+	va_end(ap);
+	memcpy(old, err->msg, sizeof(old));
+	n = snprintf(err->msg, sizeof(err->msg), "%s: %s", pre, old);
+	if (n >= (int)sizeof(err->msg))
+		memcpy(err->msg + sizeof(err->msg) - 4, "...", 4);
+}
+
+/*
+ * @s (@len bytes, any bytes) as printable text for a message: control and
+ * non-ASCII bytes, quote and backslash as \xNN, at most QUOTE_MAX input
+ * bytes then "...". Returns @buf (QBUF bytes).
+ */
+static const char *quote(char *buf, const char *s, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, o = 0;
+
+	for (i = 0; i < len && i < QUOTE_MAX; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+			buf[o++] = (char)c;
+		} else {
+			buf[o++] = '\\';
+			buf[o++] = 'x';
+			buf[o++] = hex[c >> 4];
+			buf[o++] = hex[c & 15];
+		}
+	}
+	if (i < len) {
+		memcpy(buf + o, "...", 3);
+		o += 3;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* ---- Values ---- */
+
+int vsxd_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	unsigned base = 10, d;
+	size_t i = 0;
+
+	if (len > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		base = 16;
+		i = 2;
+	}
+	if (i >= len)
+		return -EINVAL;
+	for (; i < len; i++) {
+		char c = s[i];
+
+		if (c >= '0' && c <= '9')
+			d = (unsigned)(c - '0');
+		else if (base == 16 && c >= 'a' && c <= 'f')
+			d = (unsigned)(c - 'a' + 10);
+		else if (base == 16 && c >= 'A' && c <= 'F')
+			d = (unsigned)(c - 'A' + 10);
+		else
+			return -EINVAL;
+		if (v > (UINT64_MAX - d) / base) {
+			/* keep checking that the rest are digits */
+			for (i++; i < len; i++)
+				if (!(s[i] >= '0' && s[i] <= '9') &&
+				    !(base == 16 && ((s[i] >= 'a' && s[i] <= 'f') ||
+						     (s[i] >= 'A' && s[i] <= 'F'))))
+					return -EINVAL;
+			return -ERANGE;
+		}
+		v = v * base + d;
+	}
+	if (v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int vsxd_parse_size(const char *s, size_t len, uint64_t max, uint64_t *out)
+{
+	static const struct {
+		const char *suffix;
+		unsigned shift;
+	} suffixes[] = {
+		{ "K", 10 }, { "k", 10 }, { "KiB", 10 }, { "kiB", 10 },
+		{ "M", 20 }, { "m", 20 }, { "MiB", 20 }, { "miB", 20 },
+		{ "G", 30 }, { "g", 30 }, { "GiB", 30 }, { "giB", 30 },
+	};
+	size_t n = 0, i;
+	uint64_t v;
+	int r;
+
+	if (len > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+		return vsxd_parse_uint(s, len, max, out);
+	while (n < len && s[n] >= '0' && s[n] <= '9')
+		n++;
+	if (n == 0)
+		return -EINVAL;
+	if (n == len)
+		return vsxd_parse_uint(s, len, max, out);
+	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		size_t sl = strlen(suffixes[i].suffix);
+
+		if (len - n != sl || memcmp(s + n, suffixes[i].suffix, sl))
+			continue;
+		r = vsxd_parse_uint(s, n, UINT64_MAX >> suffixes[i].shift, &v);
+		if (r < 0)
+			return r;
+		v <<= suffixes[i].shift;
+		if (v > max)
+			return -ERANGE;
+		*out = v;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static const struct {
+	const char *name;
+	int level;
+} log_levels[] = {
+	{ "error", 3 }, { "err", 3 },
+	{ "warning", 4 }, { "warn", 4 },
+	{ "notice", 5 },
+	{ "info", 6 },
+	{ "debug", 7 },
+};
+
+int vsxd_parse_log_level(const char *s, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(log_levels) / sizeof(log_levels[0]); i++)
+		if (strlen(log_levels[i].name) == len &&
+		    !memcmp(s, log_levels[i].name, len))
+			return log_levels[i].level;
+	return -EINVAL;
+}
+
+const char *vsxd_log_level_name(int level)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(log_levels) / sizeof(log_levels[0]); i++)
+		if (log_levels[i].level == level)
+			return log_levels[i].name;
+	return "?";
+}
+
+static bool name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+}
+
+/* ---- VMs ---- */
+
+static const struct vm_key {
+	const char *name;     /* canonical spelling; '_' may replace '-' */
+	unsigned bit;
+} vm_keys[] = {
+	{ "guest-cid", VSXD_VM_CID },
+	{ "socket", VSXD_VM_SOCKET },
+	{ "uds-path", VSXD_VM_UDS },
+	{ "tx-buffer-size", VSXD_VM_TX },
+	{ "queue-size", VSXD_VM_QUEUE },
+	{ "groups", VSXD_VM_GROUPS },
+	{ "name", VSXD_VM_NAME },
+};
+
+/* vhost-device-vsock keys we know and do not serve (its AF_VSOCK
+ * forwarding backend would open vsock sockets on the host). */
+static const char *const vm_keys_unsupported[] = {
+	"forward-cid", "forward-listen",
+};
+
+#define VM_KEYS_KNOWN "guest-cid, socket, uds-path, tx-buffer-size, queue-size, groups, name"
+
+static bool key_is(const char *key, size_t keylen, const char *name)
+{
+	size_t i;
+
+	if (strlen(name) != keylen)
+		return false;
+	for (i = 0; i < keylen; i++)
+		if (key[i] != name[i] && !(key[i] == '_' && name[i] == '-'))
+			return false;
+	return true;
+}
+
+static char *dup_n(const char *s, size_t len)
+{
+	char *p = malloc(len + 1);
+
+	if (p) {
+		memcpy(p, s, len);
+		p[len] = '\0';
+	}
+	return p;
+}
+
+static int set_str(char **dst, const char *val, size_t len)
+{
+	char *p = dup_n(val, len);
+
+	if (!p)
+		return -ENOMEM;
+	free(*dst);
+	*dst = p;
+	return 0;
+}
+
+static int check_path(const char *what, const char *val, size_t len, struct vsxd_err *err)
+{
+	if (len > SUN_PATH_MAX)
+		return err_set(err, "%s is too long (%zu bytes, at most %zu)",
+			       what, len, (size_t)SUN_PATH_MAX);
+	return 0;
+}
+
+/* Guests reach host port P at "<uds-path>_P": that must fit too. */
+static int check_uds_path(const char *val, size_t len, struct vsxd_err *err)
+{
+	if (len > VSXD_UDS_PATH_MAX)
+		return err_set(err, "uds-path is too long (%zu bytes, at most %u, so that "
+			       "<uds-path>_<port> fits a Unix socket address)",
+			       len, VSXD_UDS_PATH_MAX);
+	return 0;
+}
+
+static int check_groups(const char *val, size_t len, struct vsxd_err *err)
+{
+	char q[QBUF];
+	size_t i, start = 0;
+
+	for (i = 0; i <= len; i++) {
+		if (i == len || val[i] == '+') {
+			if (i == start)
+				return err_set(err, "groups '%s' has an empty group name",
+					       quote(q, val, len));
+			start = i + 1;
+			continue;
+		}
+		if ((unsigned char)val[i] <= 0x20 || (unsigned char)val[i] >= 0x7f ||
+		    val[i] == ',')
+			return err_set(err, "groups '%s': group names are printable "
+				       "characters without spaces or ','", quote(q, val, len));
+	}
+	return 0;
+}
+
+int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
+		const char *val, size_t vallen, struct vsxd_err *err)
+{
+	const struct vm_key *k = NULL;
+	char q[QBUF];
+	uint64_t n;
+	size_t i;
+	int r;
+
+	for (i = 0; i < sizeof(vm_keys) / sizeof(vm_keys[0]); i++)
+		if (key_is(key, keylen, vm_keys[i].name))
+			k = &vm_keys[i];
+	if (!k) {
+		for (i = 0; i < sizeof(vm_keys_unsupported) / sizeof(char *); i++)
+			if (key_is(key, keylen, vm_keys_unsupported[i]))
+				return err_set(err, "'%s' is not supported: vsxd has no vsock "
+					       "forwarding backend (use uds-path)",
+					       vm_keys_unsupported[i]);
+		return err_set(err, "unknown key '%s' (known keys: " VM_KEYS_KNOWN ")",
+			       quote(q, key, keylen));
+	}
+	if (vm->set & k->bit)
+		return err_set(err, "'%s' given twice", k->name);
+	if (vallen == 0)
+		return err_set(err, "empty value for '%s'", k->name);
+	if (memchr(val, '\0', vallen))
+		return err_set(err, "value of '%s' contains a NUL byte", k->name);
+
+	switch (k->bit) {
+	case VSXD_VM_CID:
+		r = vsxd_parse_uint(val, vallen, UINT64_MAX, &n);
+		if (r == -EINVAL)
+			return err_set(err, "guest-cid '%s' is not a number",
+				       quote(q, val, vallen));
+		if (r < 0 || n < VSXD_CID_MIN || n > VSXD_CID_MAX)
+			return err_set(err, "guest-cid %s is out of range (%u to %u)",
+				       quote(q, val, vallen), VSXD_CID_MIN, VSXD_CID_MAX);
+		vm->guest_cid = n;
+		break;
+	case VSXD_VM_SOCKET:
+		r = check_path("socket", val, vallen, err);
+		if (r < 0)
+			return r;
+		if (set_str(&vm->socket_path, val, vallen))
+			return -ENOMEM;
+		break;
+	case VSXD_VM_UDS:
+		r = check_uds_path(val, vallen, err);
+		if (r < 0)
+			return r;
+		if (set_str(&vm->uds_path, val, vallen))
+			return -ENOMEM;
+		break;
+	case VSXD_VM_TX:
+		r = vsxd_parse_size(val, vallen, VSXD_TX_BUFFER_MAX, &n);
+		if (r == -EINVAL)
+			return err_set(err, "tx-buffer-size '%s' is not a size (a number with "
+				       "an optional K, M or G suffix)", quote(q, val, vallen));
+		if (r < 0 || n == 0)
+			return err_set(err, "tx-buffer-size %s is out of range (1 to 1G)",
+				       quote(q, val, vallen));
+		vm->tx_buffer_size = (uint32_t)n;
+		break;
+	case VSXD_VM_QUEUE:
+		r = vsxd_parse_size(val, vallen, VSXD_QUEUE_SIZE_MAX, &n);
+		if (r == -EINVAL)
+			return err_set(err, "queue-size '%s' is not a number",
+				       quote(q, val, vallen));
+		if (r < 0 || n == 0 || (n & (n - 1)))
+			return err_set(err, "queue-size %s is not a power of two from 1 to %u",
+				       quote(q, val, vallen), VSXD_QUEUE_SIZE_MAX);
+		vm->queue_size = (unsigned)n;
+		break;
+	case VSXD_VM_GROUPS:
+		r = check_groups(val, vallen, err);
+		if (r < 0)
+			return r;
+		if (set_str(&vm->groups, val, vallen))
+			return -ENOMEM;
+		break;
+	case VSXD_VM_NAME:
+		for (i = 0; i < vallen; i++)
+			if (!name_char(val[i]))
+				break;
+		if (i < vallen || vallen > VSXD_NAME_MAX)
+			return err_set(err, "name '%s' is not valid (1 to %u letters, digits, "
+				       "'.', '_' or '-')", quote(q, val, vallen), VSXD_NAME_MAX);
+		if (set_str(&vm->name, val, vallen))
+			return -ENOMEM;
+		break;
+	}
+	vm->set |= k->bit;
+	return 0;
+}
+
+int vsxd_vm_finish(struct vsxd_vm *vm, struct vsxd_err *err)
+{
+	if (!(vm->set & VSXD_VM_SOCKET))
+		return err_set(err, "missing 'socket'");
+	if (!(vm->set & VSXD_VM_UDS))
+		return err_set(err, "missing 'uds-path'");
+	if (!(vm->set & VSXD_VM_CID))
+		vm->guest_cid = VSXD_CID_DEFAULT;
+	if (!strcmp(vm->socket_path, vm->uds_path))
+		return err_set(err, "socket and uds-path are the same path");
+	return 0;
+}
+
+int vsxd_vm_parse(const char *spec, struct vsxd_vm *vm, struct vsxd_err *err)
+{
+	const char *p, *end, *item_end, *eq;
+	char q[QBUF];
+	int r;
+
+	memset(vm, 0, sizeof(*vm));
+	p = spec;
+	end = spec + strlen(spec);
+	/* vhost-device-vsock trims the whole list */
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	if (p == end)
+		return err_set(err, "empty VM description (expected guest-cid=CID,"
+			       "socket=PATH,uds-path=PATH)");
+
+	for (;;) {
+		item_end = memchr(p, ',', (size_t)(end - p));
+		if (!item_end)
+			item_end = end;
+		if (item_end == p)
+			return err_set(err, "empty item in '%s' (a ',' too many?)",
+				       quote(q, spec, strlen(spec)));
+		eq = memchr(p, '=', (size_t)(item_end - p));
+		if (!eq)
+			return err_set(err, "'%s' is not KEY=VALUE",
+				       quote(q, p, (size_t)(item_end - p)));
+		if (eq == p)
+			return err_set(err, "missing key in '%s'",
+				       quote(q, p, (size_t)(item_end - p)));
+		r = vsxd_vm_set(vm, p, (size_t)(eq - p), eq + 1,
+				(size_t)(item_end - eq - 1), err);
+		if (r < 0)
+			return r;
+		if (item_end == end)
+			break;
+		p = item_end + 1;
+	}
+	return vsxd_vm_finish(vm, err);
+}
+
+void vsxd_vm_free(struct vsxd_vm *vm)
+{
+	free(vm->name);
+	free(vm->socket_path);
+	free(vm->uds_path);
+	free(vm->groups);
+	free(vm->origin);
+	memset(vm, 0, sizeof(*vm));
+}
+
+static int dup_opt(char **dst, const char *src)
+{
+	*dst = NULL;
+	if (src && !(*dst = strdup(src)))
+		return -ENOMEM;
+	return 0;
+}
+
+int vsxd_vm_copy(struct vsxd_vm *dst, const struct vsxd_vm *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	dst->guest_cid = src->guest_cid;
+	dst->tx_buffer_size = src->tx_buffer_size;
+	dst->queue_size = src->queue_size;
+	dst->set = src->set;
+	if (dup_opt(&dst->name, src->name) ||
+	    dup_opt(&dst->socket_path, src->socket_path) ||
+	    dup_opt(&dst->uds_path, src->uds_path) ||
+	    dup_opt(&dst->groups, src->groups) ||
+	    dup_opt(&dst->origin, src->origin)) {
+		vsxd_vm_free(dst);      /* only what was copied is set */
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+const char *vsxd_vm_name(const struct vsxd_vm *vm, char *buf, size_t len)
+{
+	if (vm->name)
+		return vm->name;
+	snprintf(buf, len, "cid%llu", (unsigned long long)vm->guest_cid);
+	return buf;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a == b;
+	return !strcmp(a, b);
+}
+
+bool vsxd_vm_same_device(const struct vsxd_vm *a, const struct vsxd_vm *b)
+{
+	char na[32], nb[32];
+
+	return a->guest_cid == b->guest_cid &&
+	       str_eq(vsxd_vm_name(a, na, sizeof(na)), vsxd_vm_name(b, nb, sizeof(nb))) &&
+	       str_eq(a->socket_path, b->socket_path) &&
+	       str_eq(a->uds_path, b->uds_path) &&
+	       a->queue_size == b->queue_size &&
+	       str_eq(a->groups ? a->groups : "default",
+		      b->groups ? b->groups : "default");
+}
+
+/* ---- The configuration ---- */
+
+void vsxd_config_init(struct vsxd_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->log_target = VSXD_UNSET;
+	cfg->log_level = VSXD_UNSET;
+}
+
+void vsxd_config_free(struct vsxd_config *cfg)
+{
+	size_t i;
+
+	for (i = 0; i < cfg->n_vms; i++)
+		vsxd_vm_free(&cfg->vms[i]);
+	free(cfg->vms);
+	free(cfg->control_path);
+	vsxd_config_init(cfg);
+}
+
+/* A new zeroed VM at the end of @cfg->vms, or NULL. */
+static struct vsxd_vm *config_add_vm(struct vsxd_config *cfg)
+{
+	struct vsxd_vm *v;
+
+	if (cfg->n_vms >= SIZE_MAX / sizeof(*v) - 1)
+		return NULL;
+	v = realloc(cfg->vms, (cfg->n_vms + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	cfg->vms = v;
+	v = &cfg->vms[cfg->n_vms++];
+	memset(v, 0, sizeof(*v));
+	return v;
+}
+
+/* ---- vsxd.conf ---- */
+
+enum section { SEC_NONE, SEC_DAEMON, SEC_VM };
+
+struct parser {
+	const char *fname;
+	struct vsxd_config *cfg;
+	struct vsxd_err *err;
+	unsigned line;
+	enum section sec;
+	size_t vm;              /* index of the open [vm] in cfg->vms */
+	unsigned vm_line;       /* its header's line */
+};
+
+__attribute__((format(printf, 2, 3)))
+static int perr(struct parser *p, const char *fmt, ...)
+{
+	char msg[VSXD_ERR_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return err_set(p->err, "%s:%u: %s", p->fname, p->line, msg);
+}
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static void trim(const char **s, const char **e)
+{
+	while (*s < *e && is_blank(**s))
+		(*s)++;
+	while (*e > *s && is_blank((*e)[-1]))
+		(*e)--;
+}
+
+/* Close the open [vm] section: it must be complete. */
+static int close_section(struct parser *p)
+{
+	struct vsxd_vm *vm;
+	char n[32];
+	int r;
+
+	if (p->sec != SEC_VM)
+		return 0;
+	p->sec = SEC_NONE;
+	vm = &p->cfg->vms[p->vm];
+	r = vsxd_vm_finish(vm, p->err);
+	if (r < 0)
+		err_prefix(p->err, "%s:%u: [vm %s]", p->fname, p->vm_line,
+			   vm->name ? vm->name : vsxd_vm_name(vm, n, sizeof(n)));
+	return r;
+}
+
+static int open_section(struct parser *p, const char *s, const char *e)
+{
+	const char *w, *name;
+	struct vsxd_vm *vm;
+	char q[QBUF];
+	int r;
+
+	r = close_section(p);
+	if (r < 0)
+		return r;
+	if (e[-1] != ']') {
+		if (memchr(s, ']', (size_t)(e - s)))
+			return perr(p, "text after ']' in section header '%s'",
+				    quote(q, s, (size_t)(e - s)));
+		return perr(p, "section header '%s' has no closing ']'",
+			    quote(q, s, (size_t)(e - s)));
+	}
+	s++;            /* '[' */
+	e--;            /* ']' */
+	trim(&s, &e);
+	for (w = s; w < e && !is_blank(*w); w++)
+		;
+	name = w;
+	trim(&name, &e);
+
+	if ((size_t)(w - s) == 6 && !memcmp(s, "daemon", 6)) {
+		if (name != e)
+			return perr(p, "[daemon] takes no name");
+		p->sec = SEC_DAEMON;
+		return 0;
+	}
+	if ((size_t)(w - s) != 2 || memcmp(s, "vm", 2))
+		return perr(p, "unknown section '[%s]' (expected [vm NAME], [vm] or [daemon])",
+			    quote(q, s, (size_t)(e - s)));
+
+	vm = config_add_vm(p->cfg);
+	if (!vm)
+		return -ENOMEM;
+	p->vm = p->cfg->n_vms - 1;
+	p->vm_line = p->line;
+	p->sec = SEC_VM;
+	if (asprintf(&vm->origin, "%s:%u", p->fname, p->line) < 0) {
+		vm->origin = NULL;
+		return -ENOMEM;
+	}
+	if (name < e) {
+		r = vsxd_vm_set(vm, "name", 4, name, (size_t)(e - name), p->err);
+		if (r < 0) {
+			if (r == -EINVAL)
+				err_prefix(p->err, "%s:%u", p->fname, p->line);
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int daemon_key(struct parser *p, const char *k, size_t kl,
+		      const char *v, size_t vl)
+{
+	struct vsxd_config *cfg = p->cfg;
+	char q[QBUF];
+	int lvl;
+
+	if (key_is(k, kl, "control")) {
+		if (cfg->control_line)
+			return perr(p, "'control' given twice (first on line %u)",
+				    cfg->control_line);
+		if (vl == 0)
+			return perr(p, "empty value for 'control'");
+		if (memchr(v, '\0', vl))
+			return perr(p, "value of 'control' contains a NUL byte");
+		if (vl > SUN_PATH_MAX)
+			return perr(p, "control is too long (%zu bytes, at most %zu)",
+				    vl, (size_t)SUN_PATH_MAX);
+		if (set_str(&cfg->control_path, v, vl))
+			return -ENOMEM;
+		cfg->control_line = p->line;
+		return 0;
+	}
+	if (key_is(k, kl, "log")) {
+		if (cfg->log_line)
+			return perr(p, "'log' given twice (first on line %u)", cfg->log_line);
+		if (vl == 6 && !memcmp(v, "stderr", 6))
+			cfg->log_target = VSXD_LOG_STDERR;
+		else if (vl == 6 && !memcmp(v, "syslog", 6))
+			cfg->log_target = VSXD_LOG_SYSLOG;
+		else
+			return perr(p, "log '%s' is not 'stderr' or 'syslog'", quote(q, v, vl));
+		cfg->log_line = p->line;
+		return 0;
+	}
+	if (key_is(k, kl, "log-level")) {
+		if (cfg->log_level_line)
+			return perr(p, "'log-level' given twice (first on line %u)",
+				    cfg->log_level_line);
+		lvl = vsxd_parse_log_level(v, vl);
+		if (lvl < 0)
+			return perr(p, "log-level '%s' is not one of error, warning, "
+				    "notice, info, debug", quote(q, v, vl));
+		cfg->log_level = lvl;
+		cfg->log_level_line = p->line;
+		return 0;
+	}
+	return perr(p, "unknown key '%s' in [daemon] (known keys: control, log, log-level)",
+		    quote(q, k, kl));
+}
+
+static int parse_line(struct parser *p, const char *s, const char *e)
+{
+	const char *eq, *k, *ke, *v, *ve, *c;
+	char q[QBUF];
+	int r;
+
+	if (memchr(s, '\0', (size_t)(e - s)))
+		return perr(p, "NUL byte in line (not a text file?)");
+	trim(&s, &e);
+	if (s == e || *s == '#' || *s == ';')
+		return 0;
+	/* an inline comment starts at a '#' after a blank */
+	for (c = s + 1; c < e; c++) {
+		if (*c == '#' && is_blank(c[-1])) {
+			e = c;
+			trim(&s, &e);
+			break;
+		}
+	}
+
+	if (*s == '[')
+		return open_section(p, s, e);
+
+	eq = memchr(s, '=', (size_t)(e - s));
+	if (!eq) {
+		if (p->sec == SEC_NONE && p->cfg->n_vms == 0 &&
+		    (size_t)(e - s) == 4 && !memcmp(s, "vms:", 4))
+			return perr(p, "this looks like a vhost-device-vsock YAML file; "
+				    "vsxd.conf has [vm NAME] sections of KEY = VALUE lines "
+				    "(see vsxd.conf(5))");
+		return perr(p, "expected 'KEY = VALUE' or a '[section]', not '%s'",
+			    quote(q, s, (size_t)(e - s)));
+	}
+	k = s;
+	ke = eq;
+	v = eq + 1;
+	ve = e;
+	trim(&k, &ke);
+	trim(&v, &ve);
+	if (k == ke)
+		return perr(p, "missing key before '='");
+
+	switch (p->sec) {
+	case SEC_NONE:
+		return perr(p, "'%s' outside a section (put it under [vm NAME] or [daemon])",
+			    quote(q, k, (size_t)(ke - k)));
+	case SEC_DAEMON:
+		return daemon_key(p, k, (size_t)(ke - k), v, (size_t)(ve - v));
+	case SEC_VM:
+		r = vsxd_vm_set(&p->cfg->vms[p->vm], k, (size_t)(ke - k), v,
+				(size_t)(ve - v), p->err);
+		if (r == -EINVAL)
+			err_prefix(p->err, "%s:%u", p->fname, p->line);
+		return r;
+	}
+	return 0;
+}
+
+int vsxd_config_parse(const char *buf, size_t len, const char *fname,
+		      struct vsxd_config *cfg, struct vsxd_err *err)
+{
+	struct parser p = {
+		.fname = fname ? fname : "(config)",
+		.cfg = cfg,
+		.err = err,
+	};
+	const char *s = buf, *end = buf + len, *nl;
+	int r;
+
+	if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
+		s += 3;         /* a UTF-8 byte order mark */
+	while (s < end) {
+		p.line++;
+		nl = memchr(s, '\n', (size_t)(end - s));
+		if (!nl)
+			nl = end;
+		r = parse_line(&p, s, nl);
+		if (r < 0)
+			return r;
+		s = nl + 1;
+	}
+	p.line++;
+	return close_section(&p);
+}
+
+int vsxd_config_load(const char *path, struct vsxd_config *cfg, struct vsxd_err *err)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = NULL, *nb;
+	ssize_t n;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		err_set(err, "%s: %s", path, strerror(-r));
+		return r;
+	}
+
+	buf = malloc(cap);
+	if (!buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		if (len == cap) {
+			if (cap > VSXD_CONFIG_FILE_MAX)
+				break;  /* too large: said below */
+			nb = realloc(buf, cap * 2);
+			if (!nb) {
+				r = -ENOMEM;
+				goto out;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			err_set(err, "%s: %s", path, strerror(-r));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (len > VSXD_CONFIG_FILE_MAX) {
+		err_set(err, "%s: file too large (more than %u bytes)", path,
+			VSXD_CONFIG_FILE_MAX);
+		r = -EFBIG;
+		goto out;
+	}
+	r = vsxd_config_parse(buf, len, path, cfg, err);
+out:
+	free(buf);
+	close(fd);
+	return r;
+}
+
+int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
+		      const struct vsxd_config *cli)
+{
+	const struct vsxd_config *src[2] = { file, cli };
+	struct vsxd_vm *vm;
+	size_t s, i;
+
+	for (s = 0; s < 2; s++) {
+		if (!src[s])
+			continue;
+		for (i = 0; i < src[s]->n_vms; i++) {
+			vm = config_add_vm(out);
+			if (!vm || vsxd_vm_copy(vm, &src[s]->vms[i])) {
+				if (vm)
+					out->n_vms--;
+				return -ENOMEM;
+			}
+		}
+		if (src[s]->control_path) {
+			free(out->control_path);
+			out->control_path = strdup(src[s]->control_path);
+			if (!out->control_path)
+				return -ENOMEM;
+		}
+		if (src[s]->log_target != VSXD_UNSET)
+			out->log_target = src[s]->log_target;
+		if (src[s]->log_level != VSXD_UNSET)
+			out->log_level = src[s]->log_level;
+	}
+	return 0;
+}
+
+/* Two VMs' paths clash: the same path in any role. */
+static int check_paths(const struct vsxd_vm *a, const struct vsxd_vm *b,
+		       struct vsxd_err *err)
+{
+	static const char *const role[2] = { "socket", "uds-path" };
+	const char *ap[2] = { a->socket_path, a->uds_path };
+	const char *bp[2] = { b->socket_path, b->uds_path };
+	size_t x, y;
+
+	for (x = 0; x < 2; x++)
+		for (y = 0; y < 2; y++)
+			if (!strcmp(ap[x], bp[y]))
+				return err_set(err, "%s: %s '%s' is already the %s of %s",
+					       a->origin, role[x], ap[x], role[y], b->origin);
+	return 0;
+}
+
+int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err)
+{
+	const struct vsxd_vm *a, *b;
+	const char *na, *nb;
+	char ba[32], bb[32];
+	size_t i, j;
+	int r;
+
+	for (i = 0; i < cfg->n_vms; i++) {
+		a = &cfg->vms[i];
+		if (!strcmp(a->socket_path, a->uds_path))
+			return err_set(err, "%s: socket and uds-path are the same path",
+				       a->origin);
+		if (cfg->control_path && !strcmp(a->socket_path, cfg->control_path))
+			return err_set(err, "%s: socket '%s' is also the control socket",
+				       a->origin, a->socket_path);
+		if (cfg->control_path && !strcmp(a->uds_path, cfg->control_path))
+			return err_set(err, "%s: uds-path '%s' is also the control socket",
+				       a->origin, a->uds_path);
+		na = vsxd_vm_name(a, ba, sizeof(ba));
+		for (j = 0; j < i; j++) {
+			b = &cfg->vms[j];
+			if (a->guest_cid == b->guest_cid)
+				return err_set(err, "%s: guest-cid %llu is already used by %s",
+					       a->origin, (unsigned long long)a->guest_cid,
+					       b->origin);
+			nb = vsxd_vm_name(b, bb, sizeof(bb));
+			if (!strcmp(na, nb))
+				return err_set(err, "%s: name '%s' is already used by %s",
+					       a->origin, na, b->origin);
+			r = check_paths(a, b, err);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+/* ---- The command line ---- */
+
+enum opt_id {
+	OPT_VM, OPT_CONFIG, OPT_CONTROL, OPT_SYSLOG, OPT_VERBOSE, OPT_HELP, OPT_VERSION,
+	OPT_VMKEY,      /* a single-VM flag: --guest-cid, --socket, ... */
+};
+
+static const struct opt {
+	const char *name;
+	char short_name;
+	bool arg;
+	enum opt_id id;
+} options[] = {
+	{ "vm", 0, true, OPT_VM },
+	{ "config", 0, true, OPT_CONFIG },
+	{ "control", 0, true, OPT_CONTROL },
+	{ "syslog", 0, false, OPT_SYSLOG },
+	{ "verbose", 'v', false, OPT_VERBOSE },
+	{ "help", 'h', false, OPT_HELP },
+	{ "version", 'V', false, OPT_VERSION },
+	{ "guest-cid", 0, true, OPT_VMKEY },
+	{ "socket", 0, true, OPT_VMKEY },
+	{ "uds-path", 0, true, OPT_VMKEY },
+	{ "tx-buffer-size", 0, true, OPT_VMKEY },
+	{ "queue-size", 0, true, OPT_VMKEY },
+	{ "groups", 0, true, OPT_VMKEY },
+	{ "name", 0, true, OPT_VMKEY },
+	{ "forward-cid", 0, true, OPT_VMKEY },
+	{ "forward-listen", 0, true, OPT_VMKEY },
+};
+
+#define NOPTS (sizeof(options) / sizeof(options[0]))
+#define SINGLE_VM_ORIGIN "--guest-cid/--socket/--uds-path"
+
+void vsxd_opts_free(struct vsxd_opts *o)
+{
+	vsxd_config_free(&o->cfg);
+	free(o->config_file);
+	memset(o, 0, sizeof(*o));
+	vsxd_config_init(&o->cfg);
+}
+
+static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
+		     struct vsxd_vm *single, unsigned *n_vm, struct vsxd_err *err)
+{
+	struct vsxd_vm *vm;
+	char q[QBUF];
+	int r;
+
+	switch (op->id) {
+	case OPT_VM:
+		(*n_vm)++;
+		vm = config_add_vm(&o->cfg);
+		if (!vm)
+			return -ENOMEM;
+		r = vsxd_vm_parse(val, vm, err);
+		if (r == -EINVAL)
+			err_prefix(err, "--vm #%u", *n_vm);
+		if (r < 0)
+			return r;
+		if (asprintf(&vm->origin, "--vm #%u", *n_vm) < 0) {
+			vm->origin = NULL;
+			return -ENOMEM;
+		}
+		return 0;
+	case OPT_CONFIG:
+		if (o->config_file)
+			return err_set(err, "--config given twice");
+		if (!*val)
+			return err_set(err, "empty value for --config");
+		return set_str(&o->config_file, val, strlen(val));
+	case OPT_CONTROL:
+		if (o->cfg.control_path)
+			return err_set(err, "--control given twice");
+		if (!*val)
+			return err_set(err, "empty value for --control");
+		if (strlen(val) > SUN_PATH_MAX)
+			return err_set(err, "--control: the path is too long "
+				       "(%zu bytes, at most %zu)", strlen(val),
+				       (size_t)SUN_PATH_MAX);
+		return set_str(&o->cfg.control_path, val, strlen(val));
+	case OPT_SYSLOG:
+		o->cfg.log_target = VSXD_LOG_SYSLOG;
+		return 0;
+	case OPT_VERBOSE:
+		o->verbose++;
+		o->cfg.log_level = 7;
+		return 0;
+	case OPT_HELP:
+		o->help = true;
+		return 0;
+	case OPT_VERSION:
+		o->version = true;
+		return 0;
+	case OPT_VMKEY:
+		r = vsxd_vm_set(single, op->name, strlen(op->name), val, strlen(val),
+				err);
+		if (r == -EINVAL)
+			err_prefix(err, "--%s", quote(q, op->name, strlen(op->name)));
+		return r;
+	}
+	return 0;
+}
+
+int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
+		    struct vsxd_err *err)
+{
+	struct vsxd_vm single = { 0 }, *vm;
+	const struct opt *op;
+	const char *a, *val, *eq;
+	unsigned n_vm = 0;
+	char q[QBUF];
+	size_t nl, k;
+	int i, r = 0;
+
+	memset(o, 0, sizeof(*o));
+	vsxd_config_init(&o->cfg);
+
+	for (i = 1; i < argc && r == 0; i++) {
+		a = argv[i];
+		if (a[0] != '-' || a[1] == '\0') {
+			r = err_set(err, "unexpected argument '%s'",
+				    quote(q, a, strlen(a)));
+			break;
+		}
+		if (a[1] != '-') {
+			/* short flags, possibly bundled: -vv */
+			for (k = 1; a[k] && r == 0; k++) {
+				for (op = options; op < options + NOPTS; op++)
+					if (op->short_name && op->short_name == a[k])
+						break;
+				if (op == options + NOPTS) {
+					r = err_set(err, "unknown option '-%s'",
+						    quote(q, a + k, 1));
+					break;
+				}
+				r = opt_value(op, NULL, o, &single, &n_vm, err);
+			}
+			continue;
+		}
+		if (a[2] == '\0') {
+			if (i + 1 < argc)
+				r = err_set(err, "unexpected argument '%s'",
+					    quote(q, argv[i + 1], strlen(argv[i + 1])));
+			break;
+		}
+		eq = strchr(a + 2, '=');
+		nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+		for (op = options; op < options + NOPTS; op++)
+			if (strlen(op->name) == nl && !memcmp(op->name, a + 2, nl))
+				break;
+		if (op == options + NOPTS) {
+			r = err_set(err, "unknown option '--%s'", quote(q, a + 2, nl));
+			break;
+		}
+		if (!op->arg) {
+			if (eq)
+				r = err_set(err, "option '--%s' takes no value", op->name);
+			else
+				r = opt_value(op, NULL, o, &single, &n_vm, err);
+			continue;
+		}
+		if (eq) {
+			val = eq + 1;
+		} else if (i + 1 < argc) {
+			val = argv[++i];
+		} else {
+			r = err_set(err, "option '--%s' needs a value", op->name);
+			break;
+		}
+		r = opt_value(op, val, o, &single, &n_vm, err);
+	}
+
+	if (r == 0 && single.set) {
+		r = vsxd_vm_finish(&single, err);
+		if (r == -EINVAL)
+			err_prefix(err, SINGLE_VM_ORIGIN);
+		if (r == 0) {
+			vm = config_add_vm(&o->cfg);
+			if (!vm) {
+				r = -ENOMEM;
+			} else {
+				*vm = single;
+				memset(&single, 0, sizeof(single));
+				vm->origin = strdup(SINGLE_VM_ORIGIN);
+				if (!vm->origin)
+					r = -ENOMEM;
+			}
+		}
+	}
+	vsxd_vm_free(&single);
+	if (r == -ENOMEM)
+		err_set(err, "out of memory");
+	return r;
+}

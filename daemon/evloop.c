@@ -1,0 +1,196 @@
+/*
+ * struct vsx_loop over libevent 2.1.
+ *
+ * A watch is one heap event (event_new) with EV_PERSIST, level-triggered,
+ * whose callback is a trampoline that translates EV_READ/EV_WRITE into
+ * VSX_EV_*. Changing the interest (watch_set) deletes the event, assigns it
+ * again with the new mask and the same trampoline and argument, and adds it
+ * back when the mask is not empty: the callback is never lost, and an idle
+ * watch (mask 0) stays allocated but not pending.
+ *
+ * A timer is one evtimer; arming a pending (or already fired but not yet
+ * run) timer reschedules it, as event_add does for timeouts.
+ *
+ * Freeing: event_del, then event_free, then our struct. Doing that from
+ * inside the object's own callback is safe: libevent has taken the event
+ * off its active queue before calling us, and the trampolines touch
+ * nothing after the user callback returns.
+ */
+#include <stdlib.h>
+#include <sys/time.h>
+
+#include <event2/event.h>
+
+#include "evloop.h"
+
+#define VSX_EV_ALL (VSX_EV_READ | VSX_EV_WRITE)
+
+struct vsx_watch {
+	struct event *ev;       /* owned: event_new'd, event_free'd in unwatch */
+	vsx_watch_cb cb;
+	void *arg;              /* the caller's */
+	int fd;                 /* the caller's; never closed here */
+	int events;             /* VSX_EV_* asked for now */
+};
+
+struct vsx_timer {
+	struct event *ev;       /* owned: evtimer_new'd, freed in timer_free */
+	vsx_timer_cb cb;
+	void *arg;              /* the caller's */
+};
+
+static short to_libevent(int events)
+{
+	short what = 0;
+
+	if (events & VSX_EV_READ)
+		what |= EV_READ;
+	if (events & VSX_EV_WRITE)
+		what |= EV_WRITE;
+	return what;
+}
+
+/* ---- Watches ---- */
+
+static void watch_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct vsx_watch *w = arg;
+	int events = 0;
+
+	if (what & EV_READ)
+		events |= VSX_EV_READ;
+	if (what & EV_WRITE)
+		events |= VSX_EV_WRITE;
+	events &= w->events;
+	if (!events)
+		return;
+	w->cb((int)fd, events, w->arg);
+	/* @w may have been freed by the callback: do not touch it. */
+}
+
+static struct vsx_watch *ev_watch(void *ctx, int fd, int events,
+				  vsx_watch_cb cb, void *arg)
+{
+	struct event_base *base = ctx;
+	struct vsx_watch *w;
+
+	if (!base || fd < 0 || !cb || (events & ~VSX_EV_ALL))
+		return NULL;
+
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->cb = cb;
+	w->arg = arg;
+	w->fd = fd;
+	w->events = events;
+	w->ev = event_new(base, fd, to_libevent(events) | EV_PERSIST, watch_fire, w);
+	if (!w->ev)
+		goto err_free;
+	if (events && event_add(w->ev, NULL) < 0)
+		goto err_event;
+	return w;
+
+err_event:
+	event_free(w->ev);
+err_free:
+	free(w);
+	return NULL;
+}
+
+static void ev_watch_set(struct vsx_watch *w, int events)
+{
+	struct event_base *base;
+
+	events &= VSX_EV_ALL;
+	if (!w || events == w->events)
+		return;
+
+	base = event_get_base(w->ev);
+	event_del(w->ev);
+	/* Same storage, same trampoline and argument: only the mask changes. */
+	event_assign(w->ev, base, w->fd, to_libevent(events) | EV_PERSIST, watch_fire, w);
+	w->events = events;
+	if (events)
+		event_add(w->ev, NULL);
+}
+
+static void ev_unwatch(struct vsx_watch *w)
+{
+	if (!w)
+		return;
+	event_del(w->ev);
+	event_free(w->ev);
+	free(w);
+}
+
+/* ---- Timers ---- */
+
+static void timer_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct vsx_timer *t = arg;
+
+	t->cb(t->arg);
+	/* @t may have been freed (or re-armed) by the callback. */
+}
+
+static struct vsx_timer *ev_timer(void *ctx, vsx_timer_cb cb, void *arg)
+{
+	struct event_base *base = ctx;
+	struct vsx_timer *t;
+
+	if (!base || !cb)
+		return NULL;
+
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->cb = cb;
+	t->arg = arg;
+	t->ev = evtimer_new(base, timer_fire, t);
+	if (!t->ev) {
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+static void ev_timer_arm(struct vsx_timer *t, unsigned ms)
+{
+	struct timeval tv = {
+		.tv_sec = ms / 1000,
+		.tv_usec = (suseconds_t)(ms % 1000) * 1000,
+	};
+
+	if (t)
+		evtimer_add(t->ev, &tv);
+}
+
+static void ev_timer_disarm(struct vsx_timer *t)
+{
+	if (t)
+		evtimer_del(t->ev);
+}
+
+static void ev_timer_free(struct vsx_timer *t)
+{
+	if (!t)
+		return;
+	evtimer_del(t->ev);
+	event_free(t->ev);
+	free(t);
+}
+
+void vsx_evloop_init(struct vsx_loop *loop, struct event_base *base)
+{
+	*loop = (struct vsx_loop){
+		.ctx = base,
+		.watch = ev_watch,
+		.watch_set = ev_watch_set,
+		.unwatch = ev_unwatch,
+		.timer = ev_timer,
+		.timer_arm = ev_timer_arm,
+		.timer_disarm = ev_timer_disarm,
+		.timer_free = ev_timer_free,
+	};
+}

@@ -1,0 +1,489 @@
+/*
+ * vsxd: hosts vhost-user-vsock devices for QEMU guests on one libevent loop.
+ *
+ * Start-up: parse the command line, read the --config file, merge and check
+ * the two (config.c), then create the backend's router and one VM per
+ * configured device. Any problem in what the user gave exits 2 before
+ * anything is created; a failure to start (a socket path in use, no
+ * memory) exits 1 after undoing what was done. Then the loop runs until
+ * SIGTERM or SIGINT, which free the router (it resets every connection and
+ * unlinks every socket path) and exit 0.
+ *
+ * SIGHUP re-reads the --config file. A broken file changes nothing. VMs
+ * whose device is unchanged keep running (a new tx-buffer-size is applied
+ * to their new connections), VMs gone from the file are freed, new ones are
+ * created; a VM that fails to start is logged and tried again at the next
+ * reload. VMs given on the command line always stay.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+#include "evloop.h"
+#include "../transports/virtio/backend.h"
+
+#define EXIT_USAGE 2
+#define DEFAULT_LOG_LEVEL LOG_INFO
+
+/* ---- Logging ---- */
+
+static struct {
+	int target;     /* enum vsxd_log_target */
+	int level;      /* highest priority logged */
+} logst = { VSXD_LOG_STDERR, DEFAULT_LOG_LEVEL };
+
+static const char *prio_prefix(int prio)
+{
+	switch (prio) {
+	case LOG_EMERG:
+	case LOG_ALERT:
+	case LOG_CRIT:
+	case LOG_ERR:
+		return "error: ";
+	case LOG_WARNING:
+		return "warning: ";
+	case LOG_DEBUG:
+		return "debug: ";
+	default:
+		return "";
+	}
+}
+
+static void log_msg(int prio, const char *msg)
+{
+	if (prio > logst.level)
+		return;
+	if (logst.target == VSXD_LOG_SYSLOG)
+		syslog(prio, "%s", msg);
+	else
+		fprintf(stderr, "vsxd: %s%s\n", prio_prefix(prio), msg);
+}
+
+__attribute__((format(printf, 2, 3)))
+static void vlog(int prio, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	if (prio > logst.level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_msg(prio, msg);
+}
+
+/* A fatal start-up error: always on stderr (the caller is waiting for our
+ * exit status there), and in syslog too when logging goes there. */
+__attribute__((format(printf, 1, 2)))
+static void fatal(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "vsxd: %s\n", msg);
+	if (logst.target == VSXD_LOG_SYSLOG)
+		syslog(LOG_ERR, "%s", msg);
+}
+
+static void log_setup(const struct vsxd_config *cfg)
+{
+	int target = cfg->log_target == VSXD_UNSET ? VSXD_LOG_STDERR : cfg->log_target;
+
+	if (target == VSXD_LOG_SYSLOG && logst.target != VSXD_LOG_SYSLOG)
+		openlog("vsxd", LOG_PID, LOG_DAEMON);
+	else if (target != VSXD_LOG_SYSLOG && logst.target == VSXD_LOG_SYSLOG)
+		closelog();
+	logst.target = target;
+	logst.level = cfg->log_level == VSXD_UNSET ? DEFAULT_LOG_LEVEL : cfg->log_level;
+}
+
+static void backend_log(void *arg, int prio, const char *msg)
+{
+	log_msg(prio, msg);
+}
+
+/* libevent's own warnings */
+static void libevent_log(int severity, const char *msg)
+{
+	switch (severity) {
+	case EVENT_LOG_DEBUG:
+		log_msg(LOG_DEBUG, msg);
+		break;
+	case EVENT_LOG_MSG:
+		log_msg(LOG_INFO, msg);
+		break;
+	case EVENT_LOG_WARN:
+		log_msg(LOG_WARNING, msg);
+		break;
+	default:
+		log_msg(LOG_ERR, msg);
+		break;
+	}
+}
+
+/* ---- systemd readiness (sd_notify's datagram, no libsystemd needed) ---- */
+
+static void notify(const char *state)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t len;
+	int fd;
+
+	if (!path || (path[0] != '/' && path[0] != '@'))
+		return;
+	len = strlen(path);
+	if (len >= sizeof(sa.sun_path))
+		return;
+	memcpy(sa.sun_path, path, len);
+	if (sa.sun_path[0] == '@')
+		sa.sun_path[0] = '\0';  /* abstract namespace */
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+		   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+		vlog(LOG_DEBUG, "sd_notify %s: %s", state, strerror(errno));
+	close(fd);
+}
+
+/* ---- The daemon ---- */
+
+static const int signals[] = { SIGTERM, SIGINT, SIGHUP };
+#define NSIGNALS (sizeof(signals) / sizeof(signals[0]))
+
+struct vsxd {
+	struct event_base *base;
+	struct vsx_loop loop;          /* the adapter over @base */
+	struct vsx_router *router;
+	struct vsxd_opts opts;         /* the command line, kept for reloads */
+	struct vsxd_config cfg;        /* in force: the file's, then the flags' */
+	struct vsx_vm **vms;           /* cfg.n_vms entries, owned by the router;
+					  NULL: failed to start (reload) */
+	struct event *sig[NSIGNALS];
+	int exit_code;
+};
+
+/* Read the --config file (if any) and merge it with the command line into
+ * @out (initialised here, free it either way). -EINVAL: bad input, said
+ * in @err. */
+static int load_config(const struct vsxd_opts *opts, struct vsxd_config *out,
+		       struct vsxd_err *err)
+{
+	struct vsxd_config file;
+	int r = 0;
+
+	vsxd_config_init(out);
+	vsxd_config_init(&file);
+	if (opts->config_file)
+		r = vsxd_config_load(opts->config_file, &file, err);
+	if (r == 0)
+		r = vsxd_config_merge(out, opts->config_file ? &file : NULL, &opts->cfg);
+	if (r == -ENOMEM)
+		snprintf(err->msg, sizeof(err->msg), "out of memory");
+	if (r == 0)
+		r = vsxd_config_check(out, err);
+	vsxd_config_free(&file);
+	return r;
+}
+
+static const char *vm_label(const struct vsxd_vm *vm, char *buf, size_t len)
+{
+	char n[32];
+
+	snprintf(buf, len, "VM %s (%s)", vsxd_vm_name(vm, n, sizeof(n)), vm->origin);
+	return buf;
+}
+
+static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsx_vm **out)
+{
+	const struct vsx_vm_config vc = {
+		.name = vm->name,
+		.guest_cid = vm->guest_cid,
+		.socket_path = vm->socket_path,
+		.uds_path = vm->uds_path,
+		.tx_buffer_size = vm->tx_buffer_size,
+		.queue_size = vm->queue_size,
+		.groups = vm->groups,
+	};
+	char label[256];
+	int r;
+
+	r = vsx_vm_new(d->router, &vc, out);
+	if (r < 0) {
+		*out = NULL;
+		return r;
+	}
+	vlog(LOG_INFO, "%s: guest-cid %llu, vhost-user socket %s, uds-path %s",
+	     vm_label(vm, label, sizeof(label)), (unsigned long long)vm->guest_cid,
+	     vm->socket_path, vm->uds_path);
+	vlog(LOG_DEBUG, "%s: tx-buffer-size %u, queue-size %u, groups %s",
+	     vm_label(vm, label, sizeof(label)),
+	     vm->tx_buffer_size ? vm->tx_buffer_size : VSX_DEFAULT_BUF_ALLOC,
+	     vm->queue_size ? vm->queue_size : VSX_DEFAULT_QUEUE_SIZE,
+	     vm->groups ? vm->groups : VSX_GROUP_DEFAULT);
+	return 0;
+}
+
+static const char *start_error(int r)
+{
+	switch (r) {
+	case -EEXIST:
+		return "its guest-cid or name is already in use";
+	case -EADDRINUSE:
+		return "a socket path is in use by another program";
+	default:
+		return strerror(-r);
+	}
+}
+
+/* A running VM's tx-buffer-size changed: new connections get the new one. */
+static void set_buffer(struct vsx_vm *vm, const struct vsxd_vm *cfg)
+{
+	uint32_t bytes = cfg->tx_buffer_size;
+	char label[256];
+	int r;
+
+	if (!bytes)
+		bytes = VSX_DEFAULT_BUF_ALLOC;
+	r = vsx_vm_set_default_buffer(vm, bytes);
+	if (r < 0)
+		vlog(LOG_ERR, "%s: cannot set tx-buffer-size %u: %s",
+		     vm_label(cfg, label, sizeof(label)), bytes, strerror(-r));
+	else
+		vlog(LOG_INFO, "%s: tx-buffer-size %u for new connections",
+		     vm_label(cfg, label, sizeof(label)), bytes);
+}
+
+static void reload(struct vsxd *d)
+{
+	struct vsxd_config nc;
+	struct vsx_vm **nvms = NULL;
+	struct vsxd_err err;
+	bool *kept = NULL;
+	char label[256];
+	size_t i, j, added = 0, removed = 0, failed = 0;
+	int r;
+
+	if (!d->opts.config_file) {
+		vlog(LOG_INFO, "SIGHUP: no --config file, nothing to reload");
+		return;
+	}
+	notify("RELOADING=1");
+	vlog(LOG_INFO, "SIGHUP: reloading %s", d->opts.config_file);
+	r = load_config(&d->opts, &nc, &err);
+	if (r < 0) {
+		vlog(LOG_ERR, "reload failed, keeping the running configuration: %s",
+		     err.msg);
+		goto out;
+	}
+	nvms = calloc(nc.n_vms ? nc.n_vms : 1, sizeof(*nvms));
+	kept = calloc(d->cfg.n_vms ? d->cfg.n_vms : 1, sizeof(*kept));
+	if (!nvms || !kept) {
+		vlog(LOG_ERR, "reload failed: out of memory");
+		goto out;
+	}
+
+	/* Keep the devices that did not change. */
+	for (j = 0; j < nc.n_vms; j++) {
+		for (i = 0; i < d->cfg.n_vms; i++) {
+			if (kept[i] || !d->vms[i] ||
+			    !vsxd_vm_same_device(&d->cfg.vms[i], &nc.vms[j]))
+				continue;
+			kept[i] = true;
+			nvms[j] = d->vms[i];
+			if (d->cfg.vms[i].tx_buffer_size != nc.vms[j].tx_buffer_size)
+				set_buffer(nvms[j], &nc.vms[j]);
+			break;
+		}
+	}
+	/* Free the ones gone or changed (their paths and CIDs become free)... */
+	for (i = 0; i < d->cfg.n_vms; i++) {
+		if (kept[i] || !d->vms[i])
+			continue;
+		vlog(LOG_INFO, "%s: removed",
+		     vm_label(&d->cfg.vms[i], label, sizeof(label)));
+		vsx_vm_free(d->vms[i]);
+		d->vms[i] = NULL;
+		removed++;
+	}
+	/* ...then start the new ones. */
+	for (j = 0; j < nc.n_vms; j++) {
+		if (nvms[j])
+			continue;
+		r = vm_start(d, &nc.vms[j], &nvms[j]);
+		if (r < 0) {
+			vlog(LOG_ERR, "%s: cannot start: %s",
+			     vm_label(&nc.vms[j], label, sizeof(label)), start_error(r));
+			failed++;
+		} else {
+			added++;
+		}
+	}
+
+	if (nc.control_path && (!d->cfg.control_path ||
+				strcmp(nc.control_path, d->cfg.control_path)))
+		vlog(LOG_WARNING, "a new control socket path takes effect on restart");
+	log_setup(&nc);
+
+	vsxd_config_free(&d->cfg);
+	d->cfg = nc;
+	vsxd_config_init(&nc);
+	free(d->vms);
+	d->vms = nvms;
+	nvms = NULL;
+	vlog(LOG_INFO, "reloaded: %zu VMs (%zu added, %zu removed, %zu failed)",
+	     d->cfg.n_vms - failed, added, removed, failed);
+out:
+	notify("READY=1");
+	free(kept);
+	free(nvms);
+	vsxd_config_free(&nc);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct vsxd *d = arg;
+
+	if (sig == SIGHUP) {
+		reload(d);
+		return;
+	}
+	vlog(LOG_INFO, "%s: exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	notify("STOPPING=1");
+	event_base_loopbreak(d->base);
+}
+
+static int signals_setup(struct vsxd *d)
+{
+	size_t i;
+
+	for (i = 0; i < NSIGNALS; i++) {
+		d->sig[i] = evsignal_new(d->base, signals[i], on_signal, d);
+		if (!d->sig[i] || evsignal_add(d->sig[i], NULL) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void daemon_free(struct vsxd *d)
+{
+	size_t i;
+
+	for (i = 0; i < NSIGNALS; i++) {
+		if (d->sig[i]) {
+			evsignal_del(d->sig[i]);
+			event_free(d->sig[i]);
+		}
+	}
+	if (d->router)
+		vsx_router_free(d->router);     /* frees the VMs too */
+	free(d->vms);
+	if (d->base)
+		event_base_free(d->base);
+	vsxd_config_free(&d->cfg);
+	vsxd_opts_free(&d->opts);
+}
+
+int main(int argc, char **argv)
+{
+	struct vsxd d = { .exit_code = EXIT_FAILURE };
+	struct vsxd_err err;
+	char label[256];
+	size_t i;
+	int r;
+
+	signal(SIGPIPE, SIG_IGN);
+	vsxd_config_init(&d.cfg);
+
+	r = vsxd_opts_parse(argc, argv, &d.opts, &err);
+	if (r < 0) {
+		fprintf(stderr, "vsxd: %s\nTry 'vsxd --help'.\n", err.msg);
+		d.exit_code = r == -ENOMEM ? EXIT_FAILURE : EXIT_USAGE;
+		goto out;
+	}
+	if (d.opts.help) {
+		fputs(vsxd_usage, stdout);
+		d.exit_code = EXIT_SUCCESS;
+		goto out;
+	}
+	if (d.opts.version) {
+		printf("vsxd (vsx) %s\n", PACKAGE_VERSION);
+		d.exit_code = EXIT_SUCCESS;
+		goto out;
+	}
+	r = load_config(&d.opts, &d.cfg, &err);
+	if (r < 0) {
+		fprintf(stderr, "vsxd: %s\n", err.msg);
+		d.exit_code = r == -ENOMEM ? EXIT_FAILURE : EXIT_USAGE;
+		goto out;
+	}
+	if (d.cfg.n_vms == 0 && !d.cfg.control_path) {
+		fprintf(stderr, "vsxd: no VM to serve: give --vm, --guest-cid/--socket/"
+			"--uds-path or a --config file with [vm] sections\n"
+			"Try 'vsxd --help'.\n");
+		d.exit_code = EXIT_USAGE;
+		goto out;
+	}
+
+	log_setup(&d.cfg);
+	event_set_log_callback(libevent_log);
+
+	d.base = event_base_new();
+	if (!d.base) {
+		fatal("cannot create the event loop");
+		goto out;
+	}
+	vsx_evloop_init(&d.loop, d.base);
+	r = vsx_router_new(&d.loop, backend_log, NULL, &d.router);
+	if (r < 0) {
+		fatal("cannot create the router: %s", strerror(-r));
+		goto out;
+	}
+	d.vms = calloc(d.cfg.n_vms ? d.cfg.n_vms : 1, sizeof(*d.vms));
+	if (!d.vms || signals_setup(&d) < 0) {
+		fatal("out of memory");
+		goto out;
+	}
+	for (i = 0; i < d.cfg.n_vms; i++) {
+		r = vm_start(&d, &d.cfg.vms[i], &d.vms[i]);
+		if (r < 0) {
+			vm_label(&d.cfg.vms[i], label, sizeof(label));
+			fatal("%s: cannot start: %s", label, start_error(r));
+			goto out;
+		}
+	}
+	if (d.cfg.control_path)
+		vlog(LOG_WARNING, "control socket %s: not implemented yet, not created",
+		     d.cfg.control_path);
+
+	vlog(LOG_INFO, "vsxd %s: serving %zu VM%s", PACKAGE_VERSION, d.cfg.n_vms,
+	     d.cfg.n_vms == 1 ? "" : "s");
+	notify("READY=1");
+	if (event_base_dispatch(d.base) < 0) {
+		vlog(LOG_ERR, "the event loop failed");
+		goto out;
+	}
+	d.exit_code = EXIT_SUCCESS;
+out:
+	daemon_free(&d);
+	libevent_global_shutdown();
+	if (logst.target == VSXD_LOG_SYSLOG)
+		closelog();
+	return d.exit_code;
+}

@@ -1,0 +1,738 @@
+/*
+ * vsxd's settings: --vm lists, the single-VM flags, the command line,
+ * vsxd.conf(5), merging and whole-config checks (daemon/config.c).
+ * Every error case checks the return value and the key part of the
+ * message the user would read.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "../../daemon/config.h"
+
+#define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* @r must be -EINVAL and the message must hold @part. */
+#define expect_err(r, err, part)                                                  \
+	do {                                                                      \
+		cr_assert_eq((r), -EINVAL, "expected -EINVAL, got %d (%s)", (r),   \
+			     (err).msg);                                          \
+		cr_assert(strstr((err).msg, (part)),                              \
+			  "message \"%s\" lacks \"%s\"", (err).msg, (part));      \
+	} while (0)
+
+static int parse_argv(int argc, char *const argv[], struct vsxd_opts *o,
+		      struct vsxd_err *err)
+{
+	memset(err, 0, sizeof(*err));
+	return vsxd_opts_parse(argc, argv, o, err);
+}
+
+/* Parse one --vm spec; returns the result, @err filled. */
+static int vm_spec(const char *spec, struct vsxd_vm *vm, struct vsxd_err *err)
+{
+	memset(err, 0, sizeof(*err));
+	return vsxd_vm_parse(spec, vm, err);
+}
+
+static void expect_vm_err(const char *spec, const char *part)
+{
+	struct vsxd_vm vm;
+	struct vsxd_err err;
+	int r = vm_spec(spec, &vm, &err);
+
+	cr_assert_eq(r, -EINVAL, "spec \"%s\": expected -EINVAL, got %d", spec, r);
+	cr_assert(strstr(err.msg, part), "spec \"%s\": message \"%s\" lacks \"%s\"",
+		  spec, err.msg, part);
+	vsxd_vm_free(&vm);
+}
+
+/* ---- values ---- */
+
+Test(values, numbers_and_sizes)
+{
+	uint64_t v;
+
+	cr_assert_eq(vsxd_parse_uint("42", 2, 100, &v), 0);
+	cr_assert_eq(v, 42);
+	cr_assert_eq(vsxd_parse_uint("0xfffffffe", 10, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 0xfffffffeull);
+	cr_assert_eq(vsxd_parse_uint("101", 3, 100, &v), -ERANGE);
+	cr_assert_eq(vsxd_parse_uint("18446744073709551616", 20, UINT64_MAX, &v), -ERANGE);
+	cr_assert_eq(vsxd_parse_uint("18446744073709551616x", 21, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_uint("", 0, 100, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_uint("0x", 2, 100, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_uint("-1", 2, 100, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_uint(" 1", 2, 100, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_uint("1x", 2, 100, &v), -EINVAL);
+
+	cr_assert_eq(vsxd_parse_size("64K", 3, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 65536);
+	cr_assert_eq(vsxd_parse_size("64k", 3, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 65536);
+	cr_assert_eq(vsxd_parse_size("2MiB", 4, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 2u << 20);
+	cr_assert_eq(vsxd_parse_size("1G", 2, 1u << 30, &v), 0);
+	cr_assert_eq(v, 1u << 30);
+	cr_assert_eq(vsxd_parse_size("2G", 2, 1u << 30, &v), -ERANGE);
+	cr_assert_eq(vsxd_parse_size("4096", 4, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 4096);
+	cr_assert_eq(vsxd_parse_size("0x1000", 6, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 4096);
+	cr_assert_eq(vsxd_parse_size("K", 1, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_size("1T", 2, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_size("1KB", 3, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_size("1 K", 3, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_size("99999999999999999G", 18, UINT64_MAX, &v), -ERANGE);
+
+	cr_assert_eq(vsxd_parse_log_level("debug", 5), 7);
+	cr_assert_eq(vsxd_parse_log_level("warning", 7), 4);
+	cr_assert_eq(vsxd_parse_log_level("loud", 4), -EINVAL);
+	cr_assert_str_eq(vsxd_log_level_name(6), "info");
+}
+
+/* ---- --vm lists ---- */
+
+Test(vm, full_spec_both_spellings)
+{
+	struct vsxd_vm vm;
+	struct vsxd_err err;
+
+	cr_assert_eq(vm_spec("guest-cid=4,socket=/run/vm4.vhost,uds-path=/run/vm4.vsock,"
+			     "tx-buffer-size=128K,queue-size=256,groups=a+b,name=web",
+			     &vm, &err), 0, "%s", err.msg);
+	cr_assert_eq(vm.guest_cid, 4);
+	cr_assert_str_eq(vm.socket_path, "/run/vm4.vhost");
+	cr_assert_str_eq(vm.uds_path, "/run/vm4.vsock");
+	cr_assert_eq(vm.tx_buffer_size, 128 * 1024);
+	cr_assert_eq(vm.queue_size, 256);
+	cr_assert_str_eq(vm.groups, "a+b");
+	cr_assert_str_eq(vm.name, "web");
+	vsxd_vm_free(&vm);
+
+	/* vhost-device-vsock's underscore spellings, any order, defaults */
+	cr_assert_eq(vm_spec("uds_path=/u,socket=/s,tx_buffer_size=65536", &vm, &err), 0,
+		     "%s", err.msg);
+	cr_assert_eq(vm.guest_cid, VSXD_CID_DEFAULT);
+	cr_assert_eq(vm.tx_buffer_size, 65536);
+	cr_assert_eq(vm.queue_size, 0);
+	cr_assert_null(vm.groups);
+	cr_assert_null(vm.name);
+	vsxd_vm_free(&vm);
+
+	/* a value may hold '=' ; the list may be padded */
+	cr_assert_eq(vm_spec("  guest_cid=0x10,socket=/a=b,uds-path=/c  ", &vm, &err), 0,
+		     "%s", err.msg);
+	cr_assert_eq(vm.guest_cid, 16);
+	cr_assert_str_eq(vm.socket_path, "/a=b");
+	vsxd_vm_free(&vm);
+}
+
+Test(vm, cid_range)
+{
+	struct vsxd_vm vm;
+	struct vsxd_err err;
+
+	cr_assert_eq(vm_spec("guest-cid=3,socket=/s,uds-path=/u", &vm, &err), 0);
+	vsxd_vm_free(&vm);
+	cr_assert_eq(vm_spec("guest-cid=4294967294,socket=/s,uds-path=/u", &vm, &err), 0);
+	cr_assert_eq(vm.guest_cid, 0xFFFFFFFEull);
+	vsxd_vm_free(&vm);
+
+	expect_vm_err("guest-cid=2,socket=/s,uds-path=/u",
+		      "guest-cid 2 is out of range (3 to 4294967294)");
+	expect_vm_err("guest-cid=0,socket=/s,uds-path=/u", "guest-cid 0 is out of range");
+	expect_vm_err("guest-cid=0xffffffff,socket=/s,uds-path=/u",
+		      "guest-cid 0xffffffff is out of range");
+	expect_vm_err("guest-cid=99999999999999999999999,socket=/s,uds-path=/u",
+		      "is out of range");
+	expect_vm_err("guest-cid=x,socket=/s,uds-path=/u", "guest-cid 'x' is not a number");
+	expect_vm_err("guest-cid=-3,socket=/s,uds-path=/u", "guest-cid '-3' is not a number");
+	expect_vm_err("guest-cid=3 ,socket=/s,uds-path=/u", "guest-cid '3 ' is not a number");
+}
+
+Test(vm, bad_lists)
+{
+	char longpath[200];
+
+	expect_vm_err("socket=/s", "missing 'uds-path'");
+	expect_vm_err("uds-path=/u", "missing 'socket'");
+	expect_vm_err("guest-cid=3,socket=,uds-path=/u", "empty value for 'socket'");
+	expect_vm_err("guest-cid=3,socket=/s,uds-path=/u,color=red",
+		      "unknown key 'color' (known keys: guest-cid, socket");
+	expect_vm_err("guest-cid=3,socket=/s,socket=/t,uds-path=/u", "'socket' given twice");
+	expect_vm_err("guest-cid=3,guest_cid=4,socket=/s,uds-path=/u",
+		      "'guest-cid' given twice");
+	expect_vm_err("guest-cid=3,,socket=/s,uds-path=/u", "empty item");
+	expect_vm_err("guest-cid=3,socket=/s,uds-path=/u,", "empty item");
+	expect_vm_err("guest-cid=3,socket,uds-path=/u", "'socket' is not KEY=VALUE");
+	expect_vm_err("=3,socket=/s,uds-path=/u", "missing key in '=3'");
+	expect_vm_err("", "empty VM description");
+	expect_vm_err("   ", "empty VM description");
+	expect_vm_err("guest-cid=3,socket=/s,uds-path=/s", "socket and uds-path are the same");
+	expect_vm_err("guest-cid=3,socket=/s,forward-cid=1",
+		      "'forward-cid' is not supported");
+	expect_vm_err("guest-cid=3,socket=/s,forward_listen=9000",
+		      "'forward-listen' is not supported");
+	expect_vm_err("socket=/s,uds-path=/u,tx-buffer-size=12X",
+		      "tx-buffer-size '12X' is not a size");
+	expect_vm_err("socket=/s,uds-path=/u,tx-buffer-size=0",
+		      "tx-buffer-size 0 is out of range (1 to 1G)");
+	expect_vm_err("socket=/s,uds-path=/u,tx-buffer-size=2G", "tx-buffer-size 2G is out of range");
+	expect_vm_err("socket=/s,uds-path=/u,queue-size=1000",
+		      "queue-size 1000 is not a power of two from 1 to 32768");
+	expect_vm_err("socket=/s,uds-path=/u,queue-size=65536", "not a power of two");
+	expect_vm_err("socket=/s,uds-path=/u,queue-size=lots", "queue-size 'lots' is not a number");
+	expect_vm_err("socket=/s,uds-path=/u,groups=a++b", "groups 'a++b' has an empty group name");
+	expect_vm_err("socket=/s,uds-path=/u,groups=+a", "has an empty group name");
+	expect_vm_err("socket=/s,uds-path=/u,groups=a b", "group names are printable");
+	expect_vm_err("socket=/s,uds-path=/u,name=bad:name", "name 'bad:name' is not valid");
+	expect_vm_err("socket=/s,uds-path=/u,name=a/b", "name 'a/b' is not valid");
+	expect_vm_err("socket=/s,uds-path=/u,name=01234567890123456789012345678901234567890"
+		      "123456789012345678901234", "is not valid (1 to 64 letters");
+	{
+		struct vsxd_vm vm;
+		struct vsxd_err err;
+
+		cr_assert_eq(vm_spec("socket=/s,uds-path=/u,name=0123456789012345678901234"
+				     "567890123456789012345678901234567890123", &vm, &err), 0,
+			     "%s", err.msg);
+		cr_assert_eq(strlen(vm.name), 64);
+		vsxd_vm_free(&vm);
+	}
+
+	/* sun_path holds 107 bytes and the NUL */
+	memset(longpath, 'p', sizeof(longpath));
+	longpath[0] = '/';
+	{
+		char spec[400];
+		struct vsxd_vm vm;
+		struct vsxd_err err;
+
+		snprintf(spec, sizeof(spec), "socket=%.107s,uds-path=/u", longpath);
+		cr_assert_eq(vm_spec(spec, &vm, &err), 0, "%s", err.msg);
+		cr_assert_eq(strlen(vm.socket_path), 107);
+		vsxd_vm_free(&vm);
+		snprintf(spec, sizeof(spec), "socket=%.108s,uds-path=/u", longpath);
+		expect_vm_err(spec, "socket is too long (108 bytes, at most 107)");
+		/* uds-path leaves room for "_4294967295" */
+		snprintf(spec, sizeof(spec), "socket=/s,uds-path=%.96s", longpath);
+		cr_assert_eq(vm_spec(spec, &vm, &err), 0, "%s", err.msg);
+		cr_assert_eq(strlen(vm.uds_path), 96);
+		vsxd_vm_free(&vm);
+		snprintf(spec, sizeof(spec), "socket=/s,uds-path=%.97s", longpath);
+		expect_vm_err(spec, "uds-path is too long (97 bytes, at most 96, so that "
+			      "<uds-path>_<port> fits");
+	}
+}
+
+Test(vm, junk_is_quoted)
+{
+	struct vsxd_vm vm;
+	struct vsxd_err err;
+	const char *p;
+	int r;
+
+	r = vm_spec("guest-cid=\x1b[31mred,socket=/s,uds-path=/u", &vm, &err);
+	expect_err(r, err, "guest-cid '\\x1b[31mred' is not a number");
+	for (p = err.msg; *p; p++)
+		cr_assert(*p >= 0x20 && *p < 0x7f, "unprintable byte in \"%s\"", err.msg);
+	vsxd_vm_free(&vm);
+}
+
+Test(vm, same_device)
+{
+	struct vsxd_vm a, b;
+	struct vsxd_err err;
+
+	cr_assert_eq(vm_spec("guest-cid=3,socket=/s,uds-path=/u,tx-buffer-size=4K", &a, &err), 0);
+	cr_assert_eq(vm_spec("guest-cid=3,socket=/s,uds-path=/u,groups=default,"
+			     "name=cid3", &b, &err), 0);
+	cr_assert(vsxd_vm_same_device(&a, &b), "defaults spelled out are the same device");
+	vsxd_vm_free(&b);
+	cr_assert_eq(vm_spec("guest-cid=3,socket=/s,uds-path=/v", &b, &err), 0);
+	cr_assert_not(vsxd_vm_same_device(&a, &b));
+	vsxd_vm_free(&b);
+	cr_assert_eq(vm_spec("guest-cid=3,socket=/s,uds-path=/u,queue-size=128", &b, &err), 0);
+	cr_assert_not(vsxd_vm_same_device(&a, &b));
+	vsxd_vm_free(&b);
+	vsxd_vm_free(&a);
+}
+
+/* ---- the command line ---- */
+
+Test(cli, two_vms_and_flags)
+{
+	char *argv[] = {
+		"vsxd",
+		"--vm", "guest-cid=3,socket=/tmp/vm3.vhost,uds-path=/tmp/vm3.vsock",
+		"--vm=guest-cid=4,socket=/tmp/vm4.vhost,uds-path=/tmp/vm4.vsock,groups=g",
+		"--control", "/run/vsxd.ctl", "--syslog", "-vv", "--config=/etc/vsxd.conf",
+	};
+	struct vsxd_opts o;
+	struct vsxd_err err;
+
+	cr_assert_eq(parse_argv(ARGC(argv), argv, &o, &err), 0, "%s", err.msg);
+	cr_assert_eq(o.cfg.n_vms, 2);
+	cr_assert_eq(o.cfg.vms[0].guest_cid, 3);
+	cr_assert_str_eq(o.cfg.vms[0].origin, "--vm #1");
+	cr_assert_eq(o.cfg.vms[1].guest_cid, 4);
+	cr_assert_str_eq(o.cfg.vms[1].uds_path, "/tmp/vm4.vsock");
+	cr_assert_str_eq(o.cfg.vms[1].groups, "g");
+	cr_assert_str_eq(o.cfg.vms[1].origin, "--vm #2");
+	cr_assert_str_eq(o.cfg.control_path, "/run/vsxd.ctl");
+	cr_assert_eq(o.cfg.log_target, VSXD_LOG_SYSLOG);
+	cr_assert_eq(o.cfg.log_level, 7);
+	cr_assert_eq(o.verbose, 2);
+	cr_assert_str_eq(o.config_file, "/etc/vsxd.conf");
+	cr_assert_not(o.help);
+	cr_assert_not(o.version);
+	cr_assert_eq(vsxd_config_check(&o.cfg, &err), 0, "%s", err.msg);
+	vsxd_opts_free(&o);
+}
+
+Test(cli, single_vm_flags)
+{
+	char *argv[] = {
+		"vsxd", "--guest-cid", "5", "--socket=/tmp/v.vhost", "--uds-path", "/tmp/v.vsock",
+		"--tx-buffer-size", "1M", "--queue-size", "512", "--groups", "x+y",
+	};
+	struct vsxd_opts o;
+	struct vsxd_err err;
+
+	cr_assert_eq(parse_argv(ARGC(argv), argv, &o, &err), 0, "%s", err.msg);
+	cr_assert_eq(o.cfg.n_vms, 1);
+	cr_assert_eq(o.cfg.vms[0].guest_cid, 5);
+	cr_assert_str_eq(o.cfg.vms[0].socket_path, "/tmp/v.vhost");
+	cr_assert_str_eq(o.cfg.vms[0].uds_path, "/tmp/v.vsock");
+	cr_assert_eq(o.cfg.vms[0].tx_buffer_size, 1 << 20);
+	cr_assert_eq(o.cfg.vms[0].queue_size, 512);
+	cr_assert_str_eq(o.cfg.vms[0].groups, "x+y");
+	cr_assert_str_eq(o.cfg.vms[0].origin, "--guest-cid/--socket/--uds-path");
+	vsxd_opts_free(&o);
+}
+
+Test(cli, help_version_nothing)
+{
+	char *a1[] = { "vsxd", "--help" };
+	char *a2[] = { "vsxd", "-V" };
+	char *a3[] = { "vsxd" };
+	struct vsxd_opts o;
+	struct vsxd_err err;
+
+	cr_assert_eq(parse_argv(ARGC(a1), a1, &o, &err), 0);
+	cr_assert(o.help);
+	vsxd_opts_free(&o);
+	cr_assert_eq(parse_argv(ARGC(a2), a2, &o, &err), 0);
+	cr_assert(o.version);
+	vsxd_opts_free(&o);
+	cr_assert_eq(parse_argv(ARGC(a3), a3, &o, &err), 0);
+	cr_assert_eq(o.cfg.n_vms, 0);
+	cr_assert_null(o.config_file);
+	cr_assert_eq(o.cfg.log_target, VSXD_UNSET);
+	cr_assert_eq(o.cfg.log_level, VSXD_UNSET);
+	vsxd_opts_free(&o);
+	cr_assert(strstr(vsxd_usage, "--vm guest-cid=CID,socket=PATH,uds-path=PATH"));
+}
+
+struct cli_case {
+	const char *args[8];
+	const char *msg;
+};
+
+static const struct cli_case bad_cli[] = {
+	{ { "--vm", "guest-cid=3,socket=/a,uds-path=/b", "--vm", "guest-cid=x" },
+	  "--vm #2: guest-cid 'x' is not a number" },
+	{ { "--vm" }, "option '--vm' needs a value" },
+	{ { "--vm=" }, "--vm #1: empty VM description" },
+	{ { "--frobnicate" }, "unknown option '--frobnicate'" },
+	{ { "--frob=1" }, "unknown option '--frob'" },
+	{ { "-x" }, "unknown option '-x'" },
+	{ { "-vx" }, "unknown option '-x'" },
+	{ { "--help=yes" }, "option '--help' takes no value" },
+	{ { "--syslog=1" }, "option '--syslog' takes no value" },
+	{ { "extra" }, "unexpected argument 'extra'" },
+	{ { "--", "extra" }, "unexpected argument 'extra'" },
+	{ { "--config", "a", "--config", "b" }, "--config given twice" },
+	{ { "--config=" }, "empty value for --config" },
+	{ { "--control=" }, "empty value for --control" },
+	{ { "--control", "/x", "--control", "/y" }, "--control given twice" },
+	{ { "--socket", "/s" }, "--guest-cid/--socket/--uds-path: missing 'uds-path'" },
+	{ { "--guest-cid", "1", "--socket", "/s" }, "--guest-cid: guest-cid 1 is out of range" },
+	{ { "--socket", "/s", "--socket", "/t" }, "--socket: 'socket' given twice" },
+	{ { "--socket=" }, "--socket: empty value for 'socket'" },
+	{ { "--forward-cid", "1" }, "'forward-cid' is not supported" },
+	{ { "--vm", "socket=/s,uds-path=/u,frob=1" }, "--vm #1: unknown key 'frob'" },
+	{ { "--vm", "socket=/s,uds-path=/u,tx-buffer-size=1Q" },
+	  "--vm #1: tx-buffer-size '1Q' is not a size" },
+};
+
+Test(cli, bad_flags)
+{
+	size_t i, n;
+
+	for (i = 0; i < sizeof(bad_cli) / sizeof(bad_cli[0]); i++) {
+		char *argv[10] = { "vsxd" };
+		struct vsxd_opts o;
+		struct vsxd_err err;
+		int r;
+
+		for (n = 0; bad_cli[i].args[n]; n++)
+			argv[n + 1] = (char *)bad_cli[i].args[n];
+		r = parse_argv((int)n + 1, argv, &o, &err);
+		cr_expect_eq(r, -EINVAL, "case %zu (%s): got %d", i, bad_cli[i].msg, r);
+		cr_expect(strstr(err.msg, bad_cli[i].msg), "case %zu: \"%s\" lacks \"%s\"",
+			  i, err.msg, bad_cli[i].msg);
+		vsxd_opts_free(&o);
+	}
+}
+
+static void expect_check_err(int argc, char *argv[], const char *part)
+{
+	struct vsxd_opts o;
+	struct vsxd_err err;
+	int r;
+
+	cr_assert_eq(parse_argv(argc, argv, &o, &err), 0, "%s", err.msg);
+	r = vsxd_config_check(&o.cfg, &err);
+	expect_err(r, err, part);
+	vsxd_opts_free(&o);
+}
+
+Test(cli, uniqueness)
+{
+	char *dup_cid[] = { "vsxd", "--vm", "guest-cid=3,socket=/a,uds-path=/b",
+			    "--vm", "guest-cid=3,socket=/c,uds-path=/d" };
+	char *dup_sock[] = { "vsxd", "--vm", "guest-cid=3,socket=/a,uds-path=/b",
+			     "--vm", "guest-cid=4,socket=/a,uds-path=/d" };
+	char *cross[] = { "vsxd", "--vm", "guest-cid=3,socket=/a,uds-path=/b",
+			  "--vm", "guest-cid=4,socket=/b,uds-path=/d" };
+	char *dup_name[] = { "vsxd", "--vm", "guest-cid=3,socket=/a,uds-path=/b,name=cid4",
+			     "--vm", "guest-cid=4,socket=/c,uds-path=/d" };
+	char *ctl[] = { "vsxd", "--control", "/b", "--vm", "guest-cid=3,socket=/a,uds-path=/b" };
+	char *single[] = { "vsxd", "--vm", "socket=/a,uds-path=/b",
+			   "--socket", "/c", "--uds-path", "/d" };
+
+	expect_check_err(ARGC(dup_cid), dup_cid, "--vm #2: guest-cid 3 is already used by --vm #1");
+	expect_check_err(ARGC(dup_sock), dup_sock,
+			 "--vm #2: socket '/a' is already the socket of --vm #1");
+	expect_check_err(ARGC(cross), cross,
+			 "--vm #2: socket '/b' is already the uds-path of --vm #1");
+	expect_check_err(ARGC(dup_name), dup_name,
+			 "--vm #2: name 'cid4' is already used by --vm #1");
+	expect_check_err(ARGC(ctl), ctl, "--vm #1: uds-path '/b' is also the control socket");
+	/* both default to CID 3, as with vhost-device-vsock */
+	expect_check_err(ARGC(single), single,
+			 "--guest-cid/--socket/--uds-path: guest-cid 3 is already used by --vm #1");
+}
+
+/* ---- vsxd.conf ---- */
+
+static int conf(const char *text, struct vsxd_config *cfg, struct vsxd_err *err)
+{
+	vsxd_config_init(cfg);
+	memset(err, 0, sizeof(*err));
+	return vsxd_config_parse(text, strlen(text), "t.conf", cfg, err);
+}
+
+static void expect_conf_err(const char *text, const char *part)
+{
+	struct vsxd_config cfg;
+	struct vsxd_err err;
+	int r = conf(text, &cfg, &err);
+
+	cr_assert_eq(r, -EINVAL, "text \"%s\": expected -EINVAL, got %d", text, r);
+	cr_assert(strstr(err.msg, part), "message \"%s\" lacks \"%s\"", err.msg, part);
+	vsxd_config_free(&cfg);
+}
+
+Test(conf, good_file)
+{
+	static const char text[] =
+		"\xef\xbb\xbf# vsxd.conf\n"
+		"[daemon]\n"
+		"control = /run/vsxd.ctl   # vsxctl talks here\n"
+		"log = syslog\r\n"
+		"log-level = debug\n"
+		"\n"
+		"  ; another comment style\n"
+		"[ vm\tweb ]\n"
+		"guest-cid = 3\n"
+		"socket=/run/vm3.vhost\n"
+		"\tuds-path =\t/run/vm3#1.vsock\n"
+		"tx-buffer-size = 64K\n"
+		"\n"
+		"[ vm ]   # no name\n"
+		"guest_cid = 0x10\n"
+		"socket = /run/vm16.vhost\n"
+		"uds_path = /run/vm16.vsock\n"
+		"groups = a+b\n"
+		"queue-size = 256";          /* no final newline */
+	struct vsxd_config cfg;
+	struct vsxd_err err;
+
+	cr_assert_eq(conf(text, &cfg, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(cfg.control_path, "/run/vsxd.ctl");
+	cr_assert_eq(cfg.log_target, VSXD_LOG_SYSLOG);
+	cr_assert_eq(cfg.log_level, 7);
+	cr_assert_eq(cfg.n_vms, 2);
+	cr_assert_str_eq(cfg.vms[0].name, "web");
+	cr_assert_eq(cfg.vms[0].guest_cid, 3);
+	cr_assert_str_eq(cfg.vms[0].socket_path, "/run/vm3.vhost");
+	/* '#' only starts a comment after a blank */
+	cr_assert_str_eq(cfg.vms[0].uds_path, "/run/vm3#1.vsock");
+	cr_assert_eq(cfg.vms[0].tx_buffer_size, 65536);
+	cr_assert_str_eq(cfg.vms[0].origin, "t.conf:8");
+	cr_assert_null(cfg.vms[1].name);
+	cr_assert_eq(cfg.vms[1].guest_cid, 16);
+	cr_assert_str_eq(cfg.vms[1].uds_path, "/run/vm16.vsock");
+	cr_assert_str_eq(cfg.vms[1].groups, "a+b");
+	cr_assert_eq(cfg.vms[1].queue_size, 256);
+	cr_assert_str_eq(cfg.vms[1].origin, "t.conf:14");
+	cr_assert_eq(vsxd_config_check(&cfg, &err), 0, "%s", err.msg);
+	vsxd_config_free(&cfg);
+}
+
+Test(conf, empty_and_comments_only)
+{
+	struct vsxd_config cfg;
+	struct vsxd_err err;
+
+	cr_assert_eq(conf("", &cfg, &err), 0);
+	cr_assert_eq(cfg.n_vms, 0);
+	cr_assert_null(cfg.control_path);
+	cr_assert_eq(cfg.log_target, VSXD_UNSET);
+	vsxd_config_free(&cfg);
+	cr_assert_eq(conf("# nothing\n\n   \n[daemon]\n", &cfg, &err), 0);
+	vsxd_config_free(&cfg);
+}
+
+Test(conf, errors_name_file_and_line)
+{
+	expect_conf_err("socket = /s\n", "t.conf:1: 'socket' outside a section");
+	expect_conf_err("# c\n\n[vms]\n", "t.conf:3: unknown section '[vms]'");
+	expect_conf_err("[vm x\n", "t.conf:1: section header '[vm x' has no closing ']'");
+	expect_conf_err("[daemon foo]\n", "t.conf:1: [daemon] takes no name");
+	expect_conf_err("[vm a] b\n", "t.conf:1: text after ']' in section header '[vm a] b'");
+	expect_conf_err("[]\n", "t.conf:1: unknown section '[]'");
+	expect_conf_err("# c\n[vm a b]\n", "t.conf:2: name 'a b' is not valid");
+	expect_conf_err("[vm a:b]\n", "t.conf:1: name 'a:b' is not valid");
+	expect_conf_err("[daemon]\nlouder = yes\n",
+			"t.conf:2: unknown key 'louder' in [daemon] (known keys: control, log, "
+			"log-level)");
+	expect_conf_err("[daemon]\nlog = file\n", "t.conf:2: log 'file' is not 'stderr' or 'syslog'");
+	expect_conf_err("[daemon]\nlog-level = loud\n", "t.conf:2: log-level 'loud' is not one of");
+	expect_conf_err("[daemon]\ncontrol = /a\n\n[daemon]\ncontrol = /b\n",
+			"t.conf:5: 'control' given twice (first on line 2)");
+	expect_conf_err("[daemon]\ncontrol =\n", "t.conf:2: empty value for 'control'");
+	expect_conf_err("[vm a]\nsocket = /s\n\n[vm b]\n", "t.conf:1: [vm a]: missing 'uds-path'");
+	expect_conf_err("[vm a]\nsocket = /s\nuds-path = /u\n[vm b]\nuds-path = /v\n",
+			"t.conf:4: [vm b]: missing 'socket'");
+	expect_conf_err("[vm]\nguest-cid = 7\n", "t.conf:1: [vm cid7]: missing 'socket'");
+	expect_conf_err("[vm a]\nguest-cid = seven\n", "t.conf:2: guest-cid 'seven' is not a number");
+	expect_conf_err("[vm a]\nname = b\n", "t.conf:2: 'name' given twice");
+	expect_conf_err("[vm a]\ncolour = red\n", "t.conf:2: unknown key 'colour'");
+	expect_conf_err("[vm a]\nsocket =\n", "t.conf:2: empty value for 'socket'");
+	expect_conf_err("[vm a]\n= 3\n", "t.conf:2: missing key before '='");
+	expect_conf_err("[vm a]\njust words\n",
+			"t.conf:2: expected 'KEY = VALUE' or a '[section]', not 'just words'");
+	expect_conf_err("vms:\n  - guest_cid: 3\n", "t.conf:1: this looks like a vhost-device-vsock "
+			"YAML file");
+}
+
+Test(conf, binary_and_long_input)
+{
+	struct vsxd_config cfg;
+	struct vsxd_err err;
+	const size_t big = 1 << 20;
+	char *buf;
+	const char *p;
+	int r;
+
+	/* a NUL byte */
+	vsxd_config_init(&cfg);
+	r = vsxd_config_parse("[vm a]\nsocket = /s\0x\n", 19, "t.conf", &cfg, &err);
+	expect_err(r, err, "t.conf:2: NUL byte in line");
+	vsxd_config_free(&cfg);
+
+	/* a huge line of junk: the message is short and printable */
+	buf = malloc(big);
+	cr_assert_not_null(buf);
+	memset(buf, '\x80', big);
+	vsxd_config_init(&cfg);
+	r = vsxd_config_parse(buf, big, "t.conf", &cfg, &err);
+	expect_err(r, err, "t.conf:1: expected 'KEY = VALUE' or a '[section]', not "
+		   "'\\x80\\x80");
+	cr_assert(strstr(err.msg, "..."), "%s", err.msg);
+	for (p = err.msg; *p; p++)
+		cr_assert(*p >= 0x20 && *p < 0x7f);
+	vsxd_config_free(&cfg);
+
+	/* a huge value */
+	memcpy(buf, "[vm a]\nsocket = /", 17);
+	memset(buf + 17, 'a', big - 17);
+	vsxd_config_init(&cfg);
+	r = vsxd_config_parse(buf, big, "t.conf", &cfg, &err);
+	expect_err(r, err, "t.conf:2: socket is too long");
+	vsxd_config_free(&cfg);
+	free(buf);
+}
+
+/*
+ * Random bytes and random mixes of the grammar's own tokens: the parser
+ * returns 0 or -EINVAL, never crashes (ASan/valgrind watch the rest), and
+ * every message is one printable line.
+ */
+Test(conf, random_input)
+{
+	static const char *const tokens[] = {
+		"[vm", "[vm a]", "[daemon]", "]", "[", "=", " = ", "\n", "\r\n", "#", " #",
+		"guest-cid", "socket", "uds-path", "tx-buffer-size", "queue-size", "groups",
+		"name", "control", "log", "log-level", "3", "0x", "99999999999999999999",
+		"/s", "/u", "64K", "1G", "a+b", "+", ",", "\0", "\xff", "syslog", "debug",
+		"  ", "\t", ";",
+	};
+	unsigned seed = 12345;
+	char buf[512];
+	size_t len, n;
+	int i, r;
+
+	for (i = 0; i < 20000; i++) {
+		struct vsxd_config cfg;
+		struct vsxd_err err;
+		const char *p;
+
+		len = 0;
+		if (i % 2) {
+			n = (size_t)(rand_r(&seed) % sizeof(buf));
+			for (len = 0; len < n; len++)
+				buf[len] = (char)rand_r(&seed);
+		} else {
+			n = (size_t)(rand_r(&seed) % 40);
+			while (n--) {
+				const char *t = tokens[rand_r(&seed) %
+						       (sizeof(tokens) / sizeof(tokens[0]))];
+				size_t tl = t[0] ? strlen(t) : 1;
+
+				if (len + tl > sizeof(buf))
+					break;
+				memcpy(buf + len, t, tl);
+				len += tl;
+			}
+		}
+		vsxd_config_init(&cfg);
+		err.msg[0] = '\0';
+		r = vsxd_config_parse(buf, len, "fuzz", &cfg, &err);
+		cr_assert(r == 0 || r == -EINVAL, "iteration %d: %d", i, r);
+		if (r == 0) {
+			vsxd_config_check(&cfg, &err);
+		} else {
+			cr_assert(!strncmp(err.msg, "fuzz:", 5), "iteration %d: %s", i, err.msg);
+			for (p = err.msg; *p; p++)
+				cr_assert(*p >= 0x20 && *p < 0x7f, "iteration %d: %s", i, err.msg);
+		}
+		vsxd_config_free(&cfg);
+	}
+}
+
+/* ---- files, merging ---- */
+
+static char *write_temp(const char *text, size_t len)
+{
+	char *path = strdup("/tmp/vsxd-test-XXXXXX");
+	int fd;
+
+	cr_assert_not_null(path);
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, text, len), (ssize_t)len);
+	close(fd);
+	return path;
+}
+
+Test(conf, load_and_merge)
+{
+	static const char text[] =
+		"[daemon]\nlog-level = warning\ncontrol = /run/a.ctl\n"
+		"[vm f]\nguest-cid = 5\nsocket = /f.vhost\nuds-path = /f.vsock\n";
+	char *argv[] = { "vsxd", "-v", "--vm", "guest-cid=6,socket=/g.vhost,uds-path=/g.vsock" };
+	char *argv_dup[] = { "vsxd", "--vm", "guest-cid=5,socket=/g.vhost,uds-path=/g.vsock" };
+	struct vsxd_config file, merged;
+	struct vsxd_opts o;
+	struct vsxd_err err;
+	char *path = write_temp(text, sizeof(text) - 1);
+	char origin[64];
+	int r;
+
+	vsxd_config_init(&file);
+	cr_assert_eq(vsxd_config_load(path, &file, &err), 0, "%s", err.msg);
+	cr_assert_eq(parse_argv(ARGC(argv), argv, &o, &err), 0, "%s", err.msg);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &file, &o.cfg), 0);
+	cr_assert_eq(merged.n_vms, 2);
+	cr_assert_str_eq(merged.vms[0].name, "f");
+	snprintf(origin, sizeof(origin), "%s:4", path);
+	cr_assert_str_eq(merged.vms[0].origin, origin);
+	cr_assert_eq(merged.vms[1].guest_cid, 6);
+	cr_assert_str_eq(merged.control_path, "/run/a.ctl");
+	cr_assert_eq(merged.log_level, 7, "-v wins over the file");
+	cr_assert_eq(vsxd_config_check(&merged, &err), 0, "%s", err.msg);
+	vsxd_config_free(&merged);
+	vsxd_opts_free(&o);
+
+	/* a flag VM that clashes with a file VM names both places */
+	cr_assert_eq(parse_argv(ARGC(argv_dup), argv_dup, &o, &err), 0);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &file, &o.cfg), 0);
+	r = vsxd_config_check(&merged, &err);
+	expect_err(r, err, "--vm #1: guest-cid 5 is already used by ");
+	cr_assert(strstr(err.msg, origin), "%s", err.msg);
+	vsxd_config_free(&merged);
+	vsxd_opts_free(&o);
+	vsxd_config_free(&file);
+	unlink(path);
+	free(path);
+}
+
+Test(conf, load_errors)
+{
+	struct vsxd_config cfg;
+	struct vsxd_err err;
+	char *big, *path;
+	int r;
+
+	vsxd_config_init(&cfg);
+	r = vsxd_config_load("/nonexistent/vsxd.conf", &cfg, &err);
+	cr_assert_eq(r, -ENOENT);
+	cr_assert(strstr(err.msg, "/nonexistent/vsxd.conf: No such file or directory"),
+		  "%s", err.msg);
+	vsxd_config_free(&cfg);
+
+	r = vsxd_config_load("/tmp", &cfg, &err);
+	cr_assert_eq(r, -EISDIR);
+	cr_assert(strstr(err.msg, "/tmp: Is a directory"), "%s", err.msg);
+	vsxd_config_free(&cfg);
+
+	big = malloc(VSXD_CONFIG_FILE_MAX + 1);
+	cr_assert_not_null(big);
+	memset(big, '#', VSXD_CONFIG_FILE_MAX + 1);
+	path = write_temp(big, VSXD_CONFIG_FILE_MAX + 1);
+	r = vsxd_config_load(path, &cfg, &err);
+	cr_assert_eq(r, -EFBIG);
+	cr_assert(strstr(err.msg, "file too large"), "%s", err.msg);
+	vsxd_config_free(&cfg);
+	unlink(path);
+	free(path);
+
+	/* exactly at the limit is fine */
+	path = write_temp(big, VSXD_CONFIG_FILE_MAX);
+	cr_assert_eq(vsxd_config_load(path, &cfg, &err), 0, "%s", err.msg);
+	vsxd_config_free(&cfg);
+	unlink(path);
+	free(path);
+	free(big);
+}

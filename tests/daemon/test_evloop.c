@@ -1,0 +1,433 @@
+/*
+ * The libevent adapter (daemon/evloop.c) as the backend uses it: real
+ * socketpairs watched, interest changed on the fly, watches and timers
+ * freed from inside their own callbacks, timers firing in deadline order.
+ *
+ * libevent runs in debug mode here (event_enable_debug_mode), so any
+ * misuse of an event (re-assigning a pending event, freeing one twice,
+ * adding one not set up) aborts the test.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <event2/event.h>
+
+#include "../../daemon/evloop.h"
+
+static struct event_base *base;
+static struct vsx_loop loop;
+static int sp[2] = { -1, -1 };      /* sp[0] watched, sp[1] the peer */
+static int sq[2] = { -1, -1 };
+
+static void setup(void)
+{
+	static bool debug_on;
+
+	/* once per process, before any base (criterion forks per test) */
+	if (!debug_on) {
+		event_enable_debug_mode();
+		debug_on = true;
+	}
+	base = event_base_new();
+	cr_assert_not_null(base);
+	vsx_evloop_init(&loop, base);
+	cr_assert_eq(loop.ctx, base);
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sp), 0);
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sq), 0);
+}
+
+static void teardown(void)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		close(sp[i]);
+		close(sq[i]);
+	}
+	event_base_free(base);
+}
+
+TestSuite(evloop, .init = setup, .fini = teardown, .timeout = 20);
+
+/* Run the loop until nothing happens any more (without blocking). */
+static void spin(void)
+{
+	int i;
+
+	for (i = 0; i < 8; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+struct rec {
+	int calls;
+	int last_fd;
+	int last_events;
+	int reads, writes;
+	char data[64];
+	size_t len;
+	struct vsx_watch *self;
+	struct vsx_watch *other;
+	bool unwatch_self;
+	bool unwatch_other;
+};
+
+static void on_event(int fd, int events, void *arg)
+{
+	struct rec *r = arg;
+	ssize_t n;
+
+	r->calls++;
+	r->last_fd = fd;
+	r->last_events = events;
+	if (events & VSX_EV_READ) {
+		r->reads++;
+		n = read(fd, r->data + r->len, sizeof(r->data) - r->len);
+		if (n > 0)
+			r->len += (size_t)n;
+	}
+	if (events & VSX_EV_WRITE)
+		r->writes++;
+	if (r->unwatch_other && r->other) {
+		loop.unwatch(r->other);
+		r->other = NULL;
+	}
+	if (r->unwatch_self) {
+		loop.unwatch(r->self);
+		r->self = NULL;
+	}
+}
+
+Test(evloop, read_on_a_socketpair)
+{
+	struct rec r = { 0 };
+	struct vsx_watch *w;
+
+	w = loop.watch(loop.ctx, sp[0], VSX_EV_READ, on_event, &r);
+	cr_assert_not_null(w);
+	spin();
+	cr_assert_eq(r.calls, 0, "nothing to read yet");
+
+	cr_assert_eq(write(sp[1], "hello", 5), 5);
+	event_base_loop(base, EVLOOP_ONCE);
+	cr_assert_eq(r.calls, 1);
+	cr_assert_eq(r.last_fd, sp[0]);
+	cr_assert_eq(r.last_events, VSX_EV_READ);
+	cr_assert_eq(r.len, 5);
+	cr_assert_eq(memcmp(r.data, "hello", 5), 0);
+
+	/* persistent: a second message fires again */
+	cr_assert_eq(write(sp[1], " world", 6), 6);
+	event_base_loop(base, EVLOOP_ONCE);
+	cr_assert_eq(r.calls, 2);
+	cr_assert_eq(r.len, 11);
+	cr_assert_eq(memcmp(r.data, "hello world", 11), 0);
+
+	loop.unwatch(w);
+	cr_assert_eq(write(sp[1], "!", 1), 1);
+	spin();
+	cr_assert_eq(r.calls, 2, "no call after unwatch");
+}
+
+Test(evloop, idle_watch_and_watch_set)
+{
+	struct rec r = { 0 };
+	struct vsx_watch *w;
+	int before;
+
+	/* registered but idle: nothing fires */
+	w = loop.watch(loop.ctx, sp[0], 0, on_event, &r);
+	cr_assert_not_null(w);
+	cr_assert_eq(write(sp[1], "abc", 3), 3);
+	spin();
+	cr_assert_eq(r.calls, 0);
+
+	/* read interest: the same callback and argument fire */
+	loop.watch_set(w, VSX_EV_READ);
+	event_base_loop(base, EVLOOP_ONCE);
+	cr_assert_eq(r.calls, 1);
+	cr_assert_eq(r.last_events, VSX_EV_READ);
+	cr_assert_eq(memcmp(r.data, "abc", 3), 0);
+	cr_assert_eq(r.writes, 0, "the socket is writable, but nobody asked");
+
+	/* add write interest: writable fires at once, with the same callback */
+	loop.watch_set(w, VSX_EV_READ | VSX_EV_WRITE);
+	event_base_loop(base, EVLOOP_ONCE);
+	cr_assert_geq(r.writes, 1);
+	cr_assert_eq(r.last_events, VSX_EV_WRITE);
+	cr_assert_eq(r.last_fd, sp[0]);
+
+	/* both at once */
+	cr_assert_eq(write(sp[1], "d", 1), 1);
+	event_base_loop(base, EVLOOP_ONCE);
+	cr_assert_eq(r.last_events, VSX_EV_READ | VSX_EV_WRITE);
+	cr_assert_eq(r.len, 4);
+
+	/* drop write interest: no more write calls */
+	loop.watch_set(w, VSX_EV_READ);
+	before = r.writes;
+	spin();
+	cr_assert_eq(r.writes, before);
+
+	/* setting the same mask again changes nothing */
+	loop.watch_set(w, VSX_EV_READ);
+	cr_assert_eq(write(sp[1], "e", 1), 1);
+	event_base_loop(base, EVLOOP_ONCE);
+	cr_assert_eq(r.len, 5);
+	cr_assert_eq(memcmp(r.data, "abcde", 5), 0);
+
+	/* back to idle */
+	loop.watch_set(w, 0);
+	before = r.calls;
+	cr_assert_eq(write(sp[1], "f", 1), 1);
+	spin();
+	cr_assert_eq(r.calls, before);
+	loop.unwatch(w);
+}
+
+/* A callback that flips its own interest from inside the callback. */
+struct flip {
+	struct vsx_watch *w;
+	int writes;
+};
+
+static void on_flip(int fd, int events, void *arg)
+{
+	struct flip *f = arg;
+
+	cr_assert_eq(events, VSX_EV_WRITE);
+	f->writes++;
+	loop.watch_set(f->w, 0);        /* one write wake-up is enough */
+}
+
+Test(evloop, watch_set_inside_callback)
+{
+	struct flip f = { 0 };
+
+	f.w = loop.watch(loop.ctx, sp[0], VSX_EV_WRITE, on_flip, &f);
+	cr_assert_not_null(f.w);
+	spin();
+	cr_assert_eq(f.writes, 1);
+	loop.watch_set(f.w, VSX_EV_WRITE);
+	spin();
+	cr_assert_eq(f.writes, 2);
+	loop.unwatch(f.w);
+}
+
+Test(evloop, unwatch_self_inside_callback)
+{
+	struct rec r = { .unwatch_self = true };
+
+	r.self = loop.watch(loop.ctx, sp[0], VSX_EV_READ, on_event, &r);
+	cr_assert_not_null(r.self);
+	cr_assert_eq(write(sp[1], "xy", 2), 2);
+	event_base_loop(base, EVLOOP_ONCE);
+	cr_assert_eq(r.calls, 1);
+	cr_assert_null(r.self);
+	cr_assert_eq(write(sp[1], "z", 1), 1);
+	spin();
+	cr_assert_eq(r.calls, 1, "freed watch stays silent");
+}
+
+/*
+ * Two watches ready in the same iteration; whichever runs first frees the
+ * other, which must then not run (it was already on libevent's active
+ * queue).
+ */
+Test(evloop, unwatch_other_active_watch)
+{
+	struct rec a = { .unwatch_other = true }, b = { .unwatch_other = true };
+	struct vsx_watch *wa, *wb;
+
+	wa = loop.watch(loop.ctx, sp[0], VSX_EV_READ, on_event, &a);
+	wb = loop.watch(loop.ctx, sq[0], VSX_EV_READ, on_event, &b);
+	cr_assert(wa && wb);
+	a.other = wb;
+	b.other = wa;
+	cr_assert_eq(write(sp[1], "1", 1), 1);
+	cr_assert_eq(write(sq[1], "2", 1), 1);
+	event_base_loop(base, EVLOOP_ONCE);
+	spin();
+	cr_assert_eq(a.calls + b.calls, 1, "a=%d b=%d", a.calls, b.calls);
+	if (a.calls)
+		loop.unwatch(wa);
+	else
+		loop.unwatch(wb);
+}
+
+Test(evloop, bad_watch_arguments)
+{
+	struct rec r = { 0 };
+
+	cr_assert_null(loop.watch(loop.ctx, -1, VSX_EV_READ, on_event, &r));
+	cr_assert_null(loop.watch(loop.ctx, sp[0], VSX_EV_READ, NULL, &r));
+	cr_assert_null(loop.watch(loop.ctx, sp[0], 0x10, on_event, &r));
+	/* NULL is accepted by the release calls */
+	loop.unwatch(NULL);
+	loop.timer_free(NULL);
+}
+
+/* ---- timers ---- */
+
+struct order {
+	int seq[8];
+	int n;
+};
+
+struct tmr {
+	struct vsx_timer *t;
+	struct order *o;
+	int id;
+	int fired;
+	int rearm;              /* re-arm this many more times from the callback */
+	bool free_self;
+};
+
+static void on_timer(void *arg)
+{
+	struct tmr *t = arg;
+
+	t->fired++;
+	if (t->o->n < 8)
+		t->o->seq[t->o->n++] = t->id;
+	if (t->rearm > 0) {
+		t->rearm--;
+		loop.timer_arm(t->t, 1);
+	} else if (t->free_self) {
+		loop.timer_free(t->t);
+		t->t = NULL;
+	}
+}
+
+static void make_timer(struct tmr *t, struct order *o, int id)
+{
+	t->o = o;
+	t->id = id;
+	t->t = loop.timer(loop.ctx, on_timer, t);
+	cr_assert_not_null(t->t);
+}
+
+Test(evloop, timers_fire_in_deadline_order)
+{
+	struct order o = { 0 };
+	struct tmr t[3] = { 0 };
+	int i;
+
+	make_timer(&t[0], &o, 30);
+	make_timer(&t[1], &o, 10);
+	make_timer(&t[2], &o, 20);
+	/* created disarmed: nothing pending, dispatch returns at once */
+	cr_assert_eq(event_base_dispatch(base), 1);
+	cr_assert_eq(o.n, 0);
+
+	loop.timer_arm(t[0].t, 60);
+	loop.timer_arm(t[1].t, 20);
+	loop.timer_arm(t[2].t, 40);
+	/* returns when no event is pending any more */
+	cr_assert_eq(event_base_dispatch(base), 1);
+	cr_assert_eq(o.n, 3);
+	cr_assert_eq(o.seq[0], 10);
+	cr_assert_eq(o.seq[1], 20);
+	cr_assert_eq(o.seq[2], 30);
+	for (i = 0; i < 3; i++) {
+		cr_assert_eq(t[i].fired, 1, "one-shot");
+		loop.timer_free(t[i].t);
+	}
+}
+
+Test(evloop, rearm_replaces_and_disarm)
+{
+	struct order o = { 0 };
+	struct tmr a = { 0 }, b = { 0 }, c = { 0 };
+
+	make_timer(&a, &o, 1);
+	make_timer(&b, &o, 2);
+	make_timer(&c, &o, 3);
+	loop.timer_arm(a.t, 10);
+	loop.timer_arm(b.t, 40);
+	loop.timer_arm(a.t, 80);        /* replaces the 10 ms deadline */
+	loop.timer_arm(c.t, 5);
+	loop.timer_disarm(c.t);         /* never fires */
+	loop.timer_disarm(c.t);         /* disarming twice is harmless */
+	cr_assert_eq(event_base_dispatch(base), 1);
+	cr_assert_eq(o.n, 2);
+	cr_assert_eq(o.seq[0], 2);
+	cr_assert_eq(o.seq[1], 1);
+	cr_assert_eq(a.fired, 1, "re-arming does not add a second shot");
+	cr_assert_eq(c.fired, 0);
+	loop.timer_free(a.t);
+	loop.timer_free(b.t);
+	loop.timer_free(c.t);
+}
+
+Test(evloop, rearm_and_free_inside_callback)
+{
+	struct order o = { 0 };
+	struct tmr t = { .rearm = 2, .free_self = true };
+
+	make_timer(&t, &o, 7);
+	loop.timer_arm(t.t, 0);
+	cr_assert_eq(event_base_dispatch(base), 1);
+	cr_assert_eq(t.fired, 3);
+	cr_assert_null(t.t, "freed from its own callback");
+}
+
+/* A pending timer freed while armed: it must never call back. */
+Test(evloop, free_armed_timer)
+{
+	struct order o = { 0 };
+	struct tmr t = { 0 };
+
+	make_timer(&t, &o, 1);
+	loop.timer_arm(t.t, 1);
+	loop.timer_free(t.t);
+	cr_assert_eq(event_base_dispatch(base), 1);
+	cr_assert_eq(t.fired, 0);
+}
+
+/* A timer and a watch together: the data path's usual mix. */
+struct mix {
+	struct vsx_timer *t;
+	struct vsx_watch *w;
+	int peer;
+	int got;
+};
+
+static void mix_timer(void *arg)
+{
+	struct mix *m = arg;
+
+	cr_assert_eq(write(m->peer, "t", 1), 1);
+}
+
+static void mix_watch(int fd, int events, void *arg)
+{
+	struct mix *m = arg;
+	char c;
+
+	cr_assert_eq(read(fd, &c, 1), 1);
+	cr_assert_eq(c, 't');
+	m->got++;
+	loop.unwatch(m->w);
+	m->w = NULL;
+	loop.timer_free(m->t);
+	m->t = NULL;
+}
+
+Test(evloop, timer_wakes_a_watch)
+{
+	struct mix m = { .peer = sp[1] };
+
+	m.t = loop.timer(loop.ctx, mix_timer, &m);
+	m.w = loop.watch(loop.ctx, sp[0], VSX_EV_READ, mix_watch, &m);
+	cr_assert(m.t && m.w);
+	loop.timer_arm(m.t, 5);
+	cr_assert_eq(event_base_dispatch(base), 1);
+	cr_assert_eq(m.got, 1);
+	cr_assert_null(m.w);
+	cr_assert_null(m.t);
+}
