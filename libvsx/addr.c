@@ -9,12 +9,6 @@
 
 #include "vsx-int.h"
 
-/* The Hyper-V service-GUID template: the port is the first field. */
-static const uint8_t hv_template[16] = {
-	0x00, 0x00, 0x00, 0x00, 0xfa, 0xcb, 0x11, 0xe6,
-	0xbd, 0x58, 0x64, 0x00, 0x6a, 0x79, 0x86, 0xd3,
-};
-
 static int parse_u32(const char *s, size_t n, uint32_t *out)
 {
 	uint64_t v = 0;
@@ -48,55 +42,6 @@ static int parse_port(const char *what, const char *s, size_t n, uint32_t *out)
 		return vsx__err(-EINVAL, "%s: port '%.*s' is not a decimal number "
 				"from 0 to 4294967295", what, (int)(n > 32 ? 32 : n), s);
 	return 0;
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* GUID text, with or without braces, any case, into string-order bytes. */
-static int parse_guid(const char *s, uint8_t g[16])
-{
-	size_t n = strlen(s), i, b = 0;
-
-	if (n == 38 && s[0] == '{' && s[37] == '}') {
-		s++;
-		n = 36;
-	}
-	if (n != 36)
-		return -1;
-	for (i = 0; i < 36;) {
-		int hi, lo;
-
-		if (i == 8 || i == 13 || i == 18 || i == 23) {
-			if (s[i] != '-')
-				return -1;
-			i++;
-			continue;
-		}
-		hi = hexval(s[i]);
-		lo = hexval(s[i + 1]);
-		if (hi < 0 || lo < 0)
-			return -1;
-		g[b++] = (uint8_t)(hi << 4 | lo);
-		i += 2;
-	}
-	return 0;
-}
-
-static uint32_t guid_port(const uint8_t g[16])
-{
-	if (memcmp(g + 4, hv_template + 4, 12) != 0)
-		return VSX_PORT_ANY;
-	return (uint32_t)g[0] << 24 | (uint32_t)g[1] << 16 |
-	       (uint32_t)g[2] << 8 | g[3];
 }
 
 static int valid_name(const char *s, size_t n)
@@ -144,10 +89,12 @@ VSX_EXPORT int vsx_addr_parse(const char *text, struct vsx_addr *out)
 			return -EINVAL;
 	} else if (strncmp(text, "hvsock:", 7) == 0) {
 		a.kind = VSX_ADDR_HVSOCK;
-		if (parse_guid(text + 7, a.guid) < 0)
+		if (vsx_guid_parse(text + 7, a.guid) < 0)
 			return vsx__err(-EINVAL, "hvsock address '%.64s': expected a service GUID "
 					"like 00000808-facb-11e6-bd58-64006a7986d3", text);
-		a.port = guid_port(a.guid);
+		if (vsx_guid_to_port(a.guid, &a.port) < 0)
+			a.port = VSX_PORT_ANY; /* not of the template: no port */
+		vsx__err_clear();
 		a.cid = VSX_CID_HOST;
 	} else if (strncmp(text, "unix:", 5) == 0 || strncmp(text, "vm:", 3) == 0) {
 		int is_unix = text[0] == 'u';
@@ -193,7 +140,6 @@ static int fmt_port(char *buf, size_t len, uint32_t port)
 VSX_EXPORT int vsx_addr_format(const struct vsx_addr *a, char *buf, size_t len)
 {
 	char tmp[VSX_ADDR_STRLEN], p[16];
-	const uint8_t *g;
 	int n;
 
 	vsx__err_clear();
@@ -208,16 +154,16 @@ VSX_EXPORT int vsx_addr_format(const struct vsx_addr *a, char *buf, size_t len)
 			n = snprintf(tmp, sizeof(tmp), "vsock:%u:%s", a->cid, p);
 		break;
 	case VSX_ADDR_HVSOCK:
-		g = a->guid;
-		n = snprintf(tmp, sizeof(tmp),
-			     "hvsock:%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-			     "%02x%02x%02x%02x%02x%02x",
-			     g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8],
-			     g[9], g[10], g[11], g[12], g[13], g[14], g[15]);
+		memcpy(tmp, "hvsock:", 7);
+		n = vsx_guid_format(a->guid, 0, tmp + 7, sizeof(tmp) - 7);
+		if (n < 0)
+			return n;
+		n += 7;
 		break;
 	case VSX_ADDR_UNIX:
 	case VSX_ADDR_VM:
-		if (!memchr(a->path, '\0', sizeof(a->path)) || !a->path[0])
+		if (!memchr(a->path, '\0', sizeof(a->path)) || !a->path[0] ||
+		    (a->kind == VSX_ADDR_VM && !valid_name(a->path, strlen(a->path))))
 			return vsx__err(-EINVAL, "address: bad path or name");
 		fmt_port(p, sizeof(p), a->port);
 		n = snprintf(tmp, sizeof(tmp), "%s:%s:%s",

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <linux/vm_sockets.h>
 #include <unistd.h>
 
 #include "vsx-int.h"
@@ -28,8 +29,10 @@ static int opts_check(const struct vsx_opts *o)
 		return vsx__err(-EINVAL, "options: negative connect timeout");
 	if (o->backlog < 0)
 		return vsx__err(-EINVAL, "options: negative backlog");
-	if (o->flags & ~(VSX_O_NONBLOCK | VSX_O_SEQPACKET))
+	if (o->flags & ~(VSX_O_NONBLOCK | VSX_O_SEQPACKET | VSX_O_BUFFER_NEXT))
 		return vsx__err(-EINVAL, "options: unknown flags 0x%x", o->flags);
+	if (o->rx_buffer > UINT32_MAX || o->tx_buffer > UINT32_MAX)
+		return vsx__err(-EINVAL, "options: a buffer is 1 to 4294967295 bytes");
 	for (i = 0; i < sizeof(o->reserved) / sizeof(o->reserved[0]); i++)
 		if (o->reserved[i])
 			return vsx__err(-EINVAL, "options: reserved fields must be zero");
@@ -102,6 +105,9 @@ VSX_EXPORT int vsx_connect(const char *addr, const struct vsx_opts *opts,
 	vsx_sock *s;
 	int rc;
 
+	if (!out)
+		return vsx__err(-EINVAL, "NULL argument");
+	*out = NULL;
 	rc = sock_open(addr, opts, &a, &s);
 	if (rc < 0)
 		return rc;
@@ -124,6 +130,9 @@ VSX_EXPORT int vsx_listen(const char *addr, const struct vsx_opts *opts,
 	vsx_sock *s;
 	int rc;
 
+	if (!out)
+		return vsx__err(-EINVAL, "NULL argument");
+	*out = NULL;
 	rc = sock_open(addr, opts, &a, &s);
 	if (rc < 0)
 		return rc;
@@ -174,6 +183,54 @@ VSX_EXPORT int vsx_accept(vsx_sock *l, vsx_sock **out)
 	return 0;
 }
 
+VSX_EXPORT int vsx_adopt(int fd, const struct vsx_opts *opts, vsx_sock **out)
+{
+	static const struct vsx_opts defaults;
+	struct sockaddr_storage ss;
+	struct sockaddr_vm *vm = (struct sockaddr_vm *)&ss;
+	socklen_t len = sizeof(ss);
+	int type, listening = 0, rc;
+	vsx_sock *s;
+
+	vsx__err_clear();
+	if (!out)
+		return vsx__err(-EINVAL, "NULL argument");
+	*out = NULL;
+	if (!opts)
+		opts = &defaults;
+	rc = opts_check(opts);
+	if (rc < 0)
+		return rc;
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return vsx__errno("adopt: getsockname");
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &(socklen_t){ sizeof(type) }) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening,
+		       &(socklen_t){ sizeof(listening) }) < 0)
+		return vsx__errno("adopt: getsockopt");
+	if (ss.ss_family != AF_VSOCK && ss.ss_family != AF_UNIX)
+		return vsx__err(-EAFNOSUPPORT, "adopt: fd %d is neither AF_VSOCK nor AF_UNIX", fd);
+	if (!listening && getpeername(fd, (struct sockaddr *)&(struct sockaddr_storage){ 0 },
+				      &(socklen_t){ sizeof(ss) }) < 0)
+		return vsx__err(-ENOTCONN, "adopt: fd %d is not connected", fd);
+	s = sock_new(ss.ss_family == AF_VSOCK ? &vsx__virtio_kernel : &vsx__hybrid, opts);
+	if (!s)
+		return vsx__err(-ENOMEM, "out of memory");
+	s->fd = fd;
+	s->type = type;
+	s->state = listening ? VSX_STATE_LISTENING : VSX_STATE_CONNECTED;
+	if (ss.ss_family == AF_VSOCK) {
+		s->local = (struct vsx_addr){ .kind = VSX_ADDR_VSOCK, .cid = vm->svm_cid,
+					      .port = vm->svm_port };
+		len = sizeof(ss);
+		if (!listening && getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
+			s->peer = (struct vsx_addr){ .kind = VSX_ADDR_VSOCK,
+						     .cid = vm->svm_cid,
+						     .port = vm->svm_port };
+	}
+	*out = s;
+	return 0;
+}
+
 static ssize_t step_send(vsx_sock *s, const char *p, size_t n)
 {
 	ssize_t r;
@@ -210,7 +267,7 @@ VSX_EXPORT ssize_t vsx_send(vsx_sock *s, const void *buf, size_t len)
 		return vsx__err(-EINVAL, "NULL argument");
 	if (!connected(s))
 		return vsx__err(-ENOTCONN, "send: socket is not connected");
-	if (s->shut_local & 2)
+	if (s->shut_local & VSX_SHUT_WR)
 		return vsx__err(-EPIPE, "send: sending side already shut down");
 	while (done < len) {
 		r = step_send(s, p + done, len - done);
@@ -253,7 +310,7 @@ VSX_EXPORT ssize_t vsx_recv(vsx_sock *s, void *buf, size_t len)
 	while (r == -EINTR);
 	if (r > 0)
 		s->bytes_received += (uint64_t)r;
-	else if (r == 0 && len) {
+	else if (r == 0 && len && !(s->shut_local & VSX_SHUT_RD)) {
 		s->peer_eof = 1;
 		s->state = VSX_STATE_CLOSING;
 	} else if (r < 0 && r != -EAGAIN)
@@ -278,7 +335,8 @@ VSX_EXPORT int vsx_shutdown(vsx_sock *s, int how)
 		rc = shutdown(s->fd, how) < 0 ? vsx__errno("shutdown") : 0;
 	if (rc < 0)
 		return rc;
-	bits = how == SHUT_RD ? 1 : how == SHUT_WR ? 2 : 3;
+	bits = how == SHUT_RD ? VSX_SHUT_RD : how == SHUT_WR ? VSX_SHUT_WR
+							      : VSX_SHUT_RD | VSX_SHUT_WR;
 	s->shut_local |= bits;
 	s->state = VSX_STATE_CLOSING;
 	return 0;
@@ -293,6 +351,10 @@ static int linger_wait(vsx_sock *s)
 	int ev;
 
 	while (!s->peer_eof) {
+		/* A peer that keeps sending keeps the fd readable: check the
+		 * deadline here too, not only when the poll times out. */
+		if (vsx__now_ms() >= deadline)
+			return -ETIMEDOUT;
 		ev = vsx__wait_fd(s->fd, POLLIN, deadline);
 		if (ev == 0)
 			return -ETIMEDOUT;
@@ -315,7 +377,7 @@ VSX_EXPORT int vsx_close(vsx_sock *s)
 	if (!s)
 		return 0;
 	if (connected(s) && s->linger_ms >= 0 && s->fd >= 0) {
-		if (!(s->shut_local & 2)) {
+		if (!(s->shut_local & VSX_SHUT_WR)) {
 			if (s->t->shutdown)
 				s->t->shutdown(s, SHUT_WR);
 			else

@@ -1,4 +1,5 @@
 /* Error reporting: negative errno values plus a per-thread detail message. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,7 +43,7 @@ VSX_EXPORT const char *vsx_strerror(int err)
 		err = -err;
 	if (err == 0)
 		return "Success";
-	base = strerror(-err);
+	base = strerror(err == INT_MIN ? err : -err); /* -INT_MIN overflows */
 	if (tls.err == err && tls.detail[0]) {
 		snprintf(tls.out, sizeof(tls.out), "%s", tls.detail);
 		return tls.out;

@@ -2,10 +2,11 @@
  * vsx_probe: which vsock transports this machine has, from sysfs.
  *
  *   virtio-vsock device   /sys/bus/virtio/devices/STAR/device == 0x0013 (id 19)
- *   VMBus (Hyper-V, WSL2) /sys/bus/vmbus/devices/ has entries
+ *   VMBus (Hyper-V, WSL2) /sys/bus/vmbus/devices/ has entries: transport "vmbus"
+ *                         (hv_sock), unless a virtio-vsock device is there too
  *   vhost-vsock host      /dev/vhost-vsock exists
  *   vsock loopback        /sys/module/vsock_loopback
- *   vsock core            /sys/module/vsock
+ *   vsock core            /sys/class/misc/vsock or /sys/module/vsock
  *
  * $VSX_SYSROOT is prefixed to every path, so tests use a fake tree and never
  * touch the machine's own vsock device. The local CID is asked of /dev/vsock
@@ -118,13 +119,17 @@ VSX_EXPORT int vsx_probe(struct vsx_probe *out)
 		out->have |= VSX_HAVE_VHOST_HOST;
 	if (exists("/sys/module/vsock_loopback"))
 		out->have |= VSX_HAVE_LOOPBACK;
-	if (exists("/sys/module/vsock"))
+	/* vsock_init always registers the "vsock" misc device; /sys/module/vsock
+	 * exists for a built-in vsock only thanks to its MODULE_VERSION. */
+	if (exists("/sys/class/misc/vsock") || exists("/sys/module/vsock"))
 		out->have |= VSX_HAVE_AF_VSOCK;
-	/* hv_sock is reached through AF_VSOCK too; the vmbus transport knows
-	 * its rules. Until it is registered, the kernel transport serves. */
+	/* hv_sock is reached through AF_VSOCK too, but the vmbus transport
+	 * knows its rules. */
 	snprintf(out->transport, sizeof(out->transport), "%s",
-		 out->have & (VSX_HAVE_AF_VSOCK | VSX_HAVE_VIRTIO_GUEST |
-			      VSX_HAVE_LOOPBACK | VSX_HAVE_VHOST_HOST | VSX_HAVE_VMBUS)
+		 (out->have & VSX_HAVE_VMBUS) && !(out->have & VSX_HAVE_VIRTIO_GUEST)
+			 ? "vmbus"
+		 : out->have & (VSX_HAVE_AF_VSOCK | VSX_HAVE_VIRTIO_GUEST |
+				VSX_HAVE_LOOPBACK | VSX_HAVE_VHOST_HOST | VSX_HAVE_VMBUS)
 			 ? "virtio" : "");
 	if (out->have & (VSX_HAVE_VIRTIO_GUEST | VSX_HAVE_VMBUS | VSX_HAVE_LOOPBACK))
 		out->local_cid = local_cid();

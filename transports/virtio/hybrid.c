@@ -102,7 +102,7 @@ static int read_reply(vsx_sock *s, int64_t deadline, uint32_t *port)
 
 	/* Peek until a newline shows up, then consume just that line. */
 	for (;;) {
-		ev = vsx__wait_fd(s->fd, POLLIN, deadline);
+		ev = vsx__wait_fd(s->fd, POLLIN | POLLRDHUP, deadline);
 		if (ev == 0)
 			return vsx__err(-ETIMEDOUT, "hybrid: no reply to CONNECT within %d ms",
 					s->connect_timeout_ms);
@@ -121,6 +121,10 @@ static int read_reply(vsx_sock *s, int64_t deadline, uint32_t *port)
 			break;
 		if (r >= REPLY_MAX)
 			return vsx__err(-EPROTO, "hybrid: reply to CONNECT is too long");
+		/* The peer shut down before the poll: all it sent is in the peek. */
+		if (ev & (POLLRDHUP | POLLHUP))
+			return vsx__err(-EPROTO, "hybrid: %s closed the connection in the "
+					"middle of the reply to CONNECT", s->peer.path);
 		if ((size_t)r == have) {
 			/* Nothing new since the last peek: wait for more. */
 			if (vsx__now_ms() >= deadline)
@@ -318,10 +322,12 @@ static int vm_connect(vsx_sock *s, const struct vsx_addr *a,
 	const char *ctl = control_path(o), *path;
 	char req[160], *reply = NULL;
 	struct vsx_kvs kvs;
+	int64_t started;
 	int rc, rerr = 0;
 
 	snprintf(req, sizeof(req), VSX_CTL_MAGIC "=%d\ncmd=" VSX_CTL_RESOLVE "\nvm=%s\n\n",
 		 VSX_CTL_VERSION, a->path);
+	started = vsx__now_ms();
 	rc = vsx__ctl_call(ctl, req, s->connect_timeout_ms, &reply, &rerr);
 	if (rc == -ENOENT || rc == -ECONNREFUSED)
 		return vsx__err(-ENODEV, "vm: no vsxd answers at %s", ctl);
@@ -342,6 +348,10 @@ static int vm_connect(vsx_sock *s, const struct vsx_addr *a,
 	}
 	memcpy(ua.path, path, strlen(path) + 1);
 	free(reply);
+	/* One connect timeout covers the lookup and the handshake. */
+	s->connect_timeout_ms -= (int)(vsx__now_ms() - started);
+	if (s->connect_timeout_ms <= 0)
+		return vsx__err(-ETIMEDOUT, "vm: no time left after asking vsxd");
 	rc = hy_connect(s, &ua, o);
 	s->peer = *a;
 	return rc;

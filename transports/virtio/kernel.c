@@ -3,11 +3,14 @@
  * vhost-vsock host, or the vsock_loopback transport, all through the
  * kernel's socket API.
  *
- * Buffer knob: VSX_RX is the credit the kernel advertises to the peer
- * (buf_alloc), set with SO_VM_SOCKETS_BUFFER_SIZE after moving
- * SO_VM_SOCKETS_BUFFER_MAX_SIZE (or _MIN_SIZE) out of the way. There is no
- * send buffer on this transport: the sender is bounded by the peer's credit,
- * so VSX_TX is -EOPNOTSUPP.
+ * Buffer knob: the kernel keeps one buffer size per socket,
+ * SO_VM_SOCKETS_BUFFER_SIZE, set here after moving SO_VM_SOCKETS_BUFFER_MAX_SIZE
+ * (or _MIN_SIZE) out of the way. It is the credit advertised to the peer
+ * (buf_alloc: VSX_RX) and, since the Linux fix that caps a sender's credit at
+ * its own buffer ("vsock/virtio: cap TX credit to local buffer size", in
+ * Debian's 6.1 kernels), also the most a socket keeps in flight (VSX_TX).
+ * So VSX_RX and VSX_TX name the same value here: setting either sets both,
+ * and asking for both with different sizes is -EINVAL.
  *
  * Refusal: the kernel reports a refused connect (the peer's RST) as
  * ECONNRESET; libvsx reports -ECONNREFUSED, as on every transport.
@@ -58,9 +61,6 @@ static int vk_set_buffer(vsx_sock *s, int which, size_t bytes)
 {
 	uint64_t lim;
 
-	if (which & VSX_TX)
-		return vsx__err(-EOPNOTSUPP, "virtio: there is no send buffer on "
-				"virtio-vsock; the sender is bounded by the peer's credit");
 	if (get_u64(s->fd, SO_VM_SOCKETS_BUFFER_MAX_SIZE, &lim) == 0 && bytes > lim &&
 	    set_u64(s->fd, SO_VM_SOCKETS_BUFFER_MAX_SIZE, bytes) < 0)
 		return vsx__errno("virtio: SO_VM_SOCKETS_BUFFER_MAX_SIZE");
@@ -76,8 +76,7 @@ static int vk_get_buffer(const vsx_sock *s, int which, size_t *bytes)
 {
 	uint64_t v;
 
-	if (which == VSX_TX)
-		return vsx__err(-EOPNOTSUPP, "virtio: there is no send buffer on virtio-vsock");
+	(void)which; /* one buffer for both directions, see the top */
 	if (get_u64(s->fd, SO_VM_SOCKETS_BUFFER_SIZE, &v) < 0)
 		return vsx__errno("virtio: SO_VM_SOCKETS_BUFFER_SIZE");
 	*bytes = (size_t)v;
@@ -86,12 +85,11 @@ static int vk_get_buffer(const vsx_sock *s, int which, size_t *bytes)
 
 static int apply_opts(vsx_sock *s)
 {
-	int rc;
-
-	if (s->tx_buffer)
-		return vk_set_buffer(s, VSX_TX, s->tx_buffer);
-	if (s->rx_buffer && (rc = vk_set_buffer(s, VSX_RX, s->rx_buffer)) < 0)
-		return rc;
+	if (s->rx_buffer && s->tx_buffer && s->rx_buffer != s->tx_buffer)
+		return vsx__err(-EINVAL, "virtio: RX and TX are one buffer on kernel "
+				"vsock; %zu and %zu differ", s->rx_buffer, s->tx_buffer);
+	if (s->rx_buffer || s->tx_buffer)
+		return vk_set_buffer(s, VSX_RX, s->rx_buffer ? s->rx_buffer : s->tx_buffer);
 	return 0;
 }
 

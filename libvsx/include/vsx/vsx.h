@@ -3,7 +3,9 @@
  *
  * virtio-vsock (KVM/QEMU guests, vhost-vsock hosts, loopback), hybrid vsock
  * over Unix sockets (Firecracker, Cloud Hypervisor, vhost-device-vsock,
- * vsxd) and, later, Hyper-V hv_sock, behind one opaque socket type.
+ * vsxd) and Hyper-V hv_sock (Hyper-V and WSL2 guests), behind one opaque
+ * socket type. What differs between them, and what libvsx does about it, is
+ * in vsx-transports(7).
  *
  * Conventions, for every call in this header:
  *  - the return value is 0 (or a byte count) on success and a negative errno
@@ -16,7 +18,7 @@
  *    is released with vsx_close().
  *
  * A vsx_sock is not thread-safe: one thread at a time per socket.
- * Bump VSX_VERSION_* with the library; the ABI is versioned by libtool.
+ * The ABI is versioned by libtool; vsx_version() names the release.
  */
 #ifndef VSX_VSX_H
 #define VSX_VSX_H
@@ -76,10 +78,83 @@ VSX_EXPORT int vsx_addr_parse(const char *text, struct vsx_addr *out);
  */
 VSX_EXPORT int vsx_addr_format(const struct vsx_addr *a, char *buf, size_t len);
 
+/* ---- Hyper-V service GUIDs ---------------------------------------------- */
+
+/*
+ * A Linux guest's hv_sock maps vsock port P to the service GUID whose first
+ * field is P in hex and whose rest is the fixed template below: port 2056
+ * (0x808) is 00000808-facb-11e6-bd58-64006a7986d3, the GUID a Windows host
+ * registers and connects to. Ports are decimal everywhere else. A GUID
+ * outside the template carries no port and a Linux guest cannot reach it.
+ *
+ * GUIDs are 16 bytes in text order (RFC 4122 byte order, as in struct
+ * vsx_addr), not the Windows in-memory GUID layout.
+ */
+#define VSX_HV_SERVICE_TEMPLATE "00000000-facb-11e6-bd58-64006a7986d3"
+
+/*
+ * Well-known Hyper-V VM ids: the VmId half of a Windows SOCKADDR_HV (the
+ * ServiceId half is the service GUID above). A Linux guest never uses them:
+ * its peer is always the host, and hv_sock does not transmit a VmId.
+ *   WILDCARD  host listener: accept from any partition
+ *   CHILDREN  host listener: accept from any child VM
+ *   LOOPBACK  the same partition
+ *   PARENT    from a VM (e.g. a Windows guest): its host
+ */
+#define VSX_HV_VMID_WILDCARD "00000000-0000-0000-0000-000000000000"
+#define VSX_HV_VMID_CHILDREN "90db8b89-0d35-4f79-8ce9-49ea0ac8b7cd"
+#define VSX_HV_VMID_LOOPBACK "e0e16197-dd56-4a10-9195-5ee7a155a838"
+#define VSX_HV_VMID_PARENT "a42e7cda-d03f-480c-9cc2-a4de20abb878"
+
+/* Buffer size that always holds vsx_guid_format() output, braces and NUL. */
+#define VSX_GUID_STRLEN 39
+
+#define VSX_GUID_BRACES 0x1  /* vsx_guid_format: {...} */
+#define VSX_GUID_UPPER 0x2   /* vsx_guid_format: upper-case hex */
+
+/*
+ * Parse a GUID, 8-4-4-4-12 hex digits, with or without braces, any case,
+ * into @guid. Returns 0, or -EINVAL for anything else (@guid untouched).
+ */
+VSX_EXPORT int vsx_guid_parse(const char *text, uint8_t guid[16]);
+
+/*
+ * Write @guid as text into @buf (@len bytes, NUL-terminated): lower case
+ * without braces unless @flags (VSX_GUID_*) says otherwise. Returns the
+ * length written, -EINVAL (NULL, unknown flags), -ENOSPC (VSX_GUID_STRLEN
+ * always suffices).
+ */
+VSX_EXPORT int vsx_guid_format(const uint8_t guid[16], unsigned flags, char *buf,
+			       size_t len);
+
+/* The service GUID for vsock port @port. Returns 0, -EINVAL for NULL. */
+VSX_EXPORT int vsx_guid_from_port(uint32_t port, uint8_t guid[16]);
+
+/*
+ * The vsock port of service GUID @guid into *@port. Returns 0, or -EINVAL
+ * when @guid is not of the template (it has no port).
+ */
+VSX_EXPORT int vsx_guid_to_port(const uint8_t guid[16], uint32_t *port);
+
 /* ---- Options ------------------------------------------------------------ */
 
 #define VSX_O_NONBLOCK 0x1    /* sends and receives never block */
 #define VSX_O_SEQPACKET 0x2   /* SOCK_SEQPACKET where the transport has it */
+/*
+ * vmbus: vsx_set_buffer() on a connected socket, whose VMBus rings were
+ * fixed when it connected, keeps the size for the next connection instead
+ * of failing with -EISCONN: an accepted socket passes it to its listener
+ * (the host's next connection gets it), any other socket to the next
+ * vsx_connect() through vmbus in this process that asks for no size of its
+ * own. Other transports apply buffer changes at once and ignore the flag.
+ */
+#define VSX_O_BUFFER_NEXT 0x4
+
+/* Transport names, for vsx_opts.transport and vsx_info.transport. */
+#define VSX_TRANSPORT_VIRTIO "virtio" /* kernel AF_VSOCK: virtio, vhost, loopback */
+#define VSX_TRANSPORT_HYBRID "hybrid" /* unix:PATH:PORT */
+#define VSX_TRANSPORT_VM "vm"         /* vm:NAME:PORT through vsxd */
+#define VSX_TRANSPORT_VMBUS "vmbus"   /* Hyper-V hv_sock: vsock:host:PORT, hvsock:GUID */
 
 #define VSX_DEFAULT_CONNECT_TIMEOUT_MS 2000
 #define VSX_DEFAULT_LINGER_MS 8000
@@ -113,8 +188,14 @@ typedef struct vsx_sock vsx_sock;
  * Connect to @addr. On success *@out is a connected socket owned by the
  * caller (release with vsx_close()). Connecting takes at most the connect
  * timeout; the errors are -ETIMEDOUT, -ECONNREFUSED (nobody listens, or the
- * peer refused: a vsock RST maps here on every transport), -ENETUNREACH,
- * -ENODEV (no transport for this address on this machine), -EINVAL, -ENOMEM.
+ * peer refused: a vsock RST maps here on every transport), -ENETUNREACH
+ * (also: on vmbus, any peer but the host), -ESOCKTNOSUPPORT (SEQPACKET
+ * where the transport has none, e.g. vmbus), -ENODEV (no transport for this
+ * address on this machine), -EHOSTUNREACH (vm: a name vsxd does not know),
+ * -EPROTO (a malformed hybrid reply or vsxd answer), -EOPNOTSUPP (a buffer
+ * option the transport cannot apply), -EACCES (no permission on a socket
+ * path), -EINVAL, -ENOMEM. On vmbus a host service that is not registered
+ * does not refuse: the connect times out.
  */
 VSX_EXPORT int vsx_connect(const char *addr, const struct vsx_opts *opts,
 			   vsx_sock **out);
@@ -132,6 +213,17 @@ VSX_EXPORT int vsx_listen(const char *addr, const struct vsx_opts *opts,
  * listener's options and buffer settings and is owned by the caller.
  */
 VSX_EXPORT int vsx_accept(vsx_sock *listener, vsx_sock **out);
+
+/*
+ * Wrap an existing connected or listening socket @fd (AF_VSOCK: the kernel
+ * transport; AF_UNIX: a hybrid stream whose handshake is already done) in a
+ * vsx_sock, so the buffer knob, vsx_info and the bounded close apply to it.
+ * On success the socket owns @fd (vsx_close closes it); on failure @fd is
+ * left untouched. With opts->linger_ms < 0, vsx_close neither shuts down
+ * nor waits: use that for a duplicate of a descriptor another process owns.
+ * Errors: -EBADF, -ENOTSOCK, -EAFNOSUPPORT (another family), -ENOTCONN.
+ */
+VSX_EXPORT int vsx_adopt(int fd, const struct vsx_opts *opts, vsx_sock **out);
 
 /*
  * Send @len bytes. Loops until everything is written, the socket would
@@ -173,15 +265,21 @@ VSX_EXPORT int vsx_fd(const vsx_sock *s);
 /*
  * Set the receive and/or transmit buffer (@which: VSX_RX, VSX_TX or both)
  * the way the transport needs it (see libvsx(3) for the table): on kernel
- * virtio-vsock, RX is the credit advertised to the peer (buf_alloc). Returns
- * 0, -EINVAL (zero or unrepresentable size), -EOPNOTSUPP when the transport
- * has no such buffer, or a transport error.
+ * virtio-vsock, RX is the credit advertised to the peer (buf_alloc); on
+ * vmbus, RX and TX are the VMBus ring sizes, which are fixed when the
+ * connection opens: set them in vsx_opts or on the listener (accepted
+ * sockets inherit them). Returns 0, -EINVAL (zero or unrepresentable size),
+ * -EOPNOTSUPP when the transport has no such buffer, -EISCONN when it can
+ * no longer change (vmbus, connected, without VSX_O_BUFFER_NEXT), or a
+ * transport error.
  */
 VSX_EXPORT int vsx_set_buffer(vsx_sock *s, int which, size_t bytes);
 
 /*
  * Read back what is really in force for @which (exactly one of VSX_RX or
- * VSX_TX) into *@bytes.
+ * VSX_TX) into *@bytes. On vmbus: the ring the kernel opened the channel
+ * with (page-rounded, 24 KiB to 256 KiB; see vsx-transports(7)), and on a
+ * listener the ring its next accepted connection will get.
  */
 VSX_EXPORT int vsx_get_buffer(const vsx_sock *s, int which, size_t *bytes);
 
@@ -197,6 +295,8 @@ enum vsx_state {
 };
 
 #define VSX_INFO_CREDIT 0x1 /* the credit fields are valid */
+#define VSX_SHUT_RD 0x1     /* vsx_info.shut_local bits */
+#define VSX_SHUT_WR 0x2
 
 struct vsx_info {
 	char transport[16];            /* "virtio", "hybrid", "vmbus", ... */
@@ -204,7 +304,7 @@ struct vsx_info {
 	char peer[VSX_ADDR_STRLEN];
 	int type;                      /* SOCK_STREAM or SOCK_SEQPACKET */
 	int state;                     /* enum vsx_state */
-	int shut_local;                /* SHUT_* bits we shut down (1 rd, 2 wr) */
+	int shut_local;                /* VSX_SHUT_RD | VSX_SHUT_WR done by us */
 	uint64_t bytes_sent;           /* through this vsx_sock */
 	uint64_t bytes_received;
 	size_t rx_buffer;              /* as vsx_get_buffer(); 0 when unknown */
@@ -245,8 +345,9 @@ VSX_EXPORT int vsx_probe(struct vsx_probe *out);
 
 /*
  * A message for @err (a negative errno returned by libvsx). If the calling
- * thread's last failing libvsx call returned @err, the message carries that
- * failure's detail. The string is valid until the thread's next libvsx call.
+ * thread's most recent libvsx call failed with @err, the message carries that
+ * failure's detail (every call but vsx_fd, vsx_version and vsx_strerror
+ * clears the detail when it starts). The string is valid until the thread's next libvsx call.
  */
 VSX_EXPORT const char *vsx_strerror(int err);
 

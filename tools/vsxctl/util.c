@@ -1,0 +1,252 @@
+/* vsxctl helpers: errors, sizes, the control call, table and JSON output. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vsxctl.h"
+
+void die_usage(const char *cmd)
+{
+	const struct vsxctl_command *c;
+
+	for (c = vsxctl_commands; c->name; c++)
+		if (strcmp(c->name, cmd) == 0)
+			fprintf(stderr, "usage: vsxctl %s %s\n", c->name, c->usage);
+	exit(2);
+}
+
+int err_msg(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "vsxctl %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+int parse_u64(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	int rc = vsx__ctl_u64(s, &v);
+
+	if (rc == 0)
+		*out = v;
+	return rc;
+}
+
+int parse_size(const char *s, uint64_t *out)
+{
+	char num[24];
+	size_t n = strlen(s);
+	unsigned shift = 0;
+	uint64_t v = 0;
+
+	if (n == 0 || n >= sizeof(num))
+		return -EINVAL;
+	switch (s[n - 1]) {
+	case 'K': case 'k': shift = 10; break;
+	case 'M': case 'm': shift = 20; break;
+	case 'G': case 'g': shift = 30; break;
+	}
+	if (shift)
+		n--;
+	memcpy(num, s, n);
+	num[n] = '\0';
+	if (parse_u64(num, &v) < 0)
+		return -EINVAL;
+	if (v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = v << shift;
+	return 0;
+}
+
+int ctl_request(const char *cmd, const char *const *args, unsigned nargs,
+		char **buf, struct vsx_kvs *kvs)
+{
+	char req[VSX_CTL_REQ_MAX];
+	const char *err;
+	size_t off;
+	unsigned i;
+	int rc, rerr = 0, n;
+
+	off = (size_t)snprintf(req, sizeof(req), VSX_CTL_MAGIC "=%d\n", VSX_CTL_VERSION);
+	for (i = 0; i < nargs; i++) {
+		n = snprintf(req + off, sizeof(req) - off, "%s\n", args[i]);
+		if (n < 0 || (size_t)n >= sizeof(req) - off - 1)
+			return err_msg(cmd, "request too long");
+		off += (size_t)n;
+	}
+	req[off++] = '\n';
+	req[off] = '\0';
+	rc = vsx__ctl_call(opt_control, req, 5000, buf, &rerr);
+	if (rc == -ENOENT || rc == -ECONNREFUSED)
+		return err_msg(cmd, "no vsxd at %s (is it running? -c PATH)", opt_control);
+	if (rc == -EACCES)
+		return err_msg(cmd, "%s: permission denied", opt_control);
+	if (rc < 0)
+		return err_msg(cmd, "%s: %s", opt_control, strerror(-rc));
+	rc = vsx__ctl_parse(*buf, strlen(*buf) - 1, kvs);
+	if (rc < 0) {
+		free(*buf);
+		*buf = NULL;
+		return err_msg(cmd, "malformed reply from vsxd");
+	}
+	if (rerr) {
+		err = vsx__ctl_get(kvs, "error");
+		err_msg(cmd, "%s", err ? err : strerror(rerr));
+		free(*buf);
+		*buf = NULL;
+		return 1;
+	}
+	return 0;
+}
+
+bool is_number(const char *s)
+{
+	if (!*s)
+		return false;
+	if (*s == '-')
+		s++;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+void json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			printf("\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			printf("\\u%04x", *s);
+		else
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static void json_value(const char *v)
+{
+	if (is_number(v))
+		fputs(v, stdout);
+	else
+		json_string(v);
+}
+
+/* Records: [first, last) index ranges of pairs starting at @rec_key. */
+static unsigned next_record(const struct vsx_kvs *kvs, const char *rec_key,
+			    unsigned from, unsigned *end)
+{
+	unsigned i, j;
+
+	for (i = from; i < kvs->n; i++)
+		if (strcmp(kvs->kv[i].key, rec_key) == 0)
+			break;
+	for (j = i + 1; j < kvs->n; j++)
+		if (strcmp(kvs->kv[j].key, rec_key) == 0 ||
+		    strcmp(kvs->kv[j].key, "errno") == 0)
+			break;
+	*end = j;
+	return i;
+}
+
+static const char *rec_get(const struct vsx_kvs *kvs, unsigned b, unsigned e,
+			   const char *key)
+{
+	for (; b < e; b++)
+		if (strcmp(kvs->kv[b].key, key) == 0)
+			return kvs->kv[b].value;
+	return NULL;
+}
+
+void out_records(const struct vsx_kvs *kvs, const char *rec_key,
+		 const struct out_col *cols, unsigned ncols)
+{
+	size_t width[32] = { 0 };
+	unsigned b, e, c, nrec = 0;
+	const char *v;
+
+	if (opt_json) {
+		printf("[");
+		for (b = next_record(kvs, rec_key, 0, &e); b < kvs->n;
+		     b = next_record(kvs, rec_key, e, &e)) {
+			printf(nrec++ ? ",\n {" : "\n {");
+			for (c = b; c < e; c++) {
+				printf(c > b ? ", " : "");
+				json_string(kvs->kv[c].key);
+				printf(": ");
+				json_value(kvs->kv[c].value);
+			}
+			printf("}");
+		}
+		printf(nrec ? "\n]\n" : "]\n");
+		return;
+	}
+	for (c = 0; c < ncols && c < 32; c++)
+		width[c] = strlen(cols[c].title);
+	for (b = next_record(kvs, rec_key, 0, &e); b < kvs->n;
+	     b = next_record(kvs, rec_key, e, &e))
+		for (c = 0; c < ncols && c < 32; c++)
+			if ((v = rec_get(kvs, b, e, cols[c].key)) && strlen(v) > width[c])
+				width[c] = strlen(v);
+	for (c = 0; c < ncols && c < 32; c++)
+		printf(cols[c].number ? "%*s%s" : "%-*s%s", (int)width[c], cols[c].title,
+		       c + 1 < ncols ? "  " : "\n");
+	for (b = next_record(kvs, rec_key, 0, &e); b < kvs->n;
+	     b = next_record(kvs, rec_key, e, &e))
+		for (c = 0; c < ncols && c < 32; c++) {
+			v = rec_get(kvs, b, e, cols[c].key);
+			printf(cols[c].number ? "%*s%s" : "%-*s%s", (int)width[c],
+			       v ? v : "-", c + 1 < ncols ? "  " : "\n");
+		}
+}
+
+void out_record_detail(const struct vsx_kvs *kvs, const char *rec_key)
+{
+	unsigned b, e, c;
+
+	b = next_record(kvs, rec_key, 0, &e);
+	if (opt_json)
+		printf("{");
+	for (c = b; c < e && c < kvs->n; c++) {
+		if (opt_json) {
+			printf(c > b ? ", " : "");
+			json_string(kvs->kv[c].key);
+			printf(": ");
+			json_value(kvs->kv[c].value);
+		} else {
+			printf("%-16s %s\n", kvs->kv[c].key, kvs->kv[c].value);
+		}
+	}
+	if (opt_json)
+		printf("}\n");
+}
+
+void out_pairs(const struct vsx_kvs *kvs)
+{
+	unsigned i, n = 0;
+
+	if (opt_json)
+		printf("{");
+	for (i = 0; i < kvs->n; i++) {
+		if (strcmp(kvs->kv[i].key, "errno") == 0)
+			continue;
+		if (opt_json) {
+			printf(n++ ? ", " : "");
+			json_string(kvs->kv[i].key);
+			printf(": ");
+			json_value(kvs->kv[i].value);
+		} else {
+			printf("%-16s %s\n", kvs->kv[i].key, kvs->kv[i].value);
+		}
+	}
+	if (opt_json)
+		printf("}\n");
+}
