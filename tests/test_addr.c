@@ -832,7 +832,7 @@ Test(api, bad_options)
 	o.reserved[0] = 1;
 	check_both(NOWHERE, &o, -EINVAL, "reserved");
 	memset(&o, 0, sizeof(o));
-	o.reserved[7] = 0xdead;
+	o.reserved[sizeof(o.reserved) / sizeof(o.reserved[0]) - 1] = 0xdead;
 	check_both(NOWHERE, &o, -EINVAL, "reserved");
 	/* bad options are refused even for a malformed vsock: address */
 	memset(&o, 0, sizeof(o));

@@ -26,7 +26,25 @@ struct drv_opts {
 	bool no_event_idx;       /* do not negotiate VIRTIO_RING_F_EVENT_IDX */
 	bool no_seqpacket;       /* do not negotiate VIRTIO_VSOCK_F_SEQPACKET */
 	unsigned rx_buf_size;    /* 0: 4096, as Linux */
+	bool no_indirect;        /* do not negotiate VIRTIO_RING_F_INDIRECT_DESC
+				    (with it, multi-descriptor chains go in
+				    indirect tables, as Linux does) */
+	bool no_event_queue;     /* set up rx and tx only, as QEMU does (its
+				    vhost-user-vsock keeps the event queue) */
+	bool rx_one_desc;        /* RX buffers are one device-writable
+				    descriptor of 44 + rx_buf_size bytes, header
+				    and payload together: what Debian's
+				    6.1.0-57 guest kernel posts (skb-based
+				    virtio-vsock, 3776 bytes: rx_buf_size 3732) */
 };
+
+/*
+ * Guest memory: one memfd shared as two vhost-user regions (its two
+ * halves), guest physical addresses from DRV_GPA_BASE; "QEMU" virtual
+ * addresses are the driver's own mapping. Headers passed to and from the
+ * driver are in wire byte order (little-endian), as the guest sees them.
+ */
+#define DRV_GPA_BASE 0x40000000ull
 
 /* Connect to a backend's vhost-user socket and bring the device up: features,
  * memory table, rings, kick/call eventfds, enable, RX buffers posted. */
@@ -47,15 +65,28 @@ int drv_send(struct drv *d, const struct virtio_vsock_hdr *h,
 int drv_recv(struct drv *d, struct virtio_vsock_hdr *h, void *payload,
 	     size_t max, int timeout_ms);
 
-/* Wait for one event on the event queue (returns the event id). */
+/* Wait for one event on the event queue (returns the event id); -ENOTSUP
+ * when the event queue is not set up (no_event_queue, or a back-end whose
+ * GET_QUEUE_NUM says 2). */
 int drv_recv_event(struct drv *d, uint32_t *id, int timeout_ms);
 
 /* Hostile-guest hooks: write a raw chain of descriptors (addresses are guest
- * physical, flags as the spec) on the TX queue and kick. */
+ * physical, flags as the spec) on the TX queue and kick. next[i] < n names
+ * the chain's own i-th descriptor (so loops can be built); any other value
+ * is written as is. The chain's first descriptor is the avail entry. */
 int drv_send_raw(struct drv *d, const uint64_t *addr, const uint32_t *len,
 		 const uint16_t *flags, const uint16_t *next, unsigned n);
-/* Guest memory: physical address <-> pointer. */
+/* Guest memory: physical address <-> pointer (NULL outside guest memory). */
 void *drv_mem(struct drv *d, uint64_t gpa, size_t len);
+/* A scratch area of guest memory the driver never uses (for raw chains,
+ * indirect tables): returns its guest physical address and *@len. Its
+ * middle is the boundary between the two memory regions. */
+uint64_t drv_scratch(struct drv *d, size_t *len);
+/* Write avail->idx of queue @q as is (no buffers behind it) and kick. */
+int drv_set_avail_idx(struct drv *d, unsigned q, uint16_t idx);
+/* 1 if the backend signalled queue @q's error eventfd (SET_VRING_ERR)
+ * since the last call, 0 if not, negative errno. Does not wait. */
+int drv_ring_error(struct drv *d, unsigned q);
 /* Send an arbitrary vhost-user message (for protocol fuzzing/bad input);
  * returns the reply payload size or a negative errno. */
 int drv_vhost_msg(struct drv *d, uint32_t req, uint32_t flags, const void *payload,

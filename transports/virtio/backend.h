@@ -105,4 +105,25 @@ int vsx_router_conn_close(struct vsx_router *r, uint64_t id, bool reset);
 /* buf_alloc for @vm's new connections. */
 int vsx_vm_set_default_buffer(struct vsx_vm *vm, uint32_t bytes);
 
+/* What vsxctl shows of a VM. The strings are the VM's: valid until it is
+ * freed. */
+struct vsx_vm_info {
+	const char *name;
+	uint64_t guest_cid;
+	const char *socket_path;   /* vhost-user socket */
+	const char *uds_path;      /* NULL: no hybrid exposure */
+	uint32_t buf_default;      /* buf_alloc of new connections */
+	bool connected;            /* the front-end (QEMU) has the device running */
+	bool broken;               /* stopped after a bad guest, until it resets */
+	unsigned conns;            /* live connections */
+};
+
+void vsx_vm_get_info(const struct vsx_vm *vm, struct vsx_vm_info *out);
+
+typedef int (*vsx_vm_cb)(struct vsx_vm *vm, void *arg);
+
+/* Call @cb for each VM, oldest first; a non-zero return stops the walk and
+ * is returned. @cb must not free VMs. */
+int vsx_router_foreach_vm(struct vsx_router *r, vsx_vm_cb cb, void *arg);
+
 #endif

@@ -4,11 +4,21 @@
  *
  * The server listens on a Unix socket path; QEMU connects as the front-end
  * (one at a time; a second connection is refused while one is live). It
- * negotiates features (VERSION_1, EVENT_IDX, INDIRECT_DESC,
+ * negotiates features (VERSION_1, EVENT_IDX, INDIRECT_DESC, NOTIFY_ON_EMPTY,
  * PROTOCOL_FEATURES, plus the device's own) and protocol features
- * (REPLY_ACK, CONFIG), maps the memory table, sets up the rings, and tells
- * the device through vsx_vu_ops when queues are kicked, when the device is
- * started and when it must drop everything (disconnect, reset, ring stop).
+ * (REPLY_ACK, CONFIG, RESET_DEVICE), maps the memory table, sets up the
+ * rings, and tells the device through vsx_vu_ops when queues are kicked,
+ * when the device is started and when it must drop everything (disconnect,
+ * reset, ring stop).
+ *
+ * The engine's side of it, as QEMU 7.2 drives it: start comes once rx and
+ * tx are mapped, kicked and enabled (the event queue is never handed over:
+ * QEMU keeps it); kick then follows for each ready queue. Elements popped
+ * point into guest memory: use them before returning to the loop, or at
+ * least never across a SET_MEM_TABLE that drops their region. stop comes on
+ * the first GET_VRING_BASE (guest reset, VM stop or shutdown), on
+ * RESET_OWNER/RESET_DEVICE, and on disconnect; after a QEMU restart a new
+ * connection does the whole setup again and start comes again.
  *
  * A malformed or unknown message gets a failure reply where the protocol
  * has one (REPLY_ACK) and is otherwise ignored; a message that breaks the
@@ -29,14 +39,28 @@ struct vsx_vu;
 struct vsx_vu_ops {
 	uint64_t features;        /* device-specific feature bits offered */
 	unsigned nqueues;
+	/* Optional: queues 0..min_queues-1 must be started before start().
+	 * The front-end decides which queues it sets up: QEMU's
+	 * vhost-user-vsock hands only rx and tx (0, 1) to the back-end and
+	 * keeps the event queue (2) itself. */
+	unsigned min_queues;
 	/* Read @len bytes of config space at @off into @buf. */
 	int (*get_config)(void *dev, uint32_t off, void *buf, uint32_t len);
-	/* Queue @q has work: the guest kicked it, or it just started. */
+	/* Queue @q has work: the guest kicked it, or it just became usable
+	 * (right after start, or re-enabled while live). Only called while
+	 * live and vsx_vq_ready(q). */
 	void (*kick)(void *dev, unsigned q);
-	/* All queues are started and enabled: the device is live. */
+	/* The device is live: the memory table is mapped, every queue the
+	 * front-end started (SET_VRING_KICK) is mapped and enabled, and at
+	 * least min_queues (and one) are. kick follows for each ready queue.
+	 * Queues the front-end never set up stay !vsx_vq_ready. */
 	void (*start)(void *dev);
-	/* The device stops: front-end gone, reset, or a ring stopped. Every
-	 * guest-visible state (connections) must be dropped; the queues are
+	/* The device stops: front-end gone, RESET_OWNER / RESET_DEVICE, or
+	 * a ring stopped (GET_VRING_BASE, e.g. guest reset or VM pause).
+	 * Called once per start. Every guest-visible state (connections)
+	 * must be dropped. The queues are still mapped during the call: hand
+	 * back each element still held (vsx_vq_push with 0 written, or
+	 * vsx_vq_unpop) before returning; they are flushed right after, and
 	 * not usable until the next start. */
 	void (*stop)(void *dev);
 	/* Optional: a one-line log message (no newline) worth an operator's
@@ -52,8 +76,13 @@ struct vsx_vu_ops {
 int vsx_vu_new(const char *path, const struct vsx_loop *loop,
 	       const struct vsx_vu_ops *ops, void *dev, struct vsx_vu **out);
 
-/* Close the front-end connection and the listener, unlink @path, unmap. */
+/* Close the front-end connection and the listener, unlink @path, unmap.
+ * Calls no op (not even stop): the device is being torn down. */
 void vsx_vu_free(struct vsx_vu *vu);
+
+/* Largest ring size SET_VRING_NUM accepts (a power of two up to
+ * VSX_VQ_MAX_SIZE, the default). -EINVAL otherwise. */
+int vsx_vu_set_queue_max(struct vsx_vu *vu, unsigned max);
 
 /* The device's queue @q (0 <= q < nqueues). */
 struct vsx_vq *vsx_vu_queue(struct vsx_vu *vu, unsigned q);

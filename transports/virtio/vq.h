@@ -63,6 +63,8 @@ struct vsx_vq {
 	bool started;                 /* kick fd received, not stopped */
 	bool event_idx;               /* VIRTIO_RING_F_EVENT_IDX negotiated */
 	bool indirect;                /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
+	bool notify_on_empty;         /* VIRTIO_F_NOTIFY_ON_EMPTY negotiated */
+	bool notify_off;              /* vsx_vq_set_notify(false) in force */
 	bool broken;                  /* the guest broke a rule: ignore it */
 	uint16_t signalled_used;      /* used idx at our last notification */
 	bool signalled_valid;
@@ -84,7 +86,13 @@ bool vsx_vq_ready(const struct vsx_vq *vq);
  * Take the next available chain. Returns 1 and fills @e, 0 when the ring is
  * empty, or -EFAULT / -EINVAL when the guest broke a rule (bad address or
  * length, loop, chain too long, bad index); the queue is then marked broken
- * and returns -EIO from then on.
+ * (its err fd, if any, is signalled) and returns -EIO from then on. A queue
+ * that is not ready returns 0.
+ *
+ * When it finds the ring empty and notifications are on (the default, see
+ * vsx_vq_set_notify), pop re-arms them (avail_event with EVENT_IDX) and
+ * looks again, so a caller that pops until 0 is always kicked for the next
+ * buffer; it need not call vsx_vq_set_notify at all.
  */
 int vsx_vq_pop(struct vsx_vq *vq, struct vsx_vq_elem *e);
 
@@ -102,8 +110,10 @@ unsigned vsx_vq_avail(const struct vsx_vq *vq);
 
 /*
  * Ask the guest to kick (true) or not (false) when it adds buffers; with
- * EVENT_IDX this writes avail_event. After enabling, callers re-check
- * vsx_vq_avail() to close the race with a buffer added meanwhile.
+ * EVENT_IDX this writes avail_event = last_avail, without it the used ring's
+ * VRING_USED_F_NO_NOTIFY flag. After enabling, callers re-check
+ * vsx_vq_avail() to close the race with a buffer added meanwhile. While off,
+ * pop does not re-arm notifications.
  */
 void vsx_vq_set_notify(struct vsx_vq *vq, bool on);
 

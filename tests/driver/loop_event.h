@@ -1,0 +1,25 @@
+/*
+ * A libevent loop in a thread of its own, with vsxd's vsx_loop adapter
+ * (daemon/evloop.c), for tests and benchmarks: the backend lives on the
+ * loop thread, the test (or the driver) on its own.
+ */
+#ifndef VSX_TEST_LOOP_EVENT_H
+#define VSX_TEST_LOOP_EVENT_H
+
+#include "../../transports/virtio/loop.h"
+
+struct vsx_test_loop;
+
+/* A new event base, its adapter, and a thread running it. Returns 0 and
+ * *@out (freed with vsx_test_loop_free) or a negative errno. */
+int vsx_test_loop_new(struct vsx_test_loop **out);
+/* The adapter; valid until vsx_test_loop_free. */
+const struct vsx_loop *vsx_test_loop_get(struct vsx_test_loop *tl);
+/* Run @fn(@arg) on the loop thread and wait until it returns. Safe from any
+ * thread but the loop's own. */
+void vsx_test_loop_call(struct vsx_test_loop *tl, void (*fn)(void *), void *arg);
+/* Stop the thread and free the base. Free what lives on the loop first
+ * (through vsx_test_loop_call). */
+void vsx_test_loop_free(struct vsx_test_loop *tl);
+
+#endif

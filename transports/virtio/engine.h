@@ -1,0 +1,388 @@
+/*
+ * The virtio-vsock engine's private header: what vsock.c (device, packets,
+ * credit), host.c (hybrid Unix-socket side), router.c (VMs, siblings,
+ * control) and txbuf.c (per-connection byte queue) share. Nothing here is
+ * part of backend.h's contract; the vsx__ functions at the end exist for
+ * the backend tests (tests/backend/) and the benchmarks.
+ *
+ * The design is written once, at the top of vsock.c.
+ */
+#ifndef VSX_ENGINE_H
+#define VSX_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "backend.h"
+#include "loop.h"
+#include "vhost_user.h"
+#include "vq.h"
+#include "vsock_wire.h"
+
+/* ---- Limits ---- */
+#define ENG_TX_BATCH 128          /* TX chains popped per round */
+#define ENG_TX_BUDGET 1024        /* TX chains per kick before yielding */
+#define ENG_RX_BATCH 64           /* RX chains one host read may fill */
+#define ENG_IOV_MAX 1024          /* iovecs per readv/sendmsg (IOV_MAX) */
+#define ENG_SMALL_PKT 128         /* payloads always appended to the tail chunk */
+#define ENG_CHUNK_MIN 4096        /* smallest queue chunk (unless credit is less) */
+#define ENG_ORPHAN_MAX 64         /* RSTs for packets without a connection */
+#define ENG_MAX_CONNS 4096        /* connections per VM */
+#define ENG_MAX_HANDSHAKES 64     /* hybrid clients still sending CONNECT */
+#define ENG_CONNECT_LINE 32       /* longest "CONNECT <port>\n" */
+#define ENG_MAX_BUF (1u << 30)    /* largest buf_alloc */
+#define ENG_HOST_PORT_FIRST 1024  /* host ports of hybrid connections */
+#define ENG_LOG_BUDGET 20         /* guest-caused warnings per VM session */
+
+#define ENG_HANDSHAKE_MS 5000     /* CONNECT line must arrive within */
+#define ENG_CONNECT_MS 5000       /* the guest must answer a REQUEST within */
+#define ENG_LINGER_MS 8000        /* bounded close, as Linux's VSOCK_CLOSE_TIMEOUT */
+
+#define ENG_SHUT_BOTH (VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND)
+
+/* ---- A tiny intrusive list ---- */
+struct eng_list {
+	struct eng_list *next, *prev;
+};
+
+#define eng_container_of(p, type, member) \
+	((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+static inline void eng_list_init(struct eng_list *l)
+{
+	l->next = l->prev = l;
+}
+
+static inline bool eng_list_empty(const struct eng_list *l)
+{
+	return l->next == l;
+}
+
+static inline void eng_list_add_tail(struct eng_list *l, struct eng_list *n)
+{
+	n->prev = l->prev;
+	n->next = l;
+	l->prev->next = n;
+	l->prev = n;
+}
+
+static inline void eng_list_add_head(struct eng_list *l, struct eng_list *n)
+{
+	n->next = l->next;
+	n->prev = l;
+	l->next->prev = n;
+	l->next = n;
+}
+
+static inline void eng_list_del(struct eng_list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	eng_list_init(n);
+}
+
+/* ---- txbuf.c: a connection's byte queue ---- */
+
+/*
+ * Bytes waiting for a slow receiver, copied out of guest memory. Data is
+ * appended to the tail chunk while it has room (small payloads never take a
+ * chunk of their own), and new chunks are sized by what the sender may
+ * still send, so the memory held stays close to the bytes held, which the
+ * credit window bounds. With @seq, message ends (EOM, EOR) are kept as one
+ * bit per byte (EOR bits only once an EOR is seen).
+ */
+struct txq_chunk;
+
+struct txq {
+	struct txq_chunk *head, *tail;
+	size_t bytes;      /* queued payload bytes */
+	size_t mem;        /* bytes allocated to hold them (all chunk memory) */
+	size_t open;       /* seq: bytes after the last message end */
+	bool seq;
+};
+
+void vsx__txq_init(struct txq *q, bool seq);
+/* Copy @len bytes of @iov into the queue; @room is how many more bytes may
+ * follow (sizes a new chunk). With @eom_flags (VIRTIO_VSOCK_SEQ_*), the
+ * last byte ends a message. 0 or -ENOMEM (nothing queued). */
+int vsx__txq_append(struct txq *q, const struct iovec *iov, unsigned n,
+		    size_t len, size_t room, unsigned eom_flags);
+/* seq: end the open message at its last byte; false if none is open. */
+bool vsx__txq_end_msg(struct txq *q, unsigned eom_flags);
+/* iovecs over at most @max bytes from the head, stopping after the first
+ * message end (seq); *@flags gets the end's flags if the range ends one.
+ * Returns the bytes covered. */
+size_t vsx__txq_peek(const struct txq *q, struct iovec *iov, unsigned max_iov,
+		     unsigned *niov, size_t max, unsigned *flags);
+/* seq: length of the first complete message, 0 if there is none. */
+size_t vsx__txq_msg_len(const struct txq *q);
+void vsx__txq_consume(struct txq *q, size_t n);
+void vsx__txq_clear(struct txq *q);
+
+/* ---- Connections ---- */
+
+enum conn_kind {
+	PEER_HOST = 1,    /* a host program on a Unix socket */
+	PEER_SIBLING,     /* a connection of another VM (sibling routing) */
+};
+
+/* Control packets waiting for an RX buffer: at most one of each. */
+#define C_REQUEST        0x01
+#define C_RESPONSE       0x02
+#define C_CREDIT_UPDATE  0x04  /* only if the guest has not seen our values */
+#define C_CREDIT_REPLY   0x08  /* answer to CREDIT_REQUEST / set_buffer: always */
+#define C_CREDIT_REQUEST 0x10
+#define C_RST            0x20  /* last: the connection ends once it is out */
+
+enum conn_timer_kind {
+	T_NONE,
+	T_CONNECT,   /* waiting for the guest's (or sibling's) RESPONSE */
+	T_LINGER,    /* we shut down both ways; RST if the guest does not */
+	T_DRAIN,     /* guest side gone; give the host reader this long */
+};
+
+struct vsx_vm;
+
+struct conn {
+	uint64_t id;
+	struct vsx_vm *vm;
+	struct eng_list node;        /* vm->conns (until freed) */
+	struct eng_list pnode;       /* vm->pending while it waits for RX */
+	struct conn *hnext;          /* hash chain */
+	bool hashed, dead, draining;
+
+	enum conn_kind kind;
+	uint16_t type;               /* VIRTIO_VSOCK_TYPE_* */
+	int state;                   /* enum vsx_conn_state */
+	bool guest_initiated;
+	uint32_t guest_port;
+	uint64_t peer_cid;
+	uint32_t peer_port;
+
+	unsigned guest_shut;         /* SHUTDOWN flags received from the guest */
+	unsigned host_shut;          /* SHUTDOWN flags sent to the guest */
+	unsigned shut_pending;       /* SHUTDOWN flags still to send */
+	unsigned ctrl;               /* C_* waiting for an RX buffer */
+
+	/* Credit (wrapping u32 counters of payload bytes) */
+	uint32_t buf_alloc;          /* ours (a cap for sibling connections) */
+	uint32_t rx_cnt;             /* received from the guest */
+	uint32_t fwd_cnt;            /* of those, consumed (given to the host) */
+	uint32_t last_fwd_sent;      /* fwd_cnt / buf_alloc the guest last saw */
+	uint32_t last_buf_sent;
+	uint32_t rx_limit;           /* furthest rx_cnt the guest was allowed */
+	bool advertised;             /* rx_limit is valid */
+	uint32_t peer_buf_alloc;     /* the guest's */
+	uint32_t peer_fwd_cnt;
+	uint32_t tx_cnt;             /* sent to the guest */
+	bool credit_req_sent;        /* asked once; cleared when credit moves */
+	bool msg_open;               /* seq: the guest's current message has bytes */
+	unsigned eom_pending;        /* sibling seq: an empty EOM/EOR still owed */
+	uint64_t to_guest, from_guest;
+
+	/* PEER_HOST */
+	int fd;
+	struct vsx_watch *w;
+	int wev;                     /* events watched */
+	bool hybrid;                 /* host-initiated: "OK <port>" owed on RESPONSE */
+	bool host_readable;          /* the socket had data last we looked */
+	bool host_eof;               /* the host shut its sending side */
+	bool host_wr_shut;           /* we shut down our sending side */
+	bool host_wr_dead;           /* the host no longer takes data */
+
+	/* PEER_SIBLING: the other half (another VM's connection) or NULL */
+	struct conn *peer;
+
+	/* PEER_HOST: guest payload the host socket has not taken yet.
+	 * PEER_SIBLING: the other guest's payload waiting for our guest's RX
+	 * buffers (bounded by the credit the other guest was given). */
+	struct txq q;
+
+	struct vsx_timer *timer;
+	enum conn_timer_kind tkind;
+};
+
+/* ---- VMs and the router ---- */
+
+struct hs;  /* host.c: a hybrid client sending its CONNECT line */
+
+struct vsx_engine_stats {
+	uint64_t tx_pkts;         /* packets taken from the TX queue */
+	uint64_t rx_pkts;         /* packets put into the RX queue */
+	uint64_t tx_rounds;       /* TX processing rounds (one used flush each) */
+	uint64_t rx_flushes;      /* RX used-ring flushes */
+	uint64_t host_writes;     /* sendmsg calls on host sockets */
+	uint64_t host_reads;      /* readv/recvmsg calls moving data from hosts */
+	uint64_t ctrl_direct;     /* control packets put straight into RX */
+	uint64_t ctrl_queued;     /* control packets that had to wait */
+	uint64_t credit_updates;  /* CREDIT_UPDATE sent */
+	uint64_t credit_requests; /* CREDIT_REQUEST sent */
+	uint64_t resets;          /* RST sent */
+	uint64_t dropped;         /* guest packets dropped (bad header) */
+	uint64_t orphans_dropped; /* RST replies lost for lack of RX buffers */
+	uint64_t queued_bytes;    /* guest payload bytes that had to be copied */
+};
+
+struct vsx_vm {
+	struct vsx_router *r;
+	struct eng_list node;        /* r->vms */
+	char *name;
+	uint64_t cid;
+	char *socket_path;
+	char *uds_path;              /* NULL: no hybrid exposure */
+	uint32_t buf_default;
+	unsigned queue_size;
+	char **groups;
+	unsigned ngroups;
+
+	struct vsx_vu *vu;
+	struct vsx_vq *rxq, *txq, *evq; /* while live */
+	bool live, broken, had_session, event_pending, seqpacket, freeing;
+	bool emitting;               /* inside an emission: no direct path */
+	bool direct;                 /* the emission in progress is direct */
+	bool rx_pushed;              /* RX used entries await a flush */
+	bool tx_more, rx_more;       /* budget ran out: resume timer armed */
+	bool dirty;                  /* needs end-of-round work */
+	struct eng_list dnode;       /* r->dirty */
+
+	struct eng_list conns;       /* every connection, by age */
+	struct eng_list pending;     /* connections waiting for RX buffers */
+	unsigned nconns;             /* live ones */
+	unsigned ndead;              /* killed, freed at the end of the round */
+	struct conn **hash;
+	unsigned hash_size, hashed;
+	uint64_t hash_seed;
+
+	struct virtio_vsock_hdr orphan[ENG_ORPHAN_MAX];
+	unsigned orphan_head, orphan_n;
+
+	/* hybrid */
+	int lfd;
+	struct vsx_watch *lw;
+	struct eng_list handshakes;
+	unsigned nhandshakes;
+	uint32_t next_host_port;
+	bool host_port_wrapped;
+
+	/* TX processing */
+	struct vsx_timer *resume;    /* a budget ran out: continue at once */
+	struct vsx_timer *ltimer;    /* listener paused (EMFILE) */
+	struct vsx_vq_elem *txe;     /* ENG_TX_BATCH */
+	struct vsx_vq_elem *rxe;     /* ENG_RX_BATCH */
+	struct iovec *iov;           /* ENG_IOV_MAX: the current TX batch */
+	struct iovec *riov;          /* ENG_IOV_MAX: RX payload slices */
+	struct iovec *fiov;          /* ENG_IOV_MAX: queue flushes */
+	struct conn *batch;          /* connection the TX batch is for */
+	unsigned batch_niov;
+	size_t batch_len;
+	unsigned batch_flags;        /* EOM/EOR closing the batch (seq) */
+
+	unsigned log_budget;
+	struct vsx_engine_stats st;
+};
+
+struct vsx_router {
+	const struct vsx_loop *loop;
+	vsx_log_fn log;
+	void *log_arg;
+	struct eng_list vms;
+	struct eng_list dirty;       /* VMs touched this round */
+	uint64_t next_id;
+	unsigned handshake_ms, connect_ms, linger_ms;
+	uint32_t counter_base;       /* tests: new connections' counters start here */
+	int in_round;
+};
+
+/* ---- router.c ---- */
+void vsx__log(struct vsx_router *r, int prio, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* A guest-caused warning, rate limited per VM session. */
+void vsx__vm_warn(struct vsx_vm *vm, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void vsx__vm_touch(struct vsx_vm *vm);
+/* End of a processing round: RX scheduling, used-ring flushes, deferred
+ * frees, for every VM touched. Every entry point calls it last. */
+void vsx__router_round(struct vsx_router *r);
+/* The VM reachable as @cid from @from (common group, live), or NULL. */
+struct vsx_vm *vsx__sibling(struct vsx_vm *from, uint64_t cid);
+
+/* ---- vsock.c ---- */
+extern const struct vsx_vu_ops vsx__vsock_ops;
+struct conn *vsx__conn_new(struct vsx_vm *vm, enum conn_kind kind, uint16_t type,
+			   uint32_t guest_port, uint64_t peer_cid, uint32_t peer_port);
+struct conn *vsx__conn_find(struct vsx_vm *vm, uint32_t guest_port,
+			    uint64_t peer_cid, uint32_t peer_port);
+void vsx__conn_unhash(struct conn *c);
+/* Free the connection at the end of the round (closes its host socket,
+ * unlinks its sibling without telling it). */
+void vsx__conn_kill(struct conn *c);
+/* Abort: RST to the guest (unless @quiet), host socket closed, sibling
+ * told (RST). */
+void vsx__conn_reset(struct conn *c, bool quiet);
+void vsx__conn_ctrl(struct conn *c, unsigned bits);
+void vsx__conn_shutdown(struct conn *c, unsigned flags);
+/* Put @c on its VM's RX schedule (or serve it right away). */
+void vsx__conn_schedule(struct conn *c);
+void vsx__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
+void vsx__conn_credit_check(struct conn *c);
+uint32_t vsx__conn_peer_free(const struct conn *c);
+uint32_t vsx__conn_adv_fwd(const struct conn *c);
+uint32_t vsx__conn_adv_buf(const struct conn *c);
+void vsx__conn_set_buffer(struct conn *c, uint32_t bytes);
+/* Close: SHUTDOWN both ways, RST after linger. */
+void vsx__conn_close(struct conn *c);
+/* RX helpers for data paths: pop one RX chain; 1, 0 (none), <0 broken. */
+int vsx__rx_pop(struct vsx_vm *vm, struct vsx_vq_elem *e);
+void vsx__rx_put(struct vsx_vm *vm, struct conn *c, struct vsx_vq_elem *e,
+		 uint32_t len, unsigned flags);
+void vsx__vm_broken(struct vsx_vm *vm, const char *why);
+void vsx__vm_round(struct vsx_vm *vm);
+void vsx__vm_resume(struct vsx_vm *vm);
+void vsx__orphan_rst(struct vsx_vm *vm, const struct virtio_vsock_hdr *h);
+void vsx__vm_drop_all(struct vsx_vm *vm, bool tell_guest);
+
+/* Emission results */
+#define EMIT_DONE 0   /* nothing more to send now */
+#define EMIT_MORE 1   /* sent some, more is ready */
+#define EMIT_NOBUF 2  /* RX buffers ran out */
+
+/* ---- host.c ---- */
+int vsx__host_listen(struct vsx_vm *vm);
+void vsx__host_unlisten(struct vsx_vm *vm);
+/* Guest REQUEST to host port: connect to uds_path_<port>. */
+void vsx__host_connect(struct vsx_vm *vm, const struct virtio_vsock_hdr *h);
+/* The guest accepted a hybrid connection: "OK <port>\n". */
+int vsx__host_established(struct conn *c);
+/* Guest payload for the host: batched (vsock.c flushes). */
+void vsx__host_rw(struct conn *c, const struct iovec *iov, unsigned n,
+		  uint32_t len, unsigned flags);
+void vsx__host_batch_flush(struct vsx_vm *vm);
+int vsx__host_emit(struct conn *c);          /* host -> guest data */
+int vsx__host_flush(struct conn *c);         /* queued data -> host */
+void vsx__host_sync(struct conn *c);         /* watch mask, RX schedule */
+void vsx__host_guest_shut(struct conn *c);   /* apply guest SHUTDOWN flags */
+void vsx__host_close(struct conn *c);        /* close the socket now */
+/* The guest side is gone: deliver what is queued, then close. */
+void vsx__host_drain(struct conn *c);
+bool vsx__host_can_read(const struct conn *c);
+
+/* ---- router.c: siblings ---- */
+void vsx__sib_request(struct vsx_vm *vm, struct vsx_vm *to,
+		      const struct virtio_vsock_hdr *h);
+void vsx__sib_rw(struct conn *c, const struct iovec *iov, unsigned n,
+		 uint32_t len, unsigned flags);
+int vsx__sib_emit(struct conn *c);           /* peer's queued data -> guest */
+
+/* ---- for tests and benchmarks ---- */
+void vsx__router_set_timeouts(struct vsx_router *r, unsigned handshake_ms,
+			      unsigned connect_ms, unsigned linger_ms);
+/* New connections start their byte counters (rx_cnt, fwd_cnt, tx_cnt) at
+ * @base, so a test guest starting its own there crosses 2^32 quickly. */
+void vsx__router_set_counter_base(struct vsx_router *r, uint32_t base);
+void vsx__vm_stats(const struct vsx_vm *vm, struct vsx_engine_stats *st);
+/* Memory held for connection @id's queued data (chunk accounting). */
+int vsx__conn_mem(struct vsx_router *r, uint64_t id, size_t *mem);
+
+#endif

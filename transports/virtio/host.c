@@ -1,0 +1,1021 @@
+/*
+ * Host exposure, compatible with Firecracker / Cloud Hypervisor /
+ * vhost-device-vsock hybrid vsock, and the host side of the data path.
+ *
+ * Host -> guest connections: a program connects to the VM's uds_path and
+ * writes "CONNECT <port>\n" (decimal, at most ENG_CONNECT_LINE bytes, within
+ * ENG_HANDSHAKE_MS; junk, a missing newline, extra spaces, a sign, a value
+ * above 2^32-2 close the socket without a reply). The line is consumed
+ * exactly (peek, then read up to the newline), so bytes the program sends
+ * right behind it stay in the socket for the guest. We send REQUEST; the
+ * guest's RESPONSE gets "OK <host port>\n", its RST (or no answer within
+ * ENG_CONNECT_MS) closes the socket. Host ports come from a per-VM counter
+ * starting at ENG_HOST_PORT_FIRST, skipping ports a connection to the same
+ * guest port still uses (after a wrap, any port a connection uses).
+ *
+ * Guest -> host connections: a REQUEST to CID 2 port P connects
+ * (non-blocking) to "<uds_path>_<P>"; success answers RESPONSE, any failure
+ * RST. A SEQPACKET guest socket connects with SOCK_SEQPACKET: each guest
+ * message (packets up to EOM) becomes one Unix record, each record read
+ * from the host one guest message (packets split as the guest's RX buffers
+ * require, EOM on the last). A host listening with SOCK_STREAM refuses a
+ * SEQPACKET connect (EPROTOTYPE) and the guest gets RST. Host -> guest
+ * connections through uds_path are always STREAM, as in the other VMMs.
+ *
+ * Data: guest payload is written with sendmsg (MSG_NOSIGNAL) from iovecs
+ * that point into guest memory, consecutive packets of one connection in one
+ * call; the rest is queued (txbuf.c). Host data is read with readv directly
+ * into the payload parts of guest RX chains.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "engine.h"
+
+#define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
+
+struct hs {
+	struct eng_list node;        /* vm->handshakes */
+	struct vsx_vm *vm;
+	int fd;
+	struct vsx_watch *w;
+	struct vsx_timer *t;
+	unsigned n;
+	char buf[ENG_CONNECT_LINE];
+};
+
+static const struct vsx_loop *vm_loop(const struct vsx_vm *vm)
+{
+	return vm->r->loop;
+}
+
+/* ---- Unix socket helpers ---- */
+
+static int unix_addr(struct sockaddr_un *un, const char *path)
+{
+	size_t n = strlen(path);
+
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	if (!n || n >= sizeof(un->sun_path))
+		return -ENAMETOOLONG;
+	memcpy(un->sun_path, path, n + 1);
+	return 0;
+}
+
+/* A socket file nobody listens on (connect is refused). */
+static bool stale_socket(const char *path)
+{
+	struct sockaddr_un un;
+	struct stat st;
+	bool stale = false;
+	int fd;
+
+	if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode) || unix_addr(&un, path) < 0)
+		return false;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	if (connect(fd, (struct sockaddr *)&un, sizeof(un)) < 0 && errno == ECONNREFUSED)
+		stale = true;
+	close(fd);
+	return stale;
+}
+
+static int unix_listen(const char *path, int *out)
+{
+	struct sockaddr_un un;
+	int fd, rc;
+
+	rc = unix_addr(&un, path);
+	if (rc < 0)
+		return rc;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* The file takes the socket inode's mode (minus umask) at bind. */
+	(void)fchmod(fd, 0600);
+	if (bind(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
+		rc = -errno;
+		if (rc != -EADDRINUSE || !stale_socket(path))
+			goto err;
+		if (unlink(path) < 0 && errno != ENOENT) {
+			rc = -EADDRINUSE;
+			goto err;
+		}
+		if (bind(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
+			rc = -errno;
+			goto err;
+		}
+	}
+	(void)chmod(path, 0600);
+	if (listen(fd, 128) < 0) {
+		rc = -errno;
+		unlink(path);
+		goto err;
+	}
+	*out = fd;
+	return 0;
+err:
+	close(fd);
+	return rc;
+}
+
+/* ---- Host socket of a connection ---- */
+
+bool vsx__host_can_read(const struct conn *c)
+{
+	return c->kind == PEER_HOST && c->fd >= 0 && !c->dead && !c->draining &&
+	       c->state != VSX_CONN_CONNECTING && !c->host_eof &&
+	       !(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV) &&
+	       !((c->host_shut | c->shut_pending) & VIRTIO_VSOCK_SHUTDOWN_SEND) &&
+	       !(c->ctrl & C_RST);
+}
+
+static bool host_wants_write(const struct conn *c)
+{
+	if (!c->q.bytes || c->host_wr_dead || c->fd < 0)
+		return false;
+	return !c->q.seq || vsx__txq_msg_len(&c->q) > 0;
+}
+
+/* Set the watch mask from the state; no scheduling. */
+static void host_watch(struct conn *c)
+{
+	int ev = 0;
+
+	if (c->dead || c->fd < 0 || !c->w)
+		return;
+	if (vsx__host_can_read(c) && !c->host_readable && vsx__conn_peer_free(c) > 0)
+		ev |= VSX_EV_READ;
+	if (host_wants_write(c))
+		ev |= VSX_EV_WRITE;
+	if (ev != c->wev) {
+		vm_loop(c->vm)->watch_set(c->w, ev);
+		c->wev = ev;
+	}
+}
+
+void vsx__host_sync(struct conn *c)
+{
+	host_watch(c);
+	if (!c->dead && c->host_readable && vsx__host_can_read(c) &&
+	    vsx__conn_peer_free(c) > 0)
+		vsx__conn_schedule(c);
+}
+
+void vsx__host_close(struct conn *c)
+{
+	if (c->w) {
+		vm_loop(c->vm)->unwatch(c->w);
+		c->w = NULL;
+	}
+	if (c->fd >= 0) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	c->wev = 0;
+	c->host_readable = false;
+}
+
+/* The host no longer takes data: tell the guest, drop what is queued (it
+ * still counts as consumed, so credit keeps flowing). */
+static void host_wr_gone(struct conn *c)
+{
+	c->host_wr_dead = true;
+	c->fwd_cnt += (uint32_t)c->q.bytes;
+	vsx__txq_clear(&c->q);
+	vsx__conn_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_RCV);
+	vsx__conn_credit_check(c);
+}
+
+static void host_write_error(struct conn *c, int err)
+{
+	if (c->draining) {
+		vsx__conn_kill(c);   /* nobody left to tell */
+		return;
+	}
+	if (err == EPIPE) {
+		host_wr_gone(c);
+		return;
+	}
+	vsx__log(c->vm->r, VSX_LOG_INFO, "vm %s: connection %llu: host socket: %s",
+		 c->vm->name, (unsigned long long)c->id, strerror(err));
+	vsx__conn_reset(c, false);
+}
+
+static void iov_advance(struct iovec **iov, unsigned *n, size_t k)
+{
+	while (k && *n) {
+		if (k < (*iov)->iov_len) {
+			(*iov)->iov_base = (char *)(*iov)->iov_base + k;
+			(*iov)->iov_len -= k;
+			return;
+		}
+		k -= (*iov)->iov_len;
+		(*iov)++;
+		(*n)--;
+	}
+	while (*n && !(*iov)->iov_len) {
+		(*iov)++;
+		(*n)--;
+	}
+}
+
+/* Stream: write as much of *@iov as the socket takes; *@iov and *@n are
+ * advanced past what was written (entries are modified in place). Returns
+ * the bytes written; after a fatal error (handled: the connection is reset
+ * or host_wr_dead) the caller finds out from the connection. */
+static size_t host_send(struct conn *c, struct iovec **iov, unsigned *n, size_t len)
+{
+	size_t done = 0;
+	ssize_t w;
+
+	while (done < len && *n) {
+		struct msghdr mh = { .msg_iov = *iov, .msg_iovlen = *n };
+
+		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		c->vm->st.host_writes++;
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				host_write_error(c, errno);
+			break;
+		}
+		done += (size_t)w;
+		iov_advance(iov, n, (size_t)w);
+	}
+	return done;
+}
+
+/* SEQPACKET: one message in one record. 1 sent, 0 would block, -1 fatal. */
+static int host_send_msg(struct conn *c, struct iovec *iov, unsigned n)
+{
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = n };
+	ssize_t w;
+
+	do {
+		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		c->vm->st.host_writes++;
+	} while (w < 0 && errno == EINTR);
+	if (w >= 0)
+		return 1;
+	if (errno == EAGAIN || errno == EWOULDBLOCK)
+		return 0;
+	if (errno == EMSGSIZE)
+		vsx__vm_warn(c->vm, "connection %llu: message too large for the host "
+			     "socket", (unsigned long long)c->id);
+	host_write_error(c, errno == EMSGSIZE ? EIO : errno);
+	return -1;
+}
+
+static void host_after_flush(struct conn *c)
+{
+	if (c->dead)
+		return;
+	/* An unfinished message the guest will never finish is dropped. */
+	if (c->q.seq && c->q.bytes && c->q.bytes == c->q.open &&
+	    (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND || c->draining)) {
+		c->fwd_cnt += (uint32_t)c->q.bytes;
+		vsx__txq_clear(&c->q);
+	}
+	if (!c->q.bytes) {
+		if ((c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) && !c->host_wr_shut &&
+		    c->fd >= 0) {
+			shutdown(c->fd, SHUT_WR);
+			c->host_wr_shut = true;
+		}
+		if (c->draining) {
+			vsx__conn_kill(c);
+			return;
+		}
+	}
+	vsx__conn_credit_check(c);
+	host_watch(c);
+}
+
+int vsx__host_flush(struct conn *c)
+{
+	struct vsx_vm *vm = c->vm;
+	uint32_t total = 0;
+	unsigned niov, fl;
+	size_t n, m;
+	ssize_t w;
+
+	if (c->dead)
+		return 0;
+	if (c->fd < 0 || c->host_wr_dead) {
+		c->fwd_cnt += (uint32_t)c->q.bytes;
+		vsx__txq_clear(&c->q);
+		host_after_flush(c);
+		return 0;
+	}
+	while (c->q.bytes && !c->dead) {
+		if (c->q.seq) {
+			m = vsx__txq_msg_len(&c->q);
+			if (!m)
+				break;
+			n = vsx__txq_peek(&c->q, vm->fiov, ENG_IOV_MAX, &niov, m, &fl);
+			if (n < m) {
+				vsx__vm_warn(vm, "connection %llu: message in too many "
+					     "pieces", (unsigned long long)c->id);
+				vsx__conn_reset(c, false);
+				return -EIO;
+			}
+			if (host_send_msg(c, vm->fiov, niov) <= 0)
+				break;
+			vsx__txq_consume(&c->q, m);
+			total += (uint32_t)m;
+		} else {
+			struct iovec *fiov = vm->fiov;
+
+			n = vsx__txq_peek(&c->q, fiov, ENG_IOV_MAX, &niov, SIZE_MAX, &fl);
+			w = (ssize_t)host_send(c, &fiov, &niov, n);
+			if (c->dead || c->host_wr_dead || w <= 0)
+				break;
+			vsx__txq_consume(&c->q, (size_t)w);
+			total += (uint32_t)w;
+			if ((size_t)w < n)
+				break;
+		}
+	}
+	if (c->dead)
+		return 0;
+	c->fwd_cnt += total;
+	host_after_flush(c);
+	return 0;
+}
+
+/* Queue the unwritten part of guest payload (copied out of guest memory). */
+static void host_queue(struct conn *c, const struct iovec *iov, unsigned n,
+		       size_t len, unsigned flags)
+{
+	struct vsx_vm *vm = c->vm;
+	int32_t room = (int32_t)(c->rx_limit - c->rx_cnt);
+
+	if (vsx__txq_append(&c->q, iov, n, len, room > 0 ? (size_t)room : 0, flags) < 0) {
+		vsx__log(vm->r, VSX_LOG_ERR, "vm %s: connection %llu: out of memory "
+			 "queueing %zu bytes", vm->name, (unsigned long long)c->id, len);
+		vsx__conn_reset(c, false);
+		return;
+	}
+	vm->st.queued_bytes += len;
+}
+
+void vsx__host_batch_flush(struct vsx_vm *vm)
+{
+	struct conn *c = vm->batch;
+	struct iovec *iov = vm->iov;
+	unsigned niov = vm->batch_niov, flags = vm->batch_flags;
+	size_t len = vm->batch_len, w = 0;
+	bool queued = c && c->q.bytes;
+
+	vm->batch = NULL;
+	vm->batch_niov = 0;
+	vm->batch_len = 0;
+	vm->batch_flags = 0;
+	if (!c || c->dead)
+		return;
+
+	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+		if (!queued && (flags & VIRTIO_VSOCK_SEQ_EOM) && len) {
+			/* A whole message, straight from guest memory. */
+			int rc = host_send_msg(c, iov, niov);
+
+			if (c->dead)
+				return;
+			if (rc < 0) {
+				/* the host stopped reading: dropped, consumed */
+				c->fwd_cnt += (uint32_t)len;
+				vsx__conn_credit_check(c);
+				return;
+			}
+			if (rc == 1) {
+				c->fwd_cnt += (uint32_t)len;
+				host_after_flush(c);
+				return;
+			}
+		}
+		if (len)
+			host_queue(c, iov, niov, len, flags);
+		else if (flags & VIRTIO_VSOCK_SEQ_EOM)
+			vsx__txq_end_msg(&c->q, flags); /* empty messages vanish */
+		if (!c->dead)
+			vsx__host_flush(c);
+		return;
+	}
+
+	if (!queued) {
+		w = host_send(c, &iov, &niov, len);
+		if (c->dead)
+			return;
+		if (c->host_wr_dead) {
+			/* the host stopped reading: dropped, consumed */
+			c->fwd_cnt += (uint32_t)len;
+			vsx__conn_credit_check(c);
+			return;
+		}
+		c->fwd_cnt += (uint32_t)w;
+	}
+	if (w < len)
+		host_queue(c, iov, niov, len - w, 0);
+	if (queued && !c->dead)
+		vsx__host_flush(c);
+	else
+		host_after_flush(c);
+}
+
+void vsx__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
+		  unsigned flags)
+{
+	struct vsx_vm *vm = c->vm;
+	unsigned i;
+
+	if (c->fd < 0 || c->host_wr_dead || c->host_wr_shut) {
+		/* Nobody will read it: consumed on arrival, credit flows. */
+		c->fwd_cnt += len;
+		vsx__conn_credit_check(c);
+		return;
+	}
+	if (vm->batch && (vm->batch != c || vm->batch_niov + n > ENG_IOV_MAX))
+		vsx__host_batch_flush(vm);
+	if (c->dead)
+		return;
+	vm->batch = c;
+	for (i = 0; i < n; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		vm->iov[vm->batch_niov++] = iov[i];
+	}
+	vm->batch_len += len;
+	if (flags & VIRTIO_VSOCK_SEQ_EOM) {
+		if (!len && !vm->batch_len && !c->q.open && !c->msg_open) {
+			/* An empty message: nothing to deliver on a Unix socket. */
+			if (!vm->batch_niov)
+				vm->batch = NULL;
+			return;
+		}
+		vm->batch_flags = flags;
+		vsx__host_batch_flush(vm);
+	}
+}
+
+void vsx__host_guest_shut(struct conn *c)
+{
+	if (c->fd < 0)
+		return;
+	if (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV)
+		shutdown(c->fd, SHUT_RD);
+	if ((c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) && !c->host_wr_shut)
+		host_after_flush(c);
+	else
+		host_watch(c);
+}
+
+void vsx__host_drain(struct conn *c)
+{
+	vsx__conn_unhash(c);
+	eng_list_del(&c->pnode);
+	c->draining = true;
+	c->state = VSX_CONN_CLOSING;
+	c->ctrl = 0;
+	c->shut_pending = 0;
+	if (c->fd < 0 || c->host_wr_dead || !c->q.bytes) {
+		vsx__conn_kill(c);
+		return;
+	}
+	vsx__conn_timer(c, T_DRAIN, c->vm->r->linger_ms);
+	vsx__host_flush(c);
+}
+
+/* The host shut its sending side (read returned 0). */
+static void host_eof(struct conn *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLOUT };
+
+	c->host_eof = true;
+	c->host_readable = false;
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLHUP)) {
+		/* Fully gone: nothing we queue will ever be read. */
+		c->host_wr_dead = true;
+		c->fwd_cnt += (uint32_t)c->q.bytes;
+		vsx__txq_clear(&c->q);
+		vsx__host_close(c);
+		vsx__conn_shutdown(c, ENG_SHUT_BOTH);
+		return;
+	}
+	vsx__conn_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_SEND);
+	host_watch(c);
+}
+
+/* Pop RX chains until their payload room reaches @want (or limits);
+ * slices go to vm->riov, capacities to @cap. Returns chains popped, -1 if
+ * the device broke. */
+static int rx_gather(struct vsx_vm *vm, size_t want, uint32_t *cap, unsigned *niov,
+		     size_t *have)
+{
+	unsigned n = 0;
+	int rc;
+
+	*niov = 0;
+	*have = 0;
+	while (*have < want && n < ENG_RX_BATCH && *niov < ENG_IOV_MAX) {
+		struct vsx_vq_elem *e = &vm->rxe[n];
+		size_t room;
+		unsigned k;
+
+		rc = vsx__rx_pop(vm, e);
+		if (rc < 0)
+			return -1;
+		if (rc == 0)
+			break;
+		room = e->in_len - HDR_LEN;
+		if (room > want - *have)
+			room = want - *have;
+		k = vsx_iov_slice(vm->riov + *niov, ENG_IOV_MAX - *niov,
+				  e->iov + e->out_num, e->in_num, HDR_LEN, room);
+		cap[n] = (uint32_t)vsx_iov_size(vm->riov + *niov, k);
+		*niov += k;
+		*have += cap[n];
+		n++;
+	}
+	return (int)n;
+}
+
+/* Publish @got bytes read into the first chains; give back the others. */
+static void rx_scatter(struct vsx_vm *vm, struct conn *c, const uint32_t *cap,
+		       unsigned n, size_t got, unsigned last_flags)
+{
+	unsigned i;
+
+	for (i = 0; i < n && got; i++) {
+		uint32_t len = got < cap[i] ? (uint32_t)got : cap[i];
+
+		got -= len;
+		vsx__rx_put(vm, c, &vm->rxe[i], len, got ? 0 : last_flags);
+	}
+	if (i < n)
+		vsx_vq_unpop(vm->rxq, n - i);
+}
+
+static int host_read_error(struct conn *c, int err)
+{
+	if (err == EAGAIN || err == EWOULDBLOCK) {
+		c->host_readable = false;
+		host_watch(c);
+		return EMIT_DONE;
+	}
+	if (err == EINTR)
+		return EMIT_MORE;
+	vsx__log(c->vm->r, VSX_LOG_INFO, "vm %s: connection %llu: host socket: %s",
+		 c->vm->name, (unsigned long long)c->id, strerror(err));
+	vsx__conn_reset(c, false);
+	return EMIT_DONE;
+}
+
+static int host_emit_seq(struct conn *c, uint32_t credit)
+{
+	struct vsx_vm *vm = c->vm;
+	uint32_t cap[ENG_RX_BATCH];
+	struct msghdr mh = { 0 };
+	unsigned niov;
+	size_t have;
+	ssize_t m, r;
+	int n;
+	char x;
+
+	m = recv(c->fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+	if (m < 0)
+		return host_read_error(c, errno);
+	if (m == 0) {
+		struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+
+		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP))) {
+			host_eof(c);
+			return EMIT_DONE;
+		}
+		/* An empty record: nothing a guest message can carry. */
+		if (recv(c->fd, &x, sizeof(x), MSG_DONTWAIT) < 0)
+			return host_read_error(c, errno);
+		return EMIT_MORE;
+	}
+	if ((size_t)m > c->peer_buf_alloc) {
+		vsx__vm_warn(vm, "connection %llu: host message of %zd bytes exceeds the "
+			     "guest's buffer (%u): reset", (unsigned long long)c->id, m,
+			     c->peer_buf_alloc);
+		vsx__conn_reset(c, false);
+		return EMIT_DONE;
+	}
+	if ((size_t)m > credit) {
+		/* A message goes whole; ask for the room rather than stall. */
+		if (!c->credit_req_sent) {
+			c->credit_req_sent = true;
+			vsx__conn_ctrl(c, C_CREDIT_REQUEST);
+		}
+		return EMIT_DONE;
+	}
+	n = rx_gather(vm, (size_t)m, cap, &niov, &have);
+	if (n < 0)
+		return EMIT_NOBUF;
+	if (have < (size_t)m) {
+		bool never = n == ENG_RX_BATCH || niov >= ENG_IOV_MAX ||
+			     (unsigned)n >= vm->rxq->num;
+
+		if (n)
+			vsx_vq_unpop(vm->rxq, (unsigned)n);
+		if (!never)
+			return EMIT_NOBUF;
+		vsx__vm_warn(vm, "connection %llu: host message of %zd bytes does not "
+			     "fit the guest's RX buffers: reset",
+			     (unsigned long long)c->id, m);
+		vsx__conn_reset(c, false);
+		return EMIT_DONE;
+	}
+	mh.msg_iov = vm->riov;
+	mh.msg_iovlen = niov;
+	do {
+		r = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+	} while (r < 0 && errno == EINTR);
+	vm->st.host_reads++;
+	if (r != m || (mh.msg_flags & MSG_TRUNC)) {
+		vsx_vq_unpop(vm->rxq, (unsigned)n);
+		if (r < 0)
+			return host_read_error(c, errno);
+		vsx__conn_reset(c, false);
+		return EMIT_DONE;
+	}
+	rx_scatter(vm, c, cap, (unsigned)n, (size_t)r, VIRTIO_VSOCK_SEQ_EOM);
+	return EMIT_MORE;
+}
+
+int vsx__host_emit(struct conn *c)
+{
+	struct vsx_vm *vm = c->vm;
+	uint32_t cap[ENG_RX_BATCH], credit;
+	unsigned niov;
+	size_t want, have;
+	ssize_t r;
+	int n;
+
+	if (!c->host_readable || !vsx__host_can_read(c))
+		return EMIT_DONE;
+	credit = vsx__conn_peer_free(c);
+	if (!credit)
+		return EMIT_DONE; /* the guest's next credit update resumes us */
+	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET)
+		return host_emit_seq(c, credit);
+
+	want = credit < VSOCK_MAX_PKT_PAYLOAD ? credit : VSOCK_MAX_PKT_PAYLOAD;
+	n = rx_gather(vm, want, cap, &niov, &have);
+	if (n <= 0)
+		return EMIT_NOBUF;
+	/* Straight from the socket into the guest's buffers. */
+	do {
+		r = readv(c->fd, vm->riov, (int)niov);
+	} while (r < 0 && errno == EINTR);
+	vm->st.host_reads++;
+	if (r <= 0) {
+		int err = errno;
+
+		vsx_vq_unpop(vm->rxq, (unsigned)n);
+		if (r < 0)
+			return host_read_error(c, err);
+		host_eof(c);
+		return EMIT_DONE;
+	}
+	rx_scatter(vm, c, cap, (unsigned)n, (size_t)r, 0);
+	if ((size_t)r < have) {
+		/* A short read emptied the socket: wait for it again. */
+		c->host_readable = false;
+		host_watch(c);
+		return EMIT_DONE;
+	}
+	return EMIT_MORE;
+}
+
+static void host_cb(int fd, int events, void *arg)
+{
+	struct conn *c = arg;
+	struct vsx_router *r = c->vm->r;
+
+	(void)fd;
+	if (events & VSX_EV_WRITE)
+		vsx__host_flush(c);
+	if (!c->dead && (events & VSX_EV_READ)) {
+		c->host_readable = true;
+		vsx__host_sync(c);
+	}
+	vsx__router_round(r);
+}
+
+static int host_attach(struct conn *c, int fd)
+{
+	const struct vsx_loop *l = vm_loop(c->vm);
+
+	c->fd = fd;
+	c->w = l->watch(l->ctx, fd, 0, host_cb, c);
+	if (!c->w)
+		return -ENOMEM;
+	return 0;
+}
+
+int vsx__host_established(struct conn *c)
+{
+	char line[24];
+	int n;
+	ssize_t w;
+
+	if (c->hybrid) {
+		n = snprintf(line, sizeof(line), "OK %u\n", c->peer_port);
+		w = send(c->fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w != n)
+			return -EIO; /* the program went away (or a full new socket) */
+		c->hybrid = false;
+	}
+	host_watch(c);
+	return 0;
+}
+
+void vsx__host_connect(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
+{
+	bool seq = h->type == VIRTIO_VSOCK_TYPE_SEQPACKET;
+	struct sockaddr_un un;
+	char path[sizeof(un.sun_path) + 16];
+	struct conn *c;
+	int fd;
+
+	if (!vm->uds_path)
+		goto refuse;
+	snprintf(path, sizeof(path), "%s_%u", vm->uds_path, h->dst_port);
+	if (unix_addr(&un, path) < 0)
+		goto refuse;
+	fd = socket(AF_UNIX, (seq ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_NONBLOCK |
+		    SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		vsx__vm_warn(vm, "connect to host port %u: socket: %s", h->dst_port,
+			     strerror(errno));
+		goto refuse;
+	}
+	if (connect(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
+		vsx__log(vm->r, VSX_LOG_DEBUG, "vm %s: guest port %u -> host port %u: "
+			 "%s: %s", vm->name, h->src_port, h->dst_port, path,
+			 strerror(errno));
+		close(fd);
+		goto refuse;
+	}
+	c = vsx__conn_new(vm, PEER_HOST, h->type, h->src_port, VSOCK_CID_HOST,
+			  h->dst_port);
+	if (!c) {
+		close(fd);
+		goto refuse;
+	}
+	c->guest_initiated = true;
+	c->peer_buf_alloc = h->buf_alloc;
+	c->peer_fwd_cnt = h->fwd_cnt;
+	c->state = VSX_CONN_ESTABLISHED;
+	if (host_attach(c, fd) < 0) {
+		vsx__conn_reset(c, false);
+		return;
+	}
+	vsx__conn_ctrl(c, C_RESPONSE);
+	host_watch(c);
+	return;
+refuse:
+	vsx__orphan_rst(vm, h);
+}
+
+/* ---- Hybrid handshake ---- */
+
+static void hs_free(struct hs *h)
+{
+	const struct vsx_loop *l = vm_loop(h->vm);
+
+	if (h->w)
+		l->unwatch(h->w);
+	if (h->t)
+		l->timer_free(h->t);
+	if (h->fd >= 0)
+		close(h->fd);
+	eng_list_del(&h->node);
+	h->vm->nhandshakes--;
+	free(h);
+}
+
+/* "CONNECT <decimal port>\n", nothing else. */
+static int parse_connect(const char *s, size_t n, uint32_t *port)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (n < 10 || memcmp(s, "CONNECT ", 8) != 0 || s[n - 1] != '\n')
+		return -1;
+	for (i = 8; i < n - 1; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+		if (v >= UINT32_MAX) /* 2^32-1 is VMADDR_PORT_ANY */
+			return -1;
+	}
+	*port = (uint32_t)v;
+	return 0;
+}
+
+static bool host_port_used(struct vsx_vm *vm, uint32_t gport, uint32_t p)
+{
+	struct eng_list *n;
+
+	if (vsx__conn_find(vm, gport, VSOCK_CID_HOST, p))
+		return true;
+	if (!vm->host_port_wrapped)
+		return false;
+	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		if (!c->dead && c->peer_cid == VSOCK_CID_HOST && c->peer_port == p)
+			return true;
+	}
+	return false;
+}
+
+static uint32_t host_port_alloc(struct vsx_vm *vm, uint32_t gport)
+{
+	uint32_t p;
+
+	for (;;) {
+		p = vm->next_host_port++;
+		if (vm->next_host_port >= UINT32_MAX ||
+		    vm->next_host_port < ENG_HOST_PORT_FIRST) {
+			vm->next_host_port = ENG_HOST_PORT_FIRST;
+			vm->host_port_wrapped = true;
+		}
+		if (p >= ENG_HOST_PORT_FIRST && !host_port_used(vm, gport, p))
+			return p; /* at most ENG_MAX_CONNS ports are in use */
+	}
+}
+
+static void hybrid_connect(struct vsx_vm *vm, int fd, uint32_t port)
+{
+	struct conn *c;
+
+	c = vsx__conn_new(vm, PEER_HOST, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
+			  host_port_alloc(vm, port));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->hybrid = true;
+	if (host_attach(c, fd) < 0) {
+		vsx__conn_kill(c);
+		return;
+	}
+	vsx__conn_timer(c, T_CONNECT, vm->r->connect_ms);
+	vsx__conn_ctrl(c, C_REQUEST);
+}
+
+static void hs_cb(int fd, int events, void *arg)
+{
+	struct hs *h = arg;
+	struct vsx_vm *vm = h->vm;
+	char tmp[ENG_CONNECT_LINE];
+	size_t want = sizeof(h->buf) - h->n, take;
+	uint32_t port;
+	ssize_t r;
+	char *nl;
+
+	(void)events;
+	r = recv(fd, tmp, want, MSG_PEEK | MSG_DONTWAIT);
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (r <= 0)
+		goto drop;
+	nl = memchr(tmp, '\n', (size_t)r);
+	take = nl ? (size_t)(nl - tmp) + 1 : (size_t)r;
+	/* Consume the line exactly: what follows belongs to the guest. */
+	if (recv(fd, h->buf + h->n, take, MSG_DONTWAIT) != (ssize_t)take)
+		goto drop;
+	h->n += (unsigned)take;
+	if (!nl) {
+		if (h->n >= sizeof(h->buf))
+			goto drop;
+		return;
+	}
+	if (parse_connect(h->buf, h->n, &port) < 0 || !vm->live || vm->broken)
+		goto drop;
+	h->fd = -1;
+	hs_free(h);
+	hybrid_connect(vm, fd, port);
+	vsx__router_round(vm->r);
+	return;
+drop:
+	hs_free(h);
+}
+
+static void hs_timeout(void *arg)
+{
+	struct hs *h = arg;
+
+	hs_free(h);
+}
+
+static void hs_new(struct vsx_vm *vm, int fd)
+{
+	const struct vsx_loop *l = vm_loop(vm);
+	struct hs *h;
+
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		close(fd);
+		return;
+	}
+	h->vm = vm;
+	h->fd = fd;
+	eng_list_add_tail(&vm->handshakes, &h->node);
+	vm->nhandshakes++;
+	h->w = l->watch(l->ctx, fd, VSX_EV_READ, hs_cb, h);
+	h->t = l->timer(l->ctx, hs_timeout, h);
+	if (!h->w || !h->t) {
+		hs_free(h);
+		return;
+	}
+	l->timer_arm(h->t, vm->r->handshake_ms);
+}
+
+static void listen_resume(void *arg)
+{
+	struct vsx_vm *vm = arg;
+
+	if (vm->lw)
+		vm_loop(vm)->watch_set(vm->lw, VSX_EV_READ);
+}
+
+static void accept_cb(int lfd, int events, void *arg)
+{
+	struct vsx_vm *vm = arg;
+	int i, fd;
+
+	(void)events;
+	for (i = 0; i < 16; i++) {
+		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				/* Do not spin on a listener we cannot serve. */
+				vsx__log(vm->r, VSX_LOG_WARNING, "vm %s: accept: %s",
+					 vm->name, strerror(errno));
+				vm_loop(vm)->watch_set(vm->lw, 0);
+				if (vm->ltimer)
+					vm_loop(vm)->timer_arm(vm->ltimer, 100);
+			}
+			break;
+		}
+		if (vm->nhandshakes >= ENG_MAX_HANDSHAKES || !vm->live || vm->broken) {
+			close(fd);
+			continue;
+		}
+		hs_new(vm, fd);
+	}
+}
+
+int vsx__host_listen(struct vsx_vm *vm)
+{
+	const struct vsx_loop *l = vm_loop(vm);
+	int rc;
+
+	rc = unix_listen(vm->uds_path, &vm->lfd);
+	if (rc < 0)
+		return rc;
+	vm->lw = l->watch(l->ctx, vm->lfd, VSX_EV_READ, accept_cb, vm);
+	vm->ltimer = l->timer(l->ctx, listen_resume, vm);
+	if (!vm->lw || !vm->ltimer) {
+		vsx__host_unlisten(vm);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void vsx__host_unlisten(struct vsx_vm *vm)
+{
+	const struct vsx_loop *l = vm_loop(vm);
+
+	while (!eng_list_empty(&vm->handshakes))
+		hs_free(eng_container_of(vm->handshakes.next, struct hs, node));
+	if (vm->lw)
+		l->unwatch(vm->lw);
+	vm->lw = NULL;
+	if (vm->ltimer)
+		l->timer_free(vm->ltimer);
+	vm->ltimer = NULL;
+	if (vm->lfd >= 0) {
+		close(vm->lfd);
+		unlink(vm->uds_path);
+	}
+	vm->lfd = -1;
+}

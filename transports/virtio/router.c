@@ -1,0 +1,769 @@
+/*
+ * The router: the VMs of one process, their lifetimes, sibling routing
+ * between VMs sharing a group, and the introspection/control calls of
+ * backend.h.
+ *
+ * Sibling routing. A REQUEST from VM A to the CID of a live VM B that
+ * shares a group with A creates two connections, one in each VM, linked as
+ * peers. Packets are relayed: payload is copied from A's TX buffers
+ * straight into B's RX buffers when B has some (and nothing waits for
+ * them), otherwise into the B-side connection's queue. Credit is end to
+ * end: the buf_alloc and fwd_cnt A sees are B's (buf_alloc capped by the
+ * A-side connection's own buf_alloc), so A can never have more in flight
+ * than B can take, and the queue in between is bounded by that window.
+ * SHUTDOWN, RST and CREDIT_REQUEST are relayed; SHUTDOWN and RST only after
+ * the data queued before them.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include "engine.h"
+
+#define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
+
+/* ---- Logging ---- */
+
+static void vlog(struct vsx_router *r, int prio, const char *fmt, va_list ap)
+{
+	char msg[512];
+
+	if (!r->log)
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	r->log(r->log_arg, prio, msg);
+}
+
+void vsx__log(struct vsx_router *r, int prio, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog(r, prio, fmt, ap);
+	va_end(ap);
+}
+
+void vsx__vm_warn(struct vsx_vm *vm, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+
+	if (!vm->log_budget)
+		return;
+	vm->log_budget--;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	vsx__log(vm->r, VSX_LOG_WARNING, "vm %s: guest: %s%s", vm->name, msg,
+		 vm->log_budget ? "" : " (further guest errors not logged until "
+		 "the device restarts)");
+}
+
+/* ---- Rounds ---- */
+
+void vsx__vm_touch(struct vsx_vm *vm)
+{
+	if (vm->dirty)
+		return;
+	vm->dirty = true;
+	eng_list_add_tail(&vm->r->dirty, &vm->dnode);
+}
+
+void vsx__router_round(struct vsx_router *r)
+{
+	unsigned guard = 0;
+
+	if (r->in_round)
+		return;
+	r->in_round = 1;
+	while (!eng_list_empty(&r->dirty) && guard++ < 10000) {
+		struct vsx_vm *vm = eng_container_of(r->dirty.next, struct vsx_vm, dnode);
+
+		eng_list_del(&vm->dnode);
+		vm->dirty = false;
+		vsx__vm_round(vm);
+	}
+	r->in_round = 0;
+}
+
+static void vm_resume_cb(void *arg)
+{
+	struct vsx_vm *vm = arg;
+
+	vsx__vm_resume(vm);
+	vsx__router_round(vm->r);
+}
+
+/* ---- Siblings ---- */
+
+static bool share_group(const struct vsx_vm *a, const struct vsx_vm *b)
+{
+	unsigned i, j;
+
+	for (i = 0; i < a->ngroups; i++)
+		for (j = 0; j < b->ngroups; j++)
+			if (!strcmp(a->groups[i], b->groups[j]))
+				return true;
+	return false;
+}
+
+struct vsx_vm *vsx__sibling(struct vsx_vm *from, uint64_t cid)
+{
+	struct vsx_vm *to = vsx_router_vm_by_cid(from->r, cid);
+
+	if (!to || to == from || !to->live || to->broken || to->freeing ||
+	    !share_group(from, to))
+		return NULL;
+	return to;
+}
+
+void vsx__sib_request(struct vsx_vm *vm, struct vsx_vm *to,
+		      const struct virtio_vsock_hdr *h)
+{
+	struct conn *a, *b;
+
+	if ((h->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !to->seqpacket) ||
+	    to->nconns >= ENG_MAX_CONNS ||
+	    vsx__conn_find(to, h->dst_port, vm->cid, h->src_port))
+		goto refuse;
+	a = vsx__conn_new(vm, PEER_SIBLING, h->type, h->src_port, h->dst_cid,
+			  h->dst_port);
+	if (!a)
+		goto refuse;
+	b = vsx__conn_new(to, PEER_SIBLING, h->type, h->dst_port, vm->cid, h->src_port);
+	if (!b) {
+		vsx__conn_kill(a);
+		goto refuse;
+	}
+	a->guest_initiated = true;
+	a->peer = b;
+	b->peer = a;
+	a->peer_buf_alloc = h->buf_alloc;
+	a->peer_fwd_cnt = h->fwd_cnt;
+	vsx__conn_timer(b, T_CONNECT, vm->r->connect_ms);
+	vsx__conn_ctrl(b, C_REQUEST);
+	return;
+refuse:
+	vsx__orphan_rst(vm, h);
+}
+
+/* Copy @len bytes from @src (skipping @soff) into @dst (skipping @doff). */
+static void iov_copy(const struct iovec *dst, unsigned dn, size_t doff,
+		     const struct iovec *src, unsigned sn, size_t soff, size_t len)
+{
+	unsigned si = 0;
+
+	while (len && si < sn) {
+		size_t k;
+
+		if (soff >= src[si].iov_len) {
+			soff -= src[si].iov_len;
+			si++;
+			continue;
+		}
+		k = src[si].iov_len - soff;
+		if (k > len)
+			k = len;
+		k = vsx_iov_from_buf(dst, dn, doff,
+				     (const char *)src[si].iov_base + soff, k);
+		if (!k)
+			return;
+		doff += k;
+		soff += k;
+		len -= k;
+	}
+}
+
+static bool sib_can_direct(const struct conn *b)
+{
+	const struct vsx_vm *to = b->vm;
+
+	return to->live && !to->broken && !to->emitting && !to->orphan_n &&
+	       eng_list_empty(&to->pending) && !b->q.bytes && !b->eom_pending;
+}
+
+/* From the sender's TX buffers straight into @b's guest's RX buffers. */
+static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
+			 size_t len, unsigned flags)
+{
+	struct vsx_vm *to = b->vm;
+	struct vsx_vq_elem *e = &to->rxe[0];
+	uint32_t credit = vsx__conn_peer_free(b);
+	size_t off = 0, k;
+
+	while (off < len && credit) {
+		if (vsx__rx_pop(to, e) <= 0)
+			break;
+		k = e->in_len - HDR_LEN;
+		if (k > len - off)
+			k = len - off;
+		if (k > credit)
+			k = credit;
+		iov_copy(e->iov + e->out_num, e->in_num, HDR_LEN, iov, n, off, k);
+		off += k;
+		credit -= (uint32_t)k;
+		vsx__rx_put(to, b, e, (uint32_t)k, off == len ? flags : 0);
+	}
+	return off;
+}
+
+void vsx__sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t len,
+		 unsigned flags)
+{
+	struct conn *b = a->peer;
+	struct iovec rest[VSX_VQ_MAX_IOV];
+	struct vsx_vq_elem *e;
+	size_t off = 0;
+	int32_t room;
+	unsigned k;
+
+	if (!b || b->dead || (b->ctrl & C_RST) ||
+	    (b->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV))
+		return; /* nobody will read it */
+	if (!len) {
+		if (!(flags & VIRTIO_VSOCK_SEQ_EOM) || !a->msg_open)
+			return; /* nothing, or an empty message: dropped */
+		if (vsx__txq_end_msg(&b->q, flags)) {
+			vsx__conn_schedule(b);
+			return;
+		}
+		/* The message's bytes are already in the guest: end it there. */
+		e = &b->vm->rxe[0];
+		if (sib_can_direct(b) && vsx__rx_pop(b->vm, e) > 0) {
+			vsx__rx_put(b->vm, b, e, 0, flags);
+			return;
+		}
+		b->eom_pending = flags;
+		vsx__conn_schedule(b);
+		return;
+	}
+	if (sib_can_direct(b))
+		off = sib_direct(b, iov, n, len, flags);
+	if (off == len)
+		return;
+	k = vsx_iov_slice(rest, VSX_VQ_MAX_IOV, iov, n, off, len - off);
+	room = (int32_t)(a->rx_limit - a->rx_cnt);
+	if (vsx__txq_append(&b->q, rest, k, len - off, room > 0 ? (size_t)room : 0,
+			    flags) < 0) {
+		vsx__log(a->vm->r, VSX_LOG_ERR, "vm %s: connection %llu: out of memory",
+			 a->vm->name, (unsigned long long)a->id);
+		vsx__conn_reset(a, false);
+		return;
+	}
+	b->vm->st.queued_bytes += len - off;
+	vsx__conn_schedule(b);
+}
+
+int vsx__sib_emit(struct conn *b)
+{
+	struct vsx_vm *vm = b->vm;
+	struct vsx_vq_elem *e = &vm->rxe[0];
+	size_t sent = 0, k, room;
+	unsigned niov, fl, i;
+	uint32_t credit;
+	size_t doff;
+
+	if (b->eom_pending) {
+		if (vsx__rx_pop(vm, e) <= 0)
+			return EMIT_NOBUF;
+		vsx__rx_put(vm, b, e, 0, b->eom_pending);
+		b->eom_pending = 0;
+	}
+	while (b->q.bytes) {
+		credit = vsx__conn_peer_free(b);
+		if (!credit)
+			return EMIT_DONE; /* resumed when the guest's credit moves */
+		if (sent >= VSOCK_MAX_PKT_PAYLOAD)
+			return EMIT_MORE;
+		if (vsx__rx_pop(vm, e) <= 0)
+			return EMIT_NOBUF;
+		room = e->in_len - HDR_LEN;
+		if (room > credit)
+			room = credit;
+		k = vsx__txq_peek(&b->q, vm->fiov, ENG_IOV_MAX, &niov, room, &fl);
+		for (i = 0, doff = HDR_LEN; i < niov; i++) {
+			vsx_iov_from_buf(e->iov + e->out_num, e->in_num, doff,
+					 vm->fiov[i].iov_base, vm->fiov[i].iov_len);
+			doff += vm->fiov[i].iov_len;
+		}
+		vsx__rx_put(vm, b, e, (uint32_t)k, fl);
+		vsx__txq_consume(&b->q, k);
+		sent += k;
+	}
+	return EMIT_DONE;
+}
+
+/* ---- Router and VMs ---- */
+
+int vsx_router_new(const struct vsx_loop *loop, vsx_log_fn log, void *log_arg,
+		   struct vsx_router **out)
+{
+	struct vsx_router *r;
+
+	if (!loop || !out)
+		return -EINVAL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->loop = loop;
+	r->log = log;
+	r->log_arg = log_arg;
+	eng_list_init(&r->vms);
+	eng_list_init(&r->dirty);
+	r->next_id = 1;
+	r->handshake_ms = ENG_HANDSHAKE_MS;
+	r->connect_ms = ENG_CONNECT_MS;
+	r->linger_ms = ENG_LINGER_MS;
+	*out = r;
+	return 0;
+}
+
+void vsx_router_free(struct vsx_router *r)
+{
+	if (!r)
+		return;
+	while (!eng_list_empty(&r->vms))
+		vsx_vm_free(eng_container_of(r->vms.next, struct vsx_vm, node));
+	free(r);
+}
+
+void vsx__router_set_timeouts(struct vsx_router *r, unsigned handshake_ms,
+			      unsigned connect_ms, unsigned linger_ms)
+{
+	if (handshake_ms)
+		r->handshake_ms = handshake_ms;
+	if (connect_ms)
+		r->connect_ms = connect_ms;
+	if (linger_ms)
+		r->linger_ms = linger_ms;
+}
+
+void vsx__router_set_counter_base(struct vsx_router *r, uint32_t base)
+{
+	r->counter_base = base;
+}
+
+struct vsx_vm *vsx_router_vm_by_name(struct vsx_router *r, const char *name)
+{
+	struct eng_list *n;
+
+	if (!name)
+		return NULL;
+	for (n = r->vms.next; n != &r->vms; n = n->next) {
+		struct vsx_vm *vm = eng_container_of(n, struct vsx_vm, node);
+
+		if (!strcmp(vm->name, name))
+			return vm;
+	}
+	return NULL;
+}
+
+struct vsx_vm *vsx_router_vm_by_cid(struct vsx_router *r, uint64_t cid)
+{
+	struct eng_list *n;
+
+	for (n = r->vms.next; n != &r->vms; n = n->next) {
+		struct vsx_vm *vm = eng_container_of(n, struct vsx_vm, node);
+
+		if (vm->cid == cid)
+			return vm;
+	}
+	return NULL;
+}
+
+const char *vsx_vm_name(const struct vsx_vm *vm)
+{
+	return vm->name;
+}
+
+static bool name_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s), i;
+
+	if (!n || n > max)
+		return false;
+	for (i = 0; i < n; i++) {
+		char ch = s[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.'))
+			return false;
+	}
+	return true;
+}
+
+/* "a+b" -> {"a", "b"}; the array and strings are the VM's. */
+static int parse_groups(struct vsx_vm *vm, const char *spec)
+{
+	char *copy, *p, *tok, *save = NULL;
+	unsigned n = 1;
+	int rc = 0;
+
+	for (p = (char *)spec; *p; p++)
+		n += *p == '+';
+	copy = strdup(spec);
+	vm->groups = calloc(n, sizeof(*vm->groups));
+	if (!copy || !vm->groups) {
+		free(copy);
+		return -ENOMEM;
+	}
+	for (tok = strtok_r(copy, "+", &save); tok; tok = strtok_r(NULL, "+", &save)) {
+		if (!name_ok(tok, 64)) {
+			rc = -EINVAL;
+			break;
+		}
+		vm->groups[vm->ngroups] = strdup(tok);
+		if (!vm->groups[vm->ngroups]) {
+			rc = -ENOMEM;
+			break;
+		}
+		vm->ngroups++;
+	}
+	if (!rc && (!vm->ngroups || vm->ngroups != n))
+		rc = -EINVAL; /* empty group names ("a++b", "+a") */
+	free(copy);
+	return rc;
+}
+
+static void vm_release(struct vsx_vm *vm)
+{
+	unsigned i;
+
+	for (i = 0; i < vm->ngroups; i++)
+		free(vm->groups[i]);
+	free(vm->groups);
+	free(vm->name);
+	free(vm->socket_path);
+	free(vm->uds_path);
+	free(vm->hash);
+	free(vm->txe);
+	free(vm->rxe);
+	free(vm->iov);
+	free(vm->riov);
+	free(vm->fiov);
+	free(vm);
+}
+
+static int bad_config(struct vsx_router *r, const char *what)
+{
+	vsx__log(r, VSX_LOG_ERR, "vm config: %s", what);
+	return -EINVAL;
+}
+
+int vsx_vm_new(struct vsx_router *r, const struct vsx_vm_config *cfg,
+	       struct vsx_vm **out)
+{
+	const struct vsx_loop *l = r->loop;
+	struct sockaddr_un un;
+	struct vsx_vm *vm;
+	char name[32];
+	int rc;
+
+	if (!cfg || !out)
+		return -EINVAL;
+	if (cfg->guest_cid < 3 || cfg->guest_cid > 0xFFFFFFFEull)
+		return bad_config(r, "guest-cid must be 3 .. 4294967294");
+	if (!cfg->socket_path || !*cfg->socket_path ||
+	    strlen(cfg->socket_path) >= sizeof(un.sun_path))
+		return bad_config(r, "socket path missing or too long");
+	/* "_4294967295" must still fit for guest connections to host ports. */
+	if (cfg->uds_path && (!*cfg->uds_path ||
+			      strlen(cfg->uds_path) + 11 >= sizeof(un.sun_path)))
+		return bad_config(r, "uds-path empty or too long (at most 96 bytes)");
+	if (cfg->name && !name_ok(cfg->name, 64))
+		return bad_config(r, "name must be 1-64 of [A-Za-z0-9._-]");
+	if (cfg->tx_buffer_size > ENG_MAX_BUF)
+		return bad_config(r, "tx-buffer-size above 1 GiB");
+	if (cfg->queue_size && (cfg->queue_size & (cfg->queue_size - 1) ||
+				cfg->queue_size > VSX_VQ_MAX_SIZE))
+		return bad_config(r, "queue-size must be a power of two up to 32768");
+	snprintf(name, sizeof(name), "cid%llu", (unsigned long long)cfg->guest_cid);
+	if (vsx_router_vm_by_cid(r, cfg->guest_cid) ||
+	    vsx_router_vm_by_name(r, cfg->name ? cfg->name : name))
+		return -EEXIST;
+
+	vm = calloc(1, sizeof(*vm));
+	if (!vm)
+		return -ENOMEM;
+	vm->r = r;
+	vm->cid = cfg->guest_cid;
+	vm->lfd = -1;
+	vm->buf_default = cfg->tx_buffer_size ? cfg->tx_buffer_size
+					      : VSX_DEFAULT_BUF_ALLOC;
+	vm->queue_size = cfg->queue_size ? cfg->queue_size : VSX_DEFAULT_QUEUE_SIZE;
+	vm->next_host_port = ENG_HOST_PORT_FIRST;
+	eng_list_init(&vm->node);
+	eng_list_init(&vm->dnode);
+	eng_list_init(&vm->conns);
+	eng_list_init(&vm->pending);
+	eng_list_init(&vm->handshakes);
+	vm->name = strdup(cfg->name ? cfg->name : name);
+	vm->socket_path = strdup(cfg->socket_path);
+	vm->uds_path = cfg->uds_path ? strdup(cfg->uds_path) : NULL;
+	vm->txe = calloc(ENG_TX_BATCH, sizeof(*vm->txe));
+	vm->rxe = calloc(ENG_RX_BATCH, sizeof(*vm->rxe));
+	vm->iov = calloc(ENG_IOV_MAX, sizeof(*vm->iov));
+	vm->riov = calloc(ENG_IOV_MAX, sizeof(*vm->riov));
+	vm->fiov = calloc(ENG_IOV_MAX, sizeof(*vm->fiov));
+	rc = -ENOMEM;
+	if (!vm->name || !vm->socket_path || (cfg->uds_path && !vm->uds_path) ||
+	    !vm->txe || !vm->rxe || !vm->iov || !vm->riov || !vm->fiov)
+		goto err_vm;
+	rc = parse_groups(vm, cfg->groups ? cfg->groups : VSX_GROUP_DEFAULT);
+	if (rc < 0) {
+		if (rc == -EINVAL)
+			bad_config(r, "groups must be names joined by '+'");
+		goto err_vm;
+	}
+	vm->resume = l->timer(l->ctx, vm_resume_cb, vm);
+	if (!vm->resume)
+		goto err_vm;
+	if (vm->uds_path) {
+		rc = vsx__host_listen(vm);
+		if (rc < 0) {
+			vsx__log(r, VSX_LOG_ERR, "vm %s: cannot listen on %s: %s",
+				 vm->name, vm->uds_path, strerror(-rc));
+			goto err_timer;
+		}
+	}
+	rc = vsx_vu_new(vm->socket_path, l, &vsx__vsock_ops, vm, &vm->vu);
+	if (rc < 0) {
+		vsx__log(r, VSX_LOG_ERR, "vm %s: cannot listen on %s: %s", vm->name,
+			 vm->socket_path, strerror(-rc));
+		goto err_listen;
+	}
+	rc = vsx_vu_set_queue_max(vm->vu, vm->queue_size);
+	if (rc < 0) {
+		vsx_vu_free(vm->vu);
+		goto err_listen;
+	}
+	eng_list_add_tail(&r->vms, &vm->node);
+	*out = vm;
+	return 0;
+
+err_listen:
+	if (vm->uds_path)
+		vsx__host_unlisten(vm);
+err_timer:
+	l->timer_free(vm->resume);
+err_vm:
+	vm_release(vm);
+	return rc;
+}
+
+void vsx_vm_free(struct vsx_vm *vm)
+{
+	struct vsx_router *r;
+	struct eng_list *n;
+
+	if (!vm)
+		return;
+	r = vm->r;
+	/* RSTs to a live guest while its queues are still ours. */
+	vsx__vm_drop_all(vm, true);
+	vsx__vm_touch(vm);
+	vsx__router_round(r);
+	vm->freeing = true;
+	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		if (!c->dead)
+			vsx__conn_reset(c, true);
+	}
+	vsx__vm_touch(vm);
+	vsx__router_round(r);
+	if (vm->uds_path)
+		vsx__host_unlisten(vm);
+	vsx_vu_free(vm->vu);   /* may call stop: nothing is left to drop */
+	vm->vu = NULL;
+	vm->live = false;
+	/* Whatever stop touched is done; nothing may refer to @vm now. */
+	if (vm->dirty) {
+		eng_list_del(&vm->dnode);
+		vm->dirty = false;
+	}
+	vsx__vm_round(vm);
+	if (vm->dirty) {
+		eng_list_del(&vm->dnode);
+		vm->dirty = false;
+	}
+	r->loop->timer_free(vm->resume);
+	eng_list_del(&vm->node);
+	vm_release(vm);
+	vsx__router_round(r); /* siblings told of the resets */
+}
+
+/* ---- Introspection and control ---- */
+
+static void conn_info(const struct conn *c, struct vsx_conn_info *ci)
+{
+	uint32_t fwd = vsx__conn_adv_fwd(c), buf = vsx__conn_adv_buf(c);
+	uint32_t held = c->rx_cnt - fwd;
+
+	memset(ci, 0, sizeof(*ci));
+	ci->id = c->id;
+	ci->vm = c->vm->name;
+	ci->type = c->type;
+	ci->state = c->state;
+	ci->guest_cid = c->vm->cid;
+	ci->guest_port = c->guest_port;
+	ci->peer_cid = c->peer_cid;
+	ci->peer_port = c->peer_port;
+	ci->guest_initiated = c->guest_initiated;
+	ci->guest_shut = c->guest_shut;
+	ci->host_shut = c->host_shut;
+	ci->to_guest_bytes = c->to_guest;
+	ci->from_guest_bytes = c->from_guest;
+	ci->buf_alloc = buf;
+	ci->fwd_cnt = fwd;
+	ci->peer_buf_alloc = c->peer_buf_alloc;
+	ci->peer_fwd_cnt = c->peer_fwd_cnt;
+	ci->tx_free = vsx__conn_peer_free(c);
+	ci->rx_free = held < buf ? buf - held : 0;
+	if (c->kind == PEER_HOST)
+		ci->queued = (uint32_t)c->q.bytes;
+	else
+		ci->queued = c->peer ? (uint32_t)c->peer->q.bytes : 0;
+}
+
+static int vm_foreach(struct vsx_vm *vm, vsx_conn_cb cb, void *arg)
+{
+	struct vsx_conn_info ci;
+	struct eng_list *n;
+	int rc;
+
+	/* Dead connections stay on the list until the round ends, so the
+	 * walk survives a callback that closes connections. */
+	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		if (c->dead)
+			continue;
+		conn_info(c, &ci);
+		rc = cb(&ci, arg);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int vsx_router_foreach_conn(struct vsx_router *r, struct vsx_vm *vm,
+			    vsx_conn_cb cb, void *arg)
+{
+	struct eng_list *n;
+	int rc = 0;
+
+	if (!cb)
+		return -EINVAL;
+	if (vm) {
+		rc = vm_foreach(vm, cb, arg);
+	} else {
+		for (n = r->vms.next; n != &r->vms && !rc; n = n->next)
+			rc = vm_foreach(eng_container_of(n, struct vsx_vm, node), cb,
+					arg);
+	}
+	vsx__router_round(r);
+	return rc;
+}
+
+static struct conn *conn_by_id(struct vsx_router *r, uint64_t id)
+{
+	struct eng_list *n, *m;
+
+	for (n = r->vms.next; n != &r->vms; n = n->next) {
+		struct vsx_vm *vm = eng_container_of(n, struct vsx_vm, node);
+
+		for (m = vm->conns.next; m != &vm->conns; m = m->next) {
+			struct conn *c = eng_container_of(m, struct conn, node);
+
+			if (c->id == id && !c->dead)
+				return c;
+		}
+	}
+	return NULL;
+}
+
+int vsx_router_conn_set_buffer(struct vsx_router *r, uint64_t id, uint32_t bytes)
+{
+	struct conn *c;
+
+	if (!bytes || bytes > ENG_MAX_BUF)
+		return -EINVAL;
+	c = conn_by_id(r, id);
+	if (!c)
+		return -ENOENT;
+	vsx__conn_set_buffer(c, bytes);
+	vsx__router_round(r);
+	return 0;
+}
+
+int vsx_router_conn_close(struct vsx_router *r, uint64_t id, bool reset)
+{
+	struct conn *c = conn_by_id(r, id);
+
+	if (!c)
+		return -ENOENT;
+	if (reset)
+		vsx__conn_reset(c, false);
+	else
+		vsx__conn_close(c);
+	vsx__router_round(r);
+	return 0;
+}
+
+int vsx_vm_set_default_buffer(struct vsx_vm *vm, uint32_t bytes)
+{
+	if (!bytes || bytes > ENG_MAX_BUF)
+		return -EINVAL;
+	vm->buf_default = bytes;
+	return 0;
+}
+
+void vsx_vm_get_info(const struct vsx_vm *vm, struct vsx_vm_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->name = vm->name;
+	out->guest_cid = vm->cid;
+	out->socket_path = vm->socket_path;
+	out->uds_path = vm->uds_path;
+	out->buf_default = vm->buf_default;
+	out->connected = vm->live;
+	out->broken = vm->broken;
+	out->conns = vm->nconns;
+}
+
+int vsx_router_foreach_vm(struct vsx_router *r, vsx_vm_cb cb, void *arg)
+{
+	struct eng_list *n;
+	int rc;
+
+	if (!cb)
+		return -EINVAL;
+	for (n = r->vms.next; n != &r->vms; n = n->next) {
+		rc = cb(eng_container_of(n, struct vsx_vm, node), arg);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void vsx__vm_stats(const struct vsx_vm *vm, struct vsx_engine_stats *st)
+{
+	*st = vm->st;
+}
+
+int vsx__conn_mem(struct vsx_router *r, uint64_t id, size_t *mem)
+{
+	struct conn *c = conn_by_id(r, id);
+
+	if (!c)
+		return -ENOENT;
+	if (c->kind == PEER_HOST)
+		*mem = c->q.mem;
+	else
+		*mem = c->peer ? c->peer->q.mem : 0;
+	return 0;
+}

@@ -1,0 +1,253 @@
+/*
+ * A connection's byte queue: guest payload copied out of guest memory when
+ * its receiver (a host socket that would block, or a sibling guest without
+ * RX buffers) cannot take it right away.
+ *
+ * Memory stays proportional to the bytes held, whatever the packet sizes:
+ * every append first fills the tail chunk (so a flood of 1-byte packets
+ * packs 4096 bytes per chunk instead of taking a chunk each, and payloads of
+ * up to ENG_SMALL_PKT bytes in particular never take one of their own), and
+ * a new chunk holds the rest plus at most what the sender may still send
+ * (@room, its credit). Only the tail chunk can have unused space. SEQPACKET
+ * queues keep a bit per byte marking message ends (12.5%), and a second one
+ * for EOR only in chunks that saw an EOR.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+struct txq_chunk {
+	struct txq_chunk *next;
+	uint32_t start, end, cap;  /* data[start, end) is queued */
+	uint32_t alloc;            /* bytes this chunk accounts for */
+	uint8_t *eom;              /* seq: cap bits, inside this allocation */
+	uint8_t *eor;              /* seq: cap bits, allocated on first EOR */
+	uint8_t data[];
+};
+
+static size_t bits_bytes(size_t n)
+{
+	return (n + 7) / 8;
+}
+
+static bool bit_get(const uint8_t *map, size_t i)
+{
+	return map && (map[i / 8] >> (i % 8)) & 1;
+}
+
+static void bit_set(uint8_t *map, size_t i)
+{
+	map[i / 8] |= (uint8_t)(1u << (i % 8));
+}
+
+/* First set bit in [from, to), or @to. */
+static size_t bit_find(const uint8_t *map, size_t from, size_t to)
+{
+	size_t i = from;
+
+	while (i < to) {
+		if (i % 8 == 0) {
+			/* Skip whole zero bytes. */
+			while (i + 8 <= to && map[i / 8] == 0)
+				i += 8;
+			if (i >= to)
+				break;
+		}
+		if (bit_get(map, i))
+			return i;
+		i++;
+	}
+	return to;
+}
+
+void vsx__txq_init(struct txq *q, bool seq)
+{
+	memset(q, 0, sizeof(*q));
+	q->seq = seq;
+}
+
+static struct txq_chunk *chunk_new(struct txq *q, size_t cap)
+{
+	size_t map = q->seq ? bits_bytes(cap) : 0;
+	size_t alloc = sizeof(struct txq_chunk) + cap + map;
+	struct txq_chunk *k;
+
+	k = malloc(alloc);
+	if (!k)
+		return NULL;
+	k->next = NULL;
+	k->start = k->end = 0;
+	k->cap = (uint32_t)cap;
+	k->alloc = (uint32_t)alloc;
+	k->eom = NULL;
+	k->eor = NULL;
+	if (q->seq) {
+		k->eom = k->data + cap;
+		memset(k->eom, 0, map);
+	}
+	return k;
+}
+
+static void chunk_free(struct txq *q, struct txq_chunk *k)
+{
+	q->mem -= k->alloc;
+	free(k->eor);
+	free(k);
+}
+
+int vsx__txq_append(struct txq *q, const struct iovec *iov, unsigned n,
+		    size_t len, size_t room, unsigned eom_flags)
+{
+	struct txq_chunk *t = q->tail, *k = NULL;
+	size_t space = t ? t->cap - t->end : 0;
+	size_t first = len < space ? len : space;
+	size_t rest = len - first;
+
+	if (rest) {
+		/* Allocate before copying anything: all or nothing. */
+		size_t cap = rest;
+
+		if (cap < ENG_CHUNK_MIN) {
+			cap = rest + room;
+			if (cap > ENG_CHUNK_MIN)
+				cap = ENG_CHUNK_MIN;
+		}
+		if (cap > UINT32_MAX / 2)
+			return -ENOMEM;
+		k = chunk_new(q, cap);
+		if (!k)
+			return -ENOMEM;
+	}
+	if (first) {
+		vsx_iov_to_buf(iov, n, 0, t->data + t->end, first);
+		t->end += (uint32_t)first;
+	}
+	if (k) {
+		vsx_iov_to_buf(iov, n, first, k->data, rest);
+		k->end = (uint32_t)rest;
+		if (t)
+			t->next = k;
+		else
+			q->head = k;
+		q->tail = k;
+		q->mem += k->alloc;
+	}
+	q->bytes += len;
+	if (q->seq) {
+		q->open += len;
+		if (eom_flags & VIRTIO_VSOCK_SEQ_EOM)
+			vsx__txq_end_msg(q, eom_flags);
+	}
+	return 0;
+}
+
+bool vsx__txq_end_msg(struct txq *q, unsigned eom_flags)
+{
+	struct txq_chunk *t = q->tail;
+
+	if (!q->seq || !q->open || !t || t->end == t->start)
+		return false;
+	bit_set(t->eom, t->end - 1);
+	if (eom_flags & VIRTIO_VSOCK_SEQ_EOR) {
+		if (!t->eor) {
+			/* Lost EOR under memory pressure is tolerated. */
+			t->eor = calloc(1, bits_bytes(t->cap));
+			if (t->eor) {
+				t->alloc += (uint32_t)bits_bytes(t->cap);
+				q->mem += bits_bytes(t->cap);
+			}
+		}
+		if (t->eor)
+			bit_set(t->eor, t->end - 1);
+	}
+	q->open = 0;
+	return true;
+}
+
+size_t vsx__txq_peek(const struct txq *q, struct iovec *iov, unsigned max_iov,
+		     unsigned *niov, size_t max, unsigned *flags)
+{
+	const struct txq_chunk *k;
+	size_t total = 0;
+	unsigned ni = 0;
+
+	*flags = 0;
+	for (k = q->head; k && ni < max_iov && total < max; k = k->next) {
+		size_t from = k->start, to = k->end, end = to;
+
+		if (to - from > max - total)
+			to = from + (max - total);
+		if (q->seq) {
+			end = bit_find(k->eom, from, to);
+			if (end < to) {
+				to = end + 1;
+				*flags = VIRTIO_VSOCK_SEQ_EOM;
+				if (bit_get(k->eor, end))
+					*flags |= VIRTIO_VSOCK_SEQ_EOR;
+			}
+		}
+		iov[ni].iov_base = (void *)(k->data + from);
+		iov[ni].iov_len = to - from;
+		ni++;
+		total += to - from;
+		if (*flags)
+			break;
+	}
+	*niov = ni;
+	return total;
+}
+
+size_t vsx__txq_msg_len(const struct txq *q)
+{
+	const struct txq_chunk *k;
+	size_t total = 0, end;
+
+	if (!q->seq)
+		return 0;
+	for (k = q->head; k; k = k->next) {
+		end = bit_find(k->eom, k->start, k->end);
+		if (end < k->end)
+			return total + (end + 1 - k->start);
+		total += k->end - k->start;
+	}
+	return 0;
+}
+
+void vsx__txq_consume(struct txq *q, size_t n)
+{
+	struct txq_chunk *k;
+
+	if (n > q->bytes)
+		n = q->bytes;
+	q->bytes -= n;
+	while (n && (k = q->head)) {
+		size_t have = k->end - k->start;
+		size_t take = n < have ? n : have;
+
+		k->start += (uint32_t)take;
+		n -= take;
+		if (k->start == k->end) {
+			q->head = k->next;
+			if (q->tail == k)
+				q->tail = NULL;
+			chunk_free(q, k);
+		}
+	}
+	if (q->open > q->bytes)
+		q->open = q->bytes;
+}
+
+void vsx__txq_clear(struct txq *q)
+{
+	struct txq_chunk *k, *next;
+
+	for (k = q->head; k; k = next) {
+		next = k->next;
+		chunk_free(q, k);
+	}
+	q->head = q->tail = NULL;
+	q->bytes = 0;
+	q->open = 0;
+}

@@ -1,0 +1,1220 @@
+/*
+ * vhost-user device side (see vhost_user.h and QEMU's
+ * docs/interop/vhost-user.rst).
+ *
+ * One front-end at a time: the listener stays watched, and a connection
+ * that arrives while one is live is accepted and closed at once. Messages
+ * are read without blocking as they arrive: a 12-byte header (request,
+ * flags, size), then size bytes of payload, with up to 8 fds passed by
+ * SCM_RIGHTS alongside. Framing errors (bad version, a payload larger than
+ * any message we know, more fds than a message can carry, EOF inside a
+ * message, a reply that cannot be written) close the connection; the
+ * device then behaves as on any disconnect. Everything else is judged per
+ * message:
+ *
+ *  - a message the protocol answers (GET_*) always gets its answer; a
+ *    GET_CONFIG we cannot serve gets an empty one (the protocol's error);
+ *  - any other message that fails (bad index, size, value, fds) changes
+ *    nothing and, when the front-end set need_reply (REPLY_ACK), is answered
+ *    with a non-zero u64; success is answered with 0;
+ *  - fds on a message that takes none are closed, the message handled as
+ *    usual; a message that takes fds but got the wrong number fails, and its
+ *    fds are closed;
+ *  - an unknown request fails (logged once per request code).
+ *
+ * Device lifecycle as QEMU 7.2 drives vhost-user-vsock-pci (seen on the
+ * wire with Debian's 7.2 and a 6.1 guest): at realize GET_FEATURES,
+ * GET_PROTOCOL_FEATURES, SET_PROTOCOL_FEATURES, SET_OWNER, GET_FEATURES,
+ * SET_VRING_CALL and SET_VRING_ERR per vhost queue, GET_CONFIG; when the
+ * guest driver starts the device, SET_FEATURES, SET_MEM_TABLE (need_reply),
+ * per queue SET_VRING_NUM/BASE/ADDR/KICK, then SET_VRING_ENABLE 1 per queue
+ * and SET_VRING_CALL again; on guest reset, VM stop or shutdown,
+ * SET_VRING_ENABLE 0 and GET_VRING_BASE per queue. Only rx and tx are vhost
+ * queues (the event queue stays in QEMU); MQ, STATUS and mem slots are not
+ * offered, so GET_QUEUE_NUM, SET_STATUS and ADD_MEM_REG never come. A ring
+ * is started by SET_VRING_KICK and stopped by GET_VRING_BASE; it starts
+ * disabled when VHOST_USER_F_PROTOCOL_FEATURES was negotiated
+ * (SET_VRING_ENABLE turns it on), enabled otherwise.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
+
+#include "vhost_user.h"
+
+/* ---- Protocol ---- */
+
+enum {
+	VU_GET_FEATURES = 1,
+	VU_SET_FEATURES = 2,
+	VU_SET_OWNER = 3,
+	VU_RESET_OWNER = 4,
+	VU_SET_MEM_TABLE = 5,
+	VU_SET_LOG_BASE = 6,
+	VU_SET_LOG_FD = 7,
+	VU_SET_VRING_NUM = 8,
+	VU_SET_VRING_ADDR = 9,
+	VU_SET_VRING_BASE = 10,
+	VU_GET_VRING_BASE = 11,
+	VU_SET_VRING_KICK = 12,
+	VU_SET_VRING_CALL = 13,
+	VU_SET_VRING_ERR = 14,
+	VU_GET_PROTOCOL_FEATURES = 15,
+	VU_SET_PROTOCOL_FEATURES = 16,
+	VU_GET_QUEUE_NUM = 17,
+	VU_SET_VRING_ENABLE = 18,
+	VU_GET_CONFIG = 24,
+	VU_SET_CONFIG = 25,
+	VU_RESET_DEVICE = 34,
+};
+
+#define VU_VERSION 0x1u
+#define VU_VERSION_MASK 0x3u
+#define VU_FLAG_REPLY (1u << 2)
+#define VU_FLAG_NEED_REPLY (1u << 3)
+#define VU_MAX_FDS 8
+#define VU_VRING_IDX_MASK 0xffull
+#define VU_VRING_NOFD (1ull << 8)
+#define VU_CONFIG_MAX 256
+
+#define VU_F_PROTOCOL_FEATURES 30
+#define VU_PF_REPLY_ACK 3
+#define VU_PF_CONFIG 9
+#define VU_PF_RESET_DEVICE 13
+
+#define VU_FEATURES ((1ull << VIRTIO_F_VERSION_1) |		\
+		     (1ull << VIRTIO_RING_F_EVENT_IDX) |	\
+		     (1ull << VIRTIO_RING_F_INDIRECT_DESC) |	\
+		     (1ull << VIRTIO_F_NOTIFY_ON_EMPTY) |	\
+		     (1ull << VU_F_PROTOCOL_FEATURES))
+#define VU_PROTOCOL_FEATURES ((1ull << VU_PF_REPLY_ACK) |	\
+			      (1ull << VU_PF_CONFIG) |		\
+			      (1ull << VU_PF_RESET_DEVICE))
+
+struct vu_hdr {
+	uint32_t request;
+	uint32_t flags;
+	uint32_t size;
+} __attribute__((packed));
+
+struct vu_state {
+	uint32_t index;
+	uint32_t num;
+};
+
+struct vu_addr {
+	uint32_t index;
+	uint32_t flags;
+	uint64_t desc;  /* QEMU virtual addresses */
+	uint64_t used;
+	uint64_t avail;
+	uint64_t log;   /* guest physical, for dirty logging (unused) */
+};
+
+struct vu_region {
+	uint64_t gpa;
+	uint64_t size;
+	uint64_t uva;
+	uint64_t mmap_offset;
+};
+
+struct vu_memory {
+	uint32_t nregions;
+	uint32_t padding;
+	struct vu_region r[VSX_MEM_MAX_REGIONS];
+};
+
+struct vu_config {
+	uint32_t offset;
+	uint32_t size;
+	uint32_t flags;
+	uint8_t region[VU_CONFIG_MAX];
+};
+
+#define VU_CONFIG_HDR offsetof(struct vu_config, region)
+
+union vu_payload {
+	uint64_t u64;
+	struct vu_state state;
+	struct vu_addr addr;
+	struct vu_memory mem;
+	struct vu_config config;
+};
+
+/* The largest payload of any message we know; anything larger is a
+ * framing error. */
+#define VU_MAX_PAYLOAD sizeof(union vu_payload)
+
+_Static_assert(sizeof(struct vu_addr) == 40, "vhost_vring_addr");
+_Static_assert(sizeof(struct vu_region) == 32, "VhostUserMemoryRegion");
+_Static_assert(sizeof(struct vu_hdr) == 12, "VhostUserHeader");
+
+/* ---- State ---- */
+
+struct vu_queue {
+	struct vsx_vq vq;
+	struct vsx_watch *kick_w;
+	bool addr_set;
+	uint64_t desc_uva, avail_uva, used_uva;
+};
+
+struct vu_region_id {
+	dev_t dev;
+	ino_t ino;
+};
+
+struct vsx_vu {
+	const struct vsx_loop *loop;
+	const struct vsx_vu_ops *ops;
+	void *dev;
+	unsigned nq;
+	unsigned queue_max;
+
+	char *path;
+	dev_t path_dev;
+	ino_t path_ino;
+	int listen_fd;
+	struct vsx_watch *listen_w;
+
+	int conn_fd;
+	struct vsx_watch *conn_w;
+	struct {
+		struct vu_hdr hdr;
+		union vu_payload p;
+		size_t have;          /* bytes of header + payload read */
+		int fds[VU_MAX_FDS];
+		unsigned nfds;
+	} rx;
+
+	uint64_t features;
+	uint64_t protocol_features;
+	bool owner;
+	bool live;                    /* start called, stop not yet */
+	struct vsx_mem mem;
+	struct vu_region_id mem_id[VSX_MEM_MAX_REGIONS];
+	struct vu_queue q[VSX_VU_MAX_QUEUES];
+
+	uint64_t logged[2];           /* unknown requests logged once */
+};
+
+/* Handler results besides 0 / -errno */
+#define VU_REPLIED 1     /* the handler sent the reply itself */
+#define VU_CLOSE 2       /* drop the front-end */
+
+static void vu_log(struct vsx_vu *vu, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void vu_log(struct vsx_vu *vu, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+
+	if (!vu->ops->log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	vu->ops->log(vu->dev, buf);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+}
+
+/* ---- Queues ---- */
+
+static void vu_apply_features(struct vsx_vu *vu, struct vsx_vq *vq)
+{
+	vq->event_idx = vu->features & (1ull << VIRTIO_RING_F_EVENT_IDX);
+	vq->indirect = vu->features & (1ull << VIRTIO_RING_F_INDIRECT_DESC);
+	vq->notify_on_empty = vu->features & (1ull << VIRTIO_F_NOTIFY_ON_EMPTY);
+}
+
+static void vu_unwatch_kick(struct vsx_vu *vu, struct vu_queue *q)
+{
+	if (q->kick_w) {
+		vu->loop->unwatch(q->kick_w);
+		q->kick_w = NULL;
+	}
+}
+
+static void vu_queue_reset(struct vsx_vu *vu, struct vu_queue *q)
+{
+	vu_unwatch_kick(vu, q);
+	close_fd(&q->vq.kick_fd);
+	close_fd(&q->vq.call_fd);
+	close_fd(&q->vq.err_fd);
+	vsx_vq_reset(&q->vq);
+	q->vq.mem = &vu->mem;
+	vu_apply_features(vu, &q->vq);
+	q->addr_set = false;
+	q->desc_uva = q->avail_uva = q->used_uva = 0;
+}
+
+/* Translate the ring addresses through the memory table; the rings must
+ * lie inside one region each and be aligned as the virtio spec says. */
+static int vu_map_ring(struct vsx_vu *vu, struct vu_queue *q)
+{
+	uint64_t num = q->vq.num;
+	void *desc, *avail, *used;
+
+	q->vq.desc = NULL;
+	q->vq.avail = NULL;
+	q->vq.used = NULL;
+	if (!q->addr_set || !num)
+		return -EINVAL;
+	desc = vsx_mem_uva(&vu->mem, q->desc_uva, 16 * num);
+	avail = vsx_mem_uva(&vu->mem, q->avail_uva, 6 + 2 * num);
+	used = vsx_mem_uva(&vu->mem, q->used_uva, 6 + 8 * num);
+	if (!desc || !avail || !used)
+		return -EFAULT;
+	if ((uintptr_t)desc % 16 || (uintptr_t)avail % 2 || (uintptr_t)used % 4)
+		return -EINVAL;
+	q->vq.desc = desc;
+	q->vq.avail = avail;
+	q->vq.used = used;
+	return 0;
+}
+
+static bool vu_can_start(struct vsx_vu *vu)
+{
+	unsigned started = 0;
+
+	if (!vu->mem.n)
+		return false;
+	for (unsigned i = 0; i < vu->nq; i++) {
+		struct vsx_vq *vq = &vu->q[i].vq;
+
+		if (!vq->started) {
+			if (i < vu->ops->min_queues)
+				return false;
+			continue;
+		}
+		if (!vsx_vq_ready(vq))
+			return false;
+		started++;
+	}
+	return started > 0;
+}
+
+/* Start the device if it can be; when live, tell it about queue @kq (or
+ * every queue if @kq < 0) that became ready. */
+static void vu_update(struct vsx_vu *vu, int kq)
+{
+	if (!vu->live) {
+		if (!vu_can_start(vu))
+			return;
+		vu->live = true;
+		for (unsigned i = 0; i < vu->nq; i++) {
+			if (vsx_vq_ready(&vu->q[i].vq))
+				vsx_vq_set_notify(&vu->q[i].vq, true);
+		}
+		if (vu->ops->start)
+			vu->ops->start(vu->dev);
+		kq = -1;
+	}
+	for (unsigned i = 0; i < vu->nq && vu->live; i++) {
+		if (kq >= 0 && (unsigned)kq != i)
+			continue;
+		if (!vsx_vq_ready(&vu->q[i].vq))
+			continue;
+		if (kq >= 0) /* a queue that (re)joined a live device */
+			vsx_vq_set_notify(&vu->q[i].vq, true);
+		if (vu->ops->kick)
+			vu->ops->kick(vu->dev, i);
+	}
+}
+
+static void vu_flush_all(struct vsx_vu *vu)
+{
+	for (unsigned i = 0; i < vu->nq; i++)
+		vsx_vq_flush(&vu->q[i].vq);
+}
+
+static void vu_stop(struct vsx_vu *vu)
+{
+	if (!vu->live)
+		return;
+	vu->live = false;
+	if (vu->ops->stop)
+		vu->ops->stop(vu->dev);
+	vu_flush_all(vu);
+}
+
+/* Back to the state of a fresh connection's device: no rings, no memory. */
+static void vu_reset_device(struct vsx_vu *vu)
+{
+	vu_stop(vu);
+	for (unsigned i = 0; i < vu->nq; i++)
+		vu_queue_reset(vu, &vu->q[i]);
+	vsx_mem_unmap(&vu->mem);
+	memset(vu->mem_id, 0, sizeof(vu->mem_id));
+}
+
+static void vu_kick_cb(int fd, int events, void *arg);
+
+/* ---- Connection ---- */
+
+static void vu_rx_reset(struct vsx_vu *vu)
+{
+	for (unsigned i = 0; i < vu->rx.nfds; i++)
+		close_fd(&vu->rx.fds[i]);
+	vu->rx.nfds = 0;
+	vu->rx.have = 0;
+}
+
+static void vu_disconnect(struct vsx_vu *vu)
+{
+	if (vu->conn_fd < 0)
+		return;
+	if (vu->conn_w) {
+		vu->loop->unwatch(vu->conn_w);
+		vu->conn_w = NULL;
+	}
+	close_fd(&vu->conn_fd);
+	vu_rx_reset(vu);
+	vu_reset_device(vu);
+	vu->features = 0;
+	vu->protocol_features = 0;
+	vu->owner = false;
+	for (unsigned i = 0; i < vu->nq; i++)
+		vu_apply_features(vu, &vu->q[i].vq);
+}
+
+static int vu_send(struct vsx_vu *vu, uint32_t req, const void *payload, uint32_t size)
+{
+	struct vu_hdr h = {
+		.request = req,
+		.flags = VU_VERSION | VU_FLAG_REPLY,
+		.size = size,
+	};
+	struct iovec iov[2] = {
+		{ .iov_base = &h, .iov_len = sizeof(h) },
+		{ .iov_base = (void *)payload, .iov_len = size },
+	};
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = size ? 2 : 1 };
+	ssize_t n;
+
+	do
+		n = sendmsg(vu->conn_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)(sizeof(h) + size)) {
+		/* a front-end that does not read its replies is gone */
+		vu_log(vu, "vhost-user: cannot write reply to request %u: %s", req,
+		       n < 0 ? strerror(errno) : "short write");
+		return -EIO;
+	}
+	return 0;
+}
+
+static int vu_reply_u64(struct vsx_vu *vu, uint64_t v)
+{
+	return vu_send(vu, vu->rx.hdr.request, &v, sizeof(v)) ? VU_CLOSE : VU_REPLIED;
+}
+
+/* Take the message's only fd (ownership passes to the caller). */
+static int vu_take_fd(struct vsx_vu *vu, unsigned i)
+{
+	int fd = vu->rx.fds[i];
+
+	vu->rx.fds[i] = -1;
+	return fd;
+}
+
+/* ---- Message handlers ---- */
+
+static struct vu_queue *vu_queue_of(struct vsx_vu *vu, uint32_t index)
+{
+	return index < vu->nq ? &vu->q[index] : NULL;
+}
+
+static int vu_set_features(struct vsx_vu *vu, uint64_t v)
+{
+	uint64_t offered = VU_FEATURES | vu->ops->features;
+
+	if (v & ~offered) {
+		vu_log(vu, "vhost-user: SET_FEATURES with bits not offered: %#llx",
+		       (unsigned long long)(v & ~offered));
+		return -EINVAL;
+	}
+	vu->features = v;
+	for (unsigned i = 0; i < vu->nq; i++)
+		vu_apply_features(vu, &vu->q[i].vq);
+	return 0;
+}
+
+static bool vu_same_region(const struct vsx_mem_region *a, const struct vu_region_id *aid,
+			   const struct vu_region *b, const struct stat *st)
+{
+	return a->gpa == b->gpa && a->size == b->size && a->uva == b->uva &&
+	       (char *)a->host - (char *)a->map ==
+		       (ptrdiff_t)(b->mmap_offset % (uint64_t)sysconf(_SC_PAGESIZE)) &&
+	       aid->dev == st->st_dev && aid->ino == st->st_ino &&
+	       a->map_len == b->size + b->mmap_offset % (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+static int vu_set_mem_table(struct vsx_vu *vu)
+{
+	const struct vu_memory *m = &vu->rx.p.mem;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	struct vsx_mem nm = { 0 };
+	struct vu_region_id nid[VSX_MEM_MAX_REGIONS] = { 0 };
+	bool reused[VSX_MEM_MAX_REGIONS] = { false };
+	struct stat st[VSX_MEM_MAX_REGIONS];
+	unsigned n;
+	int err = 0;
+
+	if (vu->rx.hdr.size < offsetof(struct vu_memory, r))
+		return -EINVAL;
+	n = m->nregions;
+	if (n < 1 || n > VSX_MEM_MAX_REGIONS ||
+	    vu->rx.hdr.size != offsetof(struct vu_memory, r) + n * sizeof(struct vu_region) ||
+	    vu->rx.nfds != n) {
+		vu_log(vu, "vhost-user: SET_MEM_TABLE with %u regions, %u bytes, %u fds",
+		       n, vu->rx.hdr.size, vu->rx.nfds);
+		return -EINVAL;
+	}
+
+	/* Validate everything before touching the current table. */
+	for (unsigned i = 0; i < n; i++) {
+		const struct vu_region *r = &m->r[i];
+
+		if (!r->size || r->gpa + r->size < r->gpa || r->uva + r->size < r->uva ||
+		    r->mmap_offset + r->size < r->mmap_offset || r->size > SIZE_MAX / 2)
+			return -EINVAL;
+		if (fstat(vu->rx.fds[i], &st[i]) < 0 || !S_ISREG(st[i].st_mode) ||
+		    (uint64_t)st[i].st_size < r->mmap_offset + r->size) {
+			vu_log(vu, "vhost-user: SET_MEM_TABLE region %u: fd is not a file "
+			       "covering the region", i);
+			return -EINVAL;
+		}
+		for (unsigned j = 0; j < i; j++) {
+			if (ranges_overlap(r->gpa, r->size, m->r[j].gpa, m->r[j].size) ||
+			    ranges_overlap(r->uva, r->size, m->r[j].uva, m->r[j].size))
+				return -EINVAL;
+		}
+	}
+
+	/* Keep mappings the front-end sends again unchanged (QEMU re-sends the
+	 * whole table on every change), so buffers in use stay valid. */
+	for (unsigned i = 0; i < n; i++) {
+		const struct vu_region *r = &m->r[i];
+		uint64_t delta = r->mmap_offset % page;
+
+		for (unsigned j = 0; j < vu->mem.n; j++) {
+			if (vu->mem.r[j].map &&
+			    vu_same_region(&vu->mem.r[j], &vu->mem_id[j], r, &st[i])) {
+				nm.r[i] = vu->mem.r[j];
+				nid[i] = vu->mem_id[j];
+				vu->mem.r[j].map = NULL; /* moved */
+				reused[i] = true;
+				break;
+			}
+		}
+		if (reused[i])
+			continue;
+		nm.r[i].map_len = r->size + delta;
+		nm.r[i].map = mmap(NULL, nm.r[i].map_len, PROT_READ | PROT_WRITE,
+				   MAP_SHARED | MAP_NORESERVE, vu->rx.fds[i],
+				   (off_t)(r->mmap_offset - delta));
+		if (nm.r[i].map == MAP_FAILED) {
+			err = -errno;
+			nm.r[i].map = NULL;
+			vu_log(vu, "vhost-user: SET_MEM_TABLE: mmap region %u: %s", i,
+			       strerror(-err));
+			goto fail;
+		}
+		nm.r[i].gpa = r->gpa;
+		nm.r[i].size = r->size;
+		nm.r[i].uva = r->uva;
+		nm.r[i].host = (char *)nm.r[i].map + delta;
+		nid[i].dev = st[i].st_dev;
+		nid[i].ino = st[i].st_ino;
+	}
+	nm.n = n;
+
+	/* Used entries pushed so far are published while the old rings are
+	 * still mapped. */
+	vu_flush_all(vu);
+	vsx_mem_unmap(&vu->mem);
+	vu->mem = nm;
+	memcpy(vu->mem_id, nid, sizeof(nid));
+	for (unsigned i = 0; i < vu->nq; i++) {
+		struct vu_queue *q = &vu->q[i];
+
+		if (q->addr_set && vu_map_ring(vu, q))
+			vu_log(vu, "vhost-user: ring %u is outside the new memory table", i);
+	}
+	vu_update(vu, -1);
+	return 0;
+
+fail:
+	for (unsigned i = 0; i < n; i++) {
+		if (reused[i]) {
+			/* give it back to the current table */
+			for (unsigned j = 0; j < vu->mem.n; j++) {
+				if (!vu->mem.r[j].map && vu->mem.r[j].host == nm.r[i].host) {
+					vu->mem.r[j].map = nm.r[i].map;
+					break;
+				}
+			}
+		} else if (nm.r[i].map) {
+			munmap(nm.r[i].map, nm.r[i].map_len);
+		}
+	}
+	return err;
+}
+
+static int vu_set_vring_num(struct vsx_vu *vu)
+{
+	const struct vu_state *s = &vu->rx.p.state;
+	struct vu_queue *q = vu_queue_of(vu, s->index);
+
+	if (!q || q->vq.started)
+		return -EINVAL;
+	if (!s->num || s->num > vu->queue_max || (s->num & (s->num - 1))) {
+		vu_log(vu, "vhost-user: SET_VRING_NUM %u for ring %u refused (max %u)",
+		       s->num, s->index, vu->queue_max);
+		return -EINVAL;
+	}
+	q->vq.num = s->num;
+	if (q->addr_set)
+		vu_map_ring(vu, q);
+	return 0;
+}
+
+static int vu_set_vring_addr(struct vsx_vu *vu)
+{
+	const struct vu_addr *a = &vu->rx.p.addr;
+	struct vu_queue *q = vu_queue_of(vu, a->index);
+	struct vu_queue old;
+	int err;
+
+	if (!q || q->vq.started || !q->vq.num)
+		return -EINVAL;
+	old = *q;
+	q->addr_set = true;
+	q->desc_uva = a->desc;
+	q->avail_uva = a->avail;
+	q->used_uva = a->used;
+	err = vu_map_ring(vu, q);
+	if (err) {
+		vu_log(vu, "vhost-user: SET_VRING_ADDR for ring %u outside guest memory",
+		       a->index);
+		*q = old;
+		return err;
+	}
+	q->vq.used_idx = le16toh(__atomic_load_n((uint16_t *)&q->vq.used->idx,
+						 __ATOMIC_RELAXED));
+	return 0;
+}
+
+static int vu_set_vring_base(struct vsx_vu *vu)
+{
+	const struct vu_state *s = &vu->rx.p.state;
+	struct vu_queue *q = vu_queue_of(vu, s->index);
+
+	if (!q || q->vq.started || s->num > 0xffff)
+		return -EINVAL;
+	q->vq.last_avail = s->num;
+	return 0;
+}
+
+static int vu_get_vring_base(struct vsx_vu *vu)
+{
+	struct vu_state s = vu->rx.p.state;
+	struct vu_queue *q = vu_queue_of(vu, s.index);
+
+	if (vu->rx.hdr.size != sizeof(s) || !q) {
+		vu_log(vu, "vhost-user: bad GET_VRING_BASE");
+		return VU_CLOSE; /* there is no failure answer to give */
+	}
+	vu_stop(vu);
+	vu_unwatch_kick(vu, q);
+	close_fd(&q->vq.kick_fd);
+	q->vq.started = false;
+	/* a ring restarts as a new one would: disabled when protocol
+	 * features were negotiated (SET_VRING_ENABLE follows), and not
+	 * broken */
+	if (vu->features & (1ull << VU_F_PROTOCOL_FEATURES))
+		q->vq.enabled = false;
+	q->vq.broken = false;
+	q->vq.notify_off = false;
+	q->vq.signalled_valid = false;
+	s.num = q->vq.last_avail;
+	return vu_send(vu, VU_GET_VRING_BASE, &s, sizeof(s)) ? VU_CLOSE : VU_REPLIED;
+}
+
+static int vu_set_vring_fd(struct vsx_vu *vu)
+{
+	uint32_t req = vu->rx.hdr.request;
+	uint64_t v = vu->rx.p.u64;
+	struct vu_queue *q = vu_queue_of(vu, v & VU_VRING_IDX_MASK);
+	bool nofd = v & VU_VRING_NOFD;
+	int fd, *slot;
+
+	if (!q || (v & ~(VU_VRING_IDX_MASK | VU_VRING_NOFD)) ||
+	    vu->rx.nfds != (nofd ? 0u : 1u)) {
+		vu_log(vu, "vhost-user: request %u for ring %llu with %u fds refused", req,
+		       (unsigned long long)(v & VU_VRING_IDX_MASK), vu->rx.nfds);
+		return -EINVAL;
+	}
+	fd = nofd ? -1 : vu_take_fd(vu, 0);
+
+	switch (req) {
+	case VU_SET_VRING_CALL:
+		slot = &q->vq.call_fd;
+		break;
+	case VU_SET_VRING_ERR:
+		slot = &q->vq.err_fd;
+		break;
+	default:
+		slot = &q->vq.kick_fd;
+		vu_unwatch_kick(vu, q);
+		break;
+	}
+	close_fd(slot);
+	*slot = fd;
+	if (req != VU_SET_VRING_KICK)
+		return 0;
+
+	if (fd >= 0) {
+		int fl = fcntl(fd, F_GETFL);
+
+		if (fl >= 0 && !(fl & O_NONBLOCK))
+			fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+		q->kick_w = vu->loop->watch(vu->loop->ctx, fd, VSX_EV_READ, vu_kick_cb, vu);
+		if (!q->kick_w) {
+			close_fd(slot);
+			return -ENOMEM;
+		}
+	}
+	/* The ring (re)starts; its indices are the guest's from here on. */
+	vsx_vq_flush(&q->vq);
+	q->vq.started = true;
+	q->vq.signalled_valid = false;
+	q->vq.pending = 0;
+	if (q->vq.used)
+		q->vq.used_idx = le16toh(__atomic_load_n((uint16_t *)&q->vq.used->idx,
+							 __ATOMIC_RELAXED));
+	if (!(vu->features & (1ull << VU_F_PROTOCOL_FEATURES)))
+		q->vq.enabled = true;
+	vu_update(vu, (int)(q - vu->q));
+	return 0;
+}
+
+static int vu_set_vring_enable(struct vsx_vu *vu)
+{
+	const struct vu_state *s = &vu->rx.p.state;
+	struct vu_queue *q = vu_queue_of(vu, s->index);
+
+	if (!q || s->num > 1)
+		return -EINVAL;
+	q->vq.enabled = s->num;
+	if (s->num)
+		vu_update(vu, (int)s->index);
+	return 0;
+}
+
+static int vu_get_config(struct vsx_vu *vu)
+{
+	struct vu_config *c = &vu->rx.p.config;
+	uint32_t size = vu->rx.hdr.size;
+
+	if (size < VU_CONFIG_HDR || c->size > VU_CONFIG_MAX ||
+	    size != VU_CONFIG_HDR + c->size || c->offset > VU_CONFIG_MAX ||
+	    c->offset + c->size > VU_CONFIG_MAX || !vu->ops->get_config ||
+	    vu->ops->get_config(vu->dev, c->offset, c->region, c->size) < 0) {
+		vu_log(vu, "vhost-user: GET_CONFIG refused");
+		return vu_send(vu, VU_GET_CONFIG, NULL, 0) ? VU_CLOSE : VU_REPLIED;
+	}
+	return vu_send(vu, VU_GET_CONFIG, c, size) ? VU_CLOSE : VU_REPLIED;
+}
+
+/* Payload size each request must carry; -1: checked by its handler. */
+static long vu_payload_size(uint32_t req)
+{
+	switch (req) {
+	case VU_GET_FEATURES:
+	case VU_GET_PROTOCOL_FEATURES:
+	case VU_GET_QUEUE_NUM:
+	case VU_SET_OWNER:
+	case VU_RESET_OWNER:
+	case VU_RESET_DEVICE:
+		return 0;
+	case VU_SET_FEATURES:
+	case VU_SET_PROTOCOL_FEATURES:
+	case VU_SET_VRING_KICK:
+	case VU_SET_VRING_CALL:
+	case VU_SET_VRING_ERR:
+		return sizeof(uint64_t);
+	case VU_SET_VRING_NUM:
+	case VU_SET_VRING_BASE:
+	case VU_SET_VRING_ENABLE:
+		return sizeof(struct vu_state);
+	case VU_SET_VRING_ADDR:
+		return sizeof(struct vu_addr);
+	default:
+		return -1;
+	}
+}
+
+static bool vu_takes_fds(uint32_t req)
+{
+	return req == VU_SET_MEM_TABLE || req == VU_SET_VRING_KICK ||
+	       req == VU_SET_VRING_CALL || req == VU_SET_VRING_ERR;
+}
+
+static int vu_unknown(struct vsx_vu *vu, uint32_t req)
+{
+	unsigned bit = req < 127 ? req : 127;
+
+	if (!(vu->logged[bit / 64] & (1ull << (bit % 64)))) {
+		vu->logged[bit / 64] |= 1ull << (bit % 64);
+		vu_log(vu, "vhost-user: unsupported request %u", req);
+	}
+	return -EOPNOTSUPP;
+}
+
+static int vu_handle(struct vsx_vu *vu)
+{
+	const struct vu_hdr *h = &vu->rx.hdr;
+	const union vu_payload *p = &vu->rx.p;
+	uint32_t req = h->request;
+	long want = vu_payload_size(req);
+
+	if (vu->rx.nfds && !vu_takes_fds(req)) {
+		vu_log(vu, "vhost-user: closing %u fds sent with request %u",
+		       vu->rx.nfds, req);
+		for (unsigned i = 0; i < vu->rx.nfds; i++)
+			close_fd(&vu->rx.fds[i]);
+		vu->rx.nfds = 0;
+	}
+	if (want >= 0 && h->size != (uint32_t)want) {
+		vu_log(vu, "vhost-user: request %u with a %u-byte payload", req, h->size);
+		switch (req) {
+		case VU_GET_FEATURES:
+		case VU_GET_PROTOCOL_FEATURES:
+		case VU_GET_QUEUE_NUM:
+			return VU_CLOSE; /* must answer, cannot */
+		}
+		return -EINVAL;
+	}
+
+	switch (req) {
+	case VU_GET_FEATURES:
+		return vu_reply_u64(vu, VU_FEATURES | vu->ops->features);
+	case VU_SET_FEATURES:
+		return vu_set_features(vu, p->u64);
+	case VU_GET_PROTOCOL_FEATURES:
+		return vu_reply_u64(vu, VU_PROTOCOL_FEATURES);
+	case VU_SET_PROTOCOL_FEATURES:
+		if (p->u64 & ~VU_PROTOCOL_FEATURES)
+			return -EINVAL;
+		vu->protocol_features = p->u64;
+		return 0;
+	case VU_GET_QUEUE_NUM:
+		return vu_reply_u64(vu, vu->nq);
+	case VU_SET_OWNER:
+		vu->owner = true;
+		return 0;
+	case VU_RESET_DEVICE:
+		if (!(vu->protocol_features & (1ull << VU_PF_RESET_DEVICE)))
+			return vu_unknown(vu, req);
+		/* fall through */
+	case VU_RESET_OWNER:
+		vu_reset_device(vu);
+		vu->features = 0;
+		for (unsigned i = 0; i < vu->nq; i++)
+			vu_apply_features(vu, &vu->q[i].vq);
+		if (req == VU_RESET_OWNER)
+			vu->owner = false;
+		return 0;
+	case VU_SET_MEM_TABLE:
+		return vu_set_mem_table(vu);
+	case VU_SET_VRING_NUM:
+		return vu_set_vring_num(vu);
+	case VU_SET_VRING_ADDR:
+		return vu_set_vring_addr(vu);
+	case VU_SET_VRING_BASE:
+		return vu_set_vring_base(vu);
+	case VU_GET_VRING_BASE:
+		return vu_get_vring_base(vu);
+	case VU_SET_VRING_KICK:
+	case VU_SET_VRING_CALL:
+	case VU_SET_VRING_ERR:
+		return vu_set_vring_fd(vu);
+	case VU_SET_VRING_ENABLE:
+		return vu_set_vring_enable(vu);
+	case VU_GET_CONFIG:
+		return vu_get_config(vu);
+	case VU_SET_CONFIG:
+		return -EPERM; /* the config space (the CID) is read-only */
+	default:
+		return vu_unknown(vu, req);
+	}
+}
+
+static void vu_dispatch(struct vsx_vu *vu)
+{
+	bool need_reply = vu->rx.hdr.flags & VU_FLAG_NEED_REPLY;
+	int r = vu_handle(vu);
+
+	vu_rx_reset(vu); /* closes any fd no handler took */
+	if (r == VU_CLOSE) {
+		vu_disconnect(vu);
+		return;
+	}
+	if (r != VU_REPLIED && need_reply) {
+		uint64_t v = r ? 1 : 0;
+
+		if (vu_send(vu, vu->rx.hdr.request, &v, sizeof(v)))
+			vu_disconnect(vu);
+	}
+}
+
+static void vu_conn_cb(int fd, int events, void *arg)
+{
+	struct vsx_vu *vu = arg;
+	unsigned budget = 64; /* messages per wakeup; the watch fires again */
+
+	while (budget && vu->conn_fd >= 0) {
+		union {
+			char buf[CMSG_SPACE(VU_MAX_FDS * sizeof(int))];
+			struct cmsghdr align;
+		} ctl;
+		size_t want = vu->rx.have < sizeof(struct vu_hdr) ?
+			sizeof(struct vu_hdr) - vu->rx.have :
+			sizeof(struct vu_hdr) + vu->rx.hdr.size - vu->rx.have;
+		struct iovec iov = {
+			.iov_base = vu->rx.have < sizeof(struct vu_hdr) ?
+				(char *)&vu->rx.hdr + vu->rx.have :
+				(char *)&vu->rx.p + (vu->rx.have - sizeof(struct vu_hdr)),
+			.iov_len = want,
+		};
+		struct msghdr mh = {
+			.msg_iov = &iov,
+			.msg_iovlen = 1,
+			.msg_control = ctl.buf,
+			.msg_controllen = sizeof(ctl.buf),
+		};
+		bool too_many = false;
+		ssize_t n;
+
+		n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+			size_t k;
+
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < k; i++) {
+				int rfd;
+
+				memcpy(&rfd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				if (vu->rx.nfds < VU_MAX_FDS) {
+					vu->rx.fds[vu->rx.nfds++] = rfd;
+				} else {
+					close(rfd);
+					too_many = true;
+				}
+			}
+		}
+		if (n <= 0) {
+			if (n < 0 || vu->rx.have)
+				vu_log(vu, "vhost-user: front-end connection %s",
+				       n < 0 ? strerror(errno) : "closed inside a message");
+			vu_disconnect(vu);
+			return;
+		}
+		if (too_many || (mh.msg_flags & MSG_CTRUNC)) {
+			vu_log(vu, "vhost-user: more than %d fds on one message", VU_MAX_FDS);
+			vu_disconnect(vu);
+			return;
+		}
+		vu->rx.have += (size_t)n;
+		if (vu->rx.have == sizeof(struct vu_hdr)) {
+			const struct vu_hdr *h = &vu->rx.hdr;
+
+			if ((h->flags & VU_VERSION_MASK) != VU_VERSION ||
+			    h->size > VU_MAX_PAYLOAD) {
+				vu_log(vu, "vhost-user: bad message header (request %u, "
+				       "flags %#x, size %u)", h->request, h->flags, h->size);
+				vu_disconnect(vu);
+				return;
+			}
+		}
+		if (vu->rx.have >= sizeof(struct vu_hdr) &&
+		    vu->rx.have == sizeof(struct vu_hdr) + vu->rx.hdr.size) {
+			vu_dispatch(vu);
+			budget--;
+		}
+	}
+}
+
+/*
+ * A front-end that closed and reconnected at once: its EOF may not have
+ * been seen yet when the new connection is accepted. Read what the current
+ * connection has pending first, so the new one is refused only while the
+ * old one is really alive.
+ */
+static void vu_drain_conn(struct vsx_vu *vu)
+{
+	for (unsigned i = 0; i < 16 && vu->conn_fd >= 0; i++) {
+		struct pollfd p = { .fd = vu->conn_fd, .events = POLLIN };
+
+		if (poll(&p, 1, 0) != 1)
+			return;
+		vu_conn_cb(vu->conn_fd, VSX_EV_READ, vu);
+	}
+}
+
+static void vu_accept_cb(int fd, int events, void *arg)
+{
+	struct vsx_vu *vu = arg;
+	int c;
+
+	for (;;) {
+		c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return; /* EAGAIN, or out of fds: try again next time */
+		}
+		if (vu->conn_fd >= 0)
+			vu_drain_conn(vu);
+		if (vu->conn_fd >= 0) {
+			vu_log(vu, "vhost-user: refusing a second front-end on %s", vu->path);
+			close(c);
+			continue;
+		}
+		vu->conn_w = vu->loop->watch(vu->loop->ctx, c, VSX_EV_READ, vu_conn_cb, vu);
+		if (!vu->conn_w) {
+			close(c);
+			continue;
+		}
+		vu->conn_fd = c;
+		vu->rx.have = 0;
+		vu->rx.nfds = 0;
+	}
+}
+
+static void vu_kick_cb(int fd, int events, void *arg)
+{
+	struct vsx_vu *vu = arg;
+	struct vu_queue *q = NULL;
+	uint64_t v;
+	ssize_t n;
+
+	for (unsigned i = 0; i < vu->nq; i++) {
+		if (vu->q[i].vq.kick_fd == fd && vu->q[i].kick_w) {
+			q = &vu->q[i];
+			break;
+		}
+	}
+	if (!q)
+		return;
+	do
+		n = read(fd, &v, sizeof(v));
+	while (n < 0 && errno == EINTR);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+		/* not an eventfd we can drain: stop watching it */
+		vu_log(vu, "vhost-user: kick fd of ring %u unusable", (unsigned)(q - vu->q));
+		vu_unwatch_kick(vu, q);
+		return;
+	}
+	if (vu->live && vsx_vq_ready(&q->vq) && vu->ops->kick)
+		vu->ops->kick(vu->dev, (unsigned)(q - vu->q));
+}
+
+/* ---- Listener ---- */
+
+/* Is something listening on @path? (-1 error, 0 stale, 1 live) */
+static int vu_path_live(const char *path, const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int r;
+
+	if (fd < 0)
+		return -1;
+	r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
+	if (r == 0)
+		r = 1;
+	else if (errno == ECONNREFUSED)
+		r = 0;
+	else
+		r = -1;
+	close(fd);
+	return r;
+}
+
+static int vu_listen(struct vsx_vu *vu, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, err;
+
+	if (!path || !*path)
+		return -EINVAL;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		err = -errno;
+		if (err != -EADDRINUSE)
+			goto fail;
+		/* replace a stale socket only, never a file or a live one */
+		if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+		    vu_path_live(path, &sa) != 0)
+			goto fail;
+		if (unlink(path) < 0 && errno != ENOENT) {
+			err = -errno;
+			goto fail;
+		}
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			err = -errno;
+			goto fail;
+		}
+	}
+	/* nobody can connect before listen(): set the mode first */
+	if (chmod(path, 0600) < 0 || stat(path, &st) < 0 || listen(fd, 4) < 0) {
+		err = -errno;
+		unlink(path);
+		goto fail;
+	}
+	vu->path_dev = st.st_dev;
+	vu->path_ino = st.st_ino;
+	vu->listen_fd = fd;
+	return 0;
+
+fail:
+	close(fd);
+	return err;
+}
+
+/* ---- API ---- */
+
+int vsx_vu_new(const char *path, const struct vsx_loop *loop,
+	       const struct vsx_vu_ops *ops, void *dev, struct vsx_vu **out)
+{
+	struct vsx_vu *vu;
+	int err;
+
+	if (!loop || !ops || !out || !ops->nqueues || ops->nqueues > VSX_VU_MAX_QUEUES ||
+	    ops->min_queues > ops->nqueues)
+		return -EINVAL;
+	vu = calloc(1, sizeof(*vu));
+	if (!vu)
+		return -ENOMEM;
+	vu->loop = loop;
+	vu->ops = ops;
+	vu->dev = dev;
+	vu->nq = ops->nqueues;
+	vu->queue_max = VSX_VQ_MAX_SIZE;
+	vu->listen_fd = vu->conn_fd = -1;
+	for (unsigned i = 0; i < VSX_VU_MAX_QUEUES; i++) {
+		vsx_vq_reset(&vu->q[i].vq);
+		vu->q[i].vq.mem = &vu->mem;
+	}
+	vu->path = strdup(path ? path : "");
+	if (!vu->path) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	err = vu_listen(vu, path);
+	if (err)
+		goto err_path;
+	vu->listen_w = loop->watch(loop->ctx, vu->listen_fd, VSX_EV_READ, vu_accept_cb, vu);
+	if (!vu->listen_w) {
+		err = -ENOMEM;
+		goto err_listen;
+	}
+	*out = vu;
+	return 0;
+
+err_listen:
+	close(vu->listen_fd);
+	unlink(vu->path);
+err_path:
+	free(vu->path);
+err_free:
+	free(vu);
+	return err;
+}
+
+void vsx_vu_free(struct vsx_vu *vu)
+{
+	struct stat st;
+
+	if (!vu)
+		return;
+	/* no op is called from here: the device is being torn down */
+	vu->live = false;
+	vu_disconnect(vu);
+	for (unsigned i = 0; i < vu->nq; i++)
+		vu_queue_reset(vu, &vu->q[i]);
+	vsx_mem_unmap(&vu->mem);
+	if (vu->listen_w)
+		vu->loop->unwatch(vu->listen_w);
+	close_fd(&vu->listen_fd);
+	/* unlink the path only while it is still our socket */
+	if (lstat(vu->path, &st) == 0 && st.st_dev == vu->path_dev &&
+	    st.st_ino == vu->path_ino)
+		unlink(vu->path);
+	free(vu->path);
+	free(vu);
+}
+
+int vsx_vu_set_queue_max(struct vsx_vu *vu, unsigned max)
+{
+	if (!max || max > VSX_VQ_MAX_SIZE || (max & (max - 1)))
+		return -EINVAL;
+	vu->queue_max = max;
+	return 0;
+}
+
+struct vsx_vq *vsx_vu_queue(struct vsx_vu *vu, unsigned q)
+{
+	return q < vu->nq ? &vu->q[q].vq : NULL;
+}
+
+uint64_t vsx_vu_features(const struct vsx_vu *vu)
+{
+	return vu->features;
+}
+
+int vsx_vu_connected(const struct vsx_vu *vu)
+{
+	return vu->conn_fd >= 0;
+}

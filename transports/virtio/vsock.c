@@ -1,0 +1,1262 @@
+/*
+ * The virtio-vsock device: one per VM, a vhost-user device with three
+ * queues (rx 0, tx 1, event 2) whose config space is le64 guest_cid. This
+ * file runs the connection state machine and the credit flow control;
+ * host.c connects connections to host programs (hybrid Unix sockets),
+ * router.c to other VMs (sibling routing), txbuf.c queues bytes.
+ *
+ * Connections are keyed by (guest port, peer CID, peer port) in a per-VM
+ * hash; ids are unique in the process and never reused. A connection's
+ * peer is a host socket (PEER_HOST) or the other half of a sibling pair
+ * (PEER_SIBLING: one connection in each VM).
+ *
+ * Processing rounds. Every entry point (a kick, a host socket event, a
+ * timer, a control call) does its work and ends with vsx__router_round(),
+ * which serves the RX schedule of every VM it touched and publishes used
+ * entries with one flush per queue per round (push many, flush once).
+ * Connections are freed at the end of a round, never under a caller.
+ *
+ * Guest -> peer (TX). A round pops up to ENG_TX_BATCH chains. Headers are
+ * checked before anything is trusted: src_cid must be the guest's (else the
+ * packet is dropped), len must fit in 64 KiB and in the chain, type and op
+ * must be known, RW must stay within the credit we gave; a bad packet for a
+ * connection resets that connection only, one without a connection gets an
+ * RST reply (never for an RST). Payload of consecutive RW packets of one
+ * connection is gathered as iovecs pointing into guest memory and written
+ * to the host socket with one sendmsg (host.c); what the socket does not
+ * take is copied into the connection's queue (txbuf.c), which the credit
+ * window bounds: the guest may not send beyond it, and is reset if it does.
+ * Sibling payload is copied from the sender's TX buffers straight into the
+ * receiver's RX buffers.
+ *
+ * Peer -> guest (RX). Control packets are a bitmask per connection (at most
+ * one of each kind pending: the queue is bounded whatever the guest does).
+ * When nothing waits for the guest's RX buffers, a packet goes straight
+ * into the RX queue; otherwise the connection joins the VM's pending list,
+ * served round-robin whenever RX buffers are there. Emission order per
+ * connection: REQUEST/RESPONSE, credit packets, data, SHUTDOWN, RST. Host
+ * data is read with readv directly into the payload part of as many RX
+ * chains as the guest's credit allows, up to 64 KiB per read (host.c).
+ *
+ * Credit. Counters are wrapping u32 byte counts. We may send
+ * peer_buf_alloc - (tx_cnt - peer_fwd_cnt); every packet carries our
+ * buf_alloc and fwd_cnt (for a sibling pair, the other guest's values, so
+ * credit is end to end, capped by our buf_alloc). The window's right edge
+ * (fwd_cnt + buf_alloc) we announce never moves back, as TCP never shrinks
+ * a window: a smaller buf_alloc (set_buffer) takes effect as bytes are
+ * consumed. So the edge announced last is a hard limit: an RW beyond it
+ * resets the connection, and what we queue for a connection never exceeds
+ * its window. A CREDIT_UPDATE is sent only when the guest could otherwise
+ * stall, as Linux's virtio_transport_common does: when the free space the
+ * guest last heard of fell below one maximum packet (64 KiB) and we have
+ * consumed bytes since (for buf_alloc below 64 KiB that is after every
+ * consumption); unlike Linux we count bytes still queued, i.e. we use the
+ * guest's view, not only what was consumed since the last update. A
+ * CREDIT_REQUEST is always answered; set_buffer always sends an update. We
+ * send CREDIT_REQUEST ourselves only when a whole SEQPACKET message from a
+ * host socket waits for more credit than the guest gave.
+ *
+ * Close. A guest SHUTDOWN is applied to the host socket per direction
+ * (SEND: shutdown(SHUT_WR) once the queue drained; RCV: SHUT_RD, we stop
+ * reading). When the guest has shut down both ways we answer RST, as Linux
+ * does, and the host side keeps draining the queue for up to ENG_LINGER_MS.
+ * A host EOF sends SHUTDOWN(SEND); a host that is fully gone (POLLHUP)
+ * SHUTDOWN(RCV|SEND), and if the guest does not RST within ENG_LINGER_MS we
+ * do. Nothing answers an RST with an RST.
+ *
+ * Broken guests. A chain vq.c rejects marks the device broken: logged
+ * once, every connection reset, host peers closed, siblings told; the
+ * device stays silent until the front-end restarts it. The next start
+ * after any stop sends VIRTIO_VSOCK_EVENT_TRANSPORT_RESET on the event
+ * queue so the guest drops sockets it still believes in, when the
+ * front-end gave us that queue (QEMU 7.2 keeps it and sends the event
+ * itself, on migration); a stale guest socket then meets an RST on its
+ * first packet instead.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "engine.h"
+
+#define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
+
+static void vm_tx_run(struct vsx_vm *vm);
+static int conn_emit(struct conn *c);
+
+/* ---- Headers ---- */
+
+/* Wire (little-endian) <-> CPU order, in place; the same operation. */
+static void hdr_swap(struct virtio_vsock_hdr *h)
+{
+	h->src_cid = le64toh(h->src_cid);
+	h->dst_cid = le64toh(h->dst_cid);
+	h->src_port = le32toh(h->src_port);
+	h->dst_port = le32toh(h->dst_port);
+	h->len = le32toh(h->len);
+	h->type = le16toh(h->type);
+	h->op = le16toh(h->op);
+	h->flags = le32toh(h->flags);
+	h->buf_alloc = le32toh(h->buf_alloc);
+	h->fwd_cnt = le32toh(h->fwd_cnt);
+}
+
+static uint32_t u32min(uint32_t a, uint32_t b)
+{
+	return a < b ? a : b;
+}
+
+uint32_t vsx__conn_adv_fwd(const struct conn *c)
+{
+	if (c->kind == PEER_SIBLING)
+		return c->peer ? c->peer->peer_fwd_cnt : c->last_fwd_sent;
+	return c->fwd_cnt;
+}
+
+uint32_t vsx__conn_adv_buf(const struct conn *c)
+{
+	if (c->kind == PEER_SIBLING)
+		return c->peer ? u32min(c->peer->peer_buf_alloc, c->buf_alloc)
+			       : c->last_buf_sent;
+	return c->buf_alloc;
+}
+
+/* What we may still send to the guest. */
+uint32_t vsx__conn_peer_free(const struct conn *c)
+{
+	uint32_t inflight = c->tx_cnt - c->peer_fwd_cnt;
+
+	return inflight >= c->peer_buf_alloc ? 0 : c->peer_buf_alloc - inflight;
+}
+
+/* What the guest may still send us, by the furthest limit we announced. */
+static uint32_t conn_rx_room(const struct conn *c)
+{
+	int32_t room = (int32_t)(c->rx_limit - c->rx_cnt);
+
+	return c->advertised && room > 0 ? (uint32_t)room : 0;
+}
+
+/*
+ * The fwd_cnt and buf_alloc to announce now. The window's right edge
+ * (fwd_cnt + buf_alloc) never moves back, as TCP never shrinks its window:
+ * a smaller buf_alloc takes effect as the guest's bytes are consumed, so a
+ * guest never has packets in flight that a newer announcement forbids, and
+ * the edge we announced last is a hard limit.
+ */
+static void conn_adv(const struct conn *c, uint32_t *fwd, uint32_t *buf)
+{
+	*fwd = vsx__conn_adv_fwd(c);
+	*buf = vsx__conn_adv_buf(c);
+	if (c->advertised && (int32_t)(*fwd + *buf - c->rx_limit) < 0 &&
+	    (int32_t)(c->rx_limit - *fwd) > 0)
+		*buf = c->rx_limit - *fwd;
+}
+
+/* A header from us (the peer) to the guest, in CPU order; records what
+ * the guest now knows of our credit. */
+static void conn_hdr(struct conn *c, struct virtio_vsock_hdr *h, uint16_t op,
+		     uint32_t flags, uint32_t len)
+{
+	uint32_t fwd, buf;
+
+	conn_adv(c, &fwd, &buf);
+	h->src_cid = c->peer_cid;
+	h->dst_cid = c->vm->cid;
+	h->src_port = c->peer_port;
+	h->dst_port = c->guest_port;
+	h->len = len;
+	h->type = c->type;
+	h->op = op;
+	h->flags = flags;
+	h->buf_alloc = buf;
+	h->fwd_cnt = fwd;
+	c->last_fwd_sent = fwd;
+	c->last_buf_sent = buf;
+	c->rx_limit = fwd + buf;
+	c->advertised = true;
+}
+
+/* ---- RX queue ---- */
+
+int vsx__rx_pop(struct vsx_vm *vm, struct vsx_vq_elem *e)
+{
+	int rc;
+
+	if (!vm->live || vm->broken)
+		return -EIO;
+	rc = vsx_vq_pop(vm->rxq, e);
+	if (rc < 0) {
+		vsx__vm_broken(vm, "RX queue: invalid descriptor chain");
+		return rc;
+	}
+	if (rc == 0)
+		return 0;
+	if (e->in_len <= HDR_LEN) {
+		vsx_vq_push(vm->rxq, e, 0);
+		vsx__vm_broken(vm, "RX queue: buffer without room for a payload");
+		return -EINVAL;
+	}
+	return 1;
+}
+
+static void rx_push(struct vsx_vm *vm, struct vsx_vq_elem *e,
+		    struct virtio_vsock_hdr *h)
+{
+	uint32_t len = h->len;
+
+	hdr_swap(h);
+	vsx_iov_from_buf(e->iov + e->out_num, e->in_num, 0, h, HDR_LEN);
+	vsx_vq_push(vm->rxq, e, HDR_LEN + len);
+	vm->st.rx_pkts++;
+	vsx__vm_touch(vm);
+	vm->rx_pushed = true;
+}
+
+/* A data packet of @len payload bytes already in @e. */
+void vsx__rx_put(struct vsx_vm *vm, struct conn *c, struct vsx_vq_elem *e,
+		 uint32_t len, unsigned flags)
+{
+	struct virtio_vsock_hdr h;
+
+	conn_hdr(c, &h, VIRTIO_VSOCK_OP_RW, flags, len);
+	rx_push(vm, e, &h);
+	c->tx_cnt += len;
+	c->to_guest += len;
+}
+
+/* One header-only packet into the RX queue; false without a buffer. */
+static bool rx_send_hdr(struct vsx_vm *vm, struct virtio_vsock_hdr *h)
+{
+	struct vsx_vq_elem *e = &vm->rxe[0];
+
+	if (vsx__rx_pop(vm, e) <= 0)
+		return false;
+	if (vm->direct)
+		vm->st.ctrl_direct++;
+	else
+		vm->st.ctrl_queued++;
+	if (h->op == VIRTIO_VSOCK_OP_RST)
+		vm->st.resets++;
+	else if (h->op == VIRTIO_VSOCK_OP_CREDIT_UPDATE)
+		vm->st.credit_updates++;
+	else if (h->op == VIRTIO_VSOCK_OP_CREDIT_REQUEST)
+		vm->st.credit_requests++;
+	rx_push(vm, e, h);
+	return true;
+}
+
+static bool rx_ctrl(struct conn *c, uint16_t op, uint32_t flags)
+{
+	struct virtio_vsock_hdr h;
+	uint32_t fwd = c->last_fwd_sent, buf = c->last_buf_sent, lim = c->rx_limit;
+	bool adv = c->advertised;
+
+	conn_hdr(c, &h, op, flags, 0);
+	if (rx_send_hdr(c->vm, &h))
+		return true;
+	/* Not sent: the guest learnt nothing. */
+	c->last_fwd_sent = fwd;
+	c->last_buf_sent = buf;
+	c->rx_limit = lim;
+	c->advertised = adv;
+	return false;
+}
+
+/* An RST for a packet that has no connection (CPU-order @h from the guest). */
+static void orphan_rst(struct vsx_vm *vm, const struct virtio_vsock_hdr *in)
+{
+	struct virtio_vsock_hdr h = {
+		.src_cid = in->dst_cid,
+		.dst_cid = in->src_cid,
+		.src_port = in->dst_port,
+		.dst_port = in->src_port,
+		.type = in->type,
+		.op = VIRTIO_VSOCK_OP_RST,
+	};
+
+	if (in->op == VIRTIO_VSOCK_OP_RST || !vm->live || vm->broken)
+		return;
+	vsx__vm_touch(vm);
+	if (!vm->orphan_n && eng_list_empty(&vm->pending) && !vm->emitting) {
+		vm->direct = true;
+		if (rx_send_hdr(vm, &h)) {
+			vm->direct = false;
+			return;
+		}
+		vm->direct = false;
+	}
+	if (vm->orphan_n == ENG_ORPHAN_MAX) {
+		vm->st.orphans_dropped++;
+		return;
+	}
+	vm->orphan[(vm->orphan_head + vm->orphan_n) % ENG_ORPHAN_MAX] = h;
+	vm->orphan_n++;
+}
+
+void vsx__orphan_rst(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
+{
+	orphan_rst(vm, h);
+}
+
+/* ---- Connection table ---- */
+
+static unsigned conn_hash(const struct vsx_vm *vm, uint32_t gport, uint64_t pcid,
+			  uint32_t pport)
+{
+	uint64_t k = ((uint64_t)gport << 32 | pport) ^ (pcid * 0x9E3779B97F4A7C15ull)
+		     ^ vm->hash_seed;
+
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return (unsigned)k & (vm->hash_size - 1);
+}
+
+struct conn *vsx__conn_find(struct vsx_vm *vm, uint32_t gport, uint64_t pcid,
+			    uint32_t pport)
+{
+	struct conn *c;
+
+	if (!vm->hash_size)
+		return NULL;
+	for (c = vm->hash[conn_hash(vm, gport, pcid, pport)]; c; c = c->hnext)
+		if (c->guest_port == gport && c->peer_cid == pcid &&
+		    c->peer_port == pport)
+			return c;
+	return NULL;
+}
+
+static void hash_grow(struct vsx_vm *vm)
+{
+	unsigned nsize = vm->hash_size ? vm->hash_size * 2 : 64, i;
+	struct conn **old = vm->hash, **nh, *c, *next;
+	unsigned osize = vm->hash_size;
+
+	nh = calloc(nsize, sizeof(*nh));
+	if (!nh)
+		return; /* longer chains, still correct */
+	if (!vm->hash_seed) {
+		if (getrandom(&vm->hash_seed, sizeof(vm->hash_seed), GRND_NONBLOCK) !=
+		    (ssize_t)sizeof(vm->hash_seed))
+			vm->hash_seed = (uint64_t)(uintptr_t)vm ^
+					(uint64_t)getpid() << 32;
+	}
+	vm->hash = nh;
+	vm->hash_size = nsize;
+	for (i = 0; i < osize; i++) {
+		for (c = old[i]; c; c = next) {
+			unsigned b = conn_hash(vm, c->guest_port, c->peer_cid,
+					       c->peer_port);
+
+			next = c->hnext;
+			c->hnext = nh[b];
+			nh[b] = c;
+		}
+	}
+	free(old);
+}
+
+static void conn_hash_add(struct conn *c)
+{
+	struct vsx_vm *vm = c->vm;
+	unsigned b;
+
+	if (vm->hashed >= vm->hash_size)
+		hash_grow(vm);
+	if (!vm->hash_size)
+		return;
+	b = conn_hash(vm, c->guest_port, c->peer_cid, c->peer_port);
+	c->hnext = vm->hash[b];
+	vm->hash[b] = c;
+	c->hashed = true;
+	vm->hashed++;
+}
+
+void vsx__conn_unhash(struct conn *c)
+{
+	struct vsx_vm *vm = c->vm;
+	struct conn **pp;
+
+	if (!c->hashed)
+		return;
+	pp = &vm->hash[conn_hash(vm, c->guest_port, c->peer_cid, c->peer_port)];
+	for (; *pp; pp = &(*pp)->hnext) {
+		if (*pp == c) {
+			*pp = c->hnext;
+			break;
+		}
+	}
+	c->hnext = NULL;
+	c->hashed = false;
+	vm->hashed--;
+}
+
+/* ---- Connection life ---- */
+
+struct conn *vsx__conn_new(struct vsx_vm *vm, enum conn_kind kind, uint16_t type,
+			   uint32_t guest_port, uint64_t peer_cid, uint32_t peer_port)
+{
+	struct conn *c;
+
+	if (vm->nconns >= ENG_MAX_CONNS) {
+		vsx__vm_warn(vm, "connection limit (%u) reached", ENG_MAX_CONNS);
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->id = vm->r->next_id++;
+	c->vm = vm;
+	eng_list_init(&c->pnode);
+	c->kind = kind;
+	c->type = type;
+	c->state = VSX_CONN_CONNECTING;
+	c->guest_port = guest_port;
+	c->peer_cid = peer_cid;
+	c->peer_port = peer_port;
+	c->buf_alloc = vm->buf_default;
+	c->rx_cnt = c->fwd_cnt = c->tx_cnt = vm->r->counter_base;
+	c->last_fwd_sent = c->peer_fwd_cnt = vm->r->counter_base;
+	c->fd = -1;
+	vsx__txq_init(&c->q, type == VIRTIO_VSOCK_TYPE_SEQPACKET);
+	eng_list_add_tail(&vm->conns, &c->node);
+	vm->nconns++;
+	conn_hash_add(c);
+	return c;
+}
+
+static void conn_timer_cb(void *arg)
+{
+	struct conn *c = arg;
+	struct vsx_router *r = c->vm->r;
+	enum conn_timer_kind k = c->tkind;
+
+	c->tkind = T_NONE;
+	switch (k) {
+	case T_CONNECT:
+		vsx__log(r, VSX_LOG_INFO, "vm %s: connection %llu: no answer to REQUEST "
+			 "in %u ms", c->vm->name, (unsigned long long)c->id,
+			 r->connect_ms);
+		vsx__conn_reset(c, false);
+		break;
+	case T_LINGER:
+		vsx__conn_reset(c, false);
+		break;
+	case T_DRAIN:
+		vsx__conn_kill(c);
+		break;
+	case T_NONE:
+		break;
+	}
+	vsx__router_round(r);
+}
+
+void vsx__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms)
+{
+	const struct vsx_loop *l = c->vm->r->loop;
+
+	if (c->dead)
+		return;
+	if (kind == T_NONE) {
+		if (c->timer)
+			l->timer_disarm(c->timer);
+		c->tkind = T_NONE;
+		return;
+	}
+	if (!c->timer) {
+		c->timer = l->timer(l->ctx, conn_timer_cb, c);
+		if (!c->timer)
+			return; /* unbounded wait rather than a failure: logged */
+	}
+	c->tkind = kind;
+	l->timer_arm(c->timer, ms);
+}
+
+void vsx__conn_kill(struct conn *c)
+{
+	struct vsx_vm *vm = c->vm;
+
+	if (c->dead)
+		return;
+	c->dead = true;
+	vsx__conn_unhash(c);
+	eng_list_del(&c->pnode);
+	if (c->peer) {
+		c->peer->peer = NULL;
+		c->peer = NULL;
+	}
+	if (c->kind == PEER_HOST)
+		vsx__host_close(c);
+	if (c->timer) {
+		vm->r->loop->timer_free(c->timer);
+		c->timer = NULL;
+	}
+	vsx__txq_clear(&c->q);
+	if (vm->batch == c) {
+		vm->batch = NULL;
+		vm->batch_niov = 0;
+		vm->batch_len = 0;
+		vm->batch_flags = 0;
+	}
+	c->ctrl = 0;
+	c->shut_pending = 0;
+	vm->nconns--;
+	vm->ndead++;
+	vsx__vm_touch(vm);
+}
+
+/* The sibling half @c goes away: its peer ends with an RST once the data
+ * already queued for its guest is out (bounded by the linger time). */
+static void sib_detach(struct conn *c)
+{
+	struct conn *p = c->peer;
+
+	if (!p)
+		return;
+	c->peer = NULL;
+	p->peer = NULL;
+	if (p->dead)
+		return;
+	if (p->state == VSX_CONN_CONNECTING) {
+		vsx__conn_reset(p, false);
+		return;
+	}
+	p->state = VSX_CONN_CLOSING;
+	vsx__conn_unhash(p);
+	p->ctrl = (p->ctrl & C_RST) | C_RST;
+	if (p->q.bytes || p->eom_pending)
+		vsx__conn_timer(p, T_LINGER, p->vm->r->linger_ms);
+	vsx__conn_schedule(p);
+}
+
+void vsx__conn_reset(struct conn *c, bool quiet)
+{
+	struct vsx_vm *vm = c->vm;
+
+	if (c->dead)
+		return;
+	if (c->draining) {
+		/* The guest already had its RST: just let the host side go. */
+		vsx__conn_kill(c);
+		return;
+	}
+	if (c->kind == PEER_SIBLING)
+		sib_detach(c);
+	else
+		vsx__host_close(c);
+	vsx__txq_clear(&c->q);
+	c->eom_pending = 0;
+	if (vm->batch == c) {
+		vm->batch = NULL;
+		vm->batch_niov = 0;
+		vm->batch_len = 0;
+		vm->batch_flags = 0;
+	}
+	if (quiet || !vm->live || vm->broken) {
+		vsx__conn_kill(c);
+		return;
+	}
+	vsx__conn_unhash(c);
+	vsx__conn_timer(c, T_NONE, 0);
+	c->state = VSX_CONN_CLOSING;
+	c->shut_pending = 0;
+	c->ctrl = C_RST;
+	vsx__conn_schedule(c);
+}
+
+void vsx__conn_ctrl(struct conn *c, unsigned bits)
+{
+	if (c->dead || c->draining)
+		return;
+	c->ctrl |= bits;
+	vsx__conn_schedule(c);
+}
+
+void vsx__conn_shutdown(struct conn *c, unsigned flags)
+{
+	if (c->dead || c->draining)
+		return;
+	flags &= ~c->host_shut;
+	c->shut_pending |= flags & ENG_SHUT_BOTH;
+	if (c->state == VSX_CONN_ESTABLISHED)
+		c->state = VSX_CONN_CLOSING;
+	if ((c->host_shut | c->shut_pending) == 3 && c->tkind != T_LINGER &&
+	    !(c->ctrl & C_RST))
+		vsx__conn_timer(c, T_LINGER, c->vm->r->linger_ms);
+	if (c->kind == PEER_HOST)
+		vsx__host_sync(c);
+	vsx__conn_schedule(c);
+}
+
+void vsx__conn_close(struct conn *c)
+{
+	struct conn *p = c->peer;
+
+	if (c->dead)
+		return;
+	if (c->state == VSX_CONN_CONNECTING) {
+		vsx__conn_reset(c, false);
+		return;
+	}
+	vsx__conn_shutdown(c, ENG_SHUT_BOTH);
+	if (p)
+		vsx__conn_shutdown(p, ENG_SHUT_BOTH);
+}
+
+void vsx__conn_set_buffer(struct conn *c, uint32_t bytes)
+{
+	c->buf_alloc = bytes;
+	if (c->state != VSX_CONN_CONNECTING)
+		vsx__conn_ctrl(c, C_CREDIT_REPLY);
+}
+
+/* The guest may not know our latest fwd_cnt / buf_alloc. */
+static bool credit_news(const struct conn *c)
+{
+	uint32_t fwd, buf;
+
+	conn_adv(c, &fwd, &buf);
+	return fwd != c->last_fwd_sent || buf != c->last_buf_sent;
+}
+
+void vsx__conn_credit_check(struct conn *c)
+{
+	int64_t seen;
+
+	if (c->dead || c->draining || c->state == VSX_CONN_CONNECTING ||
+	    (c->ctrl & C_RST) ||
+	    (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) || !credit_news(c))
+		return;
+	/* Free space as the guest last heard of it. */
+	seen = (int64_t)c->last_buf_sent - (uint32_t)(c->rx_cnt - c->last_fwd_sent);
+	if (seen < VSOCK_MAX_PKT_PAYLOAD)
+		vsx__conn_ctrl(c, C_CREDIT_UPDATE);
+}
+
+/* ---- Emission to the guest ---- */
+
+static int conn_emit_locked(struct conn *c)
+{
+	static const struct {
+		unsigned bit;
+		uint16_t op;
+	} order[] = {
+		{ C_REQUEST, VIRTIO_VSOCK_OP_REQUEST },
+		{ C_RESPONSE, VIRTIO_VSOCK_OP_RESPONSE },
+		{ C_CREDIT_REPLY, VIRTIO_VSOCK_OP_CREDIT_UPDATE },
+		{ C_CREDIT_UPDATE, VIRTIO_VSOCK_OP_CREDIT_UPDATE },
+		{ C_CREDIT_REQUEST, VIRTIO_VSOCK_OP_CREDIT_REQUEST },
+	};
+	bool data_left = false;
+	unsigned i, ready;
+	int r;
+
+	for (i = 0; i < sizeof(order) / sizeof(order[0]) && !(c->ctrl & C_RST); i++) {
+		if (!(c->ctrl & order[i].bit))
+			continue;
+		if (order[i].bit == C_CREDIT_UPDATE && !credit_news(c)) {
+			c->ctrl &= ~C_CREDIT_UPDATE;
+			continue;
+		}
+		if (!rx_ctrl(c, order[i].op, 0))
+			return EMIT_NOBUF;
+		c->ctrl &= ~order[i].bit;
+		if (order[i].bit == C_CREDIT_REPLY)
+			c->ctrl &= ~C_CREDIT_UPDATE;
+	}
+
+	if (c->state != VSX_CONN_CONNECTING) {
+		r = c->kind == PEER_HOST ? vsx__host_emit(c) : vsx__sib_emit(c);
+		if (r != EMIT_DONE || c->dead)
+			return c->dead ? EMIT_DONE : r;
+		data_left = c->kind == PEER_SIBLING && (c->q.bytes || c->eom_pending);
+	}
+
+	ready = c->shut_pending;
+	if (data_left)
+		ready &= ~VIRTIO_VSOCK_SHUTDOWN_SEND;
+	if (ready && !(c->ctrl & C_RST)) {
+		if (!rx_ctrl(c, VIRTIO_VSOCK_OP_SHUTDOWN, c->host_shut | ready))
+			return EMIT_NOBUF;
+		c->host_shut |= ready;
+		c->shut_pending &= ~ready;
+	}
+
+	if ((c->ctrl & C_RST) && !data_left) {
+		if (!rx_ctrl(c, VIRTIO_VSOCK_OP_RST, 0))
+			return EMIT_NOBUF;
+		c->ctrl = 0;
+		if (c->kind == PEER_HOST && c->fd >= 0 && c->q.bytes && !c->host_wr_dead)
+			vsx__host_drain(c);
+		else
+			vsx__conn_kill(c);
+	}
+	return EMIT_DONE;
+}
+
+static int conn_emit(struct conn *c)
+{
+	struct vsx_vm *vm = c->vm;
+	bool was = vm->emitting;
+	int r;
+
+	if (c->dead || !vm->live || vm->broken)
+		return EMIT_DONE;
+	vm->emitting = true;
+	r = conn_emit_locked(c);
+	vm->emitting = was;
+	return r;
+}
+
+void vsx__conn_schedule(struct conn *c)
+{
+	struct vsx_vm *vm = c->vm;
+	int r;
+
+	if (c->dead || c->draining)
+		return;
+	vsx__vm_touch(vm);
+	if (!eng_list_empty(&c->pnode))
+		return;
+	if (eng_list_empty(&vm->pending) && !vm->orphan_n && !vm->emitting &&
+	    vm->live && !vm->broken) {
+		/* Nothing waits for the guest: straight into the RX queue. */
+		vm->direct = true;
+		r = conn_emit(c);
+		vm->direct = false;
+		if (r == EMIT_DONE || c->dead)
+			return;
+	}
+	if (!c->dead && eng_list_empty(&c->pnode))
+		eng_list_add_tail(&vm->pending, &c->pnode);
+}
+
+/* Serve the pending list while RX buffers last. */
+static void vm_rx_run(struct vsx_vm *vm)
+{
+	unsigned budget = 4 * ENG_TX_BATCH;
+	struct conn *c;
+	int r;
+
+	while (vm->orphan_n && vm->live && !vm->broken) {
+		if (!rx_send_hdr(vm, &vm->orphan[vm->orphan_head]))
+			return;
+		vm->orphan_head = (vm->orphan_head + 1) % ENG_ORPHAN_MAX;
+		vm->orphan_n--;
+	}
+	while (!eng_list_empty(&vm->pending) && vm->live && !vm->broken) {
+		if (!budget--) {
+			/* Let other VMs and the TX side run; come back soon. */
+			vm->rx_more = true;
+			if (vm->resume)
+				vm->r->loop->timer_arm(vm->resume, 0);
+			return;
+		}
+		c = eng_container_of(vm->pending.next, struct conn, pnode);
+		/* Unlinked while it emits: whatever it schedules for itself
+		 * meanwhile (a CREDIT_REQUEST, an RST) links it again. */
+		eng_list_del(&c->pnode);
+		r = conn_emit(c);
+		if (c->dead)
+			continue;
+		if (r == EMIT_NOBUF) {
+			if (eng_list_empty(&c->pnode))
+				eng_list_add_head(&vm->pending, &c->pnode);
+			return;
+		}
+		if (r == EMIT_MORE && eng_list_empty(&c->pnode))
+			eng_list_add_tail(&vm->pending, &c->pnode);
+	}
+}
+
+static void vm_send_event(struct vsx_vm *vm)
+{
+	struct vsx_vq_elem *e = &vm->rxe[0];
+	uint32_t id = htole32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET);
+	int rc;
+
+	/* Only when the front-end gave us the event queue (QEMU keeps it). */
+	if (!vm->event_pending || !vm->live || vm->broken || !vsx_vq_ready(vm->evq))
+		return;
+	rc = vsx_vq_pop(vm->evq, e);
+	if (rc < 0) {
+		vsx__vm_broken(vm, "event queue: invalid descriptor chain");
+		return;
+	}
+	if (rc == 0)
+		return; /* no buffer yet: the next event-queue kick */
+	if (e->in_len < sizeof(id)) {
+		vsx_vq_push(vm->evq, e, 0);
+		vsx_vq_flush(vm->evq);
+		vsx__vm_broken(vm, "event queue: buffer too small");
+		return;
+	}
+	vsx_iov_from_buf(e->iov + e->out_num, e->in_num, 0, &id, sizeof(id));
+	vsx_vq_push(vm->evq, e, sizeof(id));
+	vsx_vq_flush(vm->evq);
+	vm->event_pending = false;
+}
+
+/* End of a round for @vm (router.c calls it for every touched VM). */
+void vsx__vm_round(struct vsx_vm *vm)
+{
+	struct eng_list *n, *next;
+
+	if (vm->live && !vm->broken)
+		vm_rx_run(vm);
+	if (vm->rx_pushed && vm->live && vm->rxq) {
+		vsx_vq_flush(vm->rxq);
+		vm->st.rx_flushes++;
+	}
+	vm->rx_pushed = false;
+	if (!vm->ndead)
+		return;
+	for (n = vm->conns.next; n != &vm->conns; n = next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		next = n->next;
+		if (!c->dead)
+			continue;
+		eng_list_del(&c->node);
+		free(c);
+	}
+	vm->ndead = 0;
+}
+
+/* ---- Guest -> us (TX) ---- */
+
+/* The guest changed its credit values on @c. */
+static void credit_moved(struct conn *c)
+{
+	c->credit_req_sent = false;
+	if (c->kind == PEER_HOST) {
+		vsx__host_sync(c);
+	} else {
+		if (c->q.bytes || c->eom_pending)
+			vsx__conn_schedule(c);
+		if (c->peer)
+			vsx__conn_credit_check(c->peer);
+	}
+}
+
+static void tx_rw(struct vsx_vm *vm, struct conn *c, const struct vsx_vq_elem *e,
+		  const struct virtio_vsock_hdr *h)
+{
+	struct iovec iov[VSX_VQ_MAX_IOV];
+	unsigned n, flags = 0;
+
+	if (c->state == VSX_CONN_CONNECTING) {
+		vsx__vm_warn(vm, "RW before the connection was established (port %u)",
+			     h->src_port);
+		vsx__conn_reset(c, false);
+		return;
+	}
+	if (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) {
+		vsx__vm_warn(vm, "RW after SHUTDOWN(SEND) (port %u)", h->src_port);
+		vsx__conn_reset(c, false);
+		return;
+	}
+	/* The edge we announced last is the limit (it never moved back). */
+	if (!c->advertised || (int32_t)(c->rx_cnt + h->len - c->rx_limit) > 0) {
+		vsx__vm_warn(vm, "RW beyond the credit given (port %u: %u bytes, "
+			     "room %u)", h->src_port, h->len, conn_rx_room(c));
+		vsx__conn_reset(c, false);
+		return;
+	}
+	c->rx_cnt += h->len;
+	c->from_guest += h->len;
+	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+		flags = h->flags & (VIRTIO_VSOCK_SEQ_EOM | VIRTIO_VSOCK_SEQ_EOR);
+		if (!(flags & VIRTIO_VSOCK_SEQ_EOM))
+			flags = 0;
+	}
+	n = vsx_iov_slice(iov, VSX_VQ_MAX_IOV, e->iov, e->out_num, HDR_LEN, h->len);
+	if (c->kind == PEER_HOST)
+		vsx__host_rw(c, iov, n, h->len, flags);
+	else
+		vsx__sib_rw(c, iov, n, h->len, flags);
+	if (!c->dead && c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+		if (flags & VIRTIO_VSOCK_SEQ_EOM)
+			c->msg_open = false;
+		else if (h->len)
+			c->msg_open = true;
+	}
+}
+
+static void tx_response(struct vsx_vm *vm, struct conn *c)
+{
+	struct conn *p = c->peer;
+
+	if (c->state != VSX_CONN_CONNECTING || c->guest_initiated) {
+		vsx__vm_warn(vm, "unexpected RESPONSE (port %u)", c->guest_port);
+		vsx__conn_reset(c, false);
+		return;
+	}
+	vsx__conn_timer(c, T_NONE, 0);
+	c->state = VSX_CONN_ESTABLISHED;
+	if (c->kind == PEER_HOST) {
+		if (vsx__host_established(c) < 0)
+			vsx__conn_reset(c, false);
+		return;
+	}
+	if (!p) {
+		vsx__conn_reset(c, false);
+		return;
+	}
+	p->state = VSX_CONN_ESTABLISHED;
+	vsx__conn_timer(p, T_NONE, 0);
+	vsx__conn_ctrl(p, C_RESPONSE);
+}
+
+static void tx_rst(struct conn *c)
+{
+	if (c->kind == PEER_SIBLING) {
+		sib_detach(c);
+		vsx__conn_kill(c);
+		return;
+	}
+	/* Never answered. What the guest sent before still goes to the host. */
+	if (c->fd >= 0 && c->q.bytes && !c->host_wr_dead &&
+	    c->state != VSX_CONN_CONNECTING)
+		vsx__host_drain(c);
+	else
+		vsx__conn_kill(c);
+}
+
+static void tx_shutdown(struct conn *c, uint32_t flags)
+{
+	flags &= ENG_SHUT_BOTH;
+	if (c->state == VSX_CONN_CONNECTING) {
+		vsx__conn_reset(c, false);
+		return;
+	}
+	if (!flags)
+		return;
+	c->guest_shut |= flags;
+	c->state = VSX_CONN_CLOSING;
+	if (c->kind == PEER_SIBLING) {
+		if (c->peer)
+			vsx__conn_shutdown(c->peer, flags);
+		return;
+	}
+	if (c->guest_shut == ENG_SHUT_BOTH) {
+		/* The guest is done: RST (as Linux answers), host side drains. */
+		vsx__host_guest_shut(c);
+		vsx__conn_unhash(c);
+		vsx__conn_timer(c, T_NONE, 0);
+		c->shut_pending = 0;
+		c->ctrl = C_RST;
+		vsx__conn_schedule(c);
+		return;
+	}
+	vsx__host_guest_shut(c);
+}
+
+static void tx_no_conn(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
+{
+	struct vsx_vm *to;
+
+	if (h->op != VIRTIO_VSOCK_OP_REQUEST) {
+		orphan_rst(vm, h);
+		return;
+	}
+	if (vm->nconns >= ENG_MAX_CONNS) {
+		vsx__vm_warn(vm, "connection limit (%u) reached", ENG_MAX_CONNS);
+		orphan_rst(vm, h);
+		return;
+	}
+	if (h->dst_cid == VSOCK_CID_HOST) {
+		vsx__host_connect(vm, h);
+		return;
+	}
+	to = vsx__sibling(vm, h->dst_cid);
+	if (to) {
+		vsx__sib_request(vm, to, h);
+		return;
+	}
+	orphan_rst(vm, h);
+}
+
+static void tx_packet(struct vsx_vm *vm, const struct vsx_vq_elem *e)
+{
+	struct virtio_vsock_hdr h;
+	const char *bad = NULL;
+	struct conn *c;
+	bool moved;
+
+	vm->st.tx_pkts++;
+	if (e->out_len < HDR_LEN) {
+		vm->st.dropped++;
+		vsx__vm_warn(vm, "TX packet shorter than a header (%u bytes): dropped",
+			     e->out_len);
+		return;
+	}
+	vsx_iov_to_buf(e->iov, e->out_num, 0, &h, HDR_LEN);
+	hdr_swap(&h);
+	if (h.src_cid != vm->cid) {
+		vm->st.dropped++;
+		vsx__vm_warn(vm, "packet from CID %llu, not the guest's: dropped",
+			     (unsigned long long)h.src_cid);
+		return;
+	}
+	c = vsx__conn_find(vm, h.src_port, h.dst_cid, h.dst_port);
+	if (h.len > VSOCK_MAX_PKT_PAYLOAD)
+		bad = "payload above 64 KiB";
+	else if (h.len > e->out_len - HDR_LEN)
+		bad = "len beyond the descriptor chain";
+	else if (h.type != VIRTIO_VSOCK_TYPE_STREAM &&
+		 !(h.type == VIRTIO_VSOCK_TYPE_SEQPACKET && vm->seqpacket))
+		bad = "unknown socket type";
+	else if (h.op < VIRTIO_VSOCK_OP_REQUEST || h.op > VIRTIO_VSOCK_OP_CREDIT_REQUEST)
+		bad = "unknown op";
+	else if (c && c->type != h.type)
+		bad = "socket type differs from the connection's";
+	if (bad) {
+		vm->st.dropped++;
+		vsx__vm_warn(vm, "bad packet (%s: type %u op %u len %u, port %u -> "
+			     "%llu:%u)", bad, h.type, h.op, h.len, h.src_port,
+			     (unsigned long long)h.dst_cid, h.dst_port);
+		if (c) {
+			if (vm->batch == c)
+				vsx__host_batch_flush(vm);
+			vsx__conn_reset(c, false);
+		} else {
+			orphan_rst(vm, &h);
+		}
+		return;
+	}
+	if (!c) {
+		tx_no_conn(vm, &h);
+		return;
+	}
+	if (h.op != VIRTIO_VSOCK_OP_RW && vm->batch == c)
+		vsx__host_batch_flush(vm);
+	if (c->dead)
+		return;
+
+	moved = false;
+	if (h.op != VIRTIO_VSOCK_OP_REQUEST && h.op != VIRTIO_VSOCK_OP_RST) {
+		moved = c->peer_buf_alloc != h.buf_alloc || c->peer_fwd_cnt != h.fwd_cnt;
+		c->peer_buf_alloc = h.buf_alloc;
+		c->peer_fwd_cnt = h.fwd_cnt;
+	}
+	switch (h.op) {
+	case VIRTIO_VSOCK_OP_REQUEST:
+		vsx__vm_warn(vm, "REQUEST on an existing connection (port %u)",
+			     h.src_port);
+		vsx__conn_reset(c, false);
+		return;
+	case VIRTIO_VSOCK_OP_RESPONSE:
+		tx_response(vm, c);
+		break;
+	case VIRTIO_VSOCK_OP_RST:
+		tx_rst(c);
+		return;
+	case VIRTIO_VSOCK_OP_SHUTDOWN:
+		tx_shutdown(c, h.flags);
+		break;
+	case VIRTIO_VSOCK_OP_RW:
+		tx_rw(vm, c, e, &h);
+		break;
+	case VIRTIO_VSOCK_OP_CREDIT_UPDATE:
+		break;
+	case VIRTIO_VSOCK_OP_CREDIT_REQUEST:
+		vsx__conn_ctrl(c, C_CREDIT_REPLY);
+		if (c->peer)
+			vsx__conn_ctrl(c->peer, C_CREDIT_REQUEST);
+		break;
+	}
+	if (moved && !c->dead)
+		credit_moved(c);
+}
+
+static void vm_tx_run(struct vsx_vm *vm)
+{
+	unsigned budget = ENG_TX_BUDGET, n, i;
+	int rc;
+
+	vm->tx_more = false;
+	while (vm->live && !vm->broken) {
+		vsx_vq_set_notify(vm->txq, false);
+		for (n = 0; n < ENG_TX_BATCH; n++) {
+			rc = vsx_vq_pop(vm->txq, &vm->txe[n]);
+			if (rc < 0) {
+				vsx__vm_broken(vm, "TX queue: invalid descriptor chain");
+				return;
+			}
+			if (rc == 0)
+				break;
+		}
+		for (i = 0; i < n && !vm->broken; i++)
+			tx_packet(vm, &vm->txe[i]);
+		vsx__host_batch_flush(vm);
+		if (vm->broken || !vm->live)
+			return;
+		for (i = 0; i < n; i++)
+			vsx_vq_push(vm->txq, &vm->txe[i], 0);
+		if (n) {
+			vsx_vq_flush(vm->txq);
+			vm->st.tx_rounds++;
+		}
+		budget -= n < budget ? n : budget;
+		if (n < ENG_TX_BATCH) {
+			vsx_vq_set_notify(vm->txq, true);
+			if (!vsx_vq_avail(vm->txq))
+				return;
+		}
+		if (!budget) {
+			/* Yield to other VMs and sockets; resume right after. */
+			vm->tx_more = true;
+			if (vm->resume)
+				vm->r->loop->timer_arm(vm->resume, 0);
+			return;
+		}
+	}
+}
+
+void vsx__vm_resume(struct vsx_vm *vm)
+{
+	vm->rx_more = false;
+	if (vm->tx_more)
+		vm_tx_run(vm);
+	vsx__vm_touch(vm);
+}
+
+/* ---- Device-wide ---- */
+
+void vsx__vm_drop_all(struct vsx_vm *vm, bool tell_guest)
+{
+	struct eng_list *n;
+
+	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		if (!c->dead)
+			vsx__conn_reset(c, !tell_guest);
+	}
+	if (!tell_guest) {
+		vm->orphan_n = 0;
+		vm->orphan_head = 0;
+	}
+	vm->batch = NULL;
+	vm->batch_niov = 0;
+	vm->batch_len = 0;
+	vm->batch_flags = 0;
+}
+
+void vsx__vm_broken(struct vsx_vm *vm, const char *why)
+{
+	if (vm->broken)
+		return;
+	vm->broken = true;
+	vsx__log(vm->r, VSX_LOG_ERR, "vm %s: %s: device stopped until the guest resets "
+		 "it; %u connection(s) reset", vm->name, why, vm->nconns);
+	vsx__vm_drop_all(vm, false);
+	vsx__vm_touch(vm);
+}
+
+static int op_get_config(void *dev, uint32_t off, void *buf, uint32_t len)
+{
+	struct vsx_vm *vm = dev;
+	uint64_t cid = htole64(vm->cid);
+	uint8_t cfg[8];
+
+	if (off > 256 || len > 256 - off)
+		return -EINVAL;
+	memcpy(cfg, &cid, sizeof(cfg));
+	memset(buf, 0, len);
+	if (off < sizeof(cfg))
+		memcpy(buf, cfg + off, u32min(len, (uint32_t)sizeof(cfg) - off));
+	return 0;
+}
+
+static void op_kick(void *dev, unsigned q)
+{
+	struct vsx_vm *vm = dev;
+
+	if (!vm->live || vm->broken)
+		return;
+	if (q == VSOCK_VQ_TX)
+		vm_tx_run(vm);
+	else if (q == VSOCK_VQ_EVENT)
+		vm_send_event(vm);
+	vsx__vm_touch(vm); /* RX: buffers came; the round serves them */
+	vsx__router_round(vm->r);
+}
+
+static void op_start(void *dev)
+{
+	struct vsx_vm *vm = dev;
+	struct vsx_vq *q[VSOCK_NUM_QUEUES];
+	unsigned i;
+
+	if (vm->freeing)
+		return;
+	for (i = 0; i < VSOCK_NUM_QUEUES; i++)
+		q[i] = vsx_vu_queue(vm->vu, i);
+	vm->rxq = q[VSOCK_VQ_RX];
+	vm->txq = q[VSOCK_VQ_TX];
+	vm->evq = q[VSOCK_VQ_EVENT];
+	vm->seqpacket = vsx_vu_features(vm->vu) & (1ull << VIRTIO_VSOCK_F_SEQPACKET);
+	vm->live = true;
+	vm->broken = false;
+	vm->log_budget = ENG_LOG_BUDGET;
+	vm->orphan_n = 0;
+	vm->orphan_head = 0;
+	vsx__log(vm->r, VSX_LOG_INFO, "vm %s: device started (cid %llu%s)", vm->name,
+		 (unsigned long long)vm->cid, vm->seqpacket ? ", seqpacket" : "");
+	if (vm->had_session)
+		vm->event_pending = true;
+	vm_send_event(vm);
+	vm_tx_run(vm);
+	vsx__vm_touch(vm);
+	vsx__router_round(vm->r);
+}
+
+static void op_stop(void *dev)
+{
+	struct vsx_vm *vm = dev;
+
+	if (!vm->live)
+		return;
+	if (vm->nconns)
+		vsx__log(vm->r, VSX_LOG_INFO, "vm %s: device stopped: %u connection(s) "
+			 "reset", vm->name, vm->nconns);
+	vsx__vm_drop_all(vm, false);
+	vm->live = false;
+	vm->broken = false;
+	vm->had_session = true;
+	vm->event_pending = false;
+	vm->tx_more = false;
+	vm->rx_pushed = false;
+	vm->rxq = vm->txq = vm->evq = NULL;
+	if (vm->resume)
+		vm->r->loop->timer_disarm(vm->resume);
+	vsx__vm_touch(vm);
+	vsx__router_round(vm->r);
+}
+
+static void op_log(void *dev, const char *msg)
+{
+	struct vsx_vm *vm = dev;
+
+	vsx__log(vm->r, VSX_LOG_WARNING, "vm %s: %s", vm->name, msg);
+}
+
+const struct vsx_vu_ops vsx__vsock_ops = {
+	.features = 1ull << VIRTIO_VSOCK_F_SEQPACKET,
+	.nqueues = VSOCK_NUM_QUEUES,
+	.min_queues = 2, /* rx, tx; QEMU keeps the event queue itself */
+	.get_config = op_get_config,
+	.kick = op_kick,
+	.start = op_start,
+	.stop = op_stop,
+	.log = op_log,
+};
