@@ -40,7 +40,10 @@ const char vsxd_usage[] =
 "       [--queue-size N] [--groups G1+G2] [--name NAME]\n"
 "                        one more VM, with vhost-device-vsock's single-VM flags\n"
 "  --config FILE         read settings and VMs from FILE (vsxd.conf(5))\n"
-"  --control PATH        control socket path (for vsxctl)\n"
+"  --control PATH        control socket path (for vsxctl; default /run/vsxd/control)\n"
+"  --control-allow-uid UID[,UID...]\n"
+"                        more users (besides root and vsxd's own) allowed on\n"
+"                        the control socket; repeatable\n"
 "  --syslog              log to syslog instead of stderr\n"
 "  -v, --verbose         log debug messages too\n"
 "  -h, --help            print this help and exit\n"
@@ -196,6 +199,50 @@ int vsxd_parse_size(const char *s, size_t len, uint64_t max, uint64_t *out)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+int vsxd_parse_uid_list(const char *s, size_t len, struct vsxd_config *cfg,
+			struct vsxd_err *err)
+{
+	const char *p = s, *end = s + len, *w;
+	uint32_t *nu;
+	uint64_t uid;
+	char q[QBUF];
+	size_t i;
+	int r;
+
+	for (;;) {
+		while (p < end && (*p == ',' || *p == ' ' || *p == '\t'))
+			p++;
+		if (p == end)
+			break;
+		for (w = p; w < end && *w != ',' && *w != ' ' && *w != '\t'; w++)
+			;
+		r = vsxd_parse_uint(p, (size_t)(w - p), 0xFFFFFFFEu, &uid);
+		if (r == -EINVAL)
+			return err_set(err, "control-allow-uid '%s' is not a uid (a number)",
+				       quote(q, p, (size_t)(w - p)));
+		if (r < 0)
+			return err_set(err, "control-allow-uid %s is out of range (0 to %u)",
+				       quote(q, p, (size_t)(w - p)), 0xFFFFFFFEu);
+		for (i = 0; i < cfg->n_control_allow_uids; i++)
+			if (cfg->control_allow_uids[i] == uid)
+				break;
+		if (i == cfg->n_control_allow_uids) {
+			if (i >= VSXD_ALLOW_UIDS_MAX)
+				return err_set(err, "control-allow-uid: more than %u uids",
+					       VSXD_ALLOW_UIDS_MAX);
+			nu = realloc(cfg->control_allow_uids, (i + 1) * sizeof(*nu));
+			if (!nu)
+				return -ENOMEM;
+			nu[i] = (uint32_t)uid;
+			cfg->control_allow_uids = nu;
+			cfg->n_control_allow_uids++;
+		}
+		p = w;
+	}
+	cfg->control_allow_set = true;
+	return 0;
 }
 
 static const struct {
@@ -564,6 +611,7 @@ void vsxd_config_free(struct vsxd_config *cfg)
 		vsxd_vm_free(&cfg->vms[i]);
 	free(cfg->vms);
 	free(cfg->control_path);
+	free(cfg->control_allow_uids);
 	vsxd_config_init(cfg);
 }
 
@@ -701,7 +749,7 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 {
 	struct vsxd_config *cfg = p->cfg;
 	char q[QBUF];
-	int lvl;
+	int lvl, r;
 
 	if (key_is(k, kl, "control")) {
 		if (cfg->control_line)
@@ -717,6 +765,20 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		if (set_str(&cfg->control_path, v, vl))
 			return -ENOMEM;
 		cfg->control_line = p->line;
+		return 0;
+	}
+	if (key_is(k, kl, "control-allow-uid")) {
+		if (cfg->control_allow_line)
+			return perr(p, "'control-allow-uid' given twice (first on line %u)",
+				    cfg->control_allow_line);
+		if (memchr(v, '\0', vl))
+			return perr(p, "value of 'control-allow-uid' contains a NUL byte");
+		r = vsxd_parse_uid_list(v, vl, cfg, p->err);
+		if (r == -EINVAL)
+			err_prefix(p->err, "%s:%u", p->fname, p->line);
+		if (r < 0)
+			return r;
+		cfg->control_allow_line = p->line;
 		return 0;
 	}
 	if (key_is(k, kl, "log")) {
@@ -743,7 +805,8 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		cfg->log_level_line = p->line;
 		return 0;
 	}
-	return perr(p, "unknown key '%s' in [daemon] (known keys: control, log, log-level)",
+	return perr(p, "unknown key '%s' in [daemon] (known keys: control, "
+		    "control-allow-uid, log, log-level)",
 		    quote(q, k, kl));
 }
 
@@ -912,6 +975,24 @@ int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
 			if (!out->control_path)
 				return -ENOMEM;
 		}
+		if (src[s]->control_allow_set) {
+			/* a list replaces the file's, as other [daemon] keys do */
+			free(out->control_allow_uids);
+			out->control_allow_uids = NULL;
+			out->n_control_allow_uids = 0;
+			out->control_allow_set = true;
+			if (src[s]->n_control_allow_uids) {
+				out->control_allow_uids =
+					malloc(src[s]->n_control_allow_uids *
+					       sizeof(*out->control_allow_uids));
+				if (!out->control_allow_uids)
+					return -ENOMEM;
+				memcpy(out->control_allow_uids, src[s]->control_allow_uids,
+				       src[s]->n_control_allow_uids *
+				       sizeof(*out->control_allow_uids));
+				out->n_control_allow_uids = src[s]->n_control_allow_uids;
+			}
+		}
 		if (src[s]->log_target != VSXD_UNSET)
 			out->log_target = src[s]->log_target;
 		if (src[s]->log_level != VSXD_UNSET)
@@ -978,7 +1059,8 @@ int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err)
 /* ---- The command line ---- */
 
 enum opt_id {
-	OPT_VM, OPT_CONFIG, OPT_CONTROL, OPT_SYSLOG, OPT_VERBOSE, OPT_HELP, OPT_VERSION,
+	OPT_VM, OPT_CONFIG, OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_SYSLOG, OPT_VERBOSE,
+	OPT_HELP, OPT_VERSION,
 	OPT_VMKEY,      /* a single-VM flag: --guest-cid, --socket, ... */
 };
 
@@ -991,6 +1073,7 @@ static const struct opt {
 	{ "vm", 0, true, OPT_VM },
 	{ "config", 0, true, OPT_CONFIG },
 	{ "control", 0, true, OPT_CONTROL },
+	{ "control-allow-uid", 0, true, OPT_CONTROL_ALLOW },
 	{ "syslog", 0, false, OPT_SYSLOG },
 	{ "verbose", 'v', false, OPT_VERBOSE },
 	{ "help", 'h', false, OPT_HELP },
@@ -1056,6 +1139,9 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 				       "(%zu bytes, at most %zu)", strlen(val),
 				       (size_t)SUN_PATH_MAX);
 		return set_str(&o->cfg.control_path, val, strlen(val));
+	case OPT_CONTROL_ALLOW:
+		/* messages name the key already */
+		return vsxd_parse_uid_list(val, strlen(val), &o->cfg, err);
 	case OPT_SYSLOG:
 		o->cfg.log_target = VSXD_LOG_SYSLOG;
 		return 0;

@@ -9,6 +9,11 @@
  * SIGTERM or SIGINT, which free the router (it resets every connection and
  * unlinks every socket path) and exit 0.
  *
+ * The control socket (control.c) is created after the VMs, at --control or
+ * the [daemon] control path, else at VSX_CONTROL_PATH. A path that was
+ * given and cannot be used is a start-up failure (exit 1); the default
+ * one only logs a warning (another vsxd may own it), and vsxd runs without.
+ *
  * SIGHUP re-reads the --config file. A broken file changes nothing. VMs
  * whose device is unchanged keep running (a new tx-buffer-size is applied
  * to their new connections), VMs gone from the file are freed, new ones are
@@ -29,7 +34,10 @@
 
 #include <event2/event.h>
 
+#include <vsx/vsx.h>
+
 #include "config.h"
+#include "control.h"
 #include "evloop.h"
 #include "../transports/virtio/backend.h"
 
@@ -171,6 +179,7 @@ struct vsxd {
 	struct event_base *base;
 	struct vsx_loop loop;          /* the adapter over @base */
 	struct vsx_router *router;
+	struct vsxd_control *control;  /* NULL: no control socket */
 	struct vsxd_opts opts;         /* the command line, kept for reloads */
 	struct vsxd_config cfg;        /* in force: the file's, then the flags' */
 	struct vsx_vm **vms;           /* cfg.n_vms entries, owned by the router;
@@ -339,6 +348,9 @@ static void reload(struct vsxd *d)
 	if (nc.control_path && (!d->cfg.control_path ||
 				strcmp(nc.control_path, d->cfg.control_path)))
 		vlog(LOG_WARNING, "a new control socket path takes effect on restart");
+	if (d->control && vsxd_control_set_allowed(d->control, nc.control_allow_uids,
+						   nc.n_control_allow_uids) < 0)
+		vlog(LOG_ERR, "control-allow-uid: out of memory, keeping the old list");
 	log_setup(&nc);
 
 	vsxd_config_free(&d->cfg);
@@ -354,6 +366,46 @@ out:
 	free(kept);
 	free(nvms);
 	vsxd_config_free(&nc);
+}
+
+static const char *control_error(int r)
+{
+	switch (r) {
+	case -EADDRINUSE:
+		return "in use (another vsxd is running?)";
+	case -EEXIST:
+		return "a file that is not a socket is in the way";
+	default:
+		return strerror(-r);
+	}
+}
+
+/* The control socket. A failure is fatal (returns it) only for a path the
+ * user gave. */
+static int control_start(struct vsxd *d)
+{
+	const char *path = d->cfg.control_path ? d->cfg.control_path : VSX_CONTROL_PATH;
+	struct vsxd_control_opts o = {
+		.path = path,
+		.allow_uids = d->cfg.control_allow_uids,
+		.n_allow_uids = d->cfg.n_control_allow_uids,
+		.log = backend_log,
+	};
+	int r;
+
+	r = vsxd_control_new(d->base, d->router, &o, &d->control);
+	if (r == 0) {
+		vlog(LOG_INFO, "control socket %s", path);
+		return 0;
+	}
+	d->control = NULL;
+	if (d->cfg.control_path) {
+		fatal("control socket %s: %s", path, control_error(r));
+		return r;
+	}
+	vlog(LOG_WARNING, "control socket %s: %s; running without one (give --control "
+	     "PATH)", path, control_error(r));
+	return 0;
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -391,6 +443,7 @@ static void daemon_free(struct vsxd *d)
 			event_free(d->sig[i]);
 		}
 	}
+	vsxd_control_free(d->control);      /* before what it looks at */
 	if (d->router)
 		vsx_router_free(d->router);     /* frees the VMs too */
 	free(d->vms);
@@ -468,9 +521,9 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (d.cfg.control_path)
-		vlog(LOG_WARNING, "control socket %s: not implemented yet, not created",
-		     d.cfg.control_path);
+	r = control_start(&d);
+	if (r < 0)
+		goto out;
 
 	vlog(LOG_INFO, "vsxd %s: serving %zu VM%s", PACKAGE_VERSION, d.cfg.n_vms,
 	     d.cfg.n_vms == 1 ? "" : "s");

@@ -522,8 +522,8 @@ Test(conf, errors_name_file_and_line)
 	expect_conf_err("# c\n[vm a b]\n", "t.conf:2: name 'a b' is not valid");
 	expect_conf_err("[vm a:b]\n", "t.conf:1: name 'a:b' is not valid");
 	expect_conf_err("[daemon]\nlouder = yes\n",
-			"t.conf:2: unknown key 'louder' in [daemon] (known keys: control, log, "
-			"log-level)");
+			"t.conf:2: unknown key 'louder' in [daemon] (known keys: control, "
+			"control-allow-uid, log, log-level)");
 	expect_conf_err("[daemon]\nlog = file\n", "t.conf:2: log 'file' is not 'stderr' or 'syslog'");
 	expect_conf_err("[daemon]\nlog-level = loud\n", "t.conf:2: log-level 'loud' is not one of");
 	expect_conf_err("[daemon]\ncontrol = /a\n\n[daemon]\ncontrol = /b\n",
@@ -735,4 +735,56 @@ Test(conf, load_errors)
 	unlink(path);
 	free(path);
 	free(big);
+}
+
+/* control-allow-uid (the control socket's extra users): file, flag, merge */
+Test(conf, control_allow_uid)
+{
+	char *argv[] = { "vsxd", "--control-allow-uid", "7,8", "--control-allow-uid", "9" };
+	char *argv_bad[] = { "vsxd", "--control-allow-uid", "bob" };
+	struct vsxd_config cfg, merged;
+	struct vsxd_opts o;
+	struct vsxd_err err;
+
+	cr_assert_eq(conf("[daemon]\ncontrol-allow-uid = 1000, 1001 1000\t42\n", &cfg, &err), 0,
+		     "%s", err.msg);
+	cr_assert(cfg.control_allow_set);
+	cr_assert_eq(cfg.n_control_allow_uids, 3, "duplicates dropped");
+	cr_assert_eq(cfg.control_allow_uids[0], 1000);
+	cr_assert_eq(cfg.control_allow_uids[1], 1001);
+	cr_assert_eq(cfg.control_allow_uids[2], 42);
+
+	/* the command line replaces the file's list */
+	cr_assert_eq(parse_argv(ARGC(argv), argv, &o, &err), 0, "%s", err.msg);
+	cr_assert_eq(o.cfg.n_control_allow_uids, 3);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &cfg, &o.cfg), 0);
+	cr_assert_eq(merged.n_control_allow_uids, 3);
+	cr_assert_eq(merged.control_allow_uids[0], 7);
+	cr_assert_eq(merged.control_allow_uids[2], 9);
+	vsxd_config_free(&merged);
+	vsxd_opts_free(&o);
+	/* without the flag the file's list stays */
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &cfg, NULL), 0);
+	cr_assert_eq(merged.n_control_allow_uids, 3);
+	cr_assert_eq(merged.control_allow_uids[2], 42);
+	vsxd_config_free(&merged);
+	vsxd_config_free(&cfg);
+
+	/* an empty list is allowed: nobody else */
+	cr_assert_eq(conf("[daemon]\ncontrol-allow-uid =\n", &cfg, &err), 0, "%s", err.msg);
+	cr_assert(cfg.control_allow_set);
+	cr_assert_eq(cfg.n_control_allow_uids, 0);
+	vsxd_config_free(&cfg);
+
+	expect_conf_err("[daemon]\ncontrol-allow-uid = bob\n",
+			"t.conf:2: control-allow-uid 'bob' is not a uid");
+	expect_conf_err("[daemon]\ncontrol-allow-uid = 4294967295\n",
+			"t.conf:2: control-allow-uid 4294967295 is out of range");
+	expect_conf_err("[daemon]\ncontrol-allow-uid = 1\ncontrol-allow-uid = 2\n",
+			"t.conf:3: 'control-allow-uid' given twice (first on line 2)");
+	cr_assert_eq(parse_argv(ARGC(argv_bad), argv_bad, &o, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "control-allow-uid 'bob' is not a uid"), "%s", err.msg);
+	vsxd_opts_free(&o);
 }

@@ -1,0 +1,64 @@
+/*
+ * vsxd's control socket: the server side of libvsx/ctl-proto.h, on vsxd's
+ * libevent loop, over the backend's introspection and control calls
+ * (transports/virtio/backend.h). The protocol is documented in vsxd(8),
+ * CONTROL SOCKET, and at the top of control.c.
+ *
+ * Ownership: struct vsxd_control is created and freed here; the event
+ * base and the router stay the caller's and must outlive it. Strings and
+ * arrays passed in are copied.
+ */
+#ifndef VSXD_CONTROL_H
+#define VSXD_CONTROL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../transports/virtio/backend.h"
+
+#define VSXD_CONTROL_TIMEOUT_MS 10000   /* a request must arrive (and its
+					   reply leave) within this */
+#define VSXD_CONTROL_MAX_CLIENTS 64     /* served at once */
+
+struct event_base;
+struct evbuffer;
+struct vsxd_control;
+
+struct vsxd_control_opts {
+	const char *path;             /* the socket path (required) */
+	const uint32_t *allow_uids;   /* uids allowed besides root and vsxd's
+					 effective uid; copied */
+	size_t n_allow_uids;
+	unsigned timeout_ms;          /* 0: VSXD_CONTROL_TIMEOUT_MS */
+	unsigned max_clients;         /* 0: VSXD_CONTROL_MAX_CLIENTS */
+	vsx_log_fn log;               /* may be NULL */
+	void *log_arg;
+};
+
+/*
+ * Create the socket at @o->path (its parent directory is created, mode
+ * 0755, when missing; the socket gets mode 0600; a stale socket left by a
+ * dead vsxd is replaced, anything else is not touched) and serve it on
+ * @base. Errors: -EADDRINUSE (a live socket: another vsxd), -EEXIST (a
+ * file that is not a socket), -ENAMETOOLONG, -ENOMEM, or the errno of
+ * mkdir/socket/bind/listen. *@out is freed with vsxd_control_free, which
+ * closes every client and removes the socket path if it is still ours.
+ */
+int vsxd_control_new(struct event_base *base, struct vsx_router *r,
+		     const struct vsxd_control_opts *o, struct vsxd_control **out);
+void vsxd_control_free(struct vsxd_control *c);
+
+/* Replace the list of extra allowed uids (SIGHUP). Clients already
+ * accepted keep their connection. 0 or -ENOMEM (nothing changed). */
+int vsxd_control_set_allowed(struct vsxd_control *c, const uint32_t *uids, size_t n);
+
+/*
+ * Answer one request: @req is a complete block of @len bytes, ending with
+ * its empty line ("...\n\n", or just "\n"); it is modified. The reply
+ * block is appended to @out. @uid is the client's, for the log. Exposed
+ * for fuzzing: any bytes are acceptable input.
+ */
+void vsxd_control_answer(struct vsxd_control *c, char *req, size_t len, uint32_t uid,
+			 struct evbuffer *out);
+
+#endif /* VSXD_CONTROL_H */

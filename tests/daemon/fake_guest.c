@@ -1,0 +1,552 @@
+/*
+ * fake_guest: plays QEMU and a guest against a running vsxd through the
+ * in-process test driver (tests/driver/driver.h), and a host program
+ * through libvsx (unix:PATH:PORT and vm:NAME:PORT addresses), on commands
+ * read from standard input, so that control.test can drive live
+ * connections without QEMU.
+ *
+ *   fake_guest VHOST_SOCKET
+ *
+ * Every command line gets one answer line on standard output,
+ * "N ok ..." or "N err ...", N being the command's number (1, 2, ...).
+ * The guest keeps one connection at a time, credit kept as a Linux guest
+ * keeps it; payload bytes follow a pattern per direction, checked on
+ * receipt. Between commands (and while a host call runs in a thread) the
+ * guest's RX queue is served.
+ *
+ * Guest commands:
+ *   listen PORT        accept a host's connection to guest port PORT
+ *   gconnect PORT      connect to host port PORT (wait for RESPONSE/RST)
+ *   gsend N            send N payload bytes (within the credit)
+ *   grecv TOTAL        wait until TOTAL bytes were received in all
+ *   gcredit            send a CREDIT_UPDATE (our fwd_cnt)
+ *   gshut FLAGS        send SHUTDOWN with FLAGS (1 rcv, 2 send)
+ *   wait-credit BYTES  wait for a CREDIT_UPDATE advertising BYTES
+ *   wait-rst           wait for an RST
+ *   wait-shut FLAGS    wait until the host sent SHUTDOWN with FLAGS
+ *   state              the guest's view of the connection
+ * Host commands (libvsx):
+ *   hconnect ADDR      vsx_connect (prints the host port vsxd assigned)
+ *   hlisten ADDR       vsx_listen;  haccept: vsx_accept
+ *   hsend N            send N bytes; hrecv N: receive exactly N bytes
+ *   hsetbuf BYTES      vsx_set_buffer(VSX_RX) (asks vsxd: set-buffer
+ *                      uds-path= host-port=)
+ *   hclosed            wait until the host socket reads EOF or an error
+ *   hclose             vsx_close
+ *   quit
+ */
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <vsx/vsx.h>
+
+#include "../driver/driver.h"
+
+#define WAIT_MS 10000           /* "should happen" */
+#define GUEST_BUF (256u * 1024) /* our buf_alloc */
+#define GUEST_PORT_BASE 40000
+
+struct gconn {
+	bool open, responded, rst;
+	uint32_t lport, pport;
+	uint32_t buf_alloc, fwd_cnt, last_fwd_sent, tx_cnt;
+	uint32_t peer_buf, peer_fwd;
+	uint32_t first_buf;       /* vsxd's buf_alloc in REQUEST/RESPONSE */
+	uint32_t last_update_buf; /* in the last CREDIT_UPDATE */
+	unsigned updates, shut;
+	uint64_t rx, tx;
+	bool bad;                 /* a payload byte off the pattern */
+};
+
+static struct drv *d;
+static uint64_t cid;
+static uint32_t listen_port, next_gport = GUEST_PORT_BASE;
+static struct gconn g;
+static vsx_sock *hs, *hl;
+static uint64_t host_rx, host_tx;
+static unsigned cmd_no;
+
+/* Payload byte @off of direction @seed (1: guest to host, 2: host to guest). */
+static uint8_t pat(unsigned seed, uint64_t off)
+{
+	return (uint8_t)((off * 131 + seed * 17) ^ (off >> 9));
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+__attribute__((format(printf, 2, 3)))
+static void answer(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%u %s", cmd_no, ok ? "ok" : "err");
+	if (*fmt)
+		putchar(' ');
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+}
+
+/* ---- The guest ---- */
+
+static int gsend_pkt(uint16_t op, uint32_t flags, const void *data, uint32_t len,
+		     uint32_t lport, uint32_t pport)
+{
+	struct virtio_vsock_hdr h = {
+		.src_cid = htole64(cid),
+		.dst_cid = htole64(VSOCK_CID_HOST),
+		.src_port = htole32(lport),
+		.dst_port = htole32(pport),
+		.len = htole32(len),
+		.type = htole16(VIRTIO_VSOCK_TYPE_STREAM),
+		.op = htole16(op),
+		.flags = htole32(flags),
+		.buf_alloc = htole32(g.buf_alloc),
+		.fwd_cnt = htole32(g.fwd_cnt),
+	};
+
+	if (lport == g.lport && pport == g.pport)
+		g.last_fwd_sent = g.fwd_cnt;
+	return drv_send(d, &h, data, len, WAIT_MS);
+}
+
+static int gsend_conn(uint16_t op, uint32_t flags, const void *data, uint32_t len)
+{
+	return gsend_pkt(op, flags, data, len, g.lport, g.pport);
+}
+
+static void conn_start(uint32_t lport, uint32_t pport)
+{
+	memset(&g, 0, sizeof(g));
+	g.lport = lport;
+	g.pport = pport;
+	g.buf_alloc = GUEST_BUF;
+}
+
+static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
+{
+	uint32_t src_port = le32toh(h->src_port), dst_port = le32toh(h->dst_port);
+	uint16_t op = le16toh(h->op);
+	bool mine = g.lport == dst_port && g.pport == src_port &&
+		    le64toh(h->src_cid) == VSOCK_CID_HOST;
+	int i;
+
+	if (le64toh(h->dst_cid) != cid)
+		return;
+	if (op == VIRTIO_VSOCK_OP_REQUEST) {
+		if (!listen_port || dst_port != listen_port || g.open) {
+			gsend_pkt(VIRTIO_VSOCK_OP_RST, 0, NULL, 0, dst_port, src_port);
+			return;
+		}
+		conn_start(dst_port, src_port);
+		g.open = true;
+		g.first_buf = le32toh(h->buf_alloc);
+		g.peer_buf = le32toh(h->buf_alloc);
+		g.peer_fwd = le32toh(h->fwd_cnt);
+		gsend_conn(VIRTIO_VSOCK_OP_RESPONSE, 0, NULL, 0);
+		return;
+	}
+	if (!mine || (!g.open && op != VIRTIO_VSOCK_OP_RESPONSE)) {
+		if (op != VIRTIO_VSOCK_OP_RST)
+			gsend_pkt(VIRTIO_VSOCK_OP_RST, 0, NULL, 0, dst_port, src_port);
+		return;
+	}
+	g.peer_buf = le32toh(h->buf_alloc);
+	g.peer_fwd = le32toh(h->fwd_cnt);
+	switch (op) {
+	case VIRTIO_VSOCK_OP_RESPONSE:
+		g.open = g.responded = true;
+		g.first_buf = g.peer_buf;
+		break;
+	case VIRTIO_VSOCK_OP_RW:
+		for (i = 0; i < len; i++)
+			if (data[i] != pat(2, g.rx + (uint64_t)i))
+				g.bad = true;
+		g.rx += (uint64_t)len;
+		g.fwd_cnt += (uint32_t)len;     /* read at once */
+		if (g.fwd_cnt - g.last_fwd_sent > g.buf_alloc / 2)
+			gsend_conn(VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0);
+		break;
+	case VIRTIO_VSOCK_OP_CREDIT_UPDATE:
+		g.updates++;
+		g.last_update_buf = g.peer_buf;
+		break;
+	case VIRTIO_VSOCK_OP_CREDIT_REQUEST:
+		gsend_conn(VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0);
+		break;
+	case VIRTIO_VSOCK_OP_SHUTDOWN:
+		g.shut |= le32toh(h->flags) & 3;
+		if (g.shut == 3) {      /* as Linux: both ways shut, nothing to read */
+			gsend_conn(VIRTIO_VSOCK_OP_RST, 0, NULL, 0);
+			g.open = false;
+		}
+		break;
+	case VIRTIO_VSOCK_OP_RST:
+		g.rst = true;
+		g.open = false;
+		break;
+	}
+}
+
+/* Take what the RX queue holds, waiting up to @ms for the first packet. */
+static void service(int ms)
+{
+	static uint8_t data[65536];
+	struct virtio_vsock_hdr h;
+	int n;
+
+	for (;;) {
+		n = drv_recv(d, &h, data, sizeof(data), ms);
+		if (n < 0)
+			return;
+		handle(&h, data, n);
+		ms = 0;
+	}
+}
+
+/* ---- The host, in a thread while the guest is served ---- */
+
+enum job_kind { J_CONNECT, J_ACCEPT, J_SEND, J_RECV, J_CLOSED };
+
+struct job {
+	enum job_kind kind;
+	char addr[256];
+	uint64_t n;
+	int rc;
+	char msg[300];
+	volatile int done;
+};
+
+static void *job_run(void *arg)
+{
+	struct job *j = arg;
+	struct vsx_opts o = { .linger_ms = 1000 };
+	uint8_t buf[16384];
+	uint64_t k;
+	ssize_t n;
+	size_t m, i;
+
+	switch (j->kind) {
+	case J_CONNECT:
+		j->rc = vsx_connect(j->addr, &o, &hs);
+		if (j->rc < 0)
+			snprintf(j->msg, sizeof(j->msg), "%s", vsx_strerror(j->rc));
+		host_rx = host_tx = 0;
+		break;
+	case J_ACCEPT:
+		j->rc = vsx_accept(hl, &hs);
+		if (j->rc < 0)
+			snprintf(j->msg, sizeof(j->msg), "%s", vsx_strerror(j->rc));
+		host_rx = host_tx = 0;
+		break;
+	case J_SEND:
+		for (k = 0; k < j->n; k += (uint64_t)n) {
+			m = j->n - k < sizeof(buf) ? (size_t)(j->n - k) : sizeof(buf);
+			for (i = 0; i < m; i++)
+				buf[i] = pat(2, host_tx + i);
+			n = vsx_send(hs, buf, m);
+			if (n <= 0) {
+				j->rc = n < 0 ? (int)n : -EIO;
+				snprintf(j->msg, sizeof(j->msg), "%s", vsx_strerror(j->rc));
+				break;
+			}
+			host_tx += (uint64_t)n;
+		}
+		break;
+	case J_RECV:
+		for (k = 0; k < j->n; k += (uint64_t)n) {
+			m = j->n - k < sizeof(buf) ? (size_t)(j->n - k) : sizeof(buf);
+			n = vsx_recv(hs, buf, m);
+			if (n <= 0) {
+				j->rc = n < 0 ? (int)n : -ENODATA;
+				snprintf(j->msg, sizeof(j->msg), "after %llu bytes: %s",
+					 (unsigned long long)k,
+					 n < 0 ? vsx_strerror((int)n) : "EOF");
+				break;
+			}
+			for (i = 0; i < (size_t)n; i++)
+				if (buf[i] != pat(1, host_rx + i)) {
+					j->rc = -EBADMSG;
+					snprintf(j->msg, sizeof(j->msg), "byte %llu is wrong",
+						 (unsigned long long)(host_rx + i));
+					goto out;
+				}
+			host_rx += (uint64_t)n;
+		}
+		break;
+	case J_CLOSED:
+		n = vsx_recv(hs, buf, sizeof(buf));
+		j->rc = n < 0 ? (int)n : 0;
+		snprintf(j->msg, sizeof(j->msg), "%s", n == 0 ? "eof" : n > 0 ? "data" :
+			 vsx_strerror((int)n));
+		if (n > 0)
+			j->rc = -EBADMSG;
+		break;
+	}
+out:
+	__atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Run @j in a thread, serving the guest meanwhile. */
+static void job(struct job *j)
+{
+	pthread_t t;
+
+	j->done = 0;
+	j->rc = 0;
+	j->msg[0] = '\0';
+	if (pthread_create(&t, NULL, job_run, j) != 0) {
+		j->rc = -EAGAIN;
+		snprintf(j->msg, sizeof(j->msg), "pthread_create failed");
+		return;
+	}
+	while (!__atomic_load_n(&j->done, __ATOMIC_ACQUIRE))
+		service(5);
+	pthread_join(t, NULL);
+	service(0);
+}
+
+/* Serve the guest until @cond holds or WAIT_MS passed. */
+#define WAIT_FOR(cond) ({                                               \
+	long long _end = now_ms() + WAIT_MS;                            \
+	while (!(cond) && now_ms() < _end)                              \
+		service(10);                                            \
+	(cond);                                                         \
+})
+
+/* ---- Commands ---- */
+
+static void print_state(void)
+{
+	answer(true, "open=%d lport=%u pport=%u rx=%llu tx=%llu buf_alloc=%u fwd_cnt=%u "
+	       "peer_buf=%u peer_fwd=%u first_buf=%u updates=%u last_update_buf=%u "
+	       "rst=%d shut=%u bad=%d", g.open, g.lport, g.pport,
+	       (unsigned long long)g.rx, (unsigned long long)g.tx, g.buf_alloc, g.fwd_cnt,
+	       g.peer_buf, g.peer_fwd, g.first_buf, g.updates, g.last_update_buf, g.rst,
+	       g.shut, g.bad);
+}
+
+static void gsend_cmd(uint64_t n)
+{
+	static uint8_t buf[4096];
+	long long end = now_ms() + WAIT_MS;
+	uint32_t credit, k, i;
+
+	while (n) {
+		if (!g.open) {
+			answer(false, "connection closed after %llu bytes",
+			       (unsigned long long)g.tx);
+			return;
+		}
+		credit = g.peer_buf - (g.tx_cnt - g.peer_fwd);
+		if ((int32_t)credit <= 0) {
+			if (now_ms() > end) {
+				answer(false, "no credit");
+				return;
+			}
+			service(10);
+			continue;
+		}
+		k = n < sizeof(buf) ? (uint32_t)n : (uint32_t)sizeof(buf);
+		if (k > credit)
+			k = credit;
+		for (i = 0; i < k; i++)
+			buf[i] = pat(1, g.tx + i);
+		if (gsend_conn(VIRTIO_VSOCK_OP_RW, 0, buf, k) < 0) {
+			answer(false, "drv_send failed");
+			return;
+		}
+		g.tx += k;
+		g.tx_cnt += k;
+		n -= k;
+		service(0);
+	}
+	answer(true, "tx=%llu", (unsigned long long)g.tx);
+}
+
+static void command(char *line)
+{
+	struct job j = { 0 };
+	char *verb = strtok(line, " \t"), *a = strtok(NULL, " \t");
+	unsigned long long v = a ? strtoull(a, NULL, 0) : 0;
+	struct vsx_info info;
+	size_t bytes;
+	int rc;
+
+	cmd_no++;
+	if (!verb) {
+		answer(false, "empty command");
+	} else if (!strcmp(verb, "listen")) {
+		listen_port = (uint32_t)v;
+		answer(true, "port=%u", listen_port);
+	} else if (!strcmp(verb, "gconnect")) {
+		conn_start(next_gport++, (uint32_t)v);
+		gsend_conn(VIRTIO_VSOCK_OP_REQUEST, 0, NULL, 0);
+		if (WAIT_FOR(g.responded || g.rst) && g.responded)
+			answer(true, "lport=%u buf=%u", g.lport, g.first_buf);
+		else
+			answer(false, "%s", g.rst ? "refused (RST)" : "no answer");
+	} else if (!strcmp(verb, "gsend")) {
+		gsend_cmd(v);
+	} else if (!strcmp(verb, "grecv")) {
+		if (WAIT_FOR(g.rx >= v) && !g.bad)
+			answer(true, "rx=%llu", (unsigned long long)g.rx);
+		else
+			answer(false, "rx=%llu bad=%d", (unsigned long long)g.rx, g.bad);
+	} else if (!strcmp(verb, "gcredit")) {
+		rc = gsend_conn(VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0);
+		answer(rc == 0, "fwd_cnt=%u", g.fwd_cnt);
+	} else if (!strcmp(verb, "gshut")) {
+		rc = gsend_conn(VIRTIO_VSOCK_OP_SHUTDOWN, (uint32_t)v, NULL, 0);
+		answer(rc == 0, "flags=%llu", v);
+	} else if (!strcmp(verb, "wait-credit")) {
+		if (WAIT_FOR(g.updates && g.last_update_buf == v))
+			answer(true, "buf=%u updates=%u", g.last_update_buf, g.updates);
+		else
+			answer(false, "last CREDIT_UPDATE buf=%u (updates=%u)",
+			       g.last_update_buf, g.updates);
+	} else if (!strcmp(verb, "wait-rst")) {
+		if (WAIT_FOR(g.rst))
+			answer(true, "rst");
+		else
+			answer(false, "no RST");
+	} else if (!strcmp(verb, "wait-shut")) {
+		if (WAIT_FOR((g.shut & v) == v || g.rst))
+			answer((g.shut & v) == v, "shut=%u rst=%d open=%d", g.shut, g.rst, g.open);
+		else
+			answer(false, "shut=%u", g.shut);
+	} else if (!strcmp(verb, "state")) {
+		service(0);
+		print_state();
+	} else if (!strcmp(verb, "hconnect") || !strcmp(verb, "hlisten")) {
+		if (!a) {
+			answer(false, "needs an address");
+			return;
+		}
+		if (verb[1] == 'l') {
+			struct vsx_opts o = { .linger_ms = 1000 };
+
+			rc = vsx_listen(a, &o, &hl);
+			if (rc < 0)
+				answer(false, "%s", vsx_strerror(rc));
+			else
+				answer(true, "listening");
+			return;
+		}
+		j.kind = J_CONNECT;
+		snprintf(j.addr, sizeof(j.addr), "%s", a);
+		job(&j);
+		if (j.rc < 0) {
+			answer(false, "%s", j.msg);
+			return;
+		}
+		vsx_info(hs, &info);
+		answer(true, "local=%s", info.local);
+	} else if (!strcmp(verb, "haccept")) {
+		j.kind = J_ACCEPT;
+		job(&j);
+		answer(j.rc == 0, "%s", j.rc ? j.msg : "accepted");
+	} else if (!strcmp(verb, "hsend") || !strcmp(verb, "hrecv")) {
+		j.kind = verb[1] == 's' ? J_SEND : J_RECV;
+		j.n = v;
+		if (!hs) {
+			answer(false, "no host socket");
+			return;
+		}
+		job(&j);
+		answer(j.rc == 0, "%s%s%llu", j.msg, j.rc ? " " : "",
+		       (unsigned long long)(verb[1] == 's' ? host_tx : host_rx));
+	} else if (!strcmp(verb, "hclosed")) {
+		j.kind = J_CLOSED;
+		if (!hs) {
+			answer(false, "no host socket");
+			return;
+		}
+		job(&j);
+		answer(j.rc == 0 || j.rc == -ECONNRESET, "%s", j.msg);
+	} else if (!strcmp(verb, "hsetbuf")) {
+		rc = hs ? vsx_set_buffer(hs, VSX_RX, (size_t)v) : -ENOTCONN;
+		if (rc < 0) {
+			answer(false, "%s", vsx_strerror(rc));
+			return;
+		}
+		rc = vsx_get_buffer(hs, VSX_RX, &bytes);
+		answer(rc == 0, "rx=%zu", rc == 0 ? bytes : 0);
+	} else if (!strcmp(verb, "hclose")) {
+		vsx_close(hs);
+		hs = NULL;
+		answer(true, "closed");
+	} else {
+		answer(false, "unknown command '%s'", verb);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	char line[512];
+	size_t len = 0;
+	int rc;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: fake_guest VHOST_SOCKET <COMMANDS\n");
+		return 2;
+	}
+	rc = drv_open(argv[1], NULL, &d);
+	if (rc < 0) {
+		fprintf(stderr, "fake_guest: %s: %s\n", argv[1], strerror(-rc));
+		return 1;
+	}
+	cid = drv_cid(d);
+	printf("0 ok cid=%llu\n", (unsigned long long)cid);
+	fflush(stdout);
+	for (;;) {
+		struct pollfd p = { .fd = 0, .events = POLLIN };
+		ssize_t n;
+		char *nl;
+
+		service(0);
+		if (poll(&p, 1, 10) <= 0)
+			continue;
+		n = read(0, line + len, sizeof(line) - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		line[len] = '\0';
+		while ((nl = memchr(line, '\n', len))) {
+			size_t used = (size_t)(nl - line) + 1;
+
+			*nl = '\0';
+			if (!strcmp(line, "quit"))
+				goto out;
+			command(line);
+			memmove(line, nl + 1, len - used);
+			len -= used;
+			line[len] = '\0';
+		}
+		if (len == sizeof(line) - 1)
+			len = 0;        /* an overlong line: dropped */
+	}
+out:
+	vsx_close(hs);
+	vsx_close(hl);
+	drv_close(d);
+	return 0;
+}
