@@ -1,0 +1,187 @@
+/*
+ * vsxd's settings: the command line, the --vm KEY=VALUE lists and the
+ * vsxd.conf(5) file.
+ *
+ * Everything here is pure: parsers read a buffer or an argv, fill a struct,
+ * and on failure write one message into a struct vsxd_err and return a
+ * negative errno. Nothing prints, exits or touches global state (the file
+ * parser can be fuzzed as is: vsxd_config_parse over any bytes).
+ *
+ * Ownership: every char * inside these structs is heap memory owned by the
+ * struct that holds it; vsxd_config_free / vsxd_vm_free release it.
+ */
+#ifndef VSXD_CONFIG_H
+#define VSXD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VSXD_ERR_LEN 512
+
+/* One error message, without the "vsxd: " prefix. */
+struct vsxd_err {
+	char msg[VSXD_ERR_LEN];
+};
+
+#define VSXD_CID_MIN 3u
+#define VSXD_CID_MAX 0xFFFFFFFEu
+#define VSXD_CID_DEFAULT 3u                  /* as vhost-device-vsock */
+#define VSXD_TX_BUFFER_MAX (1u << 30)        /* what the backend accepts */
+#define VSXD_QUEUE_SIZE_MAX 32768u           /* the virtio split-ring limit */
+#define VSXD_NAME_MAX 64
+#define VSXD_UDS_PATH_MAX 96                 /* "<uds-path>_4294967295" fits sun_path */
+#define VSXD_CONFIG_FILE_MAX (1u << 20)      /* vsxd_config_load refuses more */
+#define VSXD_ALLOW_UIDS_MAX 64               /* control-allow-uid entries */
+
+/* Bits of struct vsxd_vm.set: which keys were given. */
+enum {
+	VSXD_VM_CID = 1u << 0,
+	VSXD_VM_SOCKET = 1u << 1,
+	VSXD_VM_UDS = 1u << 2,
+	VSXD_VM_TX = 1u << 3,
+	VSXD_VM_QUEUE = 1u << 4,
+	VSXD_VM_GROUPS = 1u << 5,
+	VSXD_VM_NAME = 1u << 6,
+};
+
+/* One VM as configured (see struct vsx_vm_config in backend.h). */
+struct vsxd_vm {
+	char *name;               /* NULL: the backend's default, "cid<N>" */
+	uint64_t guest_cid;       /* VSXD_CID_DEFAULT when not given */
+	char *socket_path;
+	char *uds_path;
+	uint32_t tx_buffer_size;  /* 0: the backend's default */
+	unsigned queue_size;      /* 0: the backend's default */
+	char *groups;             /* "a+b"; NULL: "default" */
+	char *origin;             /* where it came from, for messages:
+				     "--vm #2", "FILE:LINE", ... */
+	unsigned set;             /* VSXD_VM_* keys given */
+};
+
+#define VSXD_UNSET (-1)
+
+enum vsxd_log_target {
+	VSXD_LOG_STDERR = 0,
+	VSXD_LOG_SYSLOG = 1,
+};
+
+struct vsxd_config {
+	struct vsxd_vm *vms;      /* n_vms entries, owned */
+	size_t n_vms;
+	char *control_path;       /* NULL: none given (vsxd uses its default) */
+	uint32_t *control_allow_uids; /* n_control_allow_uids entries, owned:
+					 uids besides root and vsxd's own that
+					 may use the control socket */
+	size_t n_control_allow_uids;
+	bool control_allow_set;   /* control-allow-uid given (even empty) */
+	int log_target;           /* enum vsxd_log_target, or VSXD_UNSET */
+	int log_level;            /* syslog priority (3..7), or VSXD_UNSET */
+	unsigned control_line;    /* for file configs: lines where the */
+	unsigned control_allow_line;
+	unsigned log_line;        /* [daemon] keys were set (0: not set) */
+	unsigned log_level_line;
+};
+
+/* The command line. */
+struct vsxd_opts {
+	struct vsxd_config cfg;   /* --vm's, the single-VM flags, --control,
+				     --syslog, -v */
+	char *config_file;        /* --config, NULL: none */
+	int verbose;              /* how many -v */
+	bool help;
+	bool version;
+};
+
+/* ---- Values ---- */
+
+/* A decimal number, or hex with 0x. -EINVAL: not a number; -ERANGE:
+ * above @max. */
+int vsxd_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out);
+/* A number with an optional K, M or G suffix (powers of 1024; "KiB" and
+ * "k" are accepted too). Errors as vsxd_parse_uint. */
+int vsxd_parse_size(const char *s, size_t len, uint64_t max, uint64_t *out);
+/* A list of uids (decimal, 0 to 4294967294) separated by commas and/or
+ * blanks, appended to @cfg->control_allow_uids (duplicates dropped), and
+ * control_allow_set set. An empty list is allowed (it only sets the flag).
+ * -EINVAL with @err ("control-allow-uid 'x' is not a uid"), -ENOMEM. */
+int vsxd_parse_uid_list(const char *s, size_t len, struct vsxd_config *cfg,
+			struct vsxd_err *err);
+/* A log priority name (error, warning, notice, info, debug) or -EINVAL. */
+int vsxd_parse_log_level(const char *s, size_t len);
+const char *vsxd_log_level_name(int level);
+
+/* ---- VMs ---- */
+
+/*
+ * Set @key (either spelling: guest-cid or guest_cid, ...) to @val in @vm.
+ * Checks the value (number, range, path length, name characters) and that
+ * the key was not given before. -EINVAL with @err filled on any problem;
+ * -ENOMEM. Messages name the key: "guest-cid 'x' is not a number".
+ */
+int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
+		const char *val, size_t vallen, struct vsxd_err *err);
+/* Check that a VM has what it needs (socket, uds-path) and defaults the
+ * rest. -EINVAL with @err. */
+int vsxd_vm_finish(struct vsxd_vm *vm, struct vsxd_err *err);
+/* Parse "guest-cid=3,socket=PATH,uds-path=PATH[,...]" into @vm (zeroed
+ * first), finishing it. @vm must be freed with vsxd_vm_free even on
+ * error. */
+int vsxd_vm_parse(const char *spec, struct vsxd_vm *vm, struct vsxd_err *err);
+/* Free what @vm holds (not @vm itself) and zero it. */
+void vsxd_vm_free(struct vsxd_vm *vm);
+/* Deep copy; -ENOMEM. */
+int vsxd_vm_copy(struct vsxd_vm *dst, const struct vsxd_vm *src);
+/* The name the backend will use: @vm->name or "cid<N>" written in @buf. */
+const char *vsxd_vm_name(const struct vsxd_vm *vm, char *buf, size_t len);
+/* Same device: everything equal but tx-buffer-size (which can be changed
+ * on a running VM). */
+bool vsxd_vm_same_device(const struct vsxd_vm *a, const struct vsxd_vm *b);
+
+/* ---- The configuration ---- */
+
+void vsxd_config_init(struct vsxd_config *cfg);
+/* Free what @cfg holds and re-init it. */
+void vsxd_config_free(struct vsxd_config *cfg);
+
+/*
+ * Parse a vsxd.conf(5) text of @len bytes (not NUL-terminated; any bytes
+ * at all) into @cfg, which must be initialised (vsxd_config_init) and
+ * is filled even on error (free it either way). @fname only names the
+ * file in messages: "FILE:LINE: what". Checks each VM, not uniqueness
+ * across VMs (vsxd_config_check does).
+ */
+int vsxd_config_parse(const char *buf, size_t len, const char *fname,
+		      struct vsxd_config *cfg, struct vsxd_err *err);
+/* Read @path (at most VSXD_CONFIG_FILE_MAX bytes) and parse it. */
+int vsxd_config_load(const char *path, struct vsxd_config *cfg,
+		     struct vsxd_err *err);
+
+/*
+ * @out = @file's VMs then @cli's VMs (copied); [daemon] settings from
+ * @cli where set, else from @file. @file may be NULL. @out must be
+ * initialised; free it either way. -ENOMEM.
+ */
+int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
+		      const struct vsxd_config *cli);
+/* Whole-config checks: CIDs, names and socket paths unique (a socket
+ * path may not be used twice in any role, nor be the control socket).
+ * -EINVAL with @err naming both places. */
+int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err);
+
+/* ---- The command line ---- */
+
+/*
+ * Parse argv (argv[0] is skipped) into @o (zeroed and initialised
+ * here; free with vsxd_opts_free either way). Usage errors return
+ * -EINVAL with @err filled ("--vm #2: guest-cid 'x' is not a number").
+ * --help and --version only set their flags.
+ */
+int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
+		    struct vsxd_err *err);
+void vsxd_opts_free(struct vsxd_opts *o);
+
+/* The --help text. */
+extern const char vsxd_usage[];
+
+#endif /* VSXD_CONFIG_H */
