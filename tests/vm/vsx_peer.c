@@ -49,6 +49,8 @@
  *   -l LABEL    name in the output (default: the mode)
  *   -R FILE     listen: create FILE once listening
  *   -v          per-step lines for every connection
+ *   -X OFFSET   corrupt what this side sends: flip one bit of stream byte
+ *               OFFSET (a negative control: the receiver must notice)
  *
  * Output: "vsx_peer[LABEL]: ..." lines; the last one is "ok: ..." or
  * "FAIL: ...". Exit status 0 when everything was as expected, 1 otherwise,
@@ -111,10 +113,11 @@ static struct {
 	unsigned limit_s;
 	const char *ready_file;
 	int verbose;
+	int64_t corrupt_at;     /* -X: stream byte to flip, -1: none */
 	struct step steps[MAX_STEPS];
 	int nsteps;
 	char *unlink_path;      /* a SEQPACKET Unix listener we bound */
-} cfg = { .nconns = 1, .seed = 1, .limit_s = 900 };
+} cfg = { .nconns = 1, .seed = 1, .limit_s = 900, .corrupt_at = -1 };
 
 static volatile sig_atomic_t stop;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -312,6 +315,9 @@ static int xfer(struct conn *c, uint64_t tx, uint64_t rx, const uint8_t *rawtx,
 					memcpy(c->txbuf, rawtx + sent, n);
 				else
 					pattern_fill(c->tx_seed, c->tx_off, c->txbuf, n);
+				if (!rawtx && cfg.corrupt_at >= (int64_t)c->tx_off &&
+				    cfg.corrupt_at < (int64_t)(c->tx_off + n))
+					c->txbuf[cfg.corrupt_at - (int64_t)c->tx_off] ^= 0x10;
 				c->tx_len = n;
 				c->tx_pos = 0;
 			}
@@ -374,9 +380,11 @@ static int step_eof(struct conn *c, int allow_reset)
 
 	if (r == -2000)
 		return -1;
-	if (r == 0)
+	if (allow_reset && (r == 0 || r == -ECONNRESET || r == -EPIPE)) {
+		say("conn %d: the peer is gone: %s", c->idx, r ? err_name(r) : "EOF");
 		return 0;
-	if (allow_reset && (r == -ECONNRESET || r == -EPIPE))
+	}
+	if (r == 0)
 		return 0;
 	if (r == -1000)
 		FAIL(c, "data (0x%02x) where %s was expected", b,
@@ -789,10 +797,15 @@ static int do_listen(struct conn *conns, int *nserved, int *strays)
 		say("FAIL: %s: %s", cfg.addr, vsx_strerror(r));
 		return -1;
 	}
-	if (cfg.seq && a.kind == VSX_ADDR_UNIX)
+	if (cfg.seq && a.kind == VSX_ADDR_UNIX) {
 		r = seq_unix_listen(&a, &o, &l);
-	else
+	} else {
 		r = vsx_listen(cfg.addr, &o, &l);
+		/* the hybrid listener's PATH_PORT, for an exit on the time limit */
+		if (r == 0 && a.kind == VSX_ADDR_UNIX &&
+		    asprintf(&cfg.unlink_path, "%s_%u", a.path, a.port) < 0)
+			cfg.unlink_path = NULL;
+	}
 	if (r < 0) {
 		say("FAIL: vsx_listen(%s): %s (%s)", cfg.addr, vsx_strerror(r), err_name(r));
 		return -1;
@@ -954,7 +967,8 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: vsx_peer [-n N] [-s] [-t MS] [-w MS] [-x ERR [-m MS]] [-k SEED]\n"
-		"                [-T SECS] [-l LABEL] [-R FILE] [-v] listen|connect ADDR [STEPS]\n"
+		"                [-T SECS] [-l LABEL] [-R FILE] [-v] [-X OFFSET]\n"
+		"                listen|connect ADDR [STEPS]\n"
 		"steps: send:SIZE recv:SIZE duplex:SIZE shut eof gone msend:N mrecv:N\n"
 		"       sleep:MS info close (comma-separated)\n");
 	return 2;
@@ -969,7 +983,7 @@ int main(int argc, char **argv)
 	double t0;
 	char *steps;
 
-	while ((opt = getopt(argc, argv, "n:st:w:x:m:k:T:l:R:v")) != -1) {
+	while ((opt = getopt(argc, argv, "n:st:w:x:m:k:T:l:R:vX:")) != -1) {
 		switch (opt) {
 		case 'n': cfg.nconns = atoi(optarg); break;
 		case 's': cfg.seq = 1; break;
@@ -988,6 +1002,7 @@ int main(int argc, char **argv)
 		case 'l': cfg.label = optarg; break;
 		case 'R': cfg.ready_file = optarg; break;
 		case 'v': cfg.verbose = 1; break;
+		case 'X': cfg.corrupt_at = strtoll(optarg, NULL, 0); break;
 		default: return usage();
 		}
 	}

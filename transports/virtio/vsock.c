@@ -878,10 +878,15 @@ static void tx_rw(struct vsx_vm *vm, struct conn *c, const struct vsx_vq_elem *e
 			flags = 0;
 	}
 	n = vsx_iov_slice(iov, VSX_VQ_MAX_IOV, e->iov, e->out_num, HDR_LEN, h->len);
-	if (c->kind == PEER_HOST)
+	if (c->kind == PEER_HOST) {
 		vsx__host_rw(c, iov, n, h->len, flags);
-	else
+	} else {
 		vsx__sib_rw(c, iov, n, h->len, flags);
+		/* The other guest's credit news may have been held back while
+		 * this one had room; now that it used some, pass it on. */
+		if (!c->dead)
+			vsx__conn_credit_check(c);
+	}
 	if (!c->dead && c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
 		if (flags & VIRTIO_VSOCK_SEQ_EOM)
 			c->msg_open = false;
