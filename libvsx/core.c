@@ -16,6 +16,7 @@
 #include <linux/vm_sockets.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "vsx-int.h"
 
 #define VSX_VERSION_STRING PACKAGE_VERSION
@@ -60,6 +61,7 @@ static vsx_sock *sock_new(const struct vsx_transport *t, const struct vsx_opts *
 
 static void sock_free(vsx_sock *s)
 {
+	vsx__auth_free(s);
 	if (s->t->destruct)
 		s->t->destruct(s);
 	if (s->fd >= 0)
@@ -95,13 +97,21 @@ static int sock_open(const char *addr, const struct vsx_opts *opts,
 				addr);
 	}
 	*out = sock_new(t, opts);
-	return *out ? 0 : vsx__err(-ENOMEM, "out of memory");
+	if (!*out)
+		return vsx__err(-ENOMEM, "out of memory");
+	rc = vsx__auth_setup(*out, opts);
+	if (rc < 0) {
+		sock_free(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 VSX_EXPORT int vsx_connect(const char *addr, const struct vsx_opts *opts,
 			   vsx_sock **out)
 {
 	struct vsx_addr a;
+	int64_t deadline;
 	vsx_sock *s;
 	int rc;
 
@@ -113,7 +123,10 @@ VSX_EXPORT int vsx_connect(const char *addr, const struct vsx_opts *opts,
 		return rc;
 	s->state = VSX_STATE_CONNECTING;
 	s->peer = a;
+	deadline = vsx__now_ms() + s->connect_timeout_ms;
 	rc = s->t->connect(s, &a, opts ? opts : &(struct vsx_opts){ 0 });
+	if (rc >= 0)
+		rc = vsx__auth_connect(s, deadline);
 	if (rc < 0) {
 		sock_free(s);
 		return rc;
@@ -169,11 +182,15 @@ VSX_EXPORT int vsx_accept(vsx_sock *l, vsx_sock **out)
 		return vsx__err(-ENOMEM, "out of memory");
 	*s = *l;
 	s->trans = NULL;
+	s->auth = NULL;
+	s->info_flags = 0;
 	s->fd = -1;
 	s->bytes_sent = s->bytes_received = 0;
 	s->shut_local = s->peer_eof = 0;
 	memset(&s->peer, 0, sizeof(s->peer));
 	rc = l->t->accept(l, s);
+	if (rc >= 0)
+		rc = vsx__auth_accept(l, s);
 	if (rc < 0) {
 		sock_free(s);
 		return rc;
@@ -199,6 +216,9 @@ VSX_EXPORT int vsx_adopt(int fd, const struct vsx_opts *opts, vsx_sock **out)
 	if (!opts)
 		opts = &defaults;
 	rc = opts_check(opts);
+	if (rc < 0)
+		return rc;
+	rc = vsx__auth_setup(NULL, opts);
 	if (rc < 0)
 		return rc;
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
@@ -429,6 +449,8 @@ VSX_EXPORT int vsx_get_buffer(const vsx_sock *s, int which, size_t *bytes)
 
 VSX_EXPORT int vsx_info(const vsx_sock *s, struct vsx_info *out)
 {
+	int rc;
+
 	vsx__err_clear();
 	if (!s || !out)
 		return vsx__err(-EINVAL, "NULL argument");
@@ -448,7 +470,9 @@ VSX_EXPORT int vsx_info(const vsx_sock *s, struct vsx_info *out)
 		s->t->get_buffer(s, VSX_TX, &out->tx_buffer);
 	}
 	vsx__err_clear();
-	return s->t->info ? s->t->info(s, out) : 0;
+	rc = s->t->info ? s->t->info(s, out) : 0;
+	out->flags |= s->info_flags;
+	return rc;
 }
 
 VSX_EXPORT const char *vsx_version(void)

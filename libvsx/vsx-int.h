@@ -34,6 +34,9 @@ struct vsx_sock {
 	struct vsx_addr peer;
 	uint64_t bytes_sent;
 	uint64_t bytes_received;
+	struct vsx__auth *auth;   /* pre-shared key, owned by auth.c (auth.h);
+				     NULL: none, or no longer needed */
+	unsigned info_flags;      /* VSX_INFO_* the core reports (VSX_INFO_AUTH) */
 };
 
 /*

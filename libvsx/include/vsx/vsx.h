@@ -160,21 +160,50 @@ VSX_EXPORT int vsx_guid_to_port(const uint8_t guid[16], uint32_t *port);
 #define VSX_DEFAULT_LINGER_MS 8000
 
 /*
+ * Peer authentication with a pre-shared key (vsx_auth(7)), when libvsx is
+ * built with OpenSSL: give vsx_connect() or vsx_listen() a key, in a file
+ * (auth_key_file) or as bytes (auth_key, auth_key_len), never both. After
+ * the transport connects, both sides prove they hold the same key with a
+ * challenge-response (fresh nonces each side, HMAC-SHA256 bound to the
+ * roles and the service port) within the connect timeout; vsx_connect()
+ * and vsx_accept() return a socket only when both proofs passed, and fail
+ * otherwise with -EACCES (wrong key, replay, malformed or cut-short
+ * handshake, the peer closed) or -ETIMEDOUT, the connection closed and no
+ * application byte moved. It authenticates the peer once, at connection
+ * set-up; it neither encrypts nor protects the bytes that follow.
+ *
+ * A key is VSX_AUTH_KEY_MIN to VSX_AUTH_KEY_MAX bytes, used as they are. A
+ * key file is the key, byte for byte (a trailing newline is part of it):
+ * a regular file that group and others can neither read nor write (mode
+ * 0600 or stricter), else -EACCES; missing: -ENOENT; empty, too short or
+ * too long: -EINVAL. libvsx copies the key and wipes its copy when done
+ * (a listener keeps it until vsx_close); the caller's auth_key buffer stays
+ * the caller's to wipe. Without OpenSSL, any key option fails with
+ * -ENOTSUP. vsx_adopt() takes no key (-EINVAL).
+ */
+#define VSX_AUTH_KEY_MIN 32
+#define VSX_AUTH_KEY_MAX 1024
+
+/*
  * Options for vsx_connect() and vsx_listen(). All-zero means defaults: a
  * blocking stream socket, 2 s connect timeout, 8 s linger, transport chosen
- * from the address and the machine. The struct is copied; nothing in it is
- * kept after the call.
+ * from the address and the machine, no authentication. The struct is
+ * copied; nothing in it, nor anything it points to, is kept after the call.
  */
 struct vsx_opts {
 	int flags;                  /* VSX_O_* */
-	int connect_timeout_ms;     /* 0: default; <0: -EINVAL */
+	int connect_timeout_ms;     /* 0: default; <0: -EINVAL; also bounds the
+				       authentication handshake */
 	int linger_ms;              /* 0: default; <0: vsx_close() does not wait */
 	int backlog;                /* vsx_listen(); 0: default (128) */
 	size_t rx_buffer;           /* 0: transport default; else as vsx_set_buffer */
 	size_t tx_buffer;           /* applied before connect/listen */
 	const char *transport;      /* NULL: automatic; else a transport name */
 	const char *control_path;   /* vm: addresses; NULL: VSX_CONTROL_PATH */
-	uintptr_t reserved[8];      /* must be zero */
+	const char *auth_key_file;  /* pre-shared key file; NULL: see auth_key */
+	const void *auth_key;       /* or the key's bytes; NULL: no authentication */
+	size_t auth_key_len;        /* bytes at auth_key */
+	uintptr_t reserved[5];      /* must be zero */
 };
 
 /* Default vsxd control socket (overridden by $VSXD_CONTROL). */
@@ -194,8 +223,12 @@ typedef struct vsx_sock vsx_sock;
  * address on this machine), -EHOSTUNREACH (vm: a name vsxd does not know),
  * -EPROTO (a malformed hybrid reply or vsxd answer), -EOPNOTSUPP (a buffer
  * option the transport cannot apply), -EACCES (no permission on a socket
- * path), -EINVAL, -ENOMEM. On vmbus a host service that is not registered
- * does not refuse: the connect times out.
+ * path; with a key: authentication failed, or the key file is open to
+ * group or others), -ENOENT (no such key file), -ENOTSUP (a key, in a
+ * build without OpenSSL), -EINVAL, -ENOMEM. On vmbus a host service that
+ * is not registered does not refuse: the connect times out. With a key,
+ * the transport's connect and the handshake together take at most the
+ * connect timeout.
  */
 VSX_EXPORT int vsx_connect(const char *addr, const struct vsx_opts *opts,
 			   vsx_sock **out);
@@ -211,6 +244,10 @@ VSX_EXPORT int vsx_listen(const char *addr, const struct vsx_opts *opts,
  * Accept one connection. Blocks unless the listener is non-blocking, in
  * which case -EAGAIN means none is pending. The new socket inherits the
  * listener's options and buffer settings and is owned by the caller.
+ * On a listener with a key, the handshake runs here, blocking for at most
+ * the connect timeout even on a non-blocking listener; -EACCES or
+ * -ETIMEDOUT then mean that this one connection failed and was closed, not
+ * that the listener did: accept again.
  */
 VSX_EXPORT int vsx_accept(vsx_sock *listener, vsx_sock **out);
 
@@ -295,6 +332,8 @@ enum vsx_state {
 };
 
 #define VSX_INFO_CREDIT 0x1 /* the credit fields are valid */
+#define VSX_INFO_AUTH 0x2   /* peer authenticated with the pre-shared key;
+			       on a listener: its connections will be */
 #define VSX_SHUT_RD 0x1     /* vsx_info.shut_local bits */
 #define VSX_SHUT_WR 0x2
 
