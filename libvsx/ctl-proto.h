@@ -50,18 +50,34 @@ struct vsx_kv {
 	const char *value;
 };
 
+/*
+ * Parsed pairs. A request never has more than VSX_CTL_MAX_LINES lines and
+ * fits @small; a reply (one record per connection) has no line bound but
+ * its byte bound, and grows @kv on the heap: release it with
+ * vsx__ctl_kvs_free. Do not copy the struct (@kv may point into it).
+ */
 struct vsx_kvs {
 	unsigned n;
-	struct vsx_kv kv[VSX_CTL_MAX_LINES];
+	unsigned cap;              /* entries at @kv */
+	struct vsx_kv *kv;         /* @small, or heap (replies only) */
+	struct vsx_kv small[VSX_CTL_MAX_LINES];
 };
 
 /*
- * Split the block @buf (@len bytes, not including the terminating empty
- * line) in place into key/value pairs. Returns 0, -EINVAL for a malformed
- * line (bad key, no '=', control characters, too long), -E2BIG for too many
- * lines. The pairs point into @buf.
+ * Split the request block @buf (@len bytes, not including the terminating
+ * empty line) in place into key/value pairs. Returns 0, -EINVAL for a
+ * malformed line (bad key, no '=', control characters, too long), -E2BIG
+ * for more than VSX_CTL_MAX_LINES lines. The pairs point into @buf; nothing
+ * to free.
  */
 int vsx__ctl_parse(char *buf, size_t len, struct vsx_kvs *out);
+
+/*
+ * The same for a reply block: any number of lines (-ENOMEM if memory runs
+ * out). Call vsx__ctl_kvs_free afterwards, whatever the result.
+ */
+int vsx__ctl_parse_reply(char *buf, size_t len, struct vsx_kvs *out);
+void vsx__ctl_kvs_free(struct vsx_kvs *kvs);
 
 /* The value of the first @key, or NULL. */
 const char *vsx__ctl_get(const struct vsx_kvs *kvs, const char *key);

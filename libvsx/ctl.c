@@ -1,6 +1,7 @@
 /* The vsxd control protocol: parsing and the client call (ctl-proto.h). */
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -35,11 +36,33 @@ static int value_ok(const char *v, size_t n)
 	return 1;
 }
 
-int vsx__ctl_parse(char *buf, size_t len, struct vsx_kvs *out)
+static int kvs_grow(struct vsx_kvs *kvs)
+{
+	struct vsx_kv *nk;
+	unsigned cap = kvs->cap * 2;
+
+	if (kvs->kv == kvs->small) {
+		nk = malloc(cap * sizeof(*nk));
+		if (nk)
+			memcpy(nk, kvs->small, kvs->n * sizeof(*nk));
+	} else {
+		nk = realloc(kvs->kv, cap * sizeof(*nk));
+	}
+	if (!nk)
+		return -ENOMEM;
+	kvs->kv = nk;
+	kvs->cap = cap;
+	return 0;
+}
+
+static int parse_block(char *buf, size_t len, struct vsx_kvs *out, bool grow)
 {
 	char *p = buf, *end = buf + len, *nl, *eq;
+	int rc;
 
 	out->n = 0;
+	out->cap = VSX_CTL_MAX_LINES;
+	out->kv = out->small;
 	while (p < end) {
 		nl = memchr(p, '\n', (size_t)(end - p));
 		if (!nl)
@@ -50,8 +73,13 @@ int vsx__ctl_parse(char *buf, size_t len, struct vsx_kvs *out)
 		if (!eq || !key_ok(p, (size_t)(eq - p)) ||
 		    !value_ok(eq + 1, (size_t)(nl - eq - 1)))
 			return -EINVAL;
-		if (out->n == VSX_CTL_MAX_LINES)
-			return -E2BIG;
+		if (out->n == out->cap) {
+			if (!grow)
+				return -E2BIG;
+			rc = kvs_grow(out);
+			if (rc < 0)
+				return rc;
+		}
 		*eq = '\0';
 		if (nl < end)
 			*nl = '\0';
@@ -63,6 +91,25 @@ int vsx__ctl_parse(char *buf, size_t len, struct vsx_kvs *out)
 		p = nl + 1;
 	}
 	return 0;
+}
+
+int vsx__ctl_parse(char *buf, size_t len, struct vsx_kvs *out)
+{
+	return parse_block(buf, len, out, false);
+}
+
+int vsx__ctl_parse_reply(char *buf, size_t len, struct vsx_kvs *out)
+{
+	return parse_block(buf, len, out, true);
+}
+
+void vsx__ctl_kvs_free(struct vsx_kvs *kvs)
+{
+	if (kvs->kv && kvs->kv != kvs->small)
+		free(kvs->kv);
+	kvs->kv = kvs->small;
+	kvs->cap = VSX_CTL_MAX_LINES;
+	kvs->n = 0;
 }
 
 const char *vsx__ctl_get(const struct vsx_kvs *kvs, const char *key)
@@ -206,13 +253,15 @@ int vsx__ctl_call(const char *path, const char *request, int timeout_ms,
 		rc = -ENOMEM;
 		goto out_free;
 	}
-	rc = vsx__ctl_parse(nb, end - 1, &kvs);
+	rc = vsx__ctl_parse_reply(nb, end - 1, &kvs);
 	ev_s = rc == 0 ? vsx__ctl_get(&kvs, "errno") : NULL;
 	if (!ev_s || vsx__ctl_u64(ev_s, &e) < 0 || e > 4095) {
+		vsx__ctl_kvs_free(&kvs);
 		free(nb);
-		rc = -EPROTO;
+		rc = rc == -ENOMEM ? rc : -EPROTO;
 		goto out_free;
 	}
+	vsx__ctl_kvs_free(&kvs);
 	free(nb);
 	*remote_errno = (int)e;
 	*reply = buf;

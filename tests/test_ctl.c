@@ -73,6 +73,30 @@ Test(ctl, parse_limits)
 	cr_assert_eq(parse(lines, &kvs, buf, sizeof(buf)), -E2BIG);
 }
 
+/* A reply has one record per connection: thousands of lines, not 64. */
+Test(ctl, parse_reply_grows)
+{
+	static char lines[1 << 17];
+	struct vsx_kvs kvs;
+	size_t off = 0;
+	char key[16];
+	int i;
+
+	for (i = 0; i < 5000; i++)
+		off += (size_t)snprintf(lines + off, sizeof(lines) - off, "k%d=%d\n", i, i);
+	cr_assert_eq(vsx__ctl_parse_reply(lines, off, &kvs), 0);
+	cr_assert_eq(kvs.n, 5000);
+	cr_assert_str_eq(kvs.kv[0].key, "k0");
+	cr_assert_str_eq(kvs.kv[4999].value, "4999");
+	snprintf(key, sizeof(key), "k%d", 4321);
+	cr_assert_str_eq(vsx__ctl_get(&kvs, key), "4321");
+	vsx__ctl_kvs_free(&kvs);
+	/* Malformed lines are refused the same way as in requests. */
+	memcpy(lines, "k=v\nBAD=1\n", 11);
+	cr_assert_eq(vsx__ctl_parse_reply(lines, 11, &kvs), -EINVAL);
+	vsx__ctl_kvs_free(&kvs);
+}
+
 Test(ctl, block_end_and_numbers)
 {
 	unsigned long long v;

@@ -24,6 +24,7 @@ int close_main(int argc, char **argv)
 	if (argc == 3)
 		args[nargs++] = "reset=1";
 	rc = ctl_request("close", args, nargs, &buf, &kvs);
+	vsx__ctl_kvs_free(&kvs);
 	free(buf);
 	return rc;
 }

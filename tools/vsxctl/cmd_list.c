@@ -48,6 +48,7 @@ int list_main(int argc, char **argv)
 	if (rc)
 		return rc;
 	out_records(&kvs, "conn", conn_cols, sizeof(conn_cols) / sizeof(conn_cols[0]));
+	vsx__ctl_kvs_free(&kvs);
 	free(buf);
 	return 0;
 }
@@ -71,6 +72,7 @@ int show_main(int argc, char **argv)
 	if (rc)
 		return rc;
 	out_record_detail(&kvs, "conn");
+	vsx__ctl_kvs_free(&kvs);
 	free(buf);
 	return 0;
 }

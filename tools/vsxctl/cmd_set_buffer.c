@@ -146,6 +146,7 @@ int set_buffer_main(int argc, char **argv)
 	if (rc)
 		return rc;
 	out_pairs(&kvs);
+	vsx__ctl_kvs_free(&kvs);
 	free(buf);
 	return 0;
 }

@@ -16,6 +16,7 @@ int status_main(int argc, char **argv)
 	if (rc)
 		return rc;
 	out_pairs(&kvs);
+	vsx__ctl_kvs_free(&kvs);
 	free(buf);
 	return 0;
 }

@@ -90,8 +90,9 @@ int ctl_request(const char *cmd, const char *const *args, unsigned nargs,
 		return err_msg(cmd, "%s: permission denied", opt_control);
 	if (rc < 0)
 		return err_msg(cmd, "%s: %s", opt_control, strerror(-rc));
-	rc = vsx__ctl_parse(*buf, strlen(*buf) - 1, kvs);
+	rc = vsx__ctl_parse_reply(*buf, strlen(*buf) - 1, kvs);
 	if (rc < 0) {
+		vsx__ctl_kvs_free(kvs);
 		free(*buf);
 		*buf = NULL;
 		return err_msg(cmd, "malformed reply from vsxd");
@@ -99,6 +100,7 @@ int ctl_request(const char *cmd, const char *const *args, unsigned nargs,
 	if (rerr) {
 		err = vsx__ctl_get(kvs, "error");
 		err_msg(cmd, "%s", err ? err : strerror(rerr));
+		vsx__ctl_kvs_free(kvs);
 		free(*buf);
 		*buf = NULL;
 		return 1;

@@ -44,8 +44,8 @@ int parse_u64(const char *s, uint64_t *out);
 
 /*
  * Send the request made of @nargs "key=value" strings (cmd first) to vsxd and
- * parse the reply into @kvs (pointing into *@buf, freed by the caller).
- * Prints the error and returns 1 when vsxd cannot be reached or says no;
+ * parse the reply into @kvs (pointing into *@buf; on success the caller
+ * releases both: vsx__ctl_kvs_free(@kvs), free(*@buf)). Prints the error and returns 1 when vsxd cannot be reached or says no;
  * 0 on success.
  */
 int ctl_request(const char *cmd, const char *const *args, unsigned nargs,

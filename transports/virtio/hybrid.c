@@ -340,13 +340,15 @@ static int vm_connect(vsx_sock *s, const struct vsx_addr *a,
 	}
 	/* vsx__ctl_call guarantees a complete block ending in "\n\n". */
 	path = NULL;
-	if (vsx__ctl_parse(reply, strlen(reply) - 1, &kvs) == 0)
+	if (vsx__ctl_parse_reply(reply, strlen(reply) - 1, &kvs) == 0)
 		path = vsx__ctl_get(&kvs, "uds-path");
 	if (!path || !*path || strlen(path) >= sizeof(ua.path)) {
+		vsx__ctl_kvs_free(&kvs);
 		free(reply);
 		return vsx__err(-EPROTO, "vm: vsxd's answer has no usable uds-path");
 	}
 	memcpy(ua.path, path, strlen(path) + 1);
+	vsx__ctl_kvs_free(&kvs);
 	free(reply);
 	/* One connect timeout covers the lookup and the handshake. */
 	s->connect_timeout_ms -= (int)(vsx__now_ms() - started);
