@@ -1616,3 +1616,54 @@ Test(hybrid_listen, client_meets_listener)
 	EQ_INT(vsx_close(a), 0, "close accepted");
 	EQ_INT(vsx_close(l), 0, "close listener");
 }
+
+/* VSX_O_SEQPACKET: PATH_PORT is a SOCK_SEQPACKET socket, as vsxd connects
+ * for guest SEQPACKET sockets; each record arrives as one message. */
+Test(hybrid_listen, seqpacket_keeps_records)
+{
+	struct vsx_opts o = { .flags = VSX_O_SEQPACKET };
+	char addr[PATH_MAX + 32], path[PATH_MAX];
+	static uint8_t msg[3][5000], got[8192];
+	static const size_t len[3] = { 1, 5000, 4096 };
+	struct sockaddr_un un;
+	vsx_sock *l = NULL, *a = NULL;
+	int fd, i;
+
+	listen_addr(addr, sizeof(addr), "sq", 77);
+	path_in_dir(path, sizeof(path), "sq_77");
+	RC_OK(vsx_listen(addr, &o, &l), "seqpacket listen");
+	/* a stream client is refused by type: no silent stream fallback */
+	fd = unix_socket_at(path, &un);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&un, sizeof(un)), -1, "stream connect");
+	EQ_INT(errno, EPROTOTYPE, "stream connect to a seqpacket listener");
+	close(fd);
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	cr_assert_geq(fd, 0, "socket");
+	cr_assert_eq(connect(fd, (struct sockaddr *)&un, sizeof(un)), 0, "seqpacket connect");
+	for (i = 0; i < 3; i++) {
+		fill(msg[i], len[i], 0x1000u * (unsigned)(i + 1), 0);
+		cr_assert_eq(send(fd, msg[i], len[i], 0), (ssize_t)len[i], "send %d", i);
+	}
+	RC_OK(vsx_accept(l, &a), "accept");
+	for (i = 0; i < 3; i++) {
+		EQ_INT(vsx_recv(a, got, sizeof(got)), (long)len[i], "record %d whole", i);
+		cr_assert(memcmp(got, msg[i], len[i]) == 0, "record %d bytes", i);
+	}
+	EQ_INT(vsx_send(a, msg[1], 3000), 3000, "reply record");
+	cr_assert_eq(recv(fd, got, sizeof(got), 0), 3000, "reply arrives as one record");
+	cr_assert(memcmp(got, msg[1], 3000) == 0, "reply bytes");
+	close(fd);
+	EQ_INT(vsx_close(a), 0, "close accepted");
+	EQ_INT(vsx_close(l), 0, "close listener");
+	cr_assert_eq(file_kind(path), 0, "file left behind");
+
+	/* connecting stays stream only */
+	{
+		vsx_sock *c = NULL;
+		int rc = vsx_connect(addr, &o, &c);
+
+		EQ_INT(rc, -ESOCKTNOSUPPORT, "seqpacket connect over hybrid");
+		cr_assert_null(c, "socket after a failure");
+	}
+}

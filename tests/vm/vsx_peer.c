@@ -34,9 +34,9 @@
  * Options:
  *   -n N        connections: connect opens N at once (a thread each);
  *               listen accepts N (0: until SIGTERM), each served in a thread
- *   -s          SEQPACKET. For listen on unix:PATH:PORT, a SOCK_SEQPACKET
- *               Unix socket is bound at PATH_PORT (vsxd connects guest
- *               SEQPACKET sockets there) and adopted with vsx_adopt()
+ *   -s          SEQPACKET. For listen on unix:PATH:PORT, libvsx binds a
+ *               SOCK_SEQPACKET Unix socket at PATH_PORT (vsxd connects guest
+ *               SEQPACKET sockets there)
  *   -t MS       connect timeout (vsx_opts.connect_timeout_ms)
  *   -w MS       keep retrying a failed connect for MS (refused, timed out,
  *               unreachable), 100 ms apart
@@ -116,7 +116,7 @@ static struct {
 	int64_t corrupt_at;     /* -X: stream byte to flip, -1: none */
 	struct step steps[MAX_STEPS];
 	int nsteps;
-	char *unlink_path;      /* a SEQPACKET Unix listener we bound */
+	char *unlink_path;      /* a hybrid listener's PATH_PORT */
 } cfg = { .nconns = 1, .seed = 1, .limit_s = 900, .corrupt_at = -1 };
 
 static volatile sig_atomic_t stop;
@@ -753,36 +753,6 @@ static void *serve_main(void *arg)
 	return NULL;
 }
 
-/* A SOCK_SEQPACKET Unix listener at PATH_PORT, adopted. */
-static int seq_unix_listen(const struct vsx_addr *a, const struct vsx_opts *o,
-			   vsx_sock **out)
-{
-	struct sockaddr_un un = { .sun_family = AF_UNIX };
-	char path[VSX_PATH_MAX + 16];
-	struct stat st;
-	int fd, r;
-
-	snprintf(path, sizeof(path), "%s_%u", a->path, a->port);
-	if (strlen(path) >= sizeof(un.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(un.sun_path, path, strlen(path) + 1);
-	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-		unlink(path);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&un, sizeof(un)) < 0 || listen(fd, 128) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	cfg.unlink_path = strdup(path);
-	r = vsx_adopt(fd, o, out);
-	if (r < 0)
-		close(fd);
-	return r;
-}
-
 static int do_listen(struct conn *conns, int *nserved, int *strays)
 {
 	struct vsx_opts o = base_opts();
@@ -797,15 +767,11 @@ static int do_listen(struct conn *conns, int *nserved, int *strays)
 		say("FAIL: %s: %s", cfg.addr, vsx_strerror(r));
 		return -1;
 	}
-	if (cfg.seq && a.kind == VSX_ADDR_UNIX) {
-		r = seq_unix_listen(&a, &o, &l);
-	} else {
-		r = vsx_listen(cfg.addr, &o, &l);
-		/* the hybrid listener's PATH_PORT, for an exit on the time limit */
-		if (r == 0 && a.kind == VSX_ADDR_UNIX &&
-		    asprintf(&cfg.unlink_path, "%s_%u", a.path, a.port) < 0)
-			cfg.unlink_path = NULL;
-	}
+	r = vsx_listen(cfg.addr, &o, &l);
+	/* the hybrid listener's PATH_PORT, for an exit on the time limit */
+	if (r == 0 && a.kind == VSX_ADDR_UNIX &&
+	    asprintf(&cfg.unlink_path, "%s_%u", a.path, a.port) < 0)
+		cfg.unlink_path = NULL;
 	if (r < 0) {
 		say("FAIL: vsx_listen(%s): %s (%s)", cfg.addr, vsx_strerror(r), err_name(r));
 		return -1;

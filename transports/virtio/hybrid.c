@@ -10,8 +10,11 @@
  * malformed one -EPROTO, none in time -ETIMEDOUT.
  *
  * Listen: "unix:PATH:PORT" binds PATH_PORT, where a backend delivers guest
- * connections to host port PORT as plain streams. A stale socket file (one
- * nobody listens on) is replaced; anything else there is -EADDRINUSE.
+ * connections to host port PORT as plain streams. With VSX_O_SEQPACKET the
+ * socket there is a SOCK_SEQPACKET one, which vsxd connects for guest
+ * SEQPACKET sockets: each record is one guest message. A stale socket file
+ * (one nobody listens on) is replaced; anything else there is -EADDRINUSE.
+ * Connecting is stream only: the CONNECT handshake has no socket type.
  */
 #include <poll.h>
 #include <stdio.h>
@@ -206,22 +209,22 @@ static int hy_listen(vsx_sock *s, const struct vsx_addr *a,
 	int rc, probe;
 
 	(void)o;
-	if (s->type != SOCK_STREAM)
-		return vsx__err(-ESOCKTNOSUPPORT, "hybrid: only stream sockets");
+	if (s->type != SOCK_STREAM && s->type != SOCK_SEQPACKET)
+		return vsx__err(-ESOCKTNOSUPPORT, "hybrid: stream or seqpacket sockets only");
 	if (a->port == VSX_PORT_ANY)
 		return vsx__err(-EINVAL, "hybrid: listening needs a port");
 	snprintf(path, sizeof(path), "%s_%u", a->path, a->port);
 	rc = unix_addr(&un, path);
 	if (rc < 0)
 		return rc;
-	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	s->fd = socket(AF_UNIX, s->type | SOCK_CLOEXEC, 0);
 	if (s->fd < 0)
 		return vsx__errno("hybrid: socket");
 	if (bind(s->fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
 		if (errno != EADDRINUSE)
 			return vsx__err(-errno, "hybrid: bind %s: %s", path, strerror(errno));
 		/* Replace a stale socket file only: nobody accepts on it. */
-		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		probe = socket(AF_UNIX, s->type | SOCK_CLOEXEC, 0);
 		rc = probe >= 0 && lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) &&
 		     connect(probe, (struct sockaddr *)&un, sizeof(un)) < 0 &&
 		     errno == ECONNREFUSED;
