@@ -1647,7 +1647,7 @@ Test(hybrid_listen, seqpacket_keeps_records)
 	}
 	RC_OK(vsx_accept(l, &a), "accept");
 	for (i = 0; i < 3; i++) {
-		EQ_INT(vsx_recv(a, got, sizeof(got)), (long)len[i], "record %d whole", i);
+		EQ_INT(vsx_recv(a, got, sizeof(got)), (long)len[i], "record whole");
 		cr_assert(memcmp(got, msg[i], len[i]) == 0, "record %d bytes", i);
 	}
 	EQ_INT(vsx_send(a, msg[1], 3000), 3000, "reply record");
