@@ -36,69 +36,11 @@
 #include <linux/virtio_ring.h>
 
 #include "driver.h"
+#include "../../transports/virtio/vhost_user_proto.h"
 
-/* ---- vhost-user, front-end side ---- */
+/* ---- vhost-user, front-end side (vhost_user_proto.h) ---- */
 
-enum {
-	VU_GET_FEATURES = 1,
-	VU_SET_FEATURES = 2,
-	VU_SET_OWNER = 3,
-	VU_SET_MEM_TABLE = 5,
-	VU_SET_VRING_NUM = 8,
-	VU_SET_VRING_ADDR = 9,
-	VU_SET_VRING_BASE = 10,
-	VU_GET_VRING_BASE = 11,
-	VU_SET_VRING_KICK = 12,
-	VU_SET_VRING_CALL = 13,
-	VU_SET_VRING_ERR = 14,
-	VU_GET_PROTOCOL_FEATURES = 15,
-	VU_SET_PROTOCOL_FEATURES = 16,
-	VU_GET_QUEUE_NUM = 17,
-	VU_SET_VRING_ENABLE = 18,
-	VU_GET_CONFIG = 24,
-};
-
-#define VU_VERSION 0x1u
-#define VU_FLAG_REPLY (1u << 2)
-#define VU_FLAG_NEED_REPLY (1u << 3)
-#define VU_F_PROTOCOL_FEATURES 30
-#define VU_PF_MQ 0
-#define VU_PF_REPLY_ACK 3
-#define VU_PF_CONFIG 9
-#define VU_MAX_PAYLOAD 4096
 #define VU_REPLY_TIMEOUT_MS 5000
-
-struct vu_hdr {
-	uint32_t request;
-	uint32_t flags;
-	uint32_t size;
-} __attribute__((packed));
-
-struct vu_state {
-	uint32_t index;
-	uint32_t num;
-};
-
-struct vu_addr {
-	uint32_t index;
-	uint32_t flags;
-	uint64_t desc, used, avail, log;
-};
-
-struct vu_region {
-	uint64_t gpa, size, uva, mmap_offset;
-};
-
-struct vu_memory {
-	uint32_t nregions;
-	uint32_t padding;
-	struct vu_region r[2];
-};
-
-struct vu_config {
-	uint32_t offset, size, flags;
-	uint8_t region[8];
-};
 
 /* ---- Guest side ---- */
 
@@ -693,16 +635,17 @@ static int negotiate(struct drv *d, const struct drv_opts *o)
 	if (!(d->protocol & (1ull << VU_PF_CONFIG)))
 		return -EPROTO; /* no way to learn the CID */
 	{
+		/* As QEMU asks: the header and the 8 bytes of guest_cid. */
 		struct vu_config c = { .offset = 0, .size = 8 };
 		int n;
 
-		r = vu_write(d, VU_GET_CONFIG, VU_VERSION, &c, sizeof(c), NULL, 0);
+		r = vu_write(d, VU_GET_CONFIG, VU_VERSION, &c, VU_CONFIG_HDR + 8, NULL, 0);
 		if (r)
 			return r;
 		n = vu_read_reply(d, VU_GET_CONFIG, &c, sizeof(c));
 		if (n < 0)
 			return n;
-		if (n != sizeof(c))
+		if (n != VU_CONFIG_HDR + 8)
 			return -EPROTO;
 		memcpy(&d->cid, c.region, sizeof(d->cid));
 		d->cid = le64toh(d->cid);
@@ -737,7 +680,7 @@ static int start_device(struct drv *d)
 		.gpa = DRV_GPA_BASE + d->half, .size = d->mem_size - d->half,
 		.uva = (uint64_t)(uintptr_t)d->mem + d->half, .mmap_offset = d->half,
 	};
-	r = vu_set(d, VU_SET_MEM_TABLE, &m, sizeof(m), fds, 2);
+	r = vu_set(d, VU_SET_MEM_TABLE, &m, VU_MEM_HDR + 2 * sizeof(m.r[0]), fds, 2);
 	if (r)
 		return r;
 	for (unsigned i = 0; i < d->nq; i++) {

@@ -55,46 +55,9 @@
 #include <linux/virtio_ring.h>
 
 #include "vhost_user.h"
+#include "vhost_user_proto.h"
 
-/* ---- Protocol ---- */
-
-enum {
-	VU_GET_FEATURES = 1,
-	VU_SET_FEATURES = 2,
-	VU_SET_OWNER = 3,
-	VU_RESET_OWNER = 4,
-	VU_SET_MEM_TABLE = 5,
-	VU_SET_LOG_BASE = 6,
-	VU_SET_LOG_FD = 7,
-	VU_SET_VRING_NUM = 8,
-	VU_SET_VRING_ADDR = 9,
-	VU_SET_VRING_BASE = 10,
-	VU_GET_VRING_BASE = 11,
-	VU_SET_VRING_KICK = 12,
-	VU_SET_VRING_CALL = 13,
-	VU_SET_VRING_ERR = 14,
-	VU_GET_PROTOCOL_FEATURES = 15,
-	VU_SET_PROTOCOL_FEATURES = 16,
-	VU_GET_QUEUE_NUM = 17,
-	VU_SET_VRING_ENABLE = 18,
-	VU_GET_CONFIG = 24,
-	VU_SET_CONFIG = 25,
-	VU_RESET_DEVICE = 34,
-};
-
-#define VU_VERSION 0x1u
-#define VU_VERSION_MASK 0x3u
-#define VU_FLAG_REPLY (1u << 2)
-#define VU_FLAG_NEED_REPLY (1u << 3)
-#define VU_MAX_FDS 8
-#define VU_VRING_IDX_MASK 0xffull
-#define VU_VRING_NOFD (1ull << 8)
-#define VU_CONFIG_MAX 256
-
-#define VU_F_PROTOCOL_FEATURES 30
-#define VU_PF_REPLY_ACK 3
-#define VU_PF_CONFIG 9
-#define VU_PF_RESET_DEVICE 13
+/* ---- Protocol (vhost_user_proto.h) ---- */
 
 #define VU_FEATURES ((1ull << VIRTIO_F_VERSION_1) |		\
 		     (1ull << VIRTIO_RING_F_EVENT_IDX) |	\
@@ -104,64 +67,7 @@ enum {
 #define VU_PROTOCOL_FEATURES ((1ull << VU_PF_REPLY_ACK) |	\
 			      (1ull << VU_PF_CONFIG) |		\
 			      (1ull << VU_PF_RESET_DEVICE))
-
-struct vu_hdr {
-	uint32_t request;
-	uint32_t flags;
-	uint32_t size;
-} __attribute__((packed));
-
-struct vu_state {
-	uint32_t index;
-	uint32_t num;
-};
-
-struct vu_addr {
-	uint32_t index;
-	uint32_t flags;
-	uint64_t desc;  /* QEMU virtual addresses */
-	uint64_t used;
-	uint64_t avail;
-	uint64_t log;   /* guest physical, for dirty logging (unused) */
-};
-
-struct vu_region {
-	uint64_t gpa;
-	uint64_t size;
-	uint64_t uva;
-	uint64_t mmap_offset;
-};
-
-struct vu_memory {
-	uint32_t nregions;
-	uint32_t padding;
-	struct vu_region r[VSX_MEM_MAX_REGIONS];
-};
-
-struct vu_config {
-	uint32_t offset;
-	uint32_t size;
-	uint32_t flags;
-	uint8_t region[VU_CONFIG_MAX];
-};
-
-#define VU_CONFIG_HDR offsetof(struct vu_config, region)
-
-union vu_payload {
-	uint64_t u64;
-	struct vu_state state;
-	struct vu_addr addr;
-	struct vu_memory mem;
-	struct vu_config config;
-};
-
-/* The largest payload of any message we know; anything larger is a
- * framing error. */
-#define VU_MAX_PAYLOAD sizeof(union vu_payload)
-
-_Static_assert(sizeof(struct vu_addr) == 40, "vhost_vring_addr");
-_Static_assert(sizeof(struct vu_region) == 32, "VhostUserMemoryRegion");
-_Static_assert(sizeof(struct vu_hdr) == 12, "VhostUserHeader");
+_Static_assert(VU_MEM_MAX_REGIONS <= VSX_MEM_MAX_REGIONS, "memory table");
 
 /* ---- State ---- */
 

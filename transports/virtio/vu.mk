@@ -4,5 +4,6 @@ VU_SOURCES = \
 	transports/virtio/vq.h \
 	transports/virtio/vq.c \
 	transports/virtio/vhost_user.h \
+	transports/virtio/vhost_user_proto.h \
 	transports/virtio/vhost_user.c \
 	transports/virtio/vsock_wire.h
