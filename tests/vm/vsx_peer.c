@@ -116,6 +116,7 @@ static struct {
 	int64_t corrupt_at;     /* -X: stream byte to flip, -1: none */
 	struct step steps[MAX_STEPS];
 	int nsteps;
+	char *steps_text;       /* the STEPS argument, which steps[] point into */
 	char *unlink_path;      /* a hybrid listener's PATH_PORT */
 } cfg = { .nconns = 1, .seed = 1, .limit_s = 900, .corrupt_at = -1 };
 
@@ -947,7 +948,6 @@ int main(int argc, char **argv)
 	uint64_t sent = 0, got = 0;
 	int opt, i, failed = 0, ok = 0, nserved = 0, strays = 0;
 	double t0;
-	char *steps;
 
 	while ((opt = getopt(argc, argv, "n:st:w:x:m:k:T:l:R:vX:")) != -1) {
 		switch (opt) {
@@ -984,8 +984,8 @@ int main(int argc, char **argv)
 	if (cfg.nconns < 0 || cfg.nconns > MAX_CONNS || (!cfg.listen && cfg.nconns == 0) ||
 	    (cfg.expect_err && (cfg.listen || cfg.nconns != 1)))
 		return usage();
-	steps = strdup(argc - optind == 3 ? argv[optind + 2] : "");
-	if (!steps || parse_steps(steps) < 0)
+	cfg.steps_text = strdup(argc - optind == 3 ? argv[optind + 2] : "");
+	if (!cfg.steps_text || parse_steps(cfg.steps_text) < 0)
 		return 2;
 	if ((!strncmp(cfg.addr, "vsock:", 6) || !strncmp(cfg.addr, "hvsock:", 7)) &&
 	    !getenv("VSX_LAB_GUEST")) {
