@@ -857,7 +857,8 @@ static void do_listener(void *arg)
 	fd = open(t.path, O_CREAT | O_WRONLY, 0600);
 	cr_assert(fd >= 0);
 	close(fd);
-	cr_assert_eq(vsx_vu_new(t.path, T->loop, &T->ops, &t, &vu2), -EADDRINUSE);
+	cr_assert_eq(vsx_vu_new(t.path, T->loop, &T->ops, &t, &vu2), -ENOTSOCK);
+	cr_assert_eq(access(t.path, F_OK), 0, "the regular file was removed");
 	unlink(t.path);
 	/* a stale socket is */
 	{

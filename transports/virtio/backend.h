@@ -50,7 +50,8 @@ void vsx_router_free(struct vsx_router *r);
 
 /* Validate @cfg, bind its sockets, attach the VM to @r. Errors: -EINVAL
  * (bad config, with a log line saying why), -EEXIST (CID or name taken),
- * -EADDRINUSE (a socket path in use), other negative errno. */
+ * -EADDRINUSE (a socket path in use), -ENOTSOCK (a path is a file of
+ * another kind: only stale sockets are replaced), other negative errno. */
 int vsx_vm_new(struct vsx_router *r, const struct vsx_vm_config *cfg,
 	       struct vsx_vm **out);
 /* Reset every connection, notify host peers, close sockets, unlink paths. */
@@ -89,6 +90,8 @@ struct vsx_conn_info {
 	uint32_t tx_free;          /* what we may still send to the guest */
 	uint32_t rx_free;          /* what the guest may still send us */
 	uint32_t queued;           /* bytes held for a slow host peer */
+	const char *tag;           /* who made it (vsxd: the forward's name),
+				      "" for none; valid during the callback */
 };
 
 typedef int (*vsx_conn_cb)(const struct vsx_conn_info *ci, void *arg);
@@ -98,11 +101,13 @@ typedef int (*vsx_conn_cb)(const struct vsx_conn_info *ci, void *arg);
 int vsx_router_foreach_conn(struct vsx_router *r, struct vsx_vm *vm,
 			    vsx_conn_cb cb, void *arg);
 /* Set buf_alloc of connection @id (a CREDIT_UPDATE tells the guest).
- * -ENOENT: no such connection; -EINVAL: @bytes is 0 or above 1 GiB. */
+ * -ENOENT: no such connection; -EINVAL: @bytes is 0, above 1 GiB, or
+ * above half of max_conn_memory (vsx_router_set_limits). */
 int vsx_router_conn_set_buffer(struct vsx_router *r, uint64_t id, uint32_t bytes);
 /* Close (SHUTDOWN both ways, RST after 8 s) or reset (RST now) @id. */
 int vsx_router_conn_close(struct vsx_router *r, uint64_t id, bool reset);
-/* buf_alloc for @vm's new connections. */
+/* buf_alloc for @vm's new connections; -EINVAL as set_buffer. (New
+ * connections never get more than half of max_conn_memory.) */
 int vsx_vm_set_default_buffer(struct vsx_vm *vm, uint32_t bytes);
 
 /* What vsxctl shows of a VM. The strings are the VM's: valid until it is
@@ -120,10 +125,192 @@ struct vsx_vm_info {
 
 void vsx_vm_get_info(const struct vsx_vm *vm, struct vsx_vm_info *out);
 
+/* ---- Host connections handed over as descriptors (vsxd forwards) ---- */
+
+#define VSX_TAG_MAX 72             /* vsx_conn_info.tag, NUL included */
+
+/*
+ * Hand the connected stream socket @fd (Unix, TCP: anything readv and
+ * sendmsg work on; made non-blocking here) to @vm as a host-initiated
+ * connection to guest port @guest_port, as if a hybrid client had sent
+ * "CONNECT <guest_port>". The engine owns @fd from the call on, whatever
+ * the result: it is closed when the guest refuses (RST), does not answer
+ * within the connect timeout, or the connection ends. @tag (NULL: none;
+ * cut at VSX_TAG_MAX - 1 bytes) labels the connection in vsx_conn_info;
+ * *@id (@id may be NULL) gets its id. Errors (@fd closed): -EHOSTDOWN (the
+ * guest's device is not running), -EBUSY (connection limit), -ENOMEM.
+ */
+int vsx_vm_connect_fd(struct vsx_vm *vm, int fd, uint32_t guest_port, const char *tag,
+		      uint64_t *id);
+
+struct vsx_port;
+
+/*
+ * A guest of VM @vm sent a STREAM REQUEST to host port @port, which a
+ * vsx_router_listen_port handler serves. Connection @id exists, CONNECTING
+ * (the guest waits for its RESPONSE), until vsx_router_conn_attach_fd gives
+ * it a socket, vsx_router_conn_close refuses it (reset: RST), or the
+ * connect timeout resets it. Return 0 to let it wait, a negative errno to
+ * refuse it at once (RST). Runs inside the engine: do not call back into
+ * the router from here (attach or refuse later, from the loop).
+ */
+typedef int (*vsx_port_cb)(void *arg, struct vsx_vm *vm, uint64_t id,
+			   uint32_t guest_port, uint32_t port);
+
+/*
+ * Serve guest connections to host port @port of the VM named @vm_name (a
+ * VM that may come and go: the name is looked up at each REQUEST). Such
+ * REQUESTs go to @cb instead of "<uds-path>_<port>"; SEQPACKET ones are
+ * refused. @tag as for vsx_vm_connect_fd. *@out is freed with
+ * vsx_port_free (vsx_router_free frees what is left). -EADDRINUSE: that
+ * name and port already have a handler; -EINVAL; -ENOMEM.
+ */
+int vsx_router_listen_port(struct vsx_router *r, const char *vm_name, uint32_t port,
+			   const char *tag, vsx_port_cb cb, void *arg,
+			   struct vsx_port **out);
+/* No more calls to the handler; connections already made are not touched. */
+void vsx_port_free(struct vsx_port *p);
+
+/*
+ * Give the waiting connection @id (see vsx_port_cb) its host socket @fd:
+ * the guest gets its RESPONSE and data flows. 0: @fd is the engine's now
+ * (as for vsx_vm_connect_fd). -ENOENT: no such connection waiting (the
+ * guest gave up, or it timed out): @fd stays the caller's. -ENOMEM.
+ */
+int vsx_router_conn_attach_fd(struct vsx_router *r, uint64_t id, int fd);
+
+/* Close (or reset) every connection whose tag is @tag; returns how many. */
+int vsx_router_close_tagged(struct vsx_router *r, const char *tag, bool reset);
+
+/* A fresh connection id, never given to an engine connection: vsxd numbers
+ * its relayed connections from the same sequence. */
+uint64_t vsx_router_new_id(struct vsx_router *r);
+
 typedef int (*vsx_vm_cb)(struct vsx_vm *vm, void *arg);
 
 /* Call @cb for each VM, oldest first; a non-zero return stops the walk and
  * is returned. @cb must not free VMs. */
 int vsx_router_foreach_vm(struct vsx_router *r, vsx_vm_cb cb, void *arg);
+
+/* ---- Connection events (structured logs) ---- */
+
+/*
+ * Every connection that reaches ESTABLISHED reports OPEN once, then exactly
+ * one CLOSE (a graceful end: both sides shut down) or RESET (anything
+ * else), when the engine frees it (after its bounded drain or linger).
+ * An attempt that never got established (no host listener, the guest or a
+ * sibling refused or never answered, a limit, an error) reports one
+ * REFUSE instead; guest-initiated attempts refused before any connection
+ * existed have id 0.
+ */
+enum vsx_conn_event_type {
+	VSX_CONN_EV_OPEN = 1,
+	VSX_CONN_EV_CLOSE,
+	VSX_CONN_EV_RESET,
+	VSX_CONN_EV_REFUSE,
+};
+
+/* Why a connection ended (or was refused); vsx_conn_reason_name() gives
+ * the stable log string. The first decisive cause wins; a guest RST after
+ * a graceful close does not turn it into a reset. */
+enum vsx_conn_reason {
+	VSX_REASON_NONE = 0,       /* "none" (OPEN) */
+	VSX_REASON_GUEST_SHUTDOWN, /* "guest-shutdown": the guest shut down first */
+	VSX_REASON_HOST_EOF,       /* "host-eof": the host program shut its writing side */
+	VSX_REASON_HOST_CLOSED,    /* "host-closed": the host program closed its socket */
+	VSX_REASON_PEER_SHUTDOWN,  /* "peer-shutdown": the sibling's guest shut down */
+	VSX_REASON_GUEST_RST,      /* "guest-rst" */
+	VSX_REASON_PEER_RST,       /* "peer-rst": the sibling half went away */
+	VSX_REASON_REFUSED,        /* "refused": no listener, or the guest refused */
+	VSX_REASON_CONNECT_TIMEOUT,/* "connect-timeout": no RESPONSE in time */
+	VSX_REASON_HANDSHAKE_TIMEOUT, /* "handshake-timeout": no CONNECT line in time */
+	VSX_REASON_LINGER_TIMEOUT, /* "linger-timeout": no RST after our close */
+	VSX_REASON_CONTROL_CLOSE,  /* "control-close": vsx_router_conn_close */
+	VSX_REASON_CONTROL_RESET,  /* "control-reset" */
+	VSX_REASON_VM_GONE,        /* "vm-gone": device stopped or broken, VM removed */
+	VSX_REASON_LIMIT,          /* "limit": a connection or memory limit */
+	VSX_REASON_PROTOCOL,       /* "protocol": the guest broke the protocol */
+	VSX_REASON_ERROR,          /* "error": see err */
+};
+
+const char *vsx_conn_reason_name(int reason);
+const char *vsx_conn_event_name(int type);
+
+/* Which limit refused a connection (REFUSE with VSX_REASON_LIMIT). */
+enum vsx_limit_kind {
+	VSX_LIMIT_NONE = 0,
+	VSX_LIMIT_VM_CONNS,        /* "conns-per-vm" */
+	VSX_LIMIT_CONNS,           /* "conns": the router's total */
+	VSX_LIMIT_MEMORY,          /* "conn-memory" (RESET) */
+};
+
+const char *vsx_limit_name(int kind);
+
+#define VSX_PORT_UNKNOWN 0xFFFFFFFFu   /* a port not known (yet) in an event */
+
+struct vsx_conn_event {
+	int type;                  /* enum vsx_conn_event_type */
+	struct vsx_conn_info ci;   /* at the event; id 0 for refusals without a
+				      connection; strings valid during the call */
+	const char *origin;        /* "guest", "host" or "sibling" */
+	int reason;                /* enum vsx_conn_reason */
+	int err;                   /* positive errno for VSX_REASON_ERROR and
+				      some refusals (ECONNREFUSED, ENOENT), or 0 */
+	int limit;                 /* enum vsx_limit_kind for VSX_REASON_LIMIT */
+	uint64_t duration_ms;      /* since OPEN (CLOSE, RESET), else 0 */
+	/* REFUSE only: refusals are rate limited per VM for logging (a burst of
+	 * 20, then one a second); @log_suppressed says this one falls beyond
+	 * the rate, @suppressed how many were not to be logged before it. The
+	 * hook still sees every event. */
+	bool log_suppressed;
+	uint64_t suppressed;
+};
+
+typedef void (*vsx_conn_event_fn)(void *arg, const struct vsx_conn_event *ev);
+
+/* Report connection events to @fn (NULL: none). @fn runs on the loop
+ * thread in the middle of engine work: it must not call back into the
+ * router. */
+void vsx_router_set_conn_events(struct vsx_router *r, vsx_conn_event_fn fn, void *arg);
+
+/* ---- Limits ---- */
+
+#define VSX_DEFAULT_MAX_CONNS_PER_VM 4096
+#define VSX_DEFAULT_HANDSHAKE_MS 5000
+#define VSX_DEFAULT_CONNECT_MS 5000
+#define VSX_DEFAULT_LINGER_MS 8000
+
+struct vsx_router_limits {
+	unsigned max_conns;          /* all VMs together; 0: no limit */
+	unsigned max_conns_per_vm;   /* 0: VSX_DEFAULT_MAX_CONNS_PER_VM */
+	/* Memory one connection may hold for a slow peer (its queue): 0, no
+	 * cap beyond its credit window. Otherwise a connection's buf_alloc
+	 * (tx-buffer-size, set_buffer) is at most half of it, so a guest that
+	 * keeps to its credit stays below; a queue that still outgrows it is
+	 * reset (VSX_REASON_LIMIT, VSX_LIMIT_MEMORY). At least 8 KiB. */
+	uint64_t max_conn_memory;
+	unsigned handshake_ms;       /* hybrid CONNECT line; 0: default */
+	unsigned connect_ms;         /* RESPONSE to our REQUEST; 0: default */
+	unsigned linger_ms;          /* RST after our close; 0: default */
+};
+
+/* Apply to new connections (and new handshakes, timers armed from now
+ * on); existing connections keep what they have. -EINVAL: memory cap
+ * below 8 KiB, or a timeout above an hour. */
+int vsx_router_set_limits(struct vsx_router *r, const struct vsx_router_limits *l);
+/* What is in force (defaults filled in). */
+void vsx_router_get_limits(const struct vsx_router *r, struct vsx_router_limits *out);
+
+/* Counters since the router was created (vsxctl status). */
+struct vsx_router_stats {
+	unsigned conns;                 /* live connections, all VMs */
+	uint64_t opened;                /* OPEN events */
+	uint64_t refused;               /* REFUSE events, every reason */
+	uint64_t refused_limit_vm;      /* refused: max_conns_per_vm */
+	uint64_t refused_limit_conns;   /* refused: max_conns */
+	uint64_t reset_limit_memory;    /* reset: max_conn_memory */
+};
+
+void vsx_router_get_stats(const struct vsx_router *r, struct vsx_router_stats *out);
 
 #endif

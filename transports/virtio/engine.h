@@ -25,16 +25,29 @@
 #define ENG_TX_BATCH 128          /* TX chains popped per round */
 #define ENG_TX_BUDGET 1024        /* TX chains per kick before yielding */
 #define ENG_RX_BATCH 64           /* RX chains one host read may fill */
+#define ENG_RX_READ (128u << 10)  /* bytes one host read may take (stream) */
 #define ENG_IOV_MAX 1024          /* iovecs per readv/sendmsg (IOV_MAX) */
 #define ENG_SMALL_PKT 128         /* payloads always appended to the tail chunk */
 #define ENG_CHUNK_MIN 4096        /* smallest queue chunk (unless credit is less) */
+#define ENG_CHUNK_MAX 65536       /* largest: below malloc's mmap threshold */
+#define ENG_POOL_MAX (1u << 20)   /* spare queue chunks kept per VM, bytes ... */
+#define ENG_POOL_CHUNKS 32        /* ... and chunks */
+#define ENG_POOL_SWEEP_MS 1000    /* an idle pool is freed after this */
+#define ENG_TRIM_MIN (256u << 10) /* malloc_trim after freeing this much */
+#define ENG_TRIM_THRESHOLD (4u << 20) /* free heap top malloc keeps */
+#define ENG_MMAP_THRESHOLD (1u << 20) /* malloc's mmap threshold */
 #define ENG_ORPHAN_MAX 64         /* RSTs for packets without a connection */
-#define ENG_MAX_CONNS 4096        /* connections per VM */
+#define ENG_MAX_CONNS VSX_DEFAULT_MAX_CONNS_PER_VM /* per VM, default */
 #define ENG_MAX_HANDSHAKES 64     /* hybrid clients still sending CONNECT */
 #define ENG_CONNECT_LINE 32       /* longest "CONNECT <port>\n" */
 #define ENG_MAX_BUF (1u << 30)    /* largest buf_alloc */
 #define ENG_HOST_PORT_FIRST 1024  /* host ports of hybrid connections */
+#define VSX_NAME_LEN 65           /* VM names: 64 bytes and a NUL */
 #define ENG_LOG_BUDGET 20         /* guest-caused warnings per VM session */
+#define ENG_REFUSE_BURST 20       /* refusals logged at once per VM ... */
+#define ENG_REFUSE_MS 1000        /* ... then one per this */
+#define ENG_MIN_CONN_MEMORY 8192  /* smallest max_conn_memory */
+#define ENG_MAX_TIMEOUT_MS 3600000
 
 #define ENG_HANDSHAKE_MS 5000     /* CONNECT line must arrive within */
 #define ENG_CONNECT_MS 5000       /* the guest must answer a REQUEST within */
@@ -95,12 +108,22 @@ static inline void eng_list_del(struct eng_list *n)
  */
 struct txq_chunk;
 
+/* Spare chunks of one VM's queues (stream queues, chunks of whole pages). */
+struct txq_pool {
+	struct txq_chunk *head;
+	size_t bytes;      /* held here */
+	unsigned n;
+	bool used;         /* taken from or given to since the last sweep */
+	size_t freed;      /* chunk bytes given back to malloc since a trim */
+};
+
 struct txq {
 	struct txq_chunk *head, *tail;
 	size_t bytes;      /* queued payload bytes */
 	size_t mem;        /* bytes allocated to hold them (all chunk memory) */
 	size_t open;       /* seq: bytes after the last message end */
 	bool seq;
+	struct txq_pool *pool; /* NULL: every chunk is malloc'd and freed */
 };
 
 void vsx__txq_init(struct txq *q, bool seq);
@@ -120,6 +143,12 @@ size_t vsx__txq_peek(const struct txq *q, struct iovec *iov, unsigned max_iov,
 size_t vsx__txq_msg_len(const struct txq *q);
 void vsx__txq_consume(struct txq *q, size_t n);
 void vsx__txq_clear(struct txq *q);
+/* Free the pool's chunks unless it was used since the last sweep; then
+ * true when queues gave enough memory back to malloc since the previous
+ * quiet sweep that a malloc_trim is worth it. */
+bool vsx__txq_pool_sweep(struct txq_pool *p);
+/* Free every chunk of the pool now. */
+void vsx__txq_pool_drain(struct txq_pool *p);
 
 /* ---- Connections ---- */
 
@@ -202,6 +231,14 @@ struct conn {
 
 	struct vsx_timer *timer;
 	enum conn_timer_kind tkind;
+	char tag[VSX_TAG_MAX];       /* vsx_conn_info.tag ("": none) */
+
+	/* Events (backend.h): OPEN reported, the first decisive end cause. */
+	bool opened;
+	uint64_t opened_ms;          /* CLOCK_MONOTONIC */
+	int why;                     /* enum vsx_conn_reason, 0: none yet */
+	int why_err;                 /* errno for VSX_REASON_ERROR */
+	int why_limit;               /* enum vsx_limit_kind */
 };
 
 /* ---- VMs and the router ---- */
@@ -239,7 +276,7 @@ struct vsx_vm {
 
 	struct vsx_vu *vu;
 	struct vsx_vq *rxq, *txq, *evq; /* while live */
-	bool live, broken, had_session, event_pending, seqpacket, freeing;
+	bool live, broken, event_pending, seqpacket, freeing;
 	bool emitting;               /* inside an emission: no direct path */
 	bool direct;                 /* the emission in progress is direct */
 	bool rx_pushed;              /* RX used entries await a flush */
@@ -281,6 +318,16 @@ struct vsx_vm {
 
 	unsigned log_budget;
 	struct vsx_engine_stats st;
+
+	/* spare queue chunks (txbuf.c), swept by ptimer (vsock.c) */
+	struct txq_pool pool;
+	struct vsx_timer *ptimer;
+	bool ptimer_armed;
+
+	/* refusal events: a token bucket for logging (backend.h) */
+	unsigned refuse_tokens;
+	uint64_t refuse_ms;          /* last refill */
+	uint64_t refuse_suppressed;  /* since the last one to log */
 };
 
 struct vsx_router {
@@ -292,7 +339,16 @@ struct vsx_router {
 	uint64_t next_id;
 	unsigned handshake_ms, connect_ms, linger_ms;
 	uint32_t counter_base;       /* tests: new connections' counters start here */
+	struct eng_list ports;       /* struct vsx_port: vsx_router_listen_port */
 	int in_round;
+
+	/* Limits and events (backend.h) */
+	unsigned max_conns, max_conns_vm;
+	uint64_t max_conn_mem;       /* 0: none */
+	unsigned nconns;             /* live connections, all VMs */
+	vsx_conn_event_fn ev_fn;
+	void *ev_arg;
+	struct vsx_router_stats st;  /* conns unused here (nconns) */
 };
 
 /* ---- router.c ---- */
@@ -333,6 +389,27 @@ uint32_t vsx__conn_adv_buf(const struct conn *c);
 void vsx__conn_set_buffer(struct conn *c, uint32_t bytes);
 /* Close: SHUTDOWN both ways, RST after linger. */
 void vsx__conn_close(struct conn *c);
+/* What vsxctl shows of @c (router.c). */
+void vsx__conn_info(const struct conn *c, struct vsx_conn_info *ci);
+/* Record why @c ends (enum vsx_conn_reason; @err a positive errno or 0).
+ * The first cause wins, except that a hard one (a timeout, an error, a
+ * limit, control-reset, vm-gone, protocol) overrides a graceful one; a
+ * guest or peer RST never does. Reported when @c is freed (conn_kill). */
+void vsx__conn_why(struct conn *c, int reason, int err);
+/* @c just became ESTABLISHED: report OPEN. */
+void vsx__conn_opened(struct conn *c);
+/* A limit that forbids @n more connections in @vm (enum vsx_limit_kind),
+ * counted in the router's stats when not VSX_LIMIT_NONE. */
+int vsx__conn_limit(struct vsx_vm *vm, unsigned n);
+/* A refused attempt that has no connection (id 0): REFUSE event. */
+void vsx__refuse(struct vsx_vm *vm, uint16_t type, uint32_t guest_port,
+		 uint64_t peer_cid, uint32_t peer_port, bool guest_initiated,
+		 int reason, int err, int limit);
+/* @holder's queue grew: false (and @holder reset, reason limit) when its
+ * memory is above the router's max_conn_memory. */
+bool vsx__conn_mem_ok(struct conn *holder);
+/* buf_alloc allowed by max_conn_memory (@bytes or less). */
+uint32_t vsx__buf_cap(const struct vsx_router *r, uint32_t bytes);
 /* RX helpers for data paths: pop one RX chain; 1, 0 (none), <0 broken. */
 int vsx__rx_pop(struct vsx_vm *vm, struct vsx_vq_elem *e);
 void vsx__rx_put(struct vsx_vm *vm, struct conn *c, struct vsx_vq_elem *e,
@@ -367,6 +444,29 @@ void vsx__host_close(struct conn *c);        /* close the socket now */
 /* The guest side is gone: deliver what is queued, then close. */
 void vsx__host_drain(struct conn *c);
 bool vsx__host_can_read(const struct conn *c);
+
+/* ---- Descriptors handed over (backend.h: vsx_vm_connect_fd, ports) ---- */
+struct vsx_port {
+	struct eng_list node;        /* r->ports */
+	struct vsx_router *r;
+	char vm[VSX_NAME_LEN];
+	uint32_t port;
+	char tag[VSX_TAG_MAX];
+	vsx_port_cb cb;
+	void *arg;
+};
+
+/* router.c: the handler of @vm's host port @port, or NULL. */
+struct vsx_port *vsx__port_find(struct vsx_router *r, const struct vsx_vm *vm,
+				uint32_t port);
+/* host.c: a guest REQUEST for @p's port (REFUSE or a waiting connection). */
+void vsx__host_port_request(struct vsx_vm *vm, struct vsx_port *p,
+			    const struct virtio_vsock_hdr *h);
+/* host.c: backend.h's vsx_vm_connect_fd and vsx_router_conn_attach_fd. */
+int vsx__host_connect_fd(struct vsx_vm *vm, int fd, uint32_t port, const char *tag,
+			 uint64_t *id);
+int vsx__host_attach_fd(struct conn *c, int fd);
+void vsx__set_tag(char *dst, const char *tag);
 
 /* ---- router.c: siblings ---- */
 void vsx__sib_request(struct vsx_vm *vm, struct vsx_vm *to,

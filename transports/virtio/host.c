@@ -28,6 +28,7 @@
  * into the payload parts of guest RX chains.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,7 @@ static bool stale_socket(const char *path)
 static int unix_listen(const char *path, int *out)
 {
 	struct sockaddr_un un;
+	struct stat st;
 	int fd, rc;
 
 	rc = unix_addr(&un, path);
@@ -104,6 +106,8 @@ static int unix_listen(const char *path, int *out)
 	(void)fchmod(fd, 0600);
 	if (bind(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
 		rc = -errno;
+		if (rc == -EADDRINUSE && lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+			rc = -ENOTSOCK; /* a file of another kind: never replaced */
 		if (rc != -EADDRINUSE || !stale_socket(path))
 			goto err;
 		if (unlink(path) < 0 && errno != ENOENT) {
@@ -165,10 +169,13 @@ static void host_watch(struct conn *c)
 
 void vsx__host_sync(struct conn *c)
 {
-	host_watch(c);
+	/* Emit first, then set the mask from where that left us: a read
+	 * that empties the socket leaves the read watch as it was, so a
+	 * request-response exchange changes no watch (no epoll_ctl). */
 	if (!c->dead && c->host_readable && vsx__host_can_read(c) &&
 	    vsx__conn_peer_free(c) > 0)
 		vsx__conn_schedule(c);
+	host_watch(c);
 }
 
 void vsx__host_close(struct conn *c)
@@ -203,11 +210,13 @@ static void host_write_error(struct conn *c, int err)
 		return;
 	}
 	if (err == EPIPE) {
+		vsx__conn_why(c, VSX_REASON_HOST_CLOSED, 0);
 		host_wr_gone(c);
 		return;
 	}
 	vsx__log(c->vm->r, VSX_LOG_INFO, "vm %s: connection %llu: host socket: %s",
 		 c->vm->name, (unsigned long long)c->id, strerror(err));
+	vsx__conn_why(c, VSX_REASON_ERROR, err);
 	vsx__conn_reset(c, false);
 }
 
@@ -252,6 +261,9 @@ static size_t host_send(struct conn *c, struct iovec **iov, unsigned *n, size_t 
 		}
 		done += (size_t)w;
 		iov_advance(iov, n, (size_t)w);
+		if (done < len)
+			break; /* short: the socket is full, another call would
+				  only say EAGAIN (the write watch resumes us) */
 	}
 	return done;
 }
@@ -327,6 +339,7 @@ int vsx__host_flush(struct conn *c)
 			if (n < m) {
 				vsx__vm_warn(vm, "connection %llu: message in too many "
 					     "pieces", (unsigned long long)c->id);
+				vsx__conn_why(c, VSX_REASON_ERROR, EMSGSIZE);
 				vsx__conn_reset(c, false);
 				return -EIO;
 			}
@@ -364,10 +377,12 @@ static void host_queue(struct conn *c, const struct iovec *iov, unsigned n,
 	if (vsx__txq_append(&c->q, iov, n, len, room > 0 ? (size_t)room : 0, flags) < 0) {
 		vsx__log(vm->r, VSX_LOG_ERR, "vm %s: connection %llu: out of memory "
 			 "queueing %zu bytes", vm->name, (unsigned long long)c->id, len);
+		vsx__conn_why(c, VSX_REASON_ERROR, ENOMEM);
 		vsx__conn_reset(c, false);
 		return;
 	}
 	vm->st.queued_bytes += len;
+	vsx__conn_mem_ok(c);
 }
 
 void vsx__host_batch_flush(struct vsx_vm *vm)
@@ -408,7 +423,9 @@ void vsx__host_batch_flush(struct vsx_vm *vm)
 			host_queue(c, iov, niov, len, flags);
 		else if (flags & VIRTIO_VSOCK_SEQ_EOM)
 			vsx__txq_end_msg(&c->q, flags); /* empty messages vanish */
-		if (!c->dead)
+		/* While the write watch is armed the socket is full: append
+		 * only, the writable callback flushes (no EAGAIN per packet). */
+		if (!c->dead && !(c->wev & VSX_EV_WRITE))
 			vsx__host_flush(c);
 		return;
 	}
@@ -427,10 +444,10 @@ void vsx__host_batch_flush(struct vsx_vm *vm)
 	}
 	if (w < len)
 		host_queue(c, iov, niov, len - w, 0);
-	if (queued && !c->dead)
-		vsx__host_flush(c);
-	else
+	if (!queued)
 		host_after_flush(c);
+	else if (!c->dead && !(c->wev & VSX_EV_WRITE))
+		vsx__host_flush(c); /* else the writable callback will */
 }
 
 void vsx__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
@@ -505,6 +522,7 @@ static void host_eof(struct conn *c)
 	c->host_readable = false;
 	if (poll(&p, 1, 0) == 1 && (p.revents & POLLHUP)) {
 		/* Fully gone: nothing we queue will ever be read. */
+		vsx__conn_why(c, VSX_REASON_HOST_CLOSED, 0);
 		c->host_wr_dead = true;
 		c->fwd_cnt += (uint32_t)c->q.bytes;
 		vsx__txq_clear(&c->q);
@@ -512,6 +530,7 @@ static void host_eof(struct conn *c)
 		vsx__conn_shutdown(c, ENG_SHUT_BOTH);
 		return;
 	}
+	vsx__conn_why(c, VSX_REASON_HOST_EOF, 0);
 	vsx__conn_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_SEND);
 	host_watch(c);
 }
@@ -538,6 +557,8 @@ static int rx_gather(struct vsx_vm *vm, size_t want, uint32_t *cap, unsigned *ni
 		if (rc == 0)
 			break;
 		room = e->in_len - HDR_LEN;
+		if (room > VSOCK_MAX_PKT_PAYLOAD)
+			room = VSOCK_MAX_PKT_PAYLOAD; /* a packet's limit, whatever the buffer */
 		if (room > want - *have)
 			room = want - *have;
 		k = vsx_iov_slice(vm->riov + *niov, ENG_IOV_MAX - *niov,
@@ -577,6 +598,7 @@ static int host_read_error(struct conn *c, int err)
 		return EMIT_MORE;
 	vsx__log(c->vm->r, VSX_LOG_INFO, "vm %s: connection %llu: host socket: %s",
 		 c->vm->name, (unsigned long long)c->id, strerror(err));
+	vsx__conn_why(c, VSX_REASON_ERROR, err);
 	vsx__conn_reset(c, false);
 	return EMIT_DONE;
 }
@@ -611,6 +633,7 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 		vsx__vm_warn(vm, "connection %llu: host message of %zd bytes exceeds the "
 			     "guest's buffer (%u): reset", (unsigned long long)c->id, m,
 			     c->peer_buf_alloc);
+		vsx__conn_why(c, VSX_REASON_ERROR, EMSGSIZE);
 		vsx__conn_reset(c, false);
 		return EMIT_DONE;
 	}
@@ -636,6 +659,7 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 		vsx__vm_warn(vm, "connection %llu: host message of %zd bytes does not "
 			     "fit the guest's RX buffers: reset",
 			     (unsigned long long)c->id, m);
+		vsx__conn_why(c, VSX_REASON_ERROR, EMSGSIZE);
 		vsx__conn_reset(c, false);
 		return EMIT_DONE;
 	}
@@ -649,6 +673,7 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 		vsx_vq_unpop(vm->rxq, (unsigned)n);
 		if (r < 0)
 			return host_read_error(c, errno);
+		vsx__conn_why(c, VSX_REASON_ERROR, EIO);
 		vsx__conn_reset(c, false);
 		return EMIT_DONE;
 	}
@@ -673,7 +698,10 @@ int vsx__host_emit(struct conn *c)
 	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET)
 		return host_emit_seq(c, credit);
 
-	want = credit < VSOCK_MAX_PKT_PAYLOAD ? credit : VSOCK_MAX_PKT_PAYLOAD;
+	/* More than one packet's worth per read: a host program writing 64 KiB
+	 * at a time is then emptied by one readv (a short read), not one full
+	 * read and one more that finds nothing. */
+	want = credit < ENG_RX_READ ? credit : ENG_RX_READ;
 	n = rx_gather(vm, want, cap, &niov, &have);
 	if (n <= 0)
 		return EMIT_NOBUF;
@@ -749,22 +777,32 @@ void vsx__host_connect(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
 	bool seq = h->type == VIRTIO_VSOCK_TYPE_SEQPACKET;
 	struct sockaddr_un un;
 	char path[sizeof(un.sun_path) + 16];
+	struct vsx_port *p;
 	struct conn *c;
-	int fd;
+	int fd, err = ENOENT;
 
+	p = vsx__port_find(vm->r, vm, h->dst_port);
+	if (p) {
+		vsx__host_port_request(vm, p, h);
+		return;
+	}
 	if (!vm->uds_path)
 		goto refuse;
 	snprintf(path, sizeof(path), "%s_%u", vm->uds_path, h->dst_port);
-	if (unix_addr(&un, path) < 0)
+	if (unix_addr(&un, path) < 0) {
+		err = ENAMETOOLONG;
 		goto refuse;
+	}
 	fd = socket(AF_UNIX, (seq ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_NONBLOCK |
 		    SOCK_CLOEXEC, 0);
 	if (fd < 0) {
+		err = errno;
 		vsx__vm_warn(vm, "connect to host port %u: socket: %s", h->dst_port,
 			     strerror(errno));
 		goto refuse;
 	}
 	if (connect(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
+		err = errno;
 		vsx__log(vm->r, VSX_LOG_DEBUG, "vm %s: guest port %u -> host port %u: "
 			 "%s: %s", vm->name, h->src_port, h->dst_port, path,
 			 strerror(errno));
@@ -775,6 +813,7 @@ void vsx__host_connect(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
 			  h->dst_port);
 	if (!c) {
 		close(fd);
+		err = ENOMEM;
 		goto refuse;
 	}
 	c->guest_initiated = true;
@@ -782,14 +821,109 @@ void vsx__host_connect(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
 	c->peer_fwd_cnt = h->fwd_cnt;
 	c->state = VSX_CONN_ESTABLISHED;
 	if (host_attach(c, fd) < 0) {
+		vsx__conn_why(c, VSX_REASON_ERROR, ENOMEM);
 		vsx__conn_reset(c, false);
 		return;
 	}
+	vsx__conn_opened(c);
 	vsx__conn_ctrl(c, C_RESPONSE);
 	host_watch(c);
 	return;
 refuse:
+	vsx__refuse(vm, h->type, h->src_port, VSOCK_CID_HOST, h->dst_port, true,
+		    err == ENOMEM ? VSX_REASON_ERROR : VSX_REASON_REFUSED, err, 0);
 	vsx__orphan_rst(vm, h);
+}
+
+/* ---- Descriptors handed over (vsxd forwards, backend.h) ---- */
+
+static uint32_t host_port_alloc(struct vsx_vm *vm, uint32_t gport);
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
+		return -errno;
+	return 0;
+}
+
+/* A guest REQUEST to a port with a handler: the connection waits,
+ * CONNECTING, for vsx__host_attach_fd (or the connect timer's RST). */
+void vsx__host_port_request(struct vsx_vm *vm, struct vsx_port *p,
+			    const struct virtio_vsock_hdr *h)
+{
+	struct conn *c;
+	int rc;
+
+	if (h->type != VIRTIO_VSOCK_TYPE_STREAM) {
+		vsx__orphan_rst(vm, h);
+		return;
+	}
+	c = vsx__conn_new(vm, PEER_HOST, h->type, h->src_port, VSOCK_CID_HOST,
+			  h->dst_port);
+	if (!c) {
+		vsx__orphan_rst(vm, h);
+		return;
+	}
+	c->guest_initiated = true;
+	c->peer_buf_alloc = h->buf_alloc;
+	c->peer_fwd_cnt = h->fwd_cnt;
+	memcpy(c->tag, p->tag, sizeof(c->tag));
+	vsx__conn_timer(c, T_CONNECT, vm->r->connect_ms);
+	rc = p->cb(p->arg, vm, c->id, h->src_port, h->dst_port);
+	if (rc < 0 && !c->dead) {
+		vsx__conn_why(c, VSX_REASON_REFUSED, -rc);
+		vsx__conn_reset(c, false);
+	}
+}
+
+int vsx__host_attach_fd(struct conn *c, int fd)
+{
+	if (c->dead || c->kind != PEER_HOST || !c->guest_initiated ||
+	    c->state != VSX_CONN_CONNECTING || c->fd >= 0)
+		return -ENOENT;
+	if (set_nonblock(fd) < 0 || host_attach(c, fd) < 0) {
+		c->fd = -1;
+		return -ENOMEM;
+	}
+	vsx__conn_timer(c, T_NONE, 0);
+	c->state = VSX_CONN_ESTABLISHED;
+	vsx__conn_opened(c);
+	vsx__conn_ctrl(c, C_RESPONSE);
+	host_watch(c);
+	return 0;
+}
+
+int vsx__host_connect_fd(struct vsx_vm *vm, int fd, uint32_t port, const char *tag,
+			 uint64_t *id)
+{
+	struct conn *c;
+
+	if (!vm->live || vm->broken || vm->freeing) {
+		close(fd);
+		return -EHOSTDOWN;
+	}
+	if (set_nonblock(fd) < 0) {
+		close(fd);
+		return -EINVAL;
+	}
+	c = vsx__conn_new(vm, PEER_HOST, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
+			  host_port_alloc(vm, port));
+	if (!c) {
+		close(fd);
+		return -EBUSY;
+	}
+	vsx__set_tag(c->tag, tag);
+	if (host_attach(c, fd) < 0) {
+		vsx__conn_kill(c);   /* closes @fd */
+		return -ENOMEM;
+	}
+	if (id)
+		*id = c->id;
+	vsx__conn_timer(c, T_CONNECT, vm->r->connect_ms);
+	vsx__conn_ctrl(c, C_REQUEST);
+	return 0;
 }
 
 /* ---- Hybrid handshake ---- */
@@ -809,8 +943,10 @@ static void hs_free(struct hs *h)
 	free(h);
 }
 
-/* "CONNECT <decimal port>\n", nothing else. */
-static int parse_connect(const char *s, size_t n, uint32_t *port)
+/* "CONNECT <decimal port>\n", nothing else. Pure: also fuzz/fuzz_connect.c's
+ * target, hence not static. */
+int vsx__host_parse_connect(const char *s, size_t n, uint32_t *port);
+int vsx__host_parse_connect(const char *s, size_t n, uint32_t *port)
 {
 	uint64_t v = 0;
 	size_t i;
@@ -864,15 +1000,26 @@ static uint32_t host_port_alloc(struct vsx_vm *vm, uint32_t gport)
 static void hybrid_connect(struct vsx_vm *vm, int fd, uint32_t port)
 {
 	struct conn *c;
+	int lim = vsx__conn_limit(vm, 1);
 
+	if (lim) {
+		/* closed without "OK": the program sees a refusal */
+		vsx__refuse(vm, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
+			    VSX_PORT_UNKNOWN, false, VSX_REASON_LIMIT, 0, lim);
+		close(fd);
+		return;
+	}
 	c = vsx__conn_new(vm, PEER_HOST, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
 			  host_port_alloc(vm, port));
 	if (!c) {
+		vsx__refuse(vm, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
+			    VSX_PORT_UNKNOWN, false, VSX_REASON_ERROR, ENOMEM, 0);
 		close(fd);
 		return;
 	}
 	c->hybrid = true;
 	if (host_attach(c, fd) < 0) {
+		vsx__conn_why(c, VSX_REASON_ERROR, ENOMEM);
 		vsx__conn_kill(c);
 		return;
 	}
@@ -907,7 +1054,7 @@ static void hs_cb(int fd, int events, void *arg)
 			goto drop;
 		return;
 	}
-	if (parse_connect(h->buf, h->n, &port) < 0 || !vm->live || vm->broken)
+	if (vsx__host_parse_connect(h->buf, h->n, &port) < 0 || !vm->live || vm->broken)
 		goto drop;
 	h->fd = -1;
 	hs_free(h);
@@ -922,6 +1069,8 @@ static void hs_timeout(void *arg)
 {
 	struct hs *h = arg;
 
+	vsx__refuse(h->vm, VIRTIO_VSOCK_TYPE_STREAM, VSX_PORT_UNKNOWN, VSOCK_CID_HOST,
+		    VSX_PORT_UNKNOWN, false, VSX_REASON_HANDSHAKE_TIMEOUT, 0, 0);
 	hs_free(h);
 }
 

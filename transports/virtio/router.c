@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include "engine.h"
 
@@ -123,18 +124,38 @@ struct vsx_vm *vsx__sibling(struct vsx_vm *from, uint64_t cid)
 void vsx__sib_request(struct vsx_vm *vm, struct vsx_vm *to,
 		      const struct virtio_vsock_hdr *h)
 {
+	struct vsx_router *r = vm->r;
 	struct conn *a, *b;
+	int lim;
 
 	if ((h->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !to->seqpacket) ||
-	    to->nconns >= ENG_MAX_CONNS ||
-	    vsx__conn_find(to, h->dst_port, vm->cid, h->src_port))
+	    vsx__conn_find(to, h->dst_port, vm->cid, h->src_port)) {
+		vsx__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSX_REASON_REFUSED, 0, 0);
 		goto refuse;
+	}
+	/* two connections: one in each VM */
+	lim = vsx__conn_limit(to, 1);
+	if (!lim && r->max_conns && r->nconns + 2 > r->max_conns) {
+		r->st.refused_limit_conns++;
+		lim = VSX_LIMIT_CONNS;
+	}
+	if (lim) {
+		vsx__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSX_REASON_LIMIT, 0, lim);
+		goto refuse;
+	}
 	a = vsx__conn_new(vm, PEER_SIBLING, h->type, h->src_port, h->dst_cid,
 			  h->dst_port);
-	if (!a)
+	if (!a) {
+		vsx__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSX_REASON_ERROR, ENOMEM, 0);
 		goto refuse;
+	}
 	b = vsx__conn_new(to, PEER_SIBLING, h->type, h->dst_port, vm->cid, h->src_port);
 	if (!b) {
+		a->guest_initiated = true;
+		vsx__conn_why(a, VSX_REASON_ERROR, ENOMEM);
 		vsx__conn_kill(a);
 		goto refuse;
 	}
@@ -250,10 +271,13 @@ void vsx__sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t l
 			    flags) < 0) {
 		vsx__log(a->vm->r, VSX_LOG_ERR, "vm %s: connection %llu: out of memory",
 			 a->vm->name, (unsigned long long)a->id);
+		vsx__conn_why(a, VSX_REASON_ERROR, ENOMEM);
 		vsx__conn_reset(a, false);
 		return;
 	}
 	b->vm->st.queued_bytes += len - off;
+	if (!vsx__conn_mem_ok(b))
+		return;
 	vsx__conn_schedule(b);
 }
 
@@ -313,10 +337,12 @@ int vsx_router_new(const struct vsx_loop *loop, vsx_log_fn log, void *log_arg,
 	r->log_arg = log_arg;
 	eng_list_init(&r->vms);
 	eng_list_init(&r->dirty);
+	eng_list_init(&r->ports);
 	r->next_id = 1;
 	r->handshake_ms = ENG_HANDSHAKE_MS;
 	r->connect_ms = ENG_CONNECT_MS;
 	r->linger_ms = ENG_LINGER_MS;
+	r->max_conns_vm = ENG_MAX_CONNS;
 	*out = r;
 	return 0;
 }
@@ -327,6 +353,8 @@ void vsx_router_free(struct vsx_router *r)
 		return;
 	while (!eng_list_empty(&r->vms))
 		vsx_vm_free(eng_container_of(r->vms.next, struct vsx_vm, node));
+	while (!eng_list_empty(&r->ports))
+		vsx_port_free(eng_container_of(r->ports.next, struct vsx_port, node));
 	free(r);
 }
 
@@ -339,6 +367,44 @@ void vsx__router_set_timeouts(struct vsx_router *r, unsigned handshake_ms,
 		r->connect_ms = connect_ms;
 	if (linger_ms)
 		r->linger_ms = linger_ms;
+}
+
+void vsx_router_set_conn_events(struct vsx_router *r, vsx_conn_event_fn fn, void *arg)
+{
+	r->ev_fn = fn;
+	r->ev_arg = arg;
+}
+
+int vsx_router_set_limits(struct vsx_router *r, const struct vsx_router_limits *l)
+{
+	if (!l || (l->max_conn_memory && l->max_conn_memory < ENG_MIN_CONN_MEMORY) ||
+	    l->handshake_ms > ENG_MAX_TIMEOUT_MS || l->connect_ms > ENG_MAX_TIMEOUT_MS ||
+	    l->linger_ms > ENG_MAX_TIMEOUT_MS)
+		return -EINVAL;
+	r->max_conns = l->max_conns;
+	r->max_conns_vm = l->max_conns_per_vm ? l->max_conns_per_vm : ENG_MAX_CONNS;
+	r->max_conn_mem = l->max_conn_memory;
+	r->handshake_ms = l->handshake_ms ? l->handshake_ms : ENG_HANDSHAKE_MS;
+	r->connect_ms = l->connect_ms ? l->connect_ms : ENG_CONNECT_MS;
+	r->linger_ms = l->linger_ms ? l->linger_ms : ENG_LINGER_MS;
+	return 0;
+}
+
+void vsx_router_get_limits(const struct vsx_router *r, struct vsx_router_limits *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->max_conns = r->max_conns;
+	out->max_conns_per_vm = r->max_conns_vm;
+	out->max_conn_memory = r->max_conn_mem;
+	out->handshake_ms = r->handshake_ms;
+	out->connect_ms = r->connect_ms;
+	out->linger_ms = r->linger_ms;
+}
+
+void vsx_router_get_stats(const struct vsx_router *r, struct vsx_router_stats *out)
+{
+	*out = r->st;
+	out->conns = r->nconns;
 }
 
 void vsx__router_set_counter_base(struct vsx_router *r, uint32_t base)
@@ -453,6 +519,19 @@ static int bad_config(struct vsx_router *r, const char *what)
 	return -EINVAL;
 }
 
+static const char *listen_error(int rc)
+{
+	switch (rc) {
+	case -ENOTSOCK:
+		return "the path exists and is not a socket (only a stale socket "
+		       "is replaced, never another file)";
+	case -EADDRINUSE:
+		return "another program listens there";
+	default:
+		return strerror(-rc);
+	}
+}
+
 int vsx_vm_new(struct vsx_router *r, const struct vsx_vm_config *cfg,
 	       struct vsx_vm **out)
 {
@@ -525,14 +604,14 @@ int vsx_vm_new(struct vsx_router *r, const struct vsx_vm_config *cfg,
 		rc = vsx__host_listen(vm);
 		if (rc < 0) {
 			vsx__log(r, VSX_LOG_ERR, "vm %s: cannot listen on %s: %s",
-				 vm->name, vm->uds_path, strerror(-rc));
+				 vm->name, vm->uds_path, listen_error(rc));
 			goto err_timer;
 		}
 	}
 	rc = vsx_vu_new(vm->socket_path, l, &vsx__vsock_ops, vm, &vm->vu);
 	if (rc < 0) {
 		vsx__log(r, VSX_LOG_ERR, "vm %s: cannot listen on %s: %s", vm->name,
-			 vm->socket_path, strerror(-rc));
+			 vm->socket_path, listen_error(rc));
 		goto err_listen;
 	}
 	rc = vsx_vu_set_queue_max(vm->vu, vm->queue_size);
@@ -598,7 +677,7 @@ void vsx_vm_free(struct vsx_vm *vm)
 
 /* ---- Introspection and control ---- */
 
-static void conn_info(const struct conn *c, struct vsx_conn_info *ci)
+void vsx__conn_info(const struct conn *c, struct vsx_conn_info *ci)
 {
 	uint32_t fwd = vsx__conn_adv_fwd(c), buf = vsx__conn_adv_buf(c);
 	uint32_t held = c->rx_cnt - fwd;
@@ -627,6 +706,7 @@ static void conn_info(const struct conn *c, struct vsx_conn_info *ci)
 		ci->queued = (uint32_t)c->q.bytes;
 	else
 		ci->queued = c->peer ? (uint32_t)c->peer->q.bytes : 0;
+	ci->tag = c->tag;
 }
 
 static int vm_foreach(struct vsx_vm *vm, vsx_conn_cb cb, void *arg)
@@ -642,7 +722,7 @@ static int vm_foreach(struct vsx_vm *vm, vsx_conn_cb cb, void *arg)
 
 		if (c->dead)
 			continue;
-		conn_info(c, &ci);
+		vsx__conn_info(c, &ci);
 		rc = cb(&ci, arg);
 		if (rc)
 			return rc;
@@ -690,7 +770,7 @@ int vsx_router_conn_set_buffer(struct vsx_router *r, uint64_t id, uint32_t bytes
 {
 	struct conn *c;
 
-	if (!bytes || bytes > ENG_MAX_BUF)
+	if (!bytes || bytes > ENG_MAX_BUF || vsx__buf_cap(r, bytes) != bytes)
 		return -EINVAL;
 	c = conn_by_id(r, id);
 	if (!c)
@@ -706,6 +786,7 @@ int vsx_router_conn_close(struct vsx_router *r, uint64_t id, bool reset)
 
 	if (!c)
 		return -ENOENT;
+	vsx__conn_why(c, reset ? VSX_REASON_CONTROL_RESET : VSX_REASON_CONTROL_CLOSE, 0);
 	if (reset)
 		vsx__conn_reset(c, false);
 	else
@@ -714,9 +795,126 @@ int vsx_router_conn_close(struct vsx_router *r, uint64_t id, bool reset)
 	return 0;
 }
 
+/* ---- Descriptors handed over (vsxd forwards) ---- */
+
+void vsx__set_tag(char *dst, const char *tag)
+{
+	snprintf(dst, VSX_TAG_MAX, "%s", tag ? tag : "");
+}
+
+struct vsx_port *vsx__port_find(struct vsx_router *r, const struct vsx_vm *vm,
+				uint32_t port)
+{
+	struct eng_list *n;
+
+	for (n = r->ports.next; n != &r->ports; n = n->next) {
+		struct vsx_port *p = eng_container_of(n, struct vsx_port, node);
+
+		if (p->port == port && !strcmp(p->vm, vm->name))
+			return p;
+	}
+	return NULL;
+}
+
+int vsx_router_listen_port(struct vsx_router *r, const char *vm_name, uint32_t port,
+			   const char *tag, vsx_port_cb cb, void *arg,
+			   struct vsx_port **out)
+{
+	struct eng_list *n;
+	struct vsx_port *p;
+
+	if (!r || !vm_name || !name_ok(vm_name, VSX_NAME_LEN - 1) || !cb || !out ||
+	    port == UINT32_MAX)
+		return -EINVAL;
+	for (n = r->ports.next; n != &r->ports; n = n->next) {
+		p = eng_container_of(n, struct vsx_port, node);
+		if (p->port == port && !strcmp(p->vm, vm_name))
+			return -EADDRINUSE;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->r = r;
+	snprintf(p->vm, sizeof(p->vm), "%s", vm_name);
+	p->port = port;
+	vsx__set_tag(p->tag, tag);
+	p->cb = cb;
+	p->arg = arg;
+	eng_list_add_tail(&r->ports, &p->node);
+	*out = p;
+	return 0;
+}
+
+void vsx_port_free(struct vsx_port *p)
+{
+	if (!p)
+		return;
+	eng_list_del(&p->node);
+	free(p);
+}
+
+int vsx_vm_connect_fd(struct vsx_vm *vm, int fd, uint32_t guest_port, const char *tag,
+		      uint64_t *id)
+{
+	int rc;
+
+	if (!vm || fd < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -EINVAL;
+	}
+	rc = vsx__host_connect_fd(vm, fd, guest_port, tag, id);
+	vsx__router_round(vm->r);
+	return rc;
+}
+
+int vsx_router_conn_attach_fd(struct vsx_router *r, uint64_t id, int fd)
+{
+	struct conn *c = conn_by_id(r, id);
+	int rc;
+
+	if (!c || fd < 0)
+		return -ENOENT;
+	rc = vsx__host_attach_fd(c, fd);
+	vsx__router_round(r);
+	return rc;
+}
+
+int vsx_router_close_tagged(struct vsx_router *r, const char *tag, bool reset)
+{
+	struct eng_list *n, *m;
+	int count = 0;
+
+	if (!tag || !*tag)
+		return 0;
+	for (n = r->vms.next; n != &r->vms; n = n->next) {
+		struct vsx_vm *vm = eng_container_of(n, struct vsx_vm, node);
+
+		/* killed connections stay listed until the round ends */
+		for (m = vm->conns.next; m != &vm->conns; m = m->next) {
+			struct conn *c = eng_container_of(m, struct conn, node);
+
+			if (c->dead || strcmp(c->tag, tag))
+				continue;
+			if (reset || c->state == VSX_CONN_CONNECTING)
+				vsx__conn_reset(c, false);
+			else
+				vsx__conn_close(c);
+			count++;
+		}
+	}
+	vsx__router_round(r);
+	return count;
+}
+
+uint64_t vsx_router_new_id(struct vsx_router *r)
+{
+	return r->next_id++;
+}
+
 int vsx_vm_set_default_buffer(struct vsx_vm *vm, uint32_t bytes)
 {
-	if (!bytes || bytes > ENG_MAX_BUF)
+	if (!bytes || bytes > ENG_MAX_BUF || vsx__buf_cap(vm->r, bytes) != bytes)
 		return -EINVAL;
 	vm->buf_default = bytes;
 	return 0;

@@ -11,6 +11,16 @@
  * (@room, its credit). Only the tail chunk can have unused space. SEQPACKET
  * queues keep a bit per byte marking message ends (12.5%), and a second one
  * for EOR only in chunks that saw an EOR.
+ *
+ * Chunks hold at most ENG_CHUNK_MAX bytes (a larger append takes several),
+ * so that none is big enough for malloc to serve it with mmap: a bulk
+ * transfer through a slow socket would otherwise map and unmap (and fault
+ * in) every chunk. Chunks from ENG_CHUNK_MIN up are sized in whole pages
+ * (when the credit allows), and a queue with a pool (its VM's) gives freed
+ * chunks of those sizes to the pool and takes new ones from it first: a
+ * steady stream through a queue reuses the same few chunks. The pool is
+ * bounded (ENG_POOL_MAX bytes, ENG_POOL_CHUNKS chunks) and emptied, with
+ * malloc_trim, once it has been idle for a sweep period (vsock.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -68,12 +78,92 @@ void vsx__txq_init(struct txq *q, bool seq)
 	q->seq = seq;
 }
 
+/* ---- The pool ---- */
+
+static bool pool_takes(const struct txq *q, const struct txq_chunk *k)
+{
+	const struct txq_pool *p = q->pool;
+
+	return p && !q->seq && k->cap >= ENG_CHUNK_MIN && p->n < ENG_POOL_CHUNKS &&
+	       p->bytes + k->alloc <= ENG_POOL_MAX;
+}
+
+static bool pool_put(struct txq *q, struct txq_chunk *k)
+{
+	struct txq_pool *p = q->pool;
+
+	if (!pool_takes(q, k))
+		return false;
+	k->next = p->head;
+	p->head = k;
+	p->n++;
+	p->bytes += k->alloc;
+	p->used = true;
+	return true;
+}
+
+static struct txq_chunk *pool_get(struct txq *q, size_t cap)
+{
+	struct txq_pool *p = q->pool;
+	struct txq_chunk **pp, *k;
+
+	if (!p || q->seq || cap < ENG_CHUNK_MIN)
+		return NULL;
+	for (pp = &p->head; (k = *pp); pp = &k->next) {
+		if (k->cap != cap)
+			continue;
+		*pp = k->next;
+		p->n--;
+		p->bytes -= k->alloc;
+		p->used = true;
+		k->next = NULL;
+		k->start = k->end = 0;
+		return k;
+	}
+	return NULL;
+}
+
+bool vsx__txq_pool_sweep(struct txq_pool *p)
+{
+	struct txq_chunk *k;
+	bool trim;
+
+	if (p->used) {
+		p->used = false;
+		return false;
+	}
+	while ((k = p->head)) {
+		p->head = k->next;
+		p->freed += k->alloc;
+		free(k);
+	}
+	p->n = 0;
+	p->bytes = 0;
+	/* a quiet period: decide now, and start counting afresh (an idle
+	 * VM's pool needs no more sweeps) */
+	trim = p->freed >= ENG_TRIM_MIN;
+	p->freed = 0;
+	return trim;
+}
+
+void vsx__txq_pool_drain(struct txq_pool *p)
+{
+	p->used = false;
+	vsx__txq_pool_sweep(p);
+	p->freed = 0;
+}
+
+/* ---- Chunks ---- */
+
 static struct txq_chunk *chunk_new(struct txq *q, size_t cap)
 {
 	size_t map = q->seq ? bits_bytes(cap) : 0;
 	size_t alloc = sizeof(struct txq_chunk) + cap + map;
 	struct txq_chunk *k;
 
+	k = pool_get(q, cap);
+	if (k)
+		return k;
 	k = malloc(alloc);
 	if (!k)
 		return NULL;
@@ -90,49 +180,83 @@ static struct txq_chunk *chunk_new(struct txq *q, size_t cap)
 	return k;
 }
 
+/* A chunk that never held queued bytes (a failed append). */
+static void chunk_drop(struct txq_chunk *k)
+{
+	free(k->eor);
+	free(k);
+}
+
 static void chunk_free(struct txq *q, struct txq_chunk *k)
 {
 	q->mem -= k->alloc;
-	free(k->eor);
-	free(k);
+	if (pool_put(q, k))
+		return;
+	if (q->pool && k->alloc >= ENG_CHUNK_MIN)
+		q->pool->freed += k->alloc;
+	chunk_drop(k);
+}
+
+/* Capacity of the next chunk for @left more bytes, @room after them. */
+static size_t chunk_cap(size_t left, size_t room)
+{
+	size_t cap;
+
+	if (left >= ENG_CHUNK_MAX)
+		return ENG_CHUNK_MAX;
+	if (left < ENG_CHUNK_MIN) {
+		cap = left + room;
+		return cap > ENG_CHUNK_MIN ? ENG_CHUNK_MIN : cap;
+	}
+	/* whole pages, so that chunks come in a few sizes (the pool) */
+	cap = (left + ENG_CHUNK_MIN - 1) / ENG_CHUNK_MIN * ENG_CHUNK_MIN;
+	return cap - left > room ? left + room : cap;
 }
 
 int vsx__txq_append(struct txq *q, const struct iovec *iov, unsigned n,
 		    size_t len, size_t room, unsigned eom_flags)
 {
-	struct txq_chunk *t = q->tail, *k = NULL;
+	struct txq_chunk *t = q->tail, *head = NULL, *last = NULL, *k;
 	size_t space = t ? t->cap - t->end : 0;
 	size_t first = len < space ? len : space;
-	size_t rest = len - first;
+	size_t left = len - first, off, take;
 
-	if (rest) {
-		/* Allocate before copying anything: all or nothing. */
-		size_t cap = rest;
+	/* Allocate before copying anything: all or nothing. */
+	while (left) {
+		size_t cap = chunk_cap(left, room);
 
-		if (cap < ENG_CHUNK_MIN) {
-			cap = rest + room;
-			if (cap > ENG_CHUNK_MIN)
-				cap = ENG_CHUNK_MIN;
+		if (cap > UINT32_MAX / 2 || !(k = chunk_new(q, cap))) {
+			while ((k = head)) {
+				head = k->next;
+				if (!pool_put(q, k))
+					chunk_drop(k);
+			}
+			return -ENOMEM;
 		}
-		if (cap > UINT32_MAX / 2)
-			return -ENOMEM;
-		k = chunk_new(q, cap);
-		if (!k)
-			return -ENOMEM;
+		if (last)
+			last->next = k;
+		else
+			head = k;
+		last = k;
+		left -= cap < left ? cap : left;
 	}
 	if (first) {
 		vsx_iov_to_buf(iov, n, 0, t->data + t->end, first);
 		t->end += (uint32_t)first;
 	}
-	if (k) {
-		vsx_iov_to_buf(iov, n, first, k->data, rest);
-		k->end = (uint32_t)rest;
-		if (t)
-			t->next = k;
-		else
-			q->head = k;
-		q->tail = k;
+	for (k = head, off = first; k; k = k->next) {
+		take = len - off < k->cap ? len - off : k->cap;
+		vsx_iov_to_buf(iov, n, off, k->data, take);
+		k->end = (uint32_t)take;
+		off += take;
 		q->mem += k->alloc;
+	}
+	if (head) {
+		if (t)
+			t->next = head;
+		else
+			q->head = head;
+		q->tail = last;
 	}
 	q->bytes += len;
 	if (q->seq) {
@@ -142,7 +266,6 @@ int vsx__txq_append(struct txq *q, const struct iovec *iov, unsigned n,
 	}
 	return 0;
 }
-
 bool vsx__txq_end_msg(struct txq *q, unsigned eom_flags)
 {
 	struct txq_chunk *t = q->tail;

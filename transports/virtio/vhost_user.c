@@ -1001,8 +1001,11 @@ static int vu_listen(struct vsx_vu *vu, const char *path)
 		if (err != -EADDRINUSE)
 			goto fail;
 		/* replace a stale socket only, never a file or a live one */
-		if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode) ||
-		    vu_path_live(path, &sa) != 0)
+		if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+			err = -ENOTSOCK;
+			goto fail;
+		}
+		if (lstat(path, &st) < 0 || vu_path_live(path, &sa) != 0)
 			goto fail;
 		if (unlink(path) < 0 && errno != ENOENT) {
 			err = -errno;

@@ -70,7 +70,7 @@ struct vsx_vu_ops {
 
 /*
  * Listen on @path (created mode 0600; an existing stale socket is replaced,
- * anything else is -EADDRINUSE). The device @dev is passed to every op.
+ * a live one is -EADDRINUSE, a file of another kind -ENOTSOCK). The device @dev is passed to every op.
  * Returns 0 and *@out (freed with vsx_vu_free), or a negative errno.
  */
 int vsx_vu_new(const char *path, const struct vsx_loop *loop,

@@ -26,6 +26,8 @@
  * to the host socket with one sendmsg (host.c); what the socket does not
  * take is copied into the connection's queue (txbuf.c), which the credit
  * window bounds: the guest may not send beyond it, and is reset if it does.
+ * While bytes wait there the socket is full: new payload is only appended
+ * (no sendmsg that would say EAGAIN), and the socket's write watch flushes.
  * Sibling payload is copied from the sender's TX buffers straight into the
  * receiver's RX buffers.
  *
@@ -36,7 +38,8 @@
  * served round-robin whenever RX buffers are there. Emission order per
  * connection: REQUEST/RESPONSE, credit packets, data, SHUTDOWN, RST. Host
  * data is read with readv directly into the payload part of as many RX
- * chains as the guest's credit allows, up to 64 KiB per read (host.c).
+ * chains as the guest's credit allows, up to ENG_RX_READ (128 KiB) per read,
+ * at most 64 KiB per packet (host.c).
  *
  * Credit. Counters are wrapping u32 byte counts. We may send
  * peer_buf_alloc - (tx_cnt - peer_fwd_cnt); every packet carries our
@@ -75,10 +78,12 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -398,6 +403,230 @@ void vsx__conn_unhash(struct conn *c)
 	vm->hashed--;
 }
 
+/* ---- Connection events and limits ---- */
+
+static const char *const reason_names[] = {
+	[VSX_REASON_NONE] = "none",
+	[VSX_REASON_GUEST_SHUTDOWN] = "guest-shutdown",
+	[VSX_REASON_HOST_EOF] = "host-eof",
+	[VSX_REASON_HOST_CLOSED] = "host-closed",
+	[VSX_REASON_PEER_SHUTDOWN] = "peer-shutdown",
+	[VSX_REASON_GUEST_RST] = "guest-rst",
+	[VSX_REASON_PEER_RST] = "peer-rst",
+	[VSX_REASON_REFUSED] = "refused",
+	[VSX_REASON_CONNECT_TIMEOUT] = "connect-timeout",
+	[VSX_REASON_HANDSHAKE_TIMEOUT] = "handshake-timeout",
+	[VSX_REASON_LINGER_TIMEOUT] = "linger-timeout",
+	[VSX_REASON_CONTROL_CLOSE] = "control-close",
+	[VSX_REASON_CONTROL_RESET] = "control-reset",
+	[VSX_REASON_VM_GONE] = "vm-gone",
+	[VSX_REASON_LIMIT] = "limit",
+	[VSX_REASON_PROTOCOL] = "protocol",
+	[VSX_REASON_ERROR] = "error",
+};
+
+const char *vsx_conn_reason_name(int reason)
+{
+	if (reason < 0 || (size_t)reason >= sizeof(reason_names) / sizeof(reason_names[0]))
+		return "?";
+	return reason_names[reason];
+}
+
+const char *vsx_conn_event_name(int type)
+{
+	switch (type) {
+	case VSX_CONN_EV_OPEN:
+		return "open";
+	case VSX_CONN_EV_CLOSE:
+		return "close";
+	case VSX_CONN_EV_RESET:
+		return "reset";
+	case VSX_CONN_EV_REFUSE:
+		return "refuse";
+	}
+	return "?";
+}
+
+const char *vsx_limit_name(int kind)
+{
+	switch (kind) {
+	case VSX_LIMIT_VM_CONNS:
+		return "conns-per-vm";
+	case VSX_LIMIT_CONNS:
+		return "conns";
+	case VSX_LIMIT_MEMORY:
+		return "conn-memory";
+	}
+	return "none";
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool reason_graceful(int why)
+{
+	return why == VSX_REASON_GUEST_SHUTDOWN || why == VSX_REASON_HOST_EOF ||
+	       why == VSX_REASON_HOST_CLOSED || why == VSX_REASON_PEER_SHUTDOWN ||
+	       why == VSX_REASON_CONTROL_CLOSE;
+}
+
+void vsx__conn_why(struct conn *c, int reason, int err)
+{
+	if (c->dead)
+		return;
+	if (c->why && (!reason_graceful(c->why) || reason_graceful(reason) ||
+		       reason == VSX_REASON_GUEST_RST || reason == VSX_REASON_PEER_RST))
+		return;
+	c->why = reason;
+	c->why_err = err;
+}
+
+static const char *conn_origin(const struct conn *c)
+{
+	if (c->guest_initiated)
+		return "guest";
+	return c->kind == PEER_SIBLING ? "sibling" : "host";
+}
+
+/* The rate limit for logging refusals: a burst, then one per ENG_REFUSE_MS. */
+static void refuse_rate(struct vsx_vm *vm, struct vsx_conn_event *ev)
+{
+	uint64_t now = mono_ms();
+
+	if (!vm->refuse_ms || now - vm->refuse_ms >= (uint64_t)ENG_REFUSE_MS *
+						      ENG_REFUSE_BURST) {
+		vm->refuse_tokens = ENG_REFUSE_BURST;
+		vm->refuse_ms = now;
+	} else {
+		uint64_t add = (now - vm->refuse_ms) / ENG_REFUSE_MS;
+
+		if (add) {
+			vm->refuse_tokens += (unsigned)add;
+			if (vm->refuse_tokens > ENG_REFUSE_BURST)
+				vm->refuse_tokens = ENG_REFUSE_BURST;
+			vm->refuse_ms += add * ENG_REFUSE_MS;
+		}
+	}
+	if (!vm->refuse_tokens) {
+		ev->log_suppressed = true;
+		vm->refuse_suppressed++;
+		return;
+	}
+	vm->refuse_tokens--;
+	ev->suppressed = vm->refuse_suppressed;
+	vm->refuse_suppressed = 0;
+}
+
+static void conn_event(struct conn *c, int type)
+{
+	struct vsx_router *r = c->vm->r;
+	struct vsx_conn_event ev = { .type = type };
+
+	if (type == VSX_CONN_EV_OPEN)
+		r->st.opened++;
+	else if (type == VSX_CONN_EV_REFUSE)
+		r->st.refused++;
+	if (!r->ev_fn)
+		return;
+	vsx__conn_info(c, &ev.ci);
+	ev.origin = conn_origin(c);
+	if (type != VSX_CONN_EV_OPEN) {
+		ev.reason = c->why;
+		ev.err = c->why_err;
+		ev.limit = c->why_limit;
+	}
+	if (c->opened && type != VSX_CONN_EV_OPEN)
+		ev.duration_ms = mono_ms() - c->opened_ms;
+	if (type == VSX_CONN_EV_REFUSE)
+		refuse_rate(c->vm, &ev);
+	r->ev_fn(r->ev_arg, &ev);
+}
+
+void vsx__conn_opened(struct conn *c)
+{
+	if (c->opened || c->dead)
+		return;
+	c->opened = true;
+	c->opened_ms = mono_ms();
+	conn_event(c, VSX_CONN_EV_OPEN);
+}
+
+void vsx__refuse(struct vsx_vm *vm, uint16_t type, uint32_t guest_port,
+		 uint64_t peer_cid, uint32_t peer_port, bool guest_initiated,
+		 int reason, int err, int limit)
+{
+	struct vsx_router *r = vm->r;
+	struct vsx_conn_event ev = {
+		.type = VSX_CONN_EV_REFUSE,
+		.reason = reason,
+		.err = err,
+		.limit = limit,
+	};
+
+	r->st.refused++;
+	if (!r->ev_fn)
+		return;
+	ev.ci.vm = vm->name;
+	ev.ci.type = type;
+	ev.ci.state = VSX_CONN_CONNECTING;
+	ev.ci.guest_cid = vm->cid;
+	ev.ci.guest_port = guest_port;
+	ev.ci.peer_cid = peer_cid;
+	ev.ci.peer_port = peer_port;
+	ev.ci.guest_initiated = guest_initiated;
+	ev.origin = guest_initiated ? "guest" : peer_cid == VSOCK_CID_HOST ? "host"
+									  : "sibling";
+	refuse_rate(vm, &ev);
+	r->ev_fn(r->ev_arg, &ev);
+}
+
+int vsx__conn_limit(struct vsx_vm *vm, unsigned n)
+{
+	struct vsx_router *r = vm->r;
+
+	if (vm->nconns + n > r->max_conns_vm) {
+		r->st.refused_limit_vm++;
+		vsx__log(r, VSX_LOG_DEBUG, "vm %s: connection refused: max-conns-per-vm "
+			 "(%u) reached", vm->name, r->max_conns_vm);
+		return VSX_LIMIT_VM_CONNS;
+	}
+	if (r->max_conns && r->nconns + n > r->max_conns) {
+		r->st.refused_limit_conns++;
+		vsx__log(r, VSX_LOG_DEBUG, "vm %s: connection refused: max-conns (%u) "
+			 "reached", vm->name, r->max_conns);
+		return VSX_LIMIT_CONNS;
+	}
+	return VSX_LIMIT_NONE;
+}
+
+uint32_t vsx__buf_cap(const struct vsx_router *r, uint32_t bytes)
+{
+	if (r->max_conn_mem && bytes > r->max_conn_mem / 2)
+		return (uint32_t)(r->max_conn_mem / 2);
+	return bytes;
+}
+
+bool vsx__conn_mem_ok(struct conn *c)
+{
+	struct vsx_router *r = c->vm->r;
+
+	if (!r->max_conn_mem || c->dead || c->q.mem <= r->max_conn_mem)
+		return true;
+	r->st.reset_limit_memory++;
+	vsx__log(r, VSX_LOG_WARNING, "vm %s: connection %llu: queue memory %zu above "
+		 "max-conn-memory (%llu): reset", c->vm->name, (unsigned long long)c->id,
+		 c->q.mem, (unsigned long long)r->max_conn_mem);
+	vsx__conn_why(c, VSX_REASON_LIMIT, 0);
+	c->why_limit = VSX_LIMIT_MEMORY;
+	vsx__conn_reset(c, false);
+	return false;
+}
+
 /* ---- Connection life ---- */
 
 struct conn *vsx__conn_new(struct vsx_vm *vm, enum conn_kind kind, uint16_t type,
@@ -405,8 +634,9 @@ struct conn *vsx__conn_new(struct vsx_vm *vm, enum conn_kind kind, uint16_t type
 {
 	struct conn *c;
 
-	if (vm->nconns >= ENG_MAX_CONNS) {
-		vsx__vm_warn(vm, "connection limit (%u) reached", ENG_MAX_CONNS);
+	if (vm->nconns >= vm->r->max_conns_vm ||
+	    (vm->r->max_conns && vm->r->nconns >= vm->r->max_conns)) {
+		vsx__vm_warn(vm, "connection limit reached");
 		return NULL;
 	}
 	c = calloc(1, sizeof(*c));
@@ -421,13 +651,15 @@ struct conn *vsx__conn_new(struct vsx_vm *vm, enum conn_kind kind, uint16_t type
 	c->guest_port = guest_port;
 	c->peer_cid = peer_cid;
 	c->peer_port = peer_port;
-	c->buf_alloc = vm->buf_default;
+	c->buf_alloc = vsx__buf_cap(vm->r, vm->buf_default);
 	c->rx_cnt = c->fwd_cnt = c->tx_cnt = vm->r->counter_base;
 	c->last_fwd_sent = c->peer_fwd_cnt = vm->r->counter_base;
 	c->fd = -1;
 	vsx__txq_init(&c->q, type == VIRTIO_VSOCK_TYPE_SEQPACKET);
+	c->q.pool = &vm->pool;
 	eng_list_add_tail(&vm->conns, &c->node);
 	vm->nconns++;
+	vm->r->nconns++;
 	conn_hash_add(c);
 	return c;
 }
@@ -444,9 +676,11 @@ static void conn_timer_cb(void *arg)
 		vsx__log(r, VSX_LOG_INFO, "vm %s: connection %llu: no answer to REQUEST "
 			 "in %u ms", c->vm->name, (unsigned long long)c->id,
 			 r->connect_ms);
+		vsx__conn_why(c, VSX_REASON_CONNECT_TIMEOUT, 0);
 		vsx__conn_reset(c, false);
 		break;
 	case T_LINGER:
+		vsx__conn_why(c, VSX_REASON_LINGER_TIMEOUT, 0);
 		vsx__conn_reset(c, false);
 		break;
 	case T_DRAIN:
@@ -485,6 +719,12 @@ void vsx__conn_kill(struct conn *c)
 
 	if (c->dead)
 		return;
+	/* The one place every connection ends: report it. */
+	if (c->opened)
+		conn_event(c, reason_graceful(c->why) ? VSX_CONN_EV_CLOSE
+						      : VSX_CONN_EV_RESET);
+	else
+		conn_event(c, VSX_CONN_EV_REFUSE);
 	c->dead = true;
 	vsx__conn_unhash(c);
 	eng_list_del(&c->pnode);
@@ -508,6 +748,7 @@ void vsx__conn_kill(struct conn *c)
 	c->ctrl = 0;
 	c->shut_pending = 0;
 	vm->nconns--;
+	vm->r->nconns--;
 	vm->ndead++;
 	vsx__vm_touch(vm);
 }
@@ -524,6 +765,8 @@ static void sib_detach(struct conn *c)
 	p->peer = NULL;
 	if (p->dead)
 		return;
+	vsx__conn_why(p, p->state == VSX_CONN_CONNECTING && p->guest_initiated ?
+			 VSX_REASON_REFUSED : VSX_REASON_PEER_RST, 0);
 	if (p->state == VSX_CONN_CONNECTING) {
 		vsx__conn_reset(p, false);
 		return;
@@ -628,14 +871,21 @@ static bool credit_news(const struct conn *c)
 
 void vsx__conn_credit_check(struct conn *c)
 {
+	uint32_t win;
 	int64_t seen;
 
 	if (c->dead || c->draining || c->state == VSX_CONN_CONNECTING ||
 	    (c->ctrl & C_RST) ||
 	    (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) || !credit_news(c))
 		return;
-	/* Free space as the guest last heard of it. */
-	seen = (int64_t)c->last_buf_sent - (uint32_t)(c->rx_cnt - c->last_fwd_sent);
+	/* Free space as the guest last heard of it. A Linux guest also caps
+	 * its credit at its own buf_alloc ("vsock/virtio: cap TX credit to
+	 * local buffer size"), so it stalls at the smaller of the two windows:
+	 * with ours larger, waiting for ours to run low would deadlock. */
+	win = c->last_buf_sent;
+	if (c->peer_buf_alloc && c->peer_buf_alloc < win)
+		win = c->peer_buf_alloc;
+	seen = (int64_t)win - (uint32_t)(c->rx_cnt - c->last_fwd_sent);
 	if (seen < VSOCK_MAX_PKT_PAYLOAD)
 		vsx__conn_ctrl(c, C_CREDIT_UPDATE);
 }
@@ -804,6 +1054,70 @@ static void vm_send_event(struct vsx_vm *vm)
 	vm->event_pending = false;
 }
 
+/*
+ * Spare queue chunks (txbuf.c): while the VM runs, a timer sweeps the pool
+ * every ENG_POOL_SWEEP_MS and frees it once it went unused for a whole
+ * period, then gives memory back to the system (malloc_trim) when queues
+ * freed enough since the last time: bounded, and only after a quiet
+ * period, never per packet. A stopped VM's pool is freed at once.
+ */
+/*
+ * Once per process, when a device first starts: malloc keeps freed memory
+ * at the top of its heap (up to ENG_TRIM_THRESHOLD) instead of handing it
+ * back at every free, which cost a brk and fresh page faults per queue
+ * fill-and-drain cycle; the sweep gives it back (malloc_trim) after a quiet
+ * period. This also fixes the mmap threshold, so malloc's dynamic
+ * threshold no longer moves: queue chunks (at most ENG_CHUNK_MAX) stay
+ * below it whatever was freed before.
+ */
+static void malloc_tune(void)
+{
+	static int done;
+
+	if (__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED))
+		return;
+	mallopt(M_MMAP_THRESHOLD, ENG_MMAP_THRESHOLD);
+	mallopt(M_TRIM_THRESHOLD, ENG_TRIM_THRESHOLD);
+}
+
+static void pool_timer_cb(void *arg)
+{
+	struct vsx_vm *vm = arg;
+
+	vm->ptimer_armed = false;
+	if (vsx__txq_pool_sweep(&vm->pool))
+		malloc_trim(0);
+	if (vm->pool.n || vm->pool.freed) {
+		vm->r->loop->timer_arm(vm->ptimer, ENG_POOL_SWEEP_MS);
+		vm->ptimer_armed = true;
+	}
+}
+
+static void pool_tend(struct vsx_vm *vm)
+{
+	const struct vsx_loop *l = vm->r->loop;
+
+	if (!vm->live) {
+		if (vm->pool.n || vm->pool.freed >= ENG_TRIM_MIN) {
+			vsx__txq_pool_drain(&vm->pool);
+			malloc_trim(0);
+		}
+		if (vm->ptimer)
+			l->timer_free(vm->ptimer);
+		vm->ptimer = NULL;
+		vm->ptimer_armed = false;
+		return;
+	}
+	if (vm->ptimer_armed || (!vm->pool.n && !vm->pool.freed))
+		return;
+	if (!vm->ptimer)
+		vm->ptimer = l->timer(l->ctx, pool_timer_cb, vm);
+	if (vm->ptimer) {
+		l->timer_arm(vm->ptimer, ENG_POOL_SWEEP_MS);
+		vm->ptimer_armed = true;
+	}
+}
+
 /* End of a round for @vm (router.c calls it for every touched VM). */
 void vsx__vm_round(struct vsx_vm *vm)
 {
@@ -816,6 +1130,7 @@ void vsx__vm_round(struct vsx_vm *vm)
 		vm->st.rx_flushes++;
 	}
 	vm->rx_pushed = false;
+	pool_tend(vm);
 	if (!vm->ndead)
 		return;
 	for (n = vm->conns.next; n != &vm->conns; n = next) {
@@ -855,11 +1170,13 @@ static void tx_rw(struct vsx_vm *vm, struct conn *c, const struct vsx_vq_elem *e
 	if (c->state == VSX_CONN_CONNECTING) {
 		vsx__vm_warn(vm, "RW before the connection was established (port %u)",
 			     h->src_port);
+		vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
 		vsx__conn_reset(c, false);
 		return;
 	}
 	if (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) {
 		vsx__vm_warn(vm, "RW after SHUTDOWN(SEND) (port %u)", h->src_port);
+		vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
 		vsx__conn_reset(c, false);
 		return;
 	}
@@ -867,6 +1184,7 @@ static void tx_rw(struct vsx_vm *vm, struct conn *c, const struct vsx_vq_elem *e
 	if (!c->advertised || (int32_t)(c->rx_cnt + h->len - c->rx_limit) > 0) {
 		vsx__vm_warn(vm, "RW beyond the credit given (port %u: %u bytes, "
 			     "room %u)", h->src_port, h->len, conn_rx_room(c));
+		vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
 		vsx__conn_reset(c, false);
 		return;
 	}
@@ -901,27 +1219,38 @@ static void tx_response(struct vsx_vm *vm, struct conn *c)
 
 	if (c->state != VSX_CONN_CONNECTING || c->guest_initiated) {
 		vsx__vm_warn(vm, "unexpected RESPONSE (port %u)", c->guest_port);
+		vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
 		vsx__conn_reset(c, false);
 		return;
 	}
 	vsx__conn_timer(c, T_NONE, 0);
 	c->state = VSX_CONN_ESTABLISHED;
 	if (c->kind == PEER_HOST) {
-		if (vsx__host_established(c) < 0)
+		if (vsx__host_established(c) < 0) {
+			/* the program went away before the guest accepted */
+			vsx__conn_why(c, VSX_REASON_HOST_CLOSED, 0);
 			vsx__conn_reset(c, false);
+		} else {
+			vsx__conn_opened(c);
+		}
 		return;
 	}
 	if (!p) {
+		vsx__conn_why(c, VSX_REASON_PEER_RST, 0);
 		vsx__conn_reset(c, false);
 		return;
 	}
 	p->state = VSX_CONN_ESTABLISHED;
 	vsx__conn_timer(p, T_NONE, 0);
 	vsx__conn_ctrl(p, C_RESPONSE);
+	vsx__conn_opened(p);
+	vsx__conn_opened(c);
 }
 
 static void tx_rst(struct conn *c)
 {
+	vsx__conn_why(c, c->state == VSX_CONN_CONNECTING ? VSX_REASON_REFUSED
+							 : VSX_REASON_GUEST_RST, 0);
 	if (c->kind == PEER_SIBLING) {
 		sib_detach(c);
 		vsx__conn_kill(c);
@@ -939,6 +1268,7 @@ static void tx_shutdown(struct conn *c, uint32_t flags)
 {
 	flags &= ENG_SHUT_BOTH;
 	if (c->state == VSX_CONN_CONNECTING) {
+		vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
 		vsx__conn_reset(c, false);
 		return;
 	}
@@ -946,9 +1276,12 @@ static void tx_shutdown(struct conn *c, uint32_t flags)
 		return;
 	c->guest_shut |= flags;
 	c->state = VSX_CONN_CLOSING;
+	vsx__conn_why(c, VSX_REASON_GUEST_SHUTDOWN, 0);
 	if (c->kind == PEER_SIBLING) {
-		if (c->peer)
+		if (c->peer) {
+			vsx__conn_why(c->peer, VSX_REASON_PEER_SHUTDOWN, 0);
 			vsx__conn_shutdown(c->peer, flags);
+		}
 		return;
 	}
 	if (c->guest_shut == ENG_SHUT_BOTH) {
@@ -968,12 +1301,16 @@ static void tx_no_conn(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
 {
 	struct vsx_vm *to;
 
+	int lim;
+
 	if (h->op != VIRTIO_VSOCK_OP_REQUEST) {
 		orphan_rst(vm, h);
 		return;
 	}
-	if (vm->nconns >= ENG_MAX_CONNS) {
-		vsx__vm_warn(vm, "connection limit (%u) reached", ENG_MAX_CONNS);
+	lim = vsx__conn_limit(vm, 1);
+	if (lim) {
+		vsx__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSX_REASON_LIMIT, 0, lim);
 		orphan_rst(vm, h);
 		return;
 	}
@@ -986,6 +1323,8 @@ static void tx_no_conn(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
 		vsx__sib_request(vm, to, h);
 		return;
 	}
+	vsx__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+		    VSX_REASON_REFUSED, EHOSTUNREACH, 0);
 	orphan_rst(vm, h);
 }
 
@@ -1031,6 +1370,7 @@ static void tx_packet(struct vsx_vm *vm, const struct vsx_vq_elem *e)
 		if (c) {
 			if (vm->batch == c)
 				vsx__host_batch_flush(vm);
+			vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
 			vsx__conn_reset(c, false);
 		} else {
 			orphan_rst(vm, &h);
@@ -1056,6 +1396,7 @@ static void tx_packet(struct vsx_vm *vm, const struct vsx_vq_elem *e)
 	case VIRTIO_VSOCK_OP_REQUEST:
 		vsx__vm_warn(vm, "REQUEST on an existing connection (port %u)",
 			     h.src_port);
+		vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
 		vsx__conn_reset(c, false);
 		return;
 	case VIRTIO_VSOCK_OP_RESPONSE:
@@ -1143,8 +1484,10 @@ void vsx__vm_drop_all(struct vsx_vm *vm, bool tell_guest)
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
 		struct conn *c = eng_container_of(n, struct conn, node);
 
-		if (!c->dead)
+		if (!c->dead) {
+			vsx__conn_why(c, VSX_REASON_VM_GONE, 0);
 			vsx__conn_reset(c, !tell_guest);
+		}
 	}
 	if (!tell_guest) {
 		vm->orphan_n = 0;
@@ -1204,6 +1547,7 @@ static void op_start(void *dev)
 
 	if (vm->freeing)
 		return;
+	malloc_tune();
 	for (i = 0; i < VSOCK_NUM_QUEUES; i++)
 		q[i] = vsx_vu_queue(vm->vu, i);
 	vm->rxq = q[VSOCK_VQ_RX];
@@ -1217,8 +1561,10 @@ static void op_start(void *dev)
 	vm->orphan_head = 0;
 	vsx__log(vm->r, VSX_LOG_INFO, "vm %s: device started (cid %llu%s)", vm->name,
 		 (unsigned long long)vm->cid, vm->seqpacket ? ", seqpacket" : "");
-	if (vm->had_session)
-		vm->event_pending = true;
+	/* Always: a front-end that reconnects to a restarted vsxd keeps a
+	 * guest whose sockets belong to a device session this process never
+	 * saw; for a fresh guest the event resets nothing. */
+	vm->event_pending = true;
 	vm_send_event(vm);
 	vm_tx_run(vm);
 	vsx__vm_touch(vm);
@@ -1237,7 +1583,6 @@ static void op_stop(void *dev)
 	vsx__vm_drop_all(vm, false);
 	vm->live = false;
 	vm->broken = false;
-	vm->had_session = true;
 	vm->event_pending = false;
 	vm->tx_more = false;
 	vm->rx_pushed = false;
