@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "forward.h"
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 #define QUOTE_MAX 48          /* input bytes shown in a message */
@@ -39,11 +40,23 @@ const char vsxd_usage[] =
 "  --guest-cid CID --socket PATH --uds-path PATH [--tx-buffer-size SIZE]\n"
 "       [--queue-size N] [--groups G1+G2] [--name NAME]\n"
 "                        one more VM, with vhost-device-vsock's single-VM flags\n"
+"  --forward listen=ADDR,connect=ADDR[,allow=CID+CID][,auth=psk:PATH][,name=NAME]\n"
+"                        relay connections from ADDR to ADDR (tcp:HOST:PORT,\n"
+"                        unix:PATH, unix:PATH:PORT, vsock:CID:PORT, vm:NAME:PORT,\n"
+"                        ...); repeatable; see vsxd(8) FORWARDS\n"
 "  --config FILE         read settings and VMs from FILE (vsxd.conf(5))\n"
 "  --control PATH        control socket path (for vsxctl; default /run/vsxd/control)\n"
 "  --control-allow-uid UID[,UID...]\n"
 "                        more users (besides root and vsxd's own) allowed on\n"
 "                        the control socket; repeatable\n"
+"  --max-conns N         connections in all VMs together (default: no limit)\n"
+"  --max-conns-per-vm N  connections per VM (default 4096)\n"
+"  --max-conn-memory SIZE\n"
+"                        memory one connection may hold for a slow peer\n"
+"                        (default: bounded by its credit window only)\n"
+"  --handshake-timeout T, --connect-timeout T, --linger-timeout T\n"
+"                        hybrid CONNECT line (5s), answer to a REQUEST (5s),\n"
+"                        RST after a close (8s); T: seconds, or 500ms, 1m\n"
 "  --syslog              log to syslog instead of stderr\n"
 "  -v, --verbose         log debug messages too\n"
 "  -h, --help            print this help and exit\n"
@@ -275,6 +288,121 @@ const char *vsxd_log_level_name(int level)
 		if (log_levels[i].level == level)
 			return log_levels[i].name;
 	return "?";
+}
+
+/* ---- Limits ---- */
+
+static const char *const limit_names[VSXD_LIMIT_N] = {
+	[VSXD_LIMIT_MAX_CONNS] = "max-conns",
+	[VSXD_LIMIT_MAX_CONNS_PER_VM] = "max-conns-per-vm",
+	[VSXD_LIMIT_MAX_CONN_MEMORY] = "max-conn-memory",
+	[VSXD_LIMIT_HANDSHAKE_TIMEOUT] = "handshake-timeout",
+	[VSXD_LIMIT_CONNECT_TIMEOUT] = "connect-timeout",
+	[VSXD_LIMIT_LINGER_TIMEOUT] = "linger-timeout",
+};
+
+#define LIMIT_KEYS "max-conns, max-conns-per-vm, max-conn-memory, handshake-timeout, " \
+	"connect-timeout, linger-timeout"
+
+int vsxd_parse_duration(const char *s, size_t len, uint64_t max_ms, uint64_t *out)
+{
+	static const struct {
+		const char *unit;
+		uint64_t ms;
+	} units[] = { { "ms", 1 }, { "s", 1000 }, { "m", 60000 } };
+	size_t n = 0, i;
+	uint64_t v;
+	int r;
+
+	while (n < len && s[n] >= '0' && s[n] <= '9')
+		n++;
+	if (n == 0)
+		return -EINVAL;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		size_t ul = strlen(units[i].unit);
+
+		if (n == len || (len - n == ul && !memcmp(s + n, units[i].unit, ul)))
+			break;
+	}
+	if (i == sizeof(units) / sizeof(units[0]))
+		return -EINVAL;
+	if (n == len)
+		i = 1;  /* seconds */
+	r = vsxd_parse_uint(s, n, UINT64_MAX / 60000, &v);
+	if (r < 0)
+		return r;
+	v *= units[i].ms;
+	if (v > max_ms)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+static bool key_is(const char *key, size_t keylen, const char *name);
+
+int vsxd_limit_key(const char *key, size_t keylen)
+{
+	int i;
+
+	for (i = 0; i < VSXD_LIMIT_N; i++)
+		if (key_is(key, keylen, limit_names[i]))
+			return i;
+	return -1;
+}
+
+const char *vsxd_limit_name(int limit)
+{
+	return limit >= 0 && limit < VSXD_LIMIT_N ? limit_names[limit] : "?";
+}
+
+int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t vallen,
+		   struct vsxd_err *err)
+{
+	const char *name = vsxd_limit_name(limit);
+	char q[QBUF];
+	uint64_t v;
+	int r;
+
+	if (vallen == 0)
+		return err_set(err, "empty value for '%s'", name);
+	switch (limit) {
+	case VSXD_LIMIT_MAX_CONNS:
+	case VSXD_LIMIT_MAX_CONNS_PER_VM:
+		r = vsxd_parse_uint(val, vallen, VSXD_CONNS_MAX, &v);
+		if (r == -EINVAL)
+			return err_set(err, "%s '%s' is not a number", name,
+				       quote(q, val, vallen));
+		if (r < 0 || v == 0)
+			return err_set(err, "%s %s is out of range (1 to %u)", name,
+				       quote(q, val, vallen), VSXD_CONNS_MAX);
+		break;
+	case VSXD_LIMIT_MAX_CONN_MEMORY:
+		r = vsxd_parse_size(val, vallen, VSXD_CONN_MEMORY_MAX, &v);
+		if (r == -EINVAL)
+			return err_set(err, "%s '%s' is not a size (a number with an "
+				       "optional K, M or G suffix)", name,
+				       quote(q, val, vallen));
+		if (r < 0 || v < VSXD_CONN_MEMORY_MIN)
+			return err_set(err, "%s %s is out of range (8K to 4G)", name,
+				       quote(q, val, vallen));
+		break;
+	case VSXD_LIMIT_HANDSHAKE_TIMEOUT:
+	case VSXD_LIMIT_CONNECT_TIMEOUT:
+	case VSXD_LIMIT_LINGER_TIMEOUT:
+		r = vsxd_parse_duration(val, vallen, VSXD_TIMEOUT_MAX_MS, &v);
+		if (r == -EINVAL)
+			return err_set(err, "%s '%s' is not a duration (a number of "
+				       "seconds, or with a unit: 500ms, 5s, 1m)", name,
+				       quote(q, val, vallen));
+		if (r < 0 || v < VSXD_TIMEOUT_MIN_MS)
+			return err_set(err, "%s %s is out of range (10ms to 3600s)", name,
+				       quote(q, val, vallen));
+		break;
+	default:
+		return err_set(err, "unknown limit");
+	}
+	cfg->limits[limit] = v;
+	return 0;
 }
 
 static bool name_char(char c)
@@ -610,6 +738,9 @@ void vsxd_config_free(struct vsxd_config *cfg)
 	for (i = 0; i < cfg->n_vms; i++)
 		vsxd_vm_free(&cfg->vms[i]);
 	free(cfg->vms);
+	for (i = 0; i < cfg->n_fwds; i++)
+		vsxd_fwd_free(&cfg->fwds[i]);
+	free(cfg->fwds);
 	free(cfg->control_path);
 	free(cfg->control_allow_uids);
 	vsxd_config_init(cfg);
@@ -631,9 +762,25 @@ static struct vsxd_vm *config_add_vm(struct vsxd_config *cfg)
 	return v;
 }
 
+/* A new zeroed forward at the end of @cfg->fwds, or NULL. */
+static struct vsxd_forward *config_add_fwd(struct vsxd_config *cfg)
+{
+	struct vsxd_forward *f;
+
+	if (cfg->n_fwds >= SIZE_MAX / sizeof(*f) - 1)
+		return NULL;
+	f = realloc(cfg->fwds, (cfg->n_fwds + 1) * sizeof(*f));
+	if (!f)
+		return NULL;
+	cfg->fwds = f;
+	f = &cfg->fwds[cfg->n_fwds++];
+	memset(f, 0, sizeof(*f));
+	return f;
+}
+
 /* ---- vsxd.conf ---- */
 
-enum section { SEC_NONE, SEC_DAEMON, SEC_VM };
+enum section { SEC_NONE, SEC_DAEMON, SEC_VM, SEC_FWD };
 
 struct parser {
 	const char *fname;
@@ -643,6 +790,8 @@ struct parser {
 	enum section sec;
 	size_t vm;              /* index of the open [vm] in cfg->vms */
 	unsigned vm_line;       /* its header's line */
+	size_t fwd;             /* index of the open [forward] in cfg->fwds */
+	unsigned fwd_line;
 };
 
 __attribute__((format(printf, 2, 3)))
@@ -677,6 +826,13 @@ static int close_section(struct parser *p)
 	char n[32];
 	int r;
 
+	if (p->sec == SEC_FWD) {
+		p->sec = SEC_NONE;
+		r = vsxd_fwd_finish(&p->cfg->fwds[p->fwd], p->err);
+		if (r == -EINVAL)
+			err_prefix(p->err, "%s:%u: [forward]", p->fname, p->fwd_line);
+		return r;
+	}
 	if (p->sec != SEC_VM)
 		return 0;
 	p->sec = SEC_NONE;
@@ -719,9 +875,29 @@ static int open_section(struct parser *p, const char *s, const char *e)
 		p->sec = SEC_DAEMON;
 		return 0;
 	}
+	if ((size_t)(w - s) == 7 && !memcmp(s, "forward", 7)) {
+		struct vsxd_forward *f = config_add_fwd(p->cfg);
+
+		if (!f)
+			return -ENOMEM;
+		p->fwd = p->cfg->n_fwds - 1;
+		p->fwd_line = p->line;
+		p->sec = SEC_FWD;
+		if (asprintf(&f->origin, "%s:%u", p->fname, p->line) < 0) {
+			f->origin = NULL;
+			return -ENOMEM;
+		}
+		if (name < e) {
+			r = vsxd_fwd_set(f, "name", 4, name, (size_t)(e - name), p->err);
+			if (r == -EINVAL)
+				err_prefix(p->err, "%s:%u", p->fname, p->line);
+			return r;
+		}
+		return 0;
+	}
 	if ((size_t)(w - s) != 2 || memcmp(s, "vm", 2))
-		return perr(p, "unknown section '[%s]' (expected [vm NAME], [vm] or [daemon])",
-			    quote(q, s, (size_t)(e - s)));
+		return perr(p, "unknown section '[%s]' (expected [vm NAME], [vm], "
+			    "[forward NAME] or [daemon])", quote(q, s, (size_t)(e - s)));
 
 	vm = config_add_vm(p->cfg);
 	if (!vm)
@@ -805,8 +981,24 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		cfg->log_level_line = p->line;
 		return 0;
 	}
+	lvl = vsxd_limit_key(k, kl);
+	if (lvl >= 0) {
+		if (cfg->limit_line[lvl])
+			return perr(p, "'%s' given twice (first on line %u)",
+				    vsxd_limit_name(lvl), cfg->limit_line[lvl]);
+		if (memchr(v, '\0', vl))
+			return perr(p, "value of '%s' contains a NUL byte",
+				    vsxd_limit_name(lvl));
+		r = vsxd_limit_set(cfg, lvl, v, vl, p->err);
+		if (r == -EINVAL)
+			err_prefix(p->err, "%s:%u", p->fname, p->line);
+		if (r < 0)
+			return r;
+		cfg->limit_line[lvl] = p->line;
+		return 0;
+	}
 	return perr(p, "unknown key '%s' in [daemon] (known keys: control, "
-		    "control-allow-uid, log, log-level)",
+		    "control-allow-uid, log, log-level, " LIMIT_KEYS ")",
 		    quote(q, k, kl));
 }
 
@@ -861,6 +1053,12 @@ static int parse_line(struct parser *p, const char *s, const char *e)
 	case SEC_VM:
 		r = vsxd_vm_set(&p->cfg->vms[p->vm], k, (size_t)(ke - k), v,
 				(size_t)(ve - v), p->err);
+		if (r == -EINVAL)
+			err_prefix(p->err, "%s:%u", p->fname, p->line);
+		return r;
+	case SEC_FWD:
+		r = vsxd_fwd_set(&p->cfg->fwds[p->fwd], k, (size_t)(ke - k), v,
+				 (size_t)(ve - v), p->err);
 		if (r == -EINVAL)
 			err_prefix(p->err, "%s:%u", p->fname, p->line);
 		return r;
@@ -969,6 +1167,14 @@ int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
 				return -ENOMEM;
 			}
 		}
+		for (i = 0; i < src[s]->n_fwds; i++) {
+			struct vsxd_forward *f = config_add_fwd(out);
+
+			if (!f)
+				return -ENOMEM;
+			if (vsxd_fwd_copy(f, &src[s]->fwds[i]))
+				return -ENOMEM;     /* freed with @out */
+		}
 		if (src[s]->control_path) {
 			free(out->control_path);
 			out->control_path = strdup(src[s]->control_path);
@@ -997,6 +1203,9 @@ int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
 			out->log_target = src[s]->log_target;
 		if (src[s]->log_level != VSXD_UNSET)
 			out->log_level = src[s]->log_level;
+		for (i = 0; i < VSXD_LIMIT_N; i++)
+			if (src[s]->limits[i])
+				out->limits[i] = src[s]->limits[i];
 	}
 	return 0;
 }
@@ -1023,11 +1232,21 @@ int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err)
 	const struct vsxd_vm *a, *b;
 	const char *na, *nb;
 	char ba[32], bb[32];
+	uint64_t mem = cfg->limits[VSXD_LIMIT_MAX_CONN_MEMORY];
 	size_t i, j;
 	int r;
 
 	for (i = 0; i < cfg->n_vms; i++) {
 		a = &cfg->vms[i];
+		if (mem && (a->tx_buffer_size ? a->tx_buffer_size : VSXD_TX_BUFFER_DEFAULT) >
+			   mem / 2)
+			return err_set(err, "%s: tx-buffer-size %u%s is above half of "
+				       "max-conn-memory (%llu): lower tx-buffer-size or raise "
+				       "max-conn-memory", a->origin,
+				       a->tx_buffer_size ? a->tx_buffer_size
+							 : VSXD_TX_BUFFER_DEFAULT,
+				       a->tx_buffer_size ? "" : " (the default)",
+				       (unsigned long long)mem);
 		if (!strcmp(a->socket_path, a->uds_path))
 			return err_set(err, "%s: socket and uds-path are the same path",
 				       a->origin);
@@ -1053,15 +1272,16 @@ int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err)
 				return r;
 		}
 	}
-	return 0;
+	return vsxd_fwd_check(cfg, err);
 }
 
 /* ---- The command line ---- */
 
 enum opt_id {
-	OPT_VM, OPT_CONFIG, OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_SYSLOG, OPT_VERBOSE,
+	OPT_VM, OPT_FORWARD, OPT_CONFIG, OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_SYSLOG, OPT_VERBOSE,
 	OPT_HELP, OPT_VERSION,
 	OPT_VMKEY,      /* a single-VM flag: --guest-cid, --socket, ... */
+	OPT_LIMIT,      /* --max-conns, --linger-timeout, ... */
 };
 
 static const struct opt {
@@ -1071,6 +1291,7 @@ static const struct opt {
 	enum opt_id id;
 } options[] = {
 	{ "vm", 0, true, OPT_VM },
+	{ "forward", 0, true, OPT_FORWARD },
 	{ "config", 0, true, OPT_CONFIG },
 	{ "control", 0, true, OPT_CONTROL },
 	{ "control-allow-uid", 0, true, OPT_CONTROL_ALLOW },
@@ -1087,6 +1308,12 @@ static const struct opt {
 	{ "name", 0, true, OPT_VMKEY },
 	{ "forward-cid", 0, true, OPT_VMKEY },
 	{ "forward-listen", 0, true, OPT_VMKEY },
+	{ "max-conns", 0, true, OPT_LIMIT },
+	{ "max-conns-per-vm", 0, true, OPT_LIMIT },
+	{ "max-conn-memory", 0, true, OPT_LIMIT },
+	{ "handshake-timeout", 0, true, OPT_LIMIT },
+	{ "connect-timeout", 0, true, OPT_LIMIT },
+	{ "linger-timeout", 0, true, OPT_LIMIT },
 };
 
 #define NOPTS (sizeof(options) / sizeof(options[0]))
@@ -1123,6 +1350,22 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 			return -ENOMEM;
 		}
 		return 0;
+	case OPT_FORWARD: {
+		struct vsxd_forward *f = config_add_fwd(&o->cfg);
+
+		if (!f)
+			return -ENOMEM;
+		r = vsxd_fwd_parse(val, f, err);
+		if (r == -EINVAL)
+			err_prefix(err, "--forward #%zu", o->cfg.n_fwds);
+		if (r < 0)
+			return r;
+		if (asprintf(&f->origin, "--forward #%zu", o->cfg.n_fwds) < 0) {
+			f->origin = NULL;
+			return -ENOMEM;
+		}
+		return 0;
+	}
 	case OPT_CONFIG:
 		if (o->config_file)
 			return err_set(err, "--config given twice");
@@ -1160,6 +1403,14 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 				err);
 		if (r == -EINVAL)
 			err_prefix(err, "--%s", quote(q, op->name, strlen(op->name)));
+		return r;
+	case OPT_LIMIT:
+		r = vsxd_limit_key(op->name, strlen(op->name));
+		if (o->cfg.limits[r])
+			return err_set(err, "--%s given twice", op->name);
+		r = vsxd_limit_set(&o->cfg, r, val, strlen(val), err);
+		if (r == -EINVAL)
+			err_prefix(err, "--%s", op->name);
 		return r;
 	}
 	return 0;

@@ -66,9 +66,31 @@ enum vsxd_log_target {
 	VSXD_LOG_SYSLOG = 1,
 };
 
+struct vsxd_forward;           /* forward.h */
+
+/* Limits and timeouts ([daemon] keys and flags of the same names). */
+enum vsxd_limit {
+	VSXD_LIMIT_MAX_CONNS,          /* max-conns: connections, all VMs */
+	VSXD_LIMIT_MAX_CONNS_PER_VM,   /* max-conns-per-vm */
+	VSXD_LIMIT_MAX_CONN_MEMORY,    /* max-conn-memory: bytes */
+	VSXD_LIMIT_HANDSHAKE_TIMEOUT,  /* handshake-timeout: ms */
+	VSXD_LIMIT_CONNECT_TIMEOUT,    /* connect-timeout: ms */
+	VSXD_LIMIT_LINGER_TIMEOUT,     /* linger-timeout: ms */
+	VSXD_LIMIT_N
+};
+
+#define VSXD_CONNS_MAX (1u << 20)            /* max-conns, max-conns-per-vm */
+#define VSXD_CONN_MEMORY_MIN 8192u           /* max-conn-memory */
+#define VSXD_CONN_MEMORY_MAX (4ull << 30)
+#define VSXD_TIMEOUT_MIN_MS 10u
+#define VSXD_TIMEOUT_MAX_MS 3600000u
+#define VSXD_TX_BUFFER_DEFAULT (256u * 1024) /* the backend's default */
+
 struct vsxd_config {
 	struct vsxd_vm *vms;      /* n_vms entries, owned */
 	size_t n_vms;
+	struct vsxd_forward *fwds; /* n_fwds entries, owned (forward.h) */
+	size_t n_fwds;
 	char *control_path;       /* NULL: none given (vsxd uses its default) */
 	uint32_t *control_allow_uids; /* n_control_allow_uids entries, owned:
 					 uids besides root and vsxd's own that
@@ -81,6 +103,9 @@ struct vsxd_config {
 	unsigned control_allow_line;
 	unsigned log_line;        /* [daemon] keys were set (0: not set) */
 	unsigned log_level_line;
+	uint64_t limits[VSXD_LIMIT_N];   /* [daemon] limits; 0: not set (the
+					    backend's default) */
+	unsigned limit_line[VSXD_LIMIT_N];
 };
 
 /* The command line. */
@@ -107,6 +132,18 @@ int vsxd_parse_size(const char *s, size_t len, uint64_t max, uint64_t *out);
  * -EINVAL with @err ("control-allow-uid 'x' is not a uid"), -ENOMEM. */
 int vsxd_parse_uid_list(const char *s, size_t len, struct vsxd_config *cfg,
 			struct vsxd_err *err);
+/* A duration: a number with an optional unit, ms, s or m (no unit:
+ * seconds), in milliseconds. Errors as vsxd_parse_uint (-ERANGE above
+ * @max_ms). */
+int vsxd_parse_duration(const char *s, size_t len, uint64_t max_ms, uint64_t *out);
+/* The enum vsxd_limit of a key (either spelling), or -1. */
+int vsxd_limit_key(const char *key, size_t keylen);
+const char *vsxd_limit_name(int limit);
+/* Check @val for limit @limit and store it in @cfg (the caller checks
+ * for duplicates). -EINVAL with @err naming the key and the range. */
+int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t vallen,
+		   struct vsxd_err *err);
+
 /* A log priority name (error, warning, notice, info, debug) or -EINVAL. */
 int vsxd_parse_log_level(const char *s, size_t len);
 const char *vsxd_log_level_name(int level);

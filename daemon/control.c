@@ -47,6 +47,7 @@
 
 #include "ctl-proto.h"
 #include "control.h"
+#include "forward.h"
 
 #define CTL_OUT_HIGH (256u * 1024)  /* stop reading while more is unsent */
 #define CTL_LINGER_MS 2000          /* a closing client's last chance */
@@ -89,6 +90,7 @@ struct vsxd_control {
 	struct timespec started;    /* CLOCK_MONOTONIC */
 	vsx_log_fn log;
 	void *log_arg;
+	struct vsxd_fwds *fwds;     /* relayed connections (forward.h), or NULL */
 };
 
 /* ---- Logging ---- */
@@ -238,6 +240,52 @@ static void put_conn(struct evbuffer *b, const struct vsx_conn_info *ci)
 	put_str(b, "guest-shut", shut_name(ci->guest_shut));
 	put_str(b, "host-shut", shut_name(ci->host_shut));
 	put(b, "queued", "%u", ci->queued);
+	if (ci->tag && *ci->tag)
+		put_str(b, "forward", ci->tag);
+	/* no auth= here: the engine authenticates nobody (vsxctl shows "-") */
+}
+
+/* A relayed connection of a forward (forward.c): "guest" is the client
+ * that connected to the forward's listen side, "peer" its connect side;
+ * to-guest/from-guest count bytes to and from that client. */
+static void put_relay(struct evbuffer *b, const struct vsxd_relay_info *ri)
+{
+	put(b, "conn", "%llu", (unsigned long long)ri->id);
+	put_str(b, "vm", "-");
+	put_str(b, "type", "stream");
+	put_str(b, "state", ri->state);
+	put_str(b, "origin", "relay");
+	put_str(b, "guest", ri->client);
+	put_str(b, "peer", ri->target);
+	put(b, "to-guest", "%llu", (unsigned long long)ri->to_client);
+	put(b, "from-guest", "%llu", (unsigned long long)ri->from_client);
+	put(b, "queued", "%zu", ri->queued_from_client + ri->queued_to_client);
+	put_str(b, "forward", ri->forward);
+	put_str(b, "auth", ri->auth ? "yes" : "no");
+}
+
+static int relay_put_cb(const struct vsxd_relay_info *ri, void *arg)
+{
+	put_relay(arg, ri);
+	return 0;
+}
+
+struct find_relay {
+	uint64_t id;
+	struct evbuffer *b;
+	char forward[VSX_CTL_VALUE_MAX + 1];
+};
+
+static int find_relay_cb(const struct vsxd_relay_info *ri, void *arg)
+{
+	struct find_relay *f = arg;
+
+	if (ri->id != f->id)
+		return 0;
+	snprintf(f->forward, sizeof(f->forward), "%s", ri->forward);
+	if (f->b)
+		put_relay(f->b, ri);
+	return 1;
 }
 
 static int conn_put_cb(const struct vsx_conn_info *ci, void *arg)
@@ -328,6 +376,9 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 {
 	struct vsxd_control *c = q->c;
 	struct count n = { 0 };
+	struct vsx_router_stats rs;
+	struct vsxd_fwd_stats fst;
+	struct vsx_router_limits rl;
 	struct timespec now;
 	long long up;
 
@@ -343,6 +394,27 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 	put(b, "vms", "%u", n.vms);
 	put(b, "vms-connected", "%u", n.connected);
 	put(b, "conns", "%u", n.conns);
+	vsx_router_get_stats(c->r, &rs);
+	vsx_router_get_limits(c->r, &rl);
+	put(b, "conns-opened", "%llu", (unsigned long long)rs.opened);
+	put(b, "conns-refused", "%llu", (unsigned long long)rs.refused);
+	put(b, "refused-max-conns", "%llu", (unsigned long long)rs.refused_limit_conns);
+	put(b, "refused-max-conns-per-vm", "%llu",
+	    (unsigned long long)rs.refused_limit_vm);
+	put(b, "reset-max-conn-memory", "%llu", (unsigned long long)rs.reset_limit_memory);
+	put(b, "max-conns", "%u", rl.max_conns);
+	put(b, "max-conns-per-vm", "%u", rl.max_conns_per_vm);
+	put(b, "max-conn-memory", "%llu", (unsigned long long)rl.max_conn_memory);
+	put(b, "handshake-timeout-ms", "%u", rl.handshake_ms);
+	put(b, "connect-timeout-ms", "%u", rl.connect_ms);
+	put(b, "linger-timeout-ms", "%u", rl.linger_ms);
+	vsxd_fwds_stats(c->fwds, &fst);
+	put(b, "forwards", "%u", fst.forwards);
+	put(b, "relays", "%u", fst.relays);
+	put(b, "fwd-accepted", "%llu", (unsigned long long)fst.accepted);
+	put(b, "fwd-denied", "%llu", (unsigned long long)fst.denied);
+	put(b, "fwd-failed", "%llu", (unsigned long long)fst.failed);
+	put(b, "auth-failures", "%llu", (unsigned long long)fst.auth_failures);
 	put(b, "clients", "%u", count_clients(c));
 	put_str(b, "control", c->path);
 	return 0;
@@ -385,11 +457,14 @@ static int cmd_list(struct req *q, struct evbuffer *b)
 	if (name && !(vm = need_vm(q, name, &e)))
 		return e;
 	vsx_router_foreach_conn(q->c->r, vm, conn_put_cb, b);
+	if (!vm)
+		vsxd_fwds_foreach(q->c->fwds, relay_put_cb, b);
 	return 0;
 }
 
 static int cmd_show(struct req *q, struct evbuffer *b)
 {
+	struct find_relay fr = { .b = b };
 	struct find_conn f;
 	uint64_t id;
 	int e;
@@ -397,7 +472,9 @@ static int cmd_show(struct req *q, struct evbuffer *b)
 	e = parse_id(q, &id);
 	if (e)
 		return e;
-	if (!find_conn(q->c, id, b, &f))
+	fr.id = id;
+	if (!find_conn(q->c, id, b, &f) &&
+	    vsxd_fwds_foreach(q->c->fwds, find_relay_cb, &fr) != 1)
 		return fail(q, ENOENT, "no connection %llu", (unsigned long long)id);
 	return 0;
 }
@@ -547,6 +624,8 @@ static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 	r = vsx_router_conn_set_buffer(c->r, id, (uint32_t)rx);
 	if (r == -ENOENT)
 		return fail(q, ENOENT, "no connection %llu", (unsigned long long)id);
+	if (r == -EINVAL)
+		return fail(q, EINVAL, "rx %llu is above half of max-conn-memory", rx);
 	if (r < 0)
 		return fail(q, -r, "connection %llu: %s", (unsigned long long)id, strerror(-r));
 	if (!find_conn(c, id, NULL, &f))
@@ -577,8 +656,20 @@ static int cmd_close(struct req *q, struct evbuffer *b)
 			return fail(q, EINVAL, "reset '%s' is not 0 or 1", reset_s);
 		reset = reset_s[0] == '1';
 	}
-	if (!find_conn(q->c, id, NULL, &f))
-		return fail(q, ENOENT, "no connection %llu", (unsigned long long)id);
+	if (!find_conn(q->c, id, NULL, &f)) {
+		struct find_relay fr = { .id = id };
+
+		if (vsxd_fwds_foreach(q->c->fwds, find_relay_cb, &fr) != 1 ||
+		    vsxd_fwds_close(q->c->fwds, id) < 0)
+			return fail(q, ENOENT, "no connection %llu",
+				    (unsigned long long)id);
+		ctl_log(q->c, VSX_LOG_INFO, "control: close conn=%llu forward=%s uid=%u",
+			(unsigned long long)id, fr.forward, q->uid);
+		put(b, "conn", "%llu", (unsigned long long)id);
+		put_str(b, "forward", fr.forward);
+		put_str(b, "action", "close");
+		return 0;
+	}
 	r = vsx_router_conn_close(q->c->r, id, reset);
 	if (r == -ENOENT)
 		return fail(q, ENOENT, "no connection %llu", (unsigned long long)id);
@@ -1125,6 +1216,7 @@ int vsxd_control_new(struct event_base *base, struct vsx_router *r,
 	c->timeout_ms = o->timeout_ms ? o->timeout_ms : VSXD_CONTROL_TIMEOUT_MS;
 	c->max_clients = o->max_clients ? o->max_clients : VSXD_CONTROL_MAX_CLIENTS;
 	c->log = o->log;
+	c->fwds = o->fwds;
 	c->log_arg = o->log_arg;
 	c->clients.next = c->clients.prev = &c->clients;
 	clock_gettime(CLOCK_MONOTONIC, &c->started);

@@ -23,6 +23,7 @@
 struct event_base;
 struct evbuffer;
 struct vsxd_control;
+struct vsxd_fwds;
 
 struct vsxd_control_opts {
 	const char *path;             /* the socket path (required) */
@@ -33,6 +34,8 @@ struct vsxd_control_opts {
 	unsigned max_clients;         /* 0: VSXD_CONTROL_MAX_CLIENTS */
 	vsx_log_fn log;               /* may be NULL */
 	void *log_arg;
+	struct vsxd_fwds *fwds;       /* forward.h: relayed connections are
+					 listed too; NULL: none */
 };
 
 /*

@@ -14,6 +14,9 @@
  * given and cannot be used is a start-up failure (exit 1); the default
  * one only logs a warning (another vsxd may own it), and vsxd runs without.
  *
+ * Forwards (forward.c) start after the VMs: one that cannot start is a
+ * start-up failure (exit 1); at reload, unchanged forwards keep running.
+ *
  * SIGHUP re-reads the --config file. A broken file changes nothing. VMs
  * whose device is unchanged keep running (a new tx-buffer-size is applied
  * to their new connections), VMs gone from the file are freed, new ones are
@@ -27,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <syslog.h>
@@ -39,6 +43,7 @@
 #include "config.h"
 #include "control.h"
 #include "evloop.h"
+#include "forward.h"
 #include "../transports/virtio/backend.h"
 
 #define EXIT_USAGE 2
@@ -125,6 +130,62 @@ static void backend_log(void *arg, int prio, const char *msg)
 	log_msg(prio, msg);
 }
 
+/* ---- Connection events: one structured line each (vsxd(8), LOGGING) ---- */
+
+static const char *port_str(uint32_t port, char *buf, size_t len)
+{
+	if (port == VSX_PORT_UNKNOWN)
+		return "-";
+	snprintf(buf, len, "%u", port);
+	return buf;
+}
+
+static void conn_event_log(void *arg, const struct vsx_conn_event *ev)
+{
+	const struct vsx_conn_info *ci = &ev->ci;
+	char msg[512], gp[16], pp[16];
+	int prio = LOG_INFO, n;
+
+	(void)arg;
+	if (ev->log_suppressed)
+		return;
+	if (ev->reason == VSX_REASON_LIMIT)
+		prio = LOG_WARNING;
+	if (prio > logst.level)
+		return;
+	n = snprintf(msg, sizeof(msg), "conn %s id=%llu vm=%s type=%s guest=%llu:%s "
+		     "peer=%llu:%s origin=%s", vsx_conn_event_name(ev->type),
+		     (unsigned long long)ci->id, ci->vm ? ci->vm : "-",
+		     ci->type == 2 ? "seqpacket" : "stream",
+		     (unsigned long long)ci->guest_cid, port_str(ci->guest_port, gp, sizeof(gp)),
+		     (unsigned long long)ci->peer_cid, port_str(ci->peer_port, pp, sizeof(pp)),
+		     ev->origin ? ev->origin : "-");
+	if (ev->type != VSX_CONN_EV_OPEN && n > 0 && (size_t)n < sizeof(msg))
+		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " reason=%s",
+			      vsx_conn_reason_name(ev->reason));
+	if (ev->err && n > 0 && (size_t)n < sizeof(msg))
+		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " errno=%d", ev->err);
+	if (ev->limit && n > 0 && (size_t)n < sizeof(msg))
+		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " limit=%s",
+			      vsx_limit_name(ev->limit));
+	if ((ev->type == VSX_CONN_EV_CLOSE || ev->type == VSX_CONN_EV_RESET) && n > 0 &&
+	    (size_t)n < sizeof(msg))
+		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " to-guest=%llu "
+			      "from-guest=%llu duration-ms=%llu",
+			      (unsigned long long)ci->to_guest_bytes,
+			      (unsigned long long)ci->from_guest_bytes,
+			      (unsigned long long)ev->duration_ms);
+	if (ev->suppressed && n > 0 && (size_t)n < sizeof(msg))
+		snprintf(msg + n, sizeof(msg) - (size_t)n, " suppressed=%llu",
+			 (unsigned long long)ev->suppressed);
+	log_msg(prio, msg);
+}
+
+static void fwd_log(int prio, const char *msg)
+{
+	log_msg(prio, msg);
+}
+
 /* libevent's own warnings */
 static void libevent_log(int severity, const char *msg)
 {
@@ -180,6 +241,7 @@ struct vsxd {
 	struct vsx_loop loop;          /* the adapter over @base */
 	struct vsx_router *router;
 	struct vsxd_control *control;  /* NULL: no control socket */
+	struct vsxd_fwds *fwds;        /* forward.c: the running forwards */
 	struct vsxd_opts opts;         /* the command line, kept for reloads */
 	struct vsxd_config cfg;        /* in force: the file's, then the flags' */
 	struct vsx_vm **vms;           /* cfg.n_vms entries, owned by the router;
@@ -256,6 +318,8 @@ static const char *start_error(int r)
 		return "its guest-cid or name is already in use";
 	case -EADDRINUSE:
 		return "a socket path is in use by another program";
+	case -ENOTSOCK:
+		return "a socket path exists and is not a socket";
 	default:
 		return strerror(-r);
 	}
@@ -277,6 +341,25 @@ static void set_buffer(struct vsx_vm *vm, const struct vsxd_vm *cfg)
 	else
 		vlog(LOG_INFO, "%s: tx-buffer-size %u for new connections",
 		     vm_label(cfg, label, sizeof(label)), bytes);
+}
+
+/* The [daemon] limits and timeouts of @cfg into the router. */
+static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
+{
+	const struct vsx_router_limits l = {
+		.max_conns = (unsigned)cfg->limits[VSXD_LIMIT_MAX_CONNS],
+		.max_conns_per_vm = (unsigned)cfg->limits[VSXD_LIMIT_MAX_CONNS_PER_VM],
+		.max_conn_memory = cfg->limits[VSXD_LIMIT_MAX_CONN_MEMORY],
+		.handshake_ms = (unsigned)cfg->limits[VSXD_LIMIT_HANDSHAKE_TIMEOUT],
+		.connect_ms = (unsigned)cfg->limits[VSXD_LIMIT_CONNECT_TIMEOUT],
+		.linger_ms = (unsigned)cfg->limits[VSXD_LIMIT_LINGER_TIMEOUT],
+	};
+	int r;
+
+	r = vsx_router_set_limits(d->router, &l);
+	if (r < 0)
+		vlog(LOG_ERR, "cannot apply the limits: %s", strerror(-r));
+	return r;
 }
 
 static void reload(struct vsxd *d)
@@ -308,6 +391,8 @@ static void reload(struct vsxd *d)
 		goto out;
 	}
 
+	/* Limits first: a new tx-buffer-size below must fit the new ones. */
+	limits_apply(d, &nc);
 	/* Keep the devices that did not change. */
 	for (j = 0; j < nc.n_vms; j++) {
 		for (i = 0; i < d->cfg.n_vms; i++) {
@@ -345,6 +430,12 @@ static void reload(struct vsxd *d)
 		}
 	}
 
+	r = vsxd_fwds_apply(d->fwds, &nc, false, &err);
+	if (r < 0)
+		vlog(LOG_ERR, "reload: forwards: %s", err.msg);
+	else if (r > 0)
+		vlog(LOG_ERR, "reload: %d forward%s failed to start (tried again at the "
+		     "next reload)", r, r == 1 ? "" : "s");
 	if (nc.control_path && (!d->cfg.control_path ||
 				strcmp(nc.control_path, d->cfg.control_path)))
 		vlog(LOG_WARNING, "a new control socket path takes effect on restart");
@@ -390,6 +481,7 @@ static int control_start(struct vsxd *d)
 		.allow_uids = d->cfg.control_allow_uids,
 		.n_allow_uids = d->cfg.n_control_allow_uids,
 		.log = backend_log,
+		.fwds = d->fwds,
 	};
 	int r;
 
@@ -406,6 +498,31 @@ static int control_start(struct vsxd *d)
 	vlog(LOG_WARNING, "control socket %s: %s; running without one (give --control "
 	     "PATH)", path, control_error(r));
 	return 0;
+}
+
+/*
+ * Each connection holds a host socket: with Debian's default soft limit of
+ * 1024 files, vsxd would stall near a thousand connections while the hard
+ * limit (systemd's LimitNOFILE, or 512K) allows far more. Raise the soft
+ * limit to the hard one; whatever is left when the hard one is reached
+ * is refused connection by connection, never fatal.
+ */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	rlim_t was;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	was = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		vlog(LOG_WARNING, "cannot raise the open-file limit from %llu: %s",
+		     (unsigned long long)was, strerror(errno));
+		return;
+	}
+	vlog(LOG_DEBUG, "open-file limit raised from %llu to %llu",
+	     (unsigned long long)was, (unsigned long long)rl.rlim_cur);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -444,6 +561,7 @@ static void daemon_free(struct vsxd *d)
 		}
 	}
 	vsxd_control_free(d->control);      /* before what it looks at */
+	vsxd_fwds_free(d->fwds);            /* before the router it uses */
 	if (d->router)
 		vsx_router_free(d->router);     /* frees the VMs too */
 	free(d->vms);
@@ -486,7 +604,7 @@ int main(int argc, char **argv)
 		d.exit_code = r == -ENOMEM ? EXIT_FAILURE : EXIT_USAGE;
 		goto out;
 	}
-	if (d.cfg.n_vms == 0 && !d.cfg.control_path) {
+	if (d.cfg.n_vms == 0 && !d.cfg.control_path && d.cfg.n_fwds == 0) {
 		fprintf(stderr, "vsxd: no VM to serve: give --vm, --guest-cid/--socket/"
 			"--uds-path or a --config file with [vm] sections\n"
 			"Try 'vsxd --help'.\n");
@@ -496,6 +614,7 @@ int main(int argc, char **argv)
 
 	log_setup(&d.cfg);
 	event_set_log_callback(libevent_log);
+	raise_nofile();
 
 	d.base = event_base_new();
 	if (!d.base) {
@@ -508,6 +627,9 @@ int main(int argc, char **argv)
 		fatal("cannot create the router: %s", strerror(-r));
 		goto out;
 	}
+	vsx_router_set_conn_events(d.router, conn_event_log, NULL);
+	if (limits_apply(&d, &d.cfg) < 0)
+		goto out;
 	d.vms = calloc(d.cfg.n_vms ? d.cfg.n_vms : 1, sizeof(*d.vms));
 	if (!d.vms || signals_setup(&d) < 0) {
 		fatal("out of memory");
@@ -520,6 +642,16 @@ int main(int argc, char **argv)
 			fatal("%s: cannot start: %s", label, start_error(r));
 			goto out;
 		}
+	}
+	r = vsxd_fwds_new(d.base, d.router, fwd_log, &d.fwds);
+	if (r < 0) {
+		fatal("cannot set up forwards: %s", strerror(-r));
+		goto out;
+	}
+	r = vsxd_fwds_apply(d.fwds, &d.cfg, true, &err);
+	if (r < 0) {
+		fatal("%s", err.msg);
+		goto out;
 	}
 	r = control_start(&d);
 	if (r < 0)

@@ -38,7 +38,9 @@
 
 /* Commands (cmd=) */
 #define VSX_CTL_STATUS "status"         /* -> version, uptime, vms, conns */
-#define VSX_CTL_LIST "list"             /* [vm=NAME] -> conn=ID records */
+#define VSX_CTL_LIST "list"             /* [vm=NAME] -> conn=ID records: the
+					   engine's, then (without vm=NAME)
+					   those vsxd forwards relay */
 #define VSX_CTL_SHOW "show"             /* id=ID -> one conn record */
 #define VSX_CTL_SET_BUFFER "set-buffer" /* id=ID | vm=NAME [host-port=P], rx=BYTES */
 #define VSX_CTL_CLOSE "close"           /* id=ID [reset=1] */

@@ -33,6 +33,12 @@
  *                      uds-path= host-port=)
  *   hclosed            wait until the host socket reads EOF or an error
  *   hclose             vsx_close
+ *   hshut              shut down the host socket's sending side
+ * Plain sockets in place of the libvsx host socket (for forwards):
+ *   tconnect ADDR      connect to tcp:HOST:PORT or unix:PATH
+ *   tlisten ADDR       listen on tcp:HOST:PORT or unix:PATH
+ *   taccept            accept one connection on it
+ *   (hsend, hrecv, hclosed, hshut and hclose then use that socket)
  *   quit
  */
 #include <endian.h>
@@ -46,6 +52,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include <vsx/vsx.h>
 
@@ -72,6 +82,7 @@ static uint64_t cid;
 static uint32_t listen_port, next_gport = GUEST_PORT_BASE;
 static struct gconn g;
 static vsx_sock *hs, *hl;
+static int rawfd = -1, rawl = -1;       /* plain sockets, when used */
 static uint64_t host_rx, host_tx;
 static unsigned cmd_no;
 
@@ -163,7 +174,8 @@ static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
 		gsend_conn(VIRTIO_VSOCK_OP_RESPONSE, 0, NULL, 0);
 		return;
 	}
-	if (!mine || (!g.open && op != VIRTIO_VSOCK_OP_RESPONSE)) {
+	if (!mine || (!g.open && op != VIRTIO_VSOCK_OP_RESPONSE &&
+		      !(op == VIRTIO_VSOCK_OP_RST && !g.responded))) {
 		if (op != VIRTIO_VSOCK_OP_RST)
 			gsend_pkt(VIRTIO_VSOCK_OP_RST, 0, NULL, 0, dst_port, src_port);
 		return;
@@ -223,7 +235,58 @@ static void service(int ms)
 
 /* ---- The host, in a thread while the guest is served ---- */
 
-enum job_kind { J_CONNECT, J_ACCEPT, J_SEND, J_RECV, J_CLOSED };
+enum job_kind { J_CONNECT, J_ACCEPT, J_SEND, J_RECV, J_CLOSED, J_TACCEPT };
+
+/* "tcp:HOST:PORT" (numeric IPv4) or "unix:PATH" */
+static int raw_addr(const char *a, struct sockaddr_storage *ss, socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (!strncmp(a, "unix:", 5)) {
+		struct sockaddr_un *un = (struct sockaddr_un *)ss;
+
+		un->sun_family = AF_UNIX;
+		snprintf(un->sun_path, sizeof(un->sun_path), "%s", a + 5);
+		*len = sizeof(*un);
+		return 0;
+	}
+	if (!strncmp(a, "tcp:", 4)) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+		char host[64];
+		const char *c = strrchr(a, ':');
+
+		if (c == a + 3 || (size_t)(c - a - 4) >= sizeof(host))
+			return -EINVAL;
+		memcpy(host, a + 4, (size_t)(c - a - 4));
+		host[c - a - 4] = '\0';
+		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)atoi(c + 1));
+		if (inet_pton(AF_INET, host, &in->sin_addr) != 1)
+			return -EINVAL;
+		*len = sizeof(*in);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static ssize_t h_send(const void *p, size_t n)
+{
+	ssize_t r;
+
+	if (rawfd < 0)
+		return vsx_send(hs, p, n);
+	r = send(rawfd, p, n, MSG_NOSIGNAL);
+	return r < 0 ? -errno : r;
+}
+
+static ssize_t h_recv(void *p, size_t n)
+{
+	ssize_t r;
+
+	if (rawfd < 0)
+		return vsx_recv(hs, p, n);
+	r = recv(rawfd, p, n, 0);
+	return r < 0 ? -errno : r;
+}
 
 struct job {
 	enum job_kind kind;
@@ -261,7 +324,7 @@ static void *job_run(void *arg)
 			m = j->n - k < sizeof(buf) ? (size_t)(j->n - k) : sizeof(buf);
 			for (i = 0; i < m; i++)
 				buf[i] = pat(2, host_tx + i);
-			n = vsx_send(hs, buf, m);
+			n = h_send(buf, m);
 			if (n <= 0) {
 				j->rc = n < 0 ? (int)n : -EIO;
 				snprintf(j->msg, sizeof(j->msg), "%s", vsx_strerror(j->rc));
@@ -273,7 +336,7 @@ static void *job_run(void *arg)
 	case J_RECV:
 		for (k = 0; k < j->n; k += (uint64_t)n) {
 			m = j->n - k < sizeof(buf) ? (size_t)(j->n - k) : sizeof(buf);
-			n = vsx_recv(hs, buf, m);
+			n = h_recv(buf, m);
 			if (n <= 0) {
 				j->rc = n < 0 ? (int)n : -ENODATA;
 				snprintf(j->msg, sizeof(j->msg), "after %llu bytes: %s",
@@ -291,8 +354,23 @@ static void *job_run(void *arg)
 			host_rx += (uint64_t)n;
 		}
 		break;
+	case J_TACCEPT: {
+		struct pollfd p = { .fd = rawl, .events = POLLIN };
+
+		if (poll(&p, 1, WAIT_MS) != 1) {
+			j->rc = -ETIMEDOUT;
+			snprintf(j->msg, sizeof(j->msg), "nothing to accept");
+			break;
+		}
+		rawfd = accept(rawl, NULL, NULL);
+		j->rc = rawfd < 0 ? -errno : 0;
+		if (rawfd < 0)
+			snprintf(j->msg, sizeof(j->msg), "accept: %s", strerror(errno));
+		host_rx = host_tx = 0;
+		break;
+	}
 	case J_CLOSED:
-		n = vsx_recv(hs, buf, sizeof(buf));
+		n = h_recv(buf, sizeof(buf));
 		j->rc = n < 0 ? (int)n : 0;
 		snprintf(j->msg, sizeof(j->msg), "%s", n == 0 ? "eof" : n > 0 ? "data" :
 			 vsx_strerror((int)n));
@@ -467,7 +545,7 @@ static void command(char *line)
 	} else if (!strcmp(verb, "hsend") || !strcmp(verb, "hrecv")) {
 		j.kind = verb[1] == 's' ? J_SEND : J_RECV;
 		j.n = v;
-		if (!hs) {
+		if (!hs && rawfd < 0) {
 			answer(false, "no host socket");
 			return;
 		}
@@ -476,7 +554,7 @@ static void command(char *line)
 		       (unsigned long long)(verb[1] == 's' ? host_tx : host_rx));
 	} else if (!strcmp(verb, "hclosed")) {
 		j.kind = J_CLOSED;
-		if (!hs) {
+		if (!hs && rawfd < 0) {
 			answer(false, "no host socket");
 			return;
 		}
@@ -493,7 +571,61 @@ static void command(char *line)
 	} else if (!strcmp(verb, "hclose")) {
 		vsx_close(hs);
 		hs = NULL;
+		if (rawfd >= 0)
+			close(rawfd);
+		rawfd = -1;
 		answer(true, "closed");
+	} else if (!strcmp(verb, "hshut")) {
+		rc = rawfd >= 0 ? (shutdown(rawfd, SHUT_WR) < 0 ? -errno : 0)
+			       : hs ? vsx_shutdown(hs, SHUT_WR) : -ENOTCONN;
+		answer(rc == 0, "%s", rc ? strerror(-rc) : "shut");
+	} else if (!strcmp(verb, "tconnect") || !strcmp(verb, "tlisten")) {
+		struct sockaddr_storage ss;
+		socklen_t len;
+		int fd;
+
+		if (!a || raw_addr(a, &ss, &len) < 0) {
+			answer(false, "needs tcp:IPV4:PORT or unix:PATH");
+			return;
+		}
+		fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			answer(false, "socket: %s", strerror(errno));
+			return;
+		}
+		if (verb[1] == 'c') {
+			if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
+				answer(false, "connect: %s", strerror(errno));
+				close(fd);
+				return;
+			}
+			if (rawfd >= 0)
+				close(rawfd);
+			rawfd = fd;
+			host_rx = host_tx = 0;
+			answer(true, "connected");
+			return;
+		}
+		if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 16) < 0) {
+			answer(false, "listen: %s", strerror(errno));
+			close(fd);
+			return;
+		}
+		if (rawl >= 0)
+			close(rawl);
+		rawl = fd;
+		answer(true, "listening");
+	} else if (!strcmp(verb, "taccept")) {
+		if (rawl < 0) {
+			answer(false, "no tlisten socket");
+			return;
+		}
+		if (rawfd >= 0)
+			close(rawfd);
+		rawfd = -1;
+		j.kind = J_TACCEPT;
+		job(&j);
+		answer(j.rc == 0, "%s", j.rc ? j.msg : "accepted");
 	} else {
 		answer(false, "unknown command '%s'", verb);
 	}

@@ -523,7 +523,7 @@ Test(conf, errors_name_file_and_line)
 	expect_conf_err("[vm a:b]\n", "t.conf:1: name 'a:b' is not valid");
 	expect_conf_err("[daemon]\nlouder = yes\n",
 			"t.conf:2: unknown key 'louder' in [daemon] (known keys: control, "
-			"control-allow-uid, log, log-level)");
+			"control-allow-uid, log, log-level");
 	expect_conf_err("[daemon]\nlog = file\n", "t.conf:2: log 'file' is not 'stderr' or 'syslog'");
 	expect_conf_err("[daemon]\nlog-level = loud\n", "t.conf:2: log-level 'loud' is not one of");
 	expect_conf_err("[daemon]\ncontrol = /a\n\n[daemon]\ncontrol = /b\n",
@@ -786,5 +786,115 @@ Test(conf, control_allow_uid)
 			"t.conf:3: 'control-allow-uid' given twice (first on line 2)");
 	cr_assert_eq(parse_argv(ARGC(argv_bad), argv_bad, &o, &err), -EINVAL);
 	cr_assert(strstr(err.msg, "control-allow-uid 'bob' is not a uid"), "%s", err.msg);
+	vsxd_opts_free(&o);
+}
+
+/* ---- limits and timeouts ([daemon] keys and flags) ---- */
+
+Test(limits, durations)
+{
+	uint64_t v;
+
+	cr_assert_eq(vsxd_parse_duration("5", 1, 3600000, &v), 0);
+	cr_assert_eq(v, 5000);
+	cr_assert_eq(vsxd_parse_duration("250ms", 5, 3600000, &v), 0);
+	cr_assert_eq(v, 250);
+	cr_assert_eq(vsxd_parse_duration("8s", 2, 3600000, &v), 0);
+	cr_assert_eq(v, 8000);
+	cr_assert_eq(vsxd_parse_duration("2m", 2, 3600000, &v), 0);
+	cr_assert_eq(v, 120000);
+	cr_assert_eq(vsxd_parse_duration("61m", 3, 3600000, &v), -ERANGE);
+	cr_assert_eq(vsxd_parse_duration("5h", 2, 3600000, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_duration("-5", 2, 3600000, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_duration("ms", 2, 3600000, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_duration("5 s", 3, 3600000, &v), -EINVAL);
+	cr_assert_eq(vsxd_parse_duration("99999999999999999999", 20, 3600000, &v), -ERANGE);
+	cr_assert_eq(vsxd_limit_key("max_conns_per_vm", 16), VSXD_LIMIT_MAX_CONNS_PER_VM);
+	cr_assert_eq(vsxd_limit_key("max-conn", 8), -1);
+}
+
+Test(limits, file_keys)
+{
+	struct vsxd_config cfg;
+	struct vsxd_err err;
+
+	cr_assert_eq(conf("[daemon]\nmax-conns = 1000\nmax-conns-per-vm = 0x100\n"
+			  "max-conn-memory = 4M\nhandshake-timeout = 2\n"
+			  "connect-timeout = 1500ms\nlinger_timeout = 1m\n", &cfg, &err), 0,
+		     "%s", err.msg);
+	cr_assert_eq(cfg.limits[VSXD_LIMIT_MAX_CONNS], 1000);
+	cr_assert_eq(cfg.limits[VSXD_LIMIT_MAX_CONNS_PER_VM], 256);
+	cr_assert_eq(cfg.limits[VSXD_LIMIT_MAX_CONN_MEMORY], 4u << 20);
+	cr_assert_eq(cfg.limits[VSXD_LIMIT_HANDSHAKE_TIMEOUT], 2000);
+	cr_assert_eq(cfg.limits[VSXD_LIMIT_CONNECT_TIMEOUT], 1500);
+	cr_assert_eq(cfg.limits[VSXD_LIMIT_LINGER_TIMEOUT], 60000);
+	cr_assert_eq(cfg.limit_line[VSXD_LIMIT_LINGER_TIMEOUT], 7);
+	vsxd_config_free(&cfg);
+
+	expect_conf_err("[daemon]\nmax-conns = 0\n",
+			"t.conf:2: max-conns 0 is out of range (1 to 1048576)");
+	expect_conf_err("[daemon]\nmax-conns = -1\n", "t.conf:2: max-conns '-1' is not a number");
+	expect_conf_err("[daemon]\nmax-conns = 1048577\n", "max-conns 1048577 is out of range");
+	expect_conf_err("[daemon]\nmax-conns = 99999999999999999999999\n", "is out of range");
+	expect_conf_err("[daemon]\nmax-conns = 10K\n", "max-conns '10K' is not a number");
+	expect_conf_err("[daemon]\nmax-conns-per-vm =\n", "empty value for 'max-conns-per-vm'");
+	expect_conf_err("[daemon]\nmax-conn-memory = 4095\n",
+			"max-conn-memory 4095 is out of range (8K to 4G)");
+	expect_conf_err("[daemon]\nmax-conn-memory = 5G\n", "max-conn-memory 5G is out of range");
+	expect_conf_err("[daemon]\nmax-conn-memory = 1T\n", "max-conn-memory '1T' is not a size");
+	expect_conf_err("[daemon]\nmax-conn-memory = 0\n", "out of range");
+	expect_conf_err("[daemon]\nlinger-timeout = 5ms\n",
+			"t.conf:2: linger-timeout 5ms is out of range (10ms to 3600s)");
+	expect_conf_err("[daemon]\nlinger-timeout = 0\n", "out of range");
+	expect_conf_err("[daemon]\nconnect-timeout = 2h\n", "connect-timeout '2h' is not a duration");
+	expect_conf_err("[daemon]\nconnect-timeout = 3601\n", "out of range");
+	expect_conf_err("[daemon]\nmax-conns = 5\nmax-conns = 6\n",
+			"t.conf:3: 'max-conns' given twice (first on line 2)");
+}
+
+Test(limits, flags_merge_and_check)
+{
+	char *argv[] = {
+		"vsxd", "--vm", "socket=/s,uds-path=/u,tx-buffer-size=64K",
+		"--max-conns", "10", "--max-conns-per-vm=5", "--max-conn-memory", "128K",
+		"--linger-timeout", "500ms",
+	};
+	char *argv_tx[] = {
+		"vsxd", "--vm", "socket=/s,uds-path=/u", "--max-conn-memory", "256K",
+	};
+	char *argv_twice[] = { "vsxd", "--max-conns", "1", "--max-conns", "2" };
+	char *argv_bad[] = { "vsxd", "--connect-timeout", "soon" };
+	struct vsxd_config file, merged;
+	struct vsxd_opts o;
+	struct vsxd_err err;
+
+	cr_assert_eq(parse_argv(ARGC(argv), argv, &o, &err), 0, "%s", err.msg);
+	cr_assert_eq(o.cfg.limits[VSXD_LIMIT_MAX_CONNS], 10);
+	cr_assert_eq(o.cfg.limits[VSXD_LIMIT_MAX_CONNS_PER_VM], 5);
+	cr_assert_eq(o.cfg.limits[VSXD_LIMIT_MAX_CONN_MEMORY], 128 * 1024);
+	cr_assert_eq(o.cfg.limits[VSXD_LIMIT_LINGER_TIMEOUT], 500);
+	cr_assert_eq(vsxd_config_check(&o.cfg, &err), 0, "%s", err.msg);
+
+	/* the flags win over the file, the file fills the rest */
+	cr_assert_eq(conf("[daemon]\nmax-conns = 99\nconnect-timeout = 3\n", &file, &err), 0);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &file, &o.cfg), 0);
+	cr_assert_eq(merged.limits[VSXD_LIMIT_MAX_CONNS], 10);
+	cr_assert_eq(merged.limits[VSXD_LIMIT_CONNECT_TIMEOUT], 3000);
+	cr_assert_eq(merged.limits[VSXD_LIMIT_HANDSHAKE_TIMEOUT], 0);
+	vsxd_config_free(&merged);
+	vsxd_config_free(&file);
+	vsxd_opts_free(&o);
+
+	/* the default tx-buffer-size (256K) does not fit half of 256K */
+	expect_check_err(ARGC(argv_tx), argv_tx,
+			 "tx-buffer-size 262144 (the default) is above half of max-conn-memory");
+
+	cr_assert_eq(parse_argv(ARGC(argv_twice), argv_twice, &o, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "--max-conns given twice"), "%s", err.msg);
+	vsxd_opts_free(&o);
+	cr_assert_eq(parse_argv(ARGC(argv_bad), argv_bad, &o, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "--connect-timeout: connect-timeout 'soon' is not a duration"),
+		  "%s", err.msg);
 	vsxd_opts_free(&o);
 }

@@ -21,6 +21,8 @@ static const struct out_col conn_cols[] = {
 	{ "peer-fwd-cnt", "PEER_FWD", true },
 	{ "tx-free", "TX_FREE", true },
 	{ "rx-free", "RX_FREE", true },
+	{ "forward", "FORWARD", false },  /* vsxd forwards: the forward's name */
+	{ "auth", "AUTH", false },        /* yes: peer authenticated (psk) */
 };
 
 int list_main(int argc, char **argv)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/pidfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <vsx/vsx.h>
@@ -25,6 +26,8 @@ static int set_foreign(uint64_t pid, uint64_t fd, uint64_t rx)
 {
 	/* Our copy must not shut the owner's connection down on close. */
 	struct vsx_opts o = { .linger_ms = -1 };
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
 	vsx_sock *s;
 	size_t now;
 	int pfd, cfd, rc;
@@ -42,6 +45,22 @@ static int set_foreign(uint64_t pid, uint64_t fd, uint64_t rx)
 		return err_msg("set-buffer", "fd %llu of pid %llu: %s%s", (unsigned long long)fd,
 			       (unsigned long long)pid, strerror(rc),
 			       rc == EPERM ? " (needs root or CAP_SYS_PTRACE over the process)" : "");
+	/* Only a kernel vsock socket: vsx_adopt() takes AF_UNIX too (hybrid),
+	 * whose "buffer" is some vsxd connection's, not this fd's. */
+	rc = getsockname(cfd, (struct sockaddr *)&ss, &sslen) < 0 ? errno : 0;
+	if (rc || ss.ss_family != AF_VSOCK) {
+		close(cfd);
+		if (rc == ENOTSOCK)
+			return err_msg("set-buffer", "fd %llu of pid %llu is not a socket",
+				       (unsigned long long)fd, (unsigned long long)pid);
+		if (rc)
+			return err_msg("set-buffer", "fd %llu of pid %llu: %s",
+				       (unsigned long long)fd, (unsigned long long)pid,
+				       strerror(rc));
+		return err_msg("set-buffer", "fd %llu of pid %llu is not a vsock socket "
+			       "(address family %d)", (unsigned long long)fd,
+			       (unsigned long long)pid, (int)ss.ss_family);
+	}
 	rc = vsx_adopt(cfd, &o, &s);
 	if (rc < 0) {
 		close(cfd);

@@ -1,0 +1,1388 @@
+/*
+ * vsxd forwards at run time (forward.h; vsxd(8), FORWARDS).
+ *
+ * A forward listens on one endpoint and, for each connection it accepts,
+ * connects its other endpoint and moves bytes both ways until both sides
+ * finished. Endpoints of four families meet here:
+ *
+ *  - vm:NAME:PORT goes through the engine (backend.h) with no extra hop: a
+ *    connection accepted elsewhere is handed to the engine as a host-
+ *    initiated connection to guest port PORT (vsx_vm_connect_fd), and a
+ *    listening vm: side registers a handler for host port PORT of that VM
+ *    (vsx_router_listen_port), which keeps the guest's connection
+ *    CONNECTING until the other side is connected, then attaches it
+ *    (vsx_router_conn_attach_fd) or refuses it (RST). Where the other side
+ *    is a plain descriptor (TCP, Unix, another VM through a socketpair) the
+ *    engine owns it directly and the connection is one engine connection,
+ *    listed with the forward's name as its tag.
+ *  - tcp:HOST:PORT and unix:PATH: plain non-blocking sockets; connects are
+ *    non-blocking (names are resolved once, when the forward starts).
+ *  - libvsx addresses (vsock:, hvsock:, unix:PATH:PORT hybrid): listeners
+ *    are non-blocking vsx_socks; libvsx connects block (a hybrid CONNECT
+ *    exchange, a handshake with a key) so they run in worker threads, at
+ *    most FWD_MAX_JOBS at once, each bounded by FWD_CONNECT_MS, reporting
+ *    back through a pipe the loop watches. A listener with a key runs its
+ *    accept (and the handshake in it) in one worker at a time, the
+ *    listener being a socket of one thread at a time.
+ *
+ * Relays. What is not one engine connection is a relay: two non-blocking
+ * sockets and a bounded buffer each way (FWD_BUF). A side is read only
+ * while the buffer toward the other has room, so a slow reader holds back
+ * a fast writer (the kernel's buffers then fill and TCP / vsock credit
+ * push back): memory per relay is 2 * FWD_BUF, whatever the peers do.
+ * An EOF is passed on with shutdown(SHUT_WR) once what came before it is
+ * written; the relay ends when both directions have ended, or at the first
+ * error on either socket, which closes both. Relays have ids from the
+ * router's sequence, so vsxctl list/show/close treat them like engine
+ * connections.
+ *
+ * Reload (vsxd_fwds_apply): a forward equal to a running one keeps its
+ * listener and its connections; a removed one closes its listener, its
+ * relays and its tagged engine connections.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include <vsx/vsx.h>
+
+#include "forward.h"
+#include "../transports/virtio/backend.h"
+
+#define FWD_BUF (64u * 1024)       /* per direction of a relay */
+#define FWD_MAX_JOBS 64            /* libvsx connects/handshakes at once */
+#define FWD_CONNECT_MS 5000        /* libvsx connect (and handshake) bound */
+#define FWD_ACCEPT_BATCH 16
+#define FWD_IO_ROUNDS 16           /* reads per direction per event */
+#define ADDR_LEN (VSX_ADDR_STRLEN + 16)
+
+struct fwd;
+struct relay;
+
+/* A libvsx call in a worker thread. */
+enum job_kind { JOB_CONNECT, JOB_ACCEPT };
+
+struct job {
+	enum job_kind kind;
+	struct vsxd_fwds *fs;
+	struct relay *rl;            /* JOB_CONNECT: NULL once cancelled */
+	struct fwd *f;               /* JOB_ACCEPT: NULL once cancelled */
+	char addr[ADDR_LEN];         /* JOB_CONNECT */
+	char *key;                   /* auth key file, or NULL */
+	vsx_sock *ls;                /* JOB_ACCEPT: the listener (lent) */
+	vsx_sock *out;               /* the result, or NULL */
+	int rc;
+	char msg[256];
+};
+
+struct side {
+	int fd;                      /* -1: none */
+	vsx_sock *vs;                /* when a libvsx socket (fd is vsx_fd) */
+	struct event *ev;
+	short want;                  /* EV_READ | EV_WRITE watched */
+};
+
+struct dirbuf {
+	char *buf;                   /* FWD_BUF bytes */
+	size_t off, len;
+	bool eof;                    /* the source sent EOF */
+	bool shut;                   /* passed on: shutdown(SHUT_WR) */
+	uint64_t bytes;              /* moved */
+};
+
+enum { RL_CONNECTING = 1, RL_ESTABLISHED, RL_CLOSING };
+
+struct relay {
+	struct relay *next, *prev;   /* fs->relays, oldest first */
+	struct fwd *f;
+	uint64_t id;
+	int state;
+	struct side s[2];            /* 0: the accepted client, 1: the target */
+	struct dirbuf b[2];          /* 0: client -> target, 1: target -> client */
+	uint64_t wait_id;            /* vm: listen side: the engine connection
+					waiting for us (0: none) */
+	struct job *job;             /* a libvsx connect running */
+	struct event *cev;           /* a non-blocking connect running */
+	int cfd;
+	bool auth;
+	char client[ADDR_LEN];
+};
+
+struct fwd {
+	struct fwd *next;
+	struct vsxd_fwds *fs;
+	struct vsxd_forward cfg;     /* a copy */
+	int lfd;                     /* tcp/unix listener, -1 */
+	struct event *lev;
+	vsx_sock *ls;                /* libvsx listener */
+	bool accepting;              /* JOB_ACCEPT running on @ls */
+	struct job *ajob;
+	struct vsx_port *port;       /* vm: listener */
+	char *unlink_path;           /* our plain Unix socket file */
+	struct sockaddr_storage ta;  /* tcp/unix connect address */
+	socklen_t talen;
+	bool keep;                   /* apply(): still in the new config */
+};
+
+struct vsxd_fwds {
+	struct event_base *base;
+	struct vsx_router *r;
+	vsxd_fwd_log_fn log;
+	struct fwd *fwds;
+	struct relay relays;         /* list head */
+	unsigned nrelays;
+	int pipe[2];                 /* workers -> loop: struct job * */
+	struct event *pev;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned njobs;              /* running (under mu) */
+	bool in_port_cb;             /* inside the engine's port handler */
+	bool port_failed;            /* ...and the connection failed at once */
+	struct vsxd_fwd_stats st;
+};
+
+/* ---- Logging ---- */
+
+__attribute__((format(printf, 3, 4)))
+static void flog(struct vsxd_fwds *fs, int prio, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	if (!fs->log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fs->log(prio, msg);
+}
+
+/* ---- Small socket helpers ---- */
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+static void sa_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t n)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(buf, n, "tcp:%s:%u", host, ntohs(in->sin_port));
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(buf, n, "tcp:[%s]:%u", host, ntohs(in6->sin6_port));
+	} else if (sa->sa_family == AF_UNIX) {
+		const struct sockaddr_un *un = (const void *)sa;
+
+		if (len > sizeof(sa_family_t) && un->sun_path[0])
+			snprintf(buf, n, "unix:%.*s", (int)(len - sizeof(sa_family_t)),
+				 un->sun_path);
+		else
+			snprintf(buf, n, "unix:(unnamed)");
+	} else {
+		snprintf(buf, n, "?");
+	}
+}
+
+static int unix_sa(const char *path, struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct sockaddr_un *un = (struct sockaddr_un *)ss;
+	size_t n = strlen(path);
+
+	if (!n || n >= sizeof(un->sun_path))
+		return -ENAMETOOLONG;
+	memset(ss, 0, sizeof(*ss));
+	un->sun_family = AF_UNIX;
+	memcpy(un->sun_path, path, n + 1);
+	*len = (socklen_t)sizeof(*un);
+	return 0;
+}
+
+static int tcp_sa(const char *host, uint32_t port, bool passive,
+		  struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct addrinfo hints = {
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = passive ? AI_PASSIVE : 0,
+	}, *res;
+	char ps[16];
+	int r;
+
+	snprintf(ps, sizeof(ps), "%u", port);
+	r = getaddrinfo(host, ps, &hints, &res);
+	if (r)
+		return -EHOSTUNREACH;
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* A socket file nobody listens on. */
+static bool stale_socket(const struct sockaddr_storage *ss, socklen_t len,
+			 const char *path)
+{
+	struct stat st;
+	bool stale = false;
+	int fd;
+
+	if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return false;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	if (connect(fd, (const struct sockaddr *)ss, len) < 0 && errno == ECONNREFUSED)
+		stale = true;
+	close(fd);
+	return stale;
+}
+
+/* ---- Workers ---- */
+
+static void *job_main(void *arg)
+{
+	struct job *j = arg;
+	struct vsxd_fwds *fs = j->fs;
+	struct vsx_opts o = {
+		.flags = VSX_O_NONBLOCK,
+		.connect_timeout_ms = FWD_CONNECT_MS,
+		.linger_ms = -1,        /* vsx_close must never wait in the loop */
+		.auth_key_file = j->key,
+	};
+	ssize_t w;
+
+	if (j->kind == JOB_CONNECT)
+		j->rc = vsx_connect(j->addr, &o, &j->out);
+	else
+		j->rc = vsx_accept(j->ls, &j->out);
+	if (j->rc < 0)
+		snprintf(j->msg, sizeof(j->msg), "%s", vsx_strerror(j->rc));
+	do {
+		w = write(fs->pipe[1], &j, sizeof(j));
+	} while (w < 0 && errno == EINTR);
+	/* the loop frees @j; njobs drops when it has read it */
+	return NULL;
+}
+
+static struct job *job_start(struct vsxd_fwds *fs, enum job_kind kind)
+{
+	struct job *j;
+
+	pthread_mutex_lock(&fs->mu);
+	if (fs->njobs >= FWD_MAX_JOBS) {
+		pthread_mutex_unlock(&fs->mu);
+		return NULL;
+	}
+	fs->njobs++;
+	pthread_mutex_unlock(&fs->mu);
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		goto undo;
+	j->kind = kind;
+	j->fs = fs;
+	return j;
+undo:
+	pthread_mutex_lock(&fs->mu);
+	fs->njobs--;
+	pthread_mutex_unlock(&fs->mu);
+	return NULL;
+}
+
+/* Run @j (from job_start); false: it could not start (freed). */
+static bool job_run(struct job *j)
+{
+	struct vsxd_fwds *fs = j->fs;
+	pthread_attr_t at;
+	pthread_t t;
+	int r;
+
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&t, &at, job_main, j);
+	pthread_attr_destroy(&at);
+	if (r == 0)
+		return true;
+	free(j->key);
+	free(j);
+	pthread_mutex_lock(&fs->mu);
+	fs->njobs--;
+	pthread_cond_broadcast(&fs->cv);
+	pthread_mutex_unlock(&fs->mu);
+	return false;
+}
+
+/* ---- Relays ---- */
+
+static const char *rl_state(int s)
+{
+	return s == RL_CONNECTING ? "connecting" : s == RL_ESTABLISHED ? "established"
+	       : "closing";
+}
+
+static void side_close(struct side *s)
+{
+	if (s->ev) {
+		event_free(s->ev);
+		s->ev = NULL;
+	}
+	if (s->vs) {
+		vsx_close(s->vs);       /* linger < 0: no wait (set at creation) */
+		s->vs = NULL;
+	} else if (s->fd >= 0) {
+		close(s->fd);
+	}
+	s->fd = -1;
+}
+
+static void relay_free(struct relay *rl, const char *why)
+{
+	struct vsxd_fwds *fs = rl->f->fs;
+	int i;
+
+	if (rl->state != RL_CONNECTING || why)
+		flog(fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: closed (%s), "
+		     "from-client=%llu to-client=%llu", rl->f->cfg.name,
+		     (unsigned long long)rl->id, rl->client, rl->f->cfg.connect.text,
+		     why ? why : "done", (unsigned long long)rl->b[0].bytes,
+		     (unsigned long long)rl->b[1].bytes);
+	if (rl->job)
+		rl->job->rl = NULL;     /* the worker's result is dropped */
+	if (rl->cev)
+		event_free(rl->cev);
+	if (rl->cfd >= 0)
+		close(rl->cfd);
+	if (rl->wait_id && fs->in_port_cb)
+		fs->port_failed = true;         /* port_cb refuses it */
+	else if (rl->wait_id)
+		vsx_router_conn_close(fs->r, rl->wait_id, true);
+	for (i = 0; i < 2; i++) {
+		side_close(&rl->s[i]);
+		free(rl->b[i].buf);
+	}
+	rl->prev->next = rl->next;
+	rl->next->prev = rl->prev;
+	fs->nrelays--;
+	free(rl);
+}
+
+static struct relay *relay_new(struct fwd *f, const char *client)
+{
+	struct vsxd_fwds *fs = f->fs;
+	struct relay *rl = calloc(1, sizeof(*rl));
+
+	if (!rl)
+		return NULL;
+	rl->f = f;
+	rl->id = vsx_router_new_id(fs->r);
+	rl->state = RL_CONNECTING;
+	rl->s[0].fd = rl->s[1].fd = rl->cfd = -1;
+	snprintf(rl->client, sizeof(rl->client), "%s", client);
+	rl->prev = fs->relays.prev;
+	rl->next = &fs->relays;
+	fs->relays.prev->next = rl;
+	fs->relays.prev = rl;
+	fs->nrelays++;
+	return rl;
+}
+
+static ssize_t side_read(struct side *s, void *p, size_t n)
+{
+	ssize_t r;
+
+	if (s->vs)
+		return vsx_recv(s->vs, p, n);
+	do {
+		r = recv(s->fd, p, n, MSG_DONTWAIT);
+	} while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : r;
+}
+
+static ssize_t side_write(struct side *s, const void *p, size_t n)
+{
+	ssize_t r;
+
+	if (s->vs)
+		return vsx_send(s->vs, p, n);
+	do {
+		r = send(s->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	} while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : r;
+}
+
+static void side_shut_wr(struct side *s)
+{
+	if (s->vs)
+		vsx_shutdown(s->vs, SHUT_WR);
+	else
+		shutdown(s->fd, SHUT_WR);
+}
+
+static void relay_cb(evutil_socket_t fd, short what, void *arg);
+
+/* Watch what each side can do now. */
+static void relay_watch(struct relay *rl)
+{
+	struct event_base *base = rl->f->fs->base;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		struct side *s = &rl->s[i];
+		struct dirbuf *out = &rl->b[i], *in = &rl->b[1 - i];
+		short want = 0;
+
+		if (!out->eof && out->off + out->len < FWD_BUF)
+			want |= EV_READ;
+		if (in->len)
+			want |= EV_WRITE;
+		if (want == s->want && s->ev)
+			continue;
+		if (s->ev)
+			event_del(s->ev);
+		else if (!(s->ev = event_new(base, s->fd, 0, relay_cb, rl)))
+			continue;       /* out of memory: this side stalls */
+		event_assign(s->ev, base, s->fd, want | EV_PERSIST, relay_cb, rl);
+		s->want = want;
+		if (want)
+			event_add(s->ev, NULL);
+	}
+}
+
+/* Move bytes of direction @d; 0, or a negative errno that ends the relay. */
+static int relay_move(struct relay *rl, int d)
+{
+	struct side *src = &rl->s[d], *dst = &rl->s[1 - d];
+	struct dirbuf *b = &rl->b[d];
+	unsigned rounds;
+	ssize_t n;
+
+	for (rounds = 0; rounds < FWD_IO_ROUNDS; rounds++) {
+		if (b->len) {
+			n = side_write(dst, b->buf + b->off, b->len);
+			if (n == -EAGAIN || n == -EWOULDBLOCK)
+				break;
+			if (n < 0)
+				return (int)n;
+			b->off += (size_t)n;
+			b->len -= (size_t)n;
+			b->bytes += (uint64_t)n;
+			if (!b->len)
+				b->off = 0;
+			continue;
+		}
+		if (b->eof || b->off + b->len >= FWD_BUF)
+			break;
+		n = side_read(src, b->buf + b->off + b->len, FWD_BUF - b->off - b->len);
+		if (n == -EAGAIN || n == -EWOULDBLOCK)
+			break;
+		if (n < 0)
+			return (int)n;
+		if (n == 0) {
+			b->eof = true;
+			break;
+		}
+		b->len += (size_t)n;
+	}
+	if (b->eof && !b->len && !b->shut) {
+		side_shut_wr(dst);
+		b->shut = true;
+		rl->state = RL_CLOSING;
+	}
+	return 0;
+}
+
+static void relay_pump(struct relay *rl)
+{
+	char why[96];
+	int r, d;
+
+	for (d = 0; d < 2; d++) {
+		r = relay_move(rl, d);
+		if (r < 0) {
+			snprintf(why, sizeof(why), "%s side: %s", d ? "target" : "client",
+				 strerror(-r));
+			relay_free(rl, why);
+			return;
+		}
+	}
+	if (rl->b[0].shut && rl->b[1].shut) {
+		relay_free(rl, NULL);
+		return;
+	}
+	relay_watch(rl);
+}
+
+static void relay_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	relay_pump(arg);
+}
+
+/* Both sides are there: start moving bytes. */
+static void relay_start(struct relay *rl)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		rl->b[i].buf = malloc(FWD_BUF);
+		if (!rl->b[i].buf) {
+			relay_free(rl, "out of memory");
+			return;
+		}
+		if (rl->s[i].vs)
+			rl->s[i].fd = vsx_fd(rl->s[i].vs);
+	}
+	rl->state = RL_ESTABLISHED;
+	flog(rl->f->fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: open%s",
+	     rl->f->cfg.name, (unsigned long long)rl->id, rl->client,
+	     rl->f->cfg.connect.text, rl->auth ? " (authenticated)" : "");
+	relay_pump(rl);
+}
+
+/* ---- Joining the two sides ---- */
+
+static struct vsx_vm *target_vm(struct fwd *f)
+{
+	return vsx_router_vm_by_name(f->fs->r, f->cfg.connect.host);
+}
+
+/* The target (tcp/unix fd or libvsx socket) is connected. */
+static void target_ready(struct relay *rl, int fd, vsx_sock *vs)
+{
+	struct vsxd_fwds *fs = rl->f->fs;
+	int sp[2], r;
+
+	if (rl->wait_id && !vs) {
+		/* vm: listen side, a plain target: the engine takes it whole */
+		r = vsx_router_conn_attach_fd(fs->r, rl->wait_id, fd);
+		if (r < 0)
+			close(fd);
+		else
+			flog(fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: open",
+			     rl->f->cfg.name, (unsigned long long)rl->wait_id, rl->client,
+			     rl->f->cfg.connect.text);
+		rl->wait_id = 0;
+		rl->state = RL_CONNECTING;      /* no "closed" line for this record */
+		relay_free(rl, NULL);
+		return;
+	}
+	rl->s[1].fd = fd;
+	rl->s[1].vs = vs;
+	if (rl->wait_id) {
+		/* vm: listen side, a libvsx target: through a socketpair */
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+			relay_free(rl, "socketpair failed");
+			return;
+		}
+		r = vsx_router_conn_attach_fd(fs->r, rl->wait_id, sp[0]);
+		rl->wait_id = 0;
+		if (r < 0) {
+			close(sp[0]);
+			close(sp[1]);
+			relay_free(rl, "the guest gave up");
+			return;
+		}
+		set_nonblock(sp[1]);
+		rl->s[0].fd = sp[1];
+	}
+	relay_start(rl);
+}
+
+static void target_fail(struct relay *rl, const char *what)
+{
+	char why[320];
+
+	rl->f->fs->st.failed++;
+	snprintf(why, sizeof(why), "connect %s: %s", rl->f->cfg.connect.text, what);
+	flog(rl->f->fs, LOG_WARNING, "forward %s: conn=%llu %s: %s", rl->f->cfg.name,
+	     (unsigned long long)rl->id, rl->client, why);
+	rl->state = RL_CONNECTING;
+	relay_free(rl, NULL);           /* resets a waiting guest (wait_id) */
+}
+
+static void connect_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct relay *rl = arg;
+	socklen_t len = sizeof(int);
+	int err = 0, cfd = rl->cfd;
+
+	(void)fd;
+	event_free(rl->cev);
+	rl->cev = NULL;
+	if (what & EV_TIMEOUT) {
+		target_fail(rl, strerror(ETIMEDOUT));
+		return;
+	}
+	if (getsockopt(cfd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err) {
+		target_fail(rl, strerror(err));
+		return;
+	}
+	rl->cfd = -1;
+	target_ready(rl, cfd, NULL);
+}
+
+/* Start connecting the target of @rl (not a vm: one). */
+static void target_connect(struct relay *rl)
+{
+	struct fwd *f = rl->f;
+	struct vsxd_fwds *fs = f->fs;
+	struct timeval tv = { FWD_CONNECT_MS / 1000, (FWD_CONNECT_MS % 1000) * 1000 };
+	struct job *j;
+	int fd;
+
+	if (f->cfg.connect.kind == VSXD_EP_TCP || f->cfg.connect.kind == VSXD_EP_UNIX) {
+		fd = socket(f->ta.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			target_fail(rl, strerror(errno));
+			return;
+		}
+		rl->cfd = fd;
+		if (connect(fd, (struct sockaddr *)&f->ta, f->talen) < 0 &&
+		    errno != EINPROGRESS && errno != EAGAIN) {
+			target_fail(rl, strerror(errno));
+			return;
+		}
+		/* even an immediate success is taken from the loop: never call
+		 * the engine back from inside its port handler */
+		rl->cev = event_new(fs->base, fd, EV_WRITE, connect_cb, rl);
+		if (!rl->cev || event_add(rl->cev, &tv) < 0) {
+			target_fail(rl, "out of memory");
+			return;
+		}
+		return;
+	}
+	j = job_start(fs, JOB_CONNECT);
+	if (!j) {
+		target_fail(rl, "too many connections being set up");
+		return;
+	}
+	snprintf(j->addr, sizeof(j->addr), "%s", f->cfg.connect.lib);
+	j->rl = rl;
+	if (f->cfg.auth_key && !(j->key = strdup(f->cfg.auth_key))) {
+		free(j);
+		pthread_mutex_lock(&fs->mu);
+		fs->njobs--;
+		pthread_mutex_unlock(&fs->mu);
+		target_fail(rl, "out of memory");
+		return;
+	}
+	rl->job = j;
+	if (!job_run(j)) {
+		rl->job = NULL;
+		target_fail(rl, "cannot start a thread");
+	}
+}
+
+/* vm: -> vm: (both through the engine): a socketpair, no relay. Run
+ * from the loop, after the port handler returned; it keeps copies, not the
+ * forward, which a reload may stop meanwhile. */
+struct vm2vm {
+	struct vsxd_fwds *fs;
+	uint64_t wait_id;
+	char vm[VSXD_FWD_NAME_MAX + 1];
+	uint32_t port;
+	char name[VSXD_FWD_NAME_MAX + 1];
+	char target[ADDR_LEN];
+};
+
+static void vm2vm_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct vm2vm *v = arg;
+	struct vsxd_fwds *fs = v->fs;
+	struct vsx_vm *vm = vsx_router_vm_by_name(fs->r, v->vm);
+	int sp[2], r;
+
+	(void)fd;
+	(void)what;
+	if (!vm || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+		vsx_router_conn_close(fs->r, v->wait_id, true);
+		goto out;
+	}
+	r = vsx_router_conn_attach_fd(fs->r, v->wait_id, sp[0]);
+	if (r < 0) {
+		close(sp[0]);
+		close(sp[1]);
+		goto out;
+	}
+	r = vsx_vm_connect_fd(vm, sp[1], v->port, v->name, NULL);
+	if (r < 0)
+		flog(fs, LOG_WARNING, "forward %s: connect %s: %s", v->name, v->target,
+		     strerror(-r));
+out:
+	free(v);
+}
+
+/*
+ * A new client on @f's listen side: @fd (tcp/unix), @vs (libvsx) or the
+ * engine connection @wait_id (vm:). Takes all of them.
+ */
+static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
+		       const char *client, bool auth)
+{
+	struct vsxd_fwds *fs = f->fs;
+	struct relay *rl;
+	struct vsx_vm *vm;
+	int sp[2], r;
+
+	fs->st.accepted++;
+	if (f->cfg.connect.kind == VSXD_EP_VM) {
+		vm = target_vm(f);
+		if (wait_id) {
+			struct vm2vm *v = calloc(1, sizeof(*v));
+
+			if (!v || event_base_once(fs->base, -1, EV_TIMEOUT, vm2vm_cb, v,
+						  NULL) < 0) {
+				free(v);
+				fs->port_failed = true;  /* inside port_cb: refused there */
+				return;
+			}
+			v->fs = fs;
+			v->wait_id = wait_id;
+			snprintf(v->vm, sizeof(v->vm), "%s", f->cfg.connect.host);
+			v->port = f->cfg.connect.port;
+			snprintf(v->name, sizeof(v->name), "%s", f->cfg.name);
+			snprintf(v->target, sizeof(v->target), "%s", f->cfg.connect.text);
+			return;
+		}
+		if (!vm) {
+			flog(fs, LOG_WARNING, "forward %s: %s: no VM named '%s'", f->cfg.name,
+			     client, f->cfg.connect.host);
+			fs->st.failed++;
+			goto drop;
+		}
+		if (!vs) {
+			uint64_t id = 0;
+
+			r = vsx_vm_connect_fd(vm, fd, f->cfg.connect.port, f->cfg.name, &id);
+			if (r < 0) {
+				fs->st.failed++;
+				flog(fs, LOG_WARNING, "forward %s: %s -> %s: %s", f->cfg.name,
+				     client, f->cfg.connect.text, strerror(-r));
+			} else {
+				flog(fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: connecting",
+				     f->cfg.name, (unsigned long long)id, client,
+				     f->cfg.connect.text);
+			}
+			return;
+		}
+		/* a libvsx client: relay it to the engine through a socketpair */
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+			goto drop;
+		r = vsx_vm_connect_fd(vm, sp[0], f->cfg.connect.port, f->cfg.name, NULL);
+		if (r < 0) {
+			close(sp[1]);
+			fs->st.failed++;
+			goto drop;
+		}
+		rl = relay_new(f, client);
+		if (!rl) {
+			close(sp[1]);
+			goto drop;
+		}
+		set_nonblock(sp[1]);
+		rl->s[0].vs = vs;
+		rl->s[0].fd = vsx_fd(vs);
+		rl->s[1].fd = sp[1];
+		rl->auth = auth;
+		relay_start(rl);
+		return;
+	}
+	rl = relay_new(f, client);
+	if (!rl) {
+		if (wait_id)
+			fs->port_failed = true;  /* inside port_cb: refused there */
+		goto drop;
+	}
+	rl->s[0].fd = vs ? vsx_fd(vs) : fd;
+	rl->s[0].vs = vs;
+	rl->wait_id = wait_id;
+	rl->auth = auth;
+	target_connect(rl);
+	return;
+drop:
+	if (vs)
+		vsx_close(vs);
+	else if (fd >= 0)
+		close(fd);
+}
+
+/* ---- Listen sides ---- */
+
+static bool cid_allowed(const struct fwd *f, uint64_t cid)
+{
+	size_t i;
+
+	if (!f->cfg.n_allow)
+		return true;
+	for (i = 0; i < f->cfg.n_allow; i++)
+		if (f->cfg.allow[i] == cid)
+			return true;
+	return false;
+}
+
+static void fd_accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct fwd *f = arg;
+	struct sockaddr_storage ss;
+	char client[ADDR_LEN];
+	socklen_t len;
+	int i, fd;
+
+	(void)what;
+	for (i = 0; i < FWD_ACCEPT_BATCH; i++) {
+		len = sizeof(ss);
+		fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+			    errno != ECONNABORTED)
+				flog(f->fs, LOG_WARNING, "forward %s: accept: %s", f->cfg.name,
+				     strerror(errno));
+			return;
+		}
+		if (f->cfg.listen.kind == VSXD_EP_UNIX)
+			snprintf(client, sizeof(client), "%s", f->cfg.listen.text);
+		else
+			sa_text((struct sockaddr *)&ss, len, client, sizeof(client));
+		client_new(f, fd, NULL, 0, client, false);
+	}
+}
+
+/* A libvsx client: its peer CID checked against allow=. */
+static void lib_client(struct fwd *f, vsx_sock *vs, bool auth)
+{
+	struct vsx_info info = { .peer = "" };
+	struct vsx_addr a;
+	char client[ADDR_LEN] = "?";
+
+	if (vsx_info(vs, &info) == 0)
+		snprintf(client, sizeof(client), "%s", info.peer[0] ? info.peer :
+			 f->cfg.listen.text);
+	if (f->cfg.n_allow) {
+		if (vsx_addr_parse(info.peer, &a) < 0 || a.kind != VSX_ADDR_VSOCK ||
+		    !cid_allowed(f, a.cid)) {
+			f->fs->st.denied++;
+			flog(f->fs, LOG_WARNING, "forward %s: %s refused: peer CID not in "
+			     "allow=", f->cfg.name, client);
+			vsx_close(vs);
+			return;
+		}
+	}
+	client_new(f, -1, vs, 0, client, auth);
+}
+
+static void accept_job(struct fwd *f);
+
+static void lib_accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct fwd *f = arg;
+	vsx_sock *vs;
+	int i, r;
+
+	(void)lfd;
+	(void)what;
+	if (f->cfg.auth_key) {
+		accept_job(f);
+		return;
+	}
+	for (i = 0; i < FWD_ACCEPT_BATCH; i++) {
+		r = vsx_accept(f->ls, &vs);
+		if (r == -EAGAIN || r == -EWOULDBLOCK)
+			return;
+		if (r < 0) {
+			flog(f->fs, LOG_WARNING, "forward %s: accept: %s", f->cfg.name,
+			     vsx_strerror(r));
+			return;
+		}
+		lib_client(f, vs, false);
+	}
+}
+
+/* A listener with a key: one accept (and handshake) in a worker. */
+static void accept_job(struct fwd *f)
+{
+	struct job *j;
+
+	if (f->accepting)
+		return;
+	j = job_start(f->fs, JOB_ACCEPT);
+	if (!j)
+		return;         /* tried again at the next event */
+	j->f = f;
+	j->ls = f->ls;
+	f->accepting = true;
+	f->ajob = j;
+	event_del(f->lev);      /* the listener is the worker's for now */
+	if (!job_run(j)) {
+		f->accepting = false;
+		f->ajob = NULL;
+		event_add(f->lev, NULL);
+	}
+}
+
+static void job_done(struct vsxd_fwds *fs, struct job *j)
+{
+	struct relay *rl = j->rl;
+	struct fwd *f = j->f;
+
+	if (j->kind == JOB_CONNECT) {
+		if (!rl) {
+			vsx_close(j->out);              /* cancelled */
+		} else {
+			rl->job = NULL;
+			if ((j->rc == -EACCES || j->rc == -ETIMEDOUT) &&
+			    rl->f->cfg.auth_key) {
+				/* a timeout may be the transport's: counted too, the
+				 * peer gave no valid proof in time */
+				fs->st.auth_failures++;
+				flog(fs, LOG_WARNING, "forward %s: conn=%llu %s: authentication "
+				     "with %s failed: %s", rl->f->cfg.name,
+				     (unsigned long long)rl->id, rl->client,
+				     rl->f->cfg.connect.text, j->msg);
+			}
+			if (j->rc < 0) {
+				target_fail(rl, j->msg);
+			} else {
+				if (rl->f->cfg.auth_key)
+					rl->auth = true;
+				target_ready(rl, vsx_fd(j->out), j->out);
+			}
+		}
+	} else if (!f) {
+		/* the forward stopped meanwhile: it left the listener to us */
+		vsx_close(j->out);
+		vsx_close(j->ls);
+	} else {
+		f->accepting = false;
+		f->ajob = NULL;
+		event_add(f->lev, NULL);
+		if (j->rc == -EACCES || j->rc == -ETIMEDOUT) {
+			fs->st.auth_failures++;
+			flog(fs, LOG_WARNING, "forward %s: authentication of a client on %s "
+			     "failed: %s", f->cfg.name, f->cfg.listen.text, j->msg);
+		} else if (j->rc == 0) {
+			lib_client(f, j->out, true);
+		}
+	}
+	free(j->key);
+	free(j);
+}
+
+static void pipe_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct vsxd_fwds *fs = arg;
+	struct job *j;
+	ssize_t n;
+
+	(void)what;
+	for (;;) {
+		n = read(fd, &j, sizeof(j));
+		if (n != (ssize_t)sizeof(j))
+			return;
+		job_done(fs, j);
+		pthread_mutex_lock(&fs->mu);
+		fs->njobs--;
+		pthread_cond_broadcast(&fs->cv);
+		pthread_mutex_unlock(&fs->mu);
+	}
+}
+
+/* The engine: a guest connects to a vm: listen side. */
+static int port_cb(void *arg, struct vsx_vm *vm, uint64_t id, uint32_t guest_port,
+		   uint32_t port)
+{
+	struct fwd *f = arg;
+	struct vsx_vm_info vi;
+	char client[ADDR_LEN];
+
+	vsx_vm_get_info(vm, &vi);
+	snprintf(client, sizeof(client), "vm:%s:%u (cid %llu)", vi.name, guest_port,
+		 (unsigned long long)vi.guest_cid);
+	if (!cid_allowed(f, vi.guest_cid)) {
+		f->fs->st.denied++;
+		flog(f->fs, LOG_WARNING, "forward %s: %s -> host port %u refused: CID "
+		     "%llu not in allow=", f->cfg.name, client, port,
+		     (unsigned long long)vi.guest_cid);
+		return -EPERM;
+	}
+	f->fs->in_port_cb = true;
+	f->fs->port_failed = false;
+	client_new(f, -1, NULL, id, client, false);
+	f->fs->in_port_cb = false;
+	return f->fs->port_failed ? -ECONNREFUSED : 0;
+}
+
+/* ---- Forwards ---- */
+
+static void fwd_stop(struct fwd *f)
+{
+	struct vsxd_fwds *fs = f->fs;
+	struct relay *rl, *next;
+
+	if (f->port)
+		vsx_port_free(f->port);
+	if (f->lev)
+		event_free(f->lev);
+	if (f->lfd >= 0)
+		close(f->lfd);
+	if (f->unlink_path)
+		unlink(f->unlink_path);
+	free(f->unlink_path);
+	if (f->accepting)
+		f->ajob->f = NULL;      /* the worker's job closes the listener */
+	else if (f->ls)
+		vsx_close(f->ls);
+	for (rl = fs->relays.next; rl != &fs->relays; rl = next) {
+		next = rl->next;
+		if (rl->f == f)
+			relay_free(rl, "forward removed");
+	}
+	vsx_router_close_tagged(fs->r, f->cfg.name, false);
+	vsxd_fwd_free(&f->cfg);
+	free(f);
+}
+
+static bool is_lib_kind(int kind)
+{
+	return kind == VSXD_EP_HYBRID || kind == VSXD_EP_VSOCK || kind == VSXD_EP_HVSOCK;
+}
+
+static int fwd_listen_fd(struct fwd *f, struct vsxd_err *err)
+{
+	const struct vsxd_endpoint *ep = &f->cfg.listen;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fd, one = 1, r;
+
+	r = ep->kind == VSXD_EP_TCP ? tcp_sa(ep->host, ep->port, true, &ss, &len)
+				    : unix_sa(ep->host, &ss, &len);
+	if (r < 0) {
+		snprintf(err->msg, sizeof(err->msg), "cannot resolve %s", ep->text);
+		return r;
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	if (ep->kind == VSXD_EP_TCP)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
+		if (errno != EADDRINUSE || ep->kind != VSXD_EP_UNIX ||
+		    !stale_socket(&ss, len, ep->host) || unlink(ep->host) < 0 ||
+		    bind(fd, (struct sockaddr *)&ss, len) < 0)
+			goto fail;
+	}
+	if (ep->kind == VSXD_EP_UNIX && !(f->unlink_path = strdup(ep->host)))
+		goto fail;
+	if (listen(fd, 128) < 0)
+		goto fail;
+	f->lfd = fd;
+	return 0;
+fail:
+	r = -errno;
+	if (fd >= 0)
+		close(fd);
+	snprintf(err->msg, sizeof(err->msg), "cannot listen on %s: %s", ep->text,
+		 r == -EADDRINUSE ? "address in use" : strerror(-r));
+	return r ? r : -ENOMEM;
+}
+
+static int fwd_start(struct vsxd_fwds *fs, const struct vsxd_forward *cfg,
+		     struct fwd **out, struct vsxd_err *err)
+{
+	struct vsx_opts o = {
+		.flags = VSX_O_NONBLOCK,
+		.connect_timeout_ms = FWD_CONNECT_MS,
+		.linger_ms = -1,        /* accepted sockets inherit it */
+	};
+	struct fwd *f;
+	int r;
+
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->fs = fs;
+	f->lfd = -1;
+	r = vsxd_fwd_copy(&f->cfg, cfg);
+	if (r < 0) {
+		snprintf(err->msg, sizeof(err->msg), "out of memory");
+		goto fail;
+	}
+	/* a key for the connect side is read by each connect: check it now */
+	if (cfg->auth_key && !is_lib_kind(cfg->listen.kind)) {
+		struct stat st;
+
+		if (stat(cfg->auth_key, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    (st.st_mode & 077)) {
+			r = stat(cfg->auth_key, &st) < 0 ? -errno : -EACCES;
+			snprintf(err->msg, sizeof(err->msg), "auth key %s: %s", cfg->auth_key,
+				 r == -EACCES ? "not a regular file that only its owner may "
+				 "read (chmod 600)" : strerror(-r));
+			goto fail;
+		}
+	}
+	/* the connect side first: a name that does not resolve is a config error */
+	if (cfg->connect.kind == VSXD_EP_TCP)
+		r = tcp_sa(cfg->connect.host, cfg->connect.port, false, &f->ta, &f->talen);
+	else if (cfg->connect.kind == VSXD_EP_UNIX)
+		r = unix_sa(cfg->connect.host, &f->ta, &f->talen);
+	if (r < 0) {
+		snprintf(err->msg, sizeof(err->msg), "cannot resolve %s", cfg->connect.text);
+		goto fail;
+	}
+	switch (cfg->listen.kind) {
+	case VSXD_EP_TCP:
+	case VSXD_EP_UNIX:
+		r = fwd_listen_fd(f, err);
+		if (r < 0)
+			goto fail;
+		f->lev = event_new(fs->base, f->lfd, EV_READ | EV_PERSIST, fd_accept_cb, f);
+		break;
+	case VSXD_EP_VM:
+		r = vsx_router_listen_port(fs->r, cfg->listen.host, cfg->listen.port,
+					   cfg->name, port_cb, f, &f->port);
+		if (r < 0) {
+			snprintf(err->msg, sizeof(err->msg), "cannot listen on %s: %s",
+				 cfg->listen.text, r == -EADDRINUSE ?
+				 "another forward serves that port" : strerror(-r));
+			goto fail;
+		}
+		break;
+	default:
+		o.auth_key_file = cfg->auth_key;
+		r = vsx_listen(cfg->listen.lib, &o, &f->ls);
+		if (r < 0) {
+			snprintf(err->msg, sizeof(err->msg), "cannot listen on %s: %s",
+				 cfg->listen.text, vsx_strerror(r));
+			f->ls = NULL;
+			goto fail;
+		}
+		f->lev = event_new(fs->base, vsx_fd(f->ls), EV_READ | EV_PERSIST,
+				   lib_accept_cb, f);
+		break;
+	}
+	if ((cfg->listen.kind != VSXD_EP_VM && !f->lev) ||
+	    (f->lev && event_add(f->lev, NULL) < 0)) {
+		r = -ENOMEM;
+		snprintf(err->msg, sizeof(err->msg), "out of memory");
+		goto fail;
+	}
+	*out = f;
+	return 0;
+fail:
+	if (!r)
+		r = -EINVAL;
+	fwd_stop(f);
+	return r;
+}
+
+int vsxd_fwds_new(struct event_base *base, struct vsx_router *r, vsxd_fwd_log_fn log,
+		  struct vsxd_fwds **out)
+{
+	struct vsxd_fwds *fs = calloc(1, sizeof(*fs));
+
+	if (!fs)
+		return -ENOMEM;
+	fs->base = base;
+	fs->r = r;
+	fs->log = log;
+	fs->relays.next = fs->relays.prev = &fs->relays;
+	pthread_mutex_init(&fs->mu, NULL);
+	pthread_cond_init(&fs->cv, NULL);
+	if (pipe2(fs->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		pthread_mutex_destroy(&fs->mu);
+		pthread_cond_destroy(&fs->cv);
+		free(fs);
+		return -errno;
+	}
+	/* workers must never block on a full pipe: at most FWD_MAX_JOBS
+	 * pointers are ever in it, far below a pipe's capacity */
+	fs->pev = event_new(base, fs->pipe[0], EV_READ | EV_PERSIST, pipe_cb, fs);
+	if (!fs->pev || event_add(fs->pev, NULL) < 0) {
+		vsxd_fwds_free(fs);
+		return -ENOMEM;
+	}
+	*out = fs;
+	return 0;
+}
+
+void vsxd_fwds_free(struct vsxd_fwds *fs)
+{
+	struct fwd *f;
+	unsigned n;
+
+	if (!fs)
+		return;
+	while ((f = fs->fwds)) {
+		fs->fwds = f->next;
+		fwd_stop(f);
+	}
+	/* Workers are bounded by FWD_CONNECT_MS: wait for them, and take
+	 * their results, so nothing is left behind. */
+	for (;;) {
+		pthread_mutex_lock(&fs->mu);
+		n = fs->njobs;
+		pthread_mutex_unlock(&fs->mu);
+		if (!n || !fs->pev)
+			break;
+		struct pollfd p = { .fd = fs->pipe[0], .events = POLLIN };
+
+		poll(&p, 1, 100);
+		pipe_cb(fs->pipe[0], EV_READ, fs);
+	}
+	if (fs->pev)
+		event_free(fs->pev);
+	close(fs->pipe[0]);
+	close(fs->pipe[1]);
+	pthread_mutex_destroy(&fs->mu);
+	pthread_cond_destroy(&fs->cv);
+	free(fs);
+}
+
+int vsxd_fwds_apply(struct vsxd_fwds *fs, const struct vsxd_config *cfg, bool strict,
+		    struct vsxd_err *err)
+{
+	struct fwd *f, **pp, *nf = NULL;
+	struct vsxd_err e;
+	bool *running;
+	size_t i;
+	int r, failed = 0;
+
+	running = calloc(cfg->n_fwds + 1, sizeof(*running));
+	if (!running) {
+		snprintf(err->msg, sizeof(err->msg), "out of memory");
+		return -ENOMEM;
+	}
+	/* Keep the unchanged ones... */
+	for (f = fs->fwds; f; f = f->next) {
+		f->keep = false;
+		for (i = 0; i < cfg->n_fwds; i++) {
+			if (!running[i] && vsxd_fwd_same(&f->cfg, &cfg->fwds[i])) {
+				running[i] = true;
+				f->keep = true;
+				break;
+			}
+		}
+	}
+	/* ...stop the others (their addresses become free)... */
+	for (pp = &fs->fwds; (f = *pp);) {
+		if (f->keep) {
+			pp = &f->next;
+			continue;
+		}
+		*pp = f->next;
+		flog(fs, LOG_INFO, "forward %s: removed", f->cfg.name);
+		fwd_stop(f);
+	}
+	/* ...and start the new ones, in order. */
+	for (i = 0; i < cfg->n_fwds; i++) {
+		if (running[i])
+			continue;
+		r = fwd_start(fs, &cfg->fwds[i], &nf, &e);
+		if (r < 0) {
+			if (strict) {
+				snprintf(err->msg, sizeof(err->msg), "%.100s: forward %.64s: %.300s",
+					 cfg->fwds[i].origin ? cfg->fwds[i].origin : "?",
+					 cfg->fwds[i].name, e.msg);
+				free(running);
+				return r;
+			}
+			flog(fs, LOG_ERR, "%s: forward %s: %s", cfg->fwds[i].origin ?
+			     cfg->fwds[i].origin : "?", cfg->fwds[i].name, e.msg);
+			failed++;
+			continue;
+		}
+		nf->next = NULL;
+		for (pp = &fs->fwds; *pp; pp = &(*pp)->next)
+			;
+		*pp = nf;
+		flog(fs, LOG_INFO, "forward %s: %s -> %s%s%s", nf->cfg.name,
+		     nf->cfg.listen.text, nf->cfg.connect.text,
+		     nf->cfg.n_allow ? " (allow list)" : "",
+		     nf->cfg.auth_key ? " (auth psk)" : "");
+	}
+	free(running);
+	return failed;
+}
+
+int vsxd_fwds_foreach(struct vsxd_fwds *fs, vsxd_relay_cb cb, void *arg)
+{
+	struct vsxd_relay_info ri;
+	struct relay *rl;
+	int r;
+
+	if (!fs)
+		return 0;
+	for (rl = fs->relays.next; rl != &fs->relays; rl = rl->next) {
+		memset(&ri, 0, sizeof(ri));
+		ri.id = rl->id;
+		ri.forward = rl->f->cfg.name;
+		ri.client = rl->client;
+		ri.target = rl->f->cfg.connect.text;
+		ri.state = rl_state(rl->state);
+		ri.from_client = rl->b[0].bytes;
+		ri.to_client = rl->b[1].bytes;
+		ri.queued_from_client = rl->b[0].len;
+		ri.queued_to_client = rl->b[1].len;
+		ri.auth = rl->auth;
+		r = cb(&ri, arg);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+int vsxd_fwds_close(struct vsxd_fwds *fs, uint64_t id)
+{
+	struct relay *rl;
+
+	if (!fs)
+		return -ENOENT;
+	for (rl = fs->relays.next; rl != &fs->relays; rl = rl->next) {
+		if (rl->id == id) {
+			relay_free(rl, "closed by the control socket");
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+void vsxd_fwds_stats(const struct vsxd_fwds *fs, struct vsxd_fwd_stats *out)
+{
+	const struct fwd *f;
+
+	memset(out, 0, sizeof(*out));
+	if (!fs)
+		return;
+	*out = fs->st;
+	out->forwards = 0;
+	for (f = fs->fwds; f; f = f->next)
+		out->forwards++;
+	out->relays = fs->nrelays;
+}

@@ -1,0 +1,143 @@
+/*
+ * vsxd forwards: a listening endpoint whose connections are relayed to a
+ * connecting endpoint, in both directions (vsxd(8), FORWARDS).
+ *
+ * Two halves. The spec part (fwdspec.c, linked into libvsxdconfig with the
+ * other settings parsers) is pure: it parses "listen=ADDR,connect=ADDR
+ * [,allow=CIDS][,auth=psk:PATH][,name=NAME]" and [forward NAME] keys into
+ * struct vsxd_forward, writing one message into a struct vsxd_err on
+ * failure, and touches nothing else. The run-time part (forward.c) runs
+ * forwards on vsxd's libevent loop over the backend's router.
+ *
+ * Ownership: every char * in these structs is heap memory owned by the
+ * struct that holds it (vsxd_fwd_free releases it).
+ */
+#ifndef VSXD_FORWARD_H
+#define VSXD_FORWARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* ---- Specs (fwdspec.c: pure) ---- */
+
+enum vsxd_ep_kind {
+	VSXD_EP_TCP = 1,     /* tcp:HOST:PORT */
+	VSXD_EP_UNIX,        /* unix:PATH, a plain Unix stream socket */
+	VSXD_EP_HYBRID,      /* unix:PATH:PORT or hybrid:PATH:PORT (libvsx) */
+	VSXD_EP_VSOCK,       /* vsock:CID:PORT (libvsx, kernel AF_VSOCK) */
+	VSXD_EP_HVSOCK,      /* hvsock:GUID (libvsx, Hyper-V) */
+	VSXD_EP_VM,          /* vm:NAME:PORT, a VM of this vsxd (the engine) */
+};
+
+struct vsxd_endpoint {
+	int kind;            /* enum vsxd_ep_kind; 0: not set */
+	char *text;          /* as given, canonical enough for messages */
+	char *host;          /* TCP host (no brackets), Unix or hybrid path, VM name */
+	uint32_t port;       /* TCP, hybrid, vsock and vm ports */
+	uint32_t cid;        /* vsock: 0xFFFFFFFF for any */
+	char *lib;           /* the libvsx address (HYBRID, VSOCK, HVSOCK) */
+};
+
+/* Bits of struct vsxd_forward.set */
+enum {
+	VSXD_FWD_LISTEN = 1u << 0,
+	VSXD_FWD_CONNECT = 1u << 1,
+	VSXD_FWD_ALLOW = 1u << 2,
+	VSXD_FWD_AUTH = 1u << 3,
+	VSXD_FWD_NAME = 1u << 4,
+};
+
+#define VSXD_FWD_NAME_MAX 64
+#define VSXD_FWD_ALLOW_MAX 256
+
+struct vsxd_forward {
+	char *name;                   /* given, or the listen address (cut) */
+	struct vsxd_endpoint listen;
+	struct vsxd_endpoint connect;
+	uint32_t *allow;              /* n_allow peer CIDs; none: everyone */
+	size_t n_allow;
+	char *auth_key;               /* auth=psk:PATH: the key file; NULL: none */
+	char *origin;                 /* "--forward #2", "FILE:LINE" */
+	unsigned set;                 /* VSXD_FWD_* */
+};
+
+/* Parse one address (@len bytes, any bytes) into @ep (freed first). */
+int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
+			struct vsxd_err *err);
+/* Set key @key (listen, connect, allow, auth, name) of @f. -EINVAL with
+ * @err ("unknown key 'x' ..."), -ENOMEM. */
+int vsxd_fwd_set(struct vsxd_forward *f, const char *key, size_t keylen,
+		 const char *val, size_t vallen, struct vsxd_err *err);
+/* Check that @f is whole and makes sense; names it when it has no name. */
+int vsxd_fwd_finish(struct vsxd_forward *f, struct vsxd_err *err);
+/* "listen=...,connect=...[,...]" into @f (zeroed first), finished. Free
+ * @f with vsxd_fwd_free either way. */
+int vsxd_fwd_parse(const char *spec, struct vsxd_forward *f, struct vsxd_err *err);
+void vsxd_fwd_free(struct vsxd_forward *f);
+int vsxd_fwd_copy(struct vsxd_forward *dst, const struct vsxd_forward *src);
+/* Same forward: every setting equal (origin aside). */
+bool vsxd_fwd_same(const struct vsxd_forward *a, const struct vsxd_forward *b);
+/* Forwards of @cfg: names and listen addresses unique. */
+int vsxd_fwd_check(const struct vsxd_config *cfg, struct vsxd_err *err);
+
+/* ---- Run time (forward.c) ---- */
+
+struct event_base;
+struct vsx_router;
+struct vsxd_fwds;
+
+typedef void (*vsxd_fwd_log_fn)(int prio, const char *msg);
+
+/* The set of running forwards. @base and @r must outlive it. */
+int vsxd_fwds_new(struct event_base *base, struct vsx_router *r, vsxd_fwd_log_fn log,
+		  struct vsxd_fwds **out);
+/* Stop every forward (listeners closed, connections closed). */
+void vsxd_fwds_free(struct vsxd_fwds *fs);
+
+/*
+ * Make the running forwards those of @cfg: forwards equal to a running one
+ * keep their listener and connections, others stop (their connections are
+ * closed), new ones start. With @strict (start-up), the first forward that
+ * cannot start stops the call: its error is returned with a message in
+ * @err, and nothing of @cfg runs. Otherwise failures are logged and the
+ * others run; returns how many failed.
+ */
+int vsxd_fwds_apply(struct vsxd_fwds *fs, const struct vsxd_config *cfg, bool strict,
+		    struct vsxd_err *err);
+
+/* A relayed connection, for the control socket. Strings valid during the
+ * callback. Bytes: "to_client" went to the peer that connected to the
+ * listening side, "from_client" came from it. */
+struct vsxd_relay_info {
+	uint64_t id;
+	const char *forward;
+	const char *client;          /* the accepted peer's address */
+	const char *target;          /* the connect address */
+	const char *state;           /* "connecting", "established", "closing" */
+	uint64_t to_client, from_client;
+	size_t queued_to_client, queued_from_client;
+	bool auth;                   /* the libvsx side was authenticated */
+};
+
+typedef int (*vsxd_relay_cb)(const struct vsxd_relay_info *ri, void *arg);
+
+/* Each relayed connection, oldest first; a non-zero return stops. */
+int vsxd_fwds_foreach(struct vsxd_fwds *fs, vsxd_relay_cb cb, void *arg);
+/* Close (both sockets, at once) relayed connection @id: 0 or -ENOENT. */
+int vsxd_fwds_close(struct vsxd_fwds *fs, uint64_t id);
+
+struct vsxd_fwd_stats {
+	unsigned forwards;           /* running */
+	unsigned relays;             /* live relayed connections */
+	uint64_t accepted;           /* connections accepted on listen sides */
+	uint64_t denied;             /* refused by allow= */
+	uint64_t failed;             /* the connect side failed */
+	uint64_t auth_failures;      /* handshakes that failed */
+};
+
+void vsxd_fwds_stats(const struct vsxd_fwds *fs, struct vsxd_fwd_stats *out);
+
+#endif /* VSXD_FORWARD_H */
