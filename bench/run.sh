@@ -5,14 +5,18 @@
 # Builds nothing beyond `make` of the three programs it runs (vsxbench,
 # vsxd, vsxctl) in BUILDDIR (default: $VSX_BUILDDIR, else the current
 # directory). Starts vsxd on temporary paths, runs bench/vsxbench against
-# it (the 1-byte flood on a vsxd of its own, so its RSS baseline is a fresh
-# process; then throughput and latency), stops vsxd, and writes
+# it, a fresh vsxd for each phase (10,000 idle connections; the 1-byte
+# flood; then each throughput case and the latency, so that `perf stat`,
+# when it works here, counts vsxd's system calls per case), stops vsxd,
+# and writes
 #   bench/results/latest.txt   the raw output, with the setup and load
 #   bench/RESULTS.md           the tables (medians, ratios to socketpair)
 #   bench/throughput.png       when gnuplot is installed
 # in the source tree (or in $VSX_BENCH_OUT).
 #
 # Environment: VSX_BENCH_REPS (3), VSX_BENCH_SCALE (1: bytes per run),
+# VSX_BENCH_IDLE (10000: idle connections), VSX_BENCH_PERF (auto; 0: no
+# perf stat),
 # VSX_BENCH_WAIT_LOAD (e.g. 0.5: first wait, up to 10 minutes, for the
 # 1-minute load average to fall below it), VSX_BENCH_REPORT=FILE (run
 # nothing: write RESULTS.md and the plot from FILE, a latest.txt, again).
@@ -30,7 +34,12 @@ scale=${VSX_BENCH_SCALE:-1}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vsxbench.XXXXXX")
 pid=
+ppid=
 cleanup() {
+	if [ -n "$ppid" ]; then
+		kill -INT "$ppid" 2>/dev/null || :
+		wait "$ppid" 2>/dev/null || :
+	fi
 	if [ -n "$pid" ]; then
 		kill -TERM "$pid" 2>/dev/null || :
 		wait "$pid" 2>/dev/null || :
@@ -44,9 +53,49 @@ raw=$tmp/latest.txt
 : >"$raw"
 log() { printf '%s\n' "$*" >>"$raw"; }
 
+# vsxd options for the idle phase: its per-VM connection limit above the
+# connections held (when this vsxd has the option).
+idle=${VSX_BENCH_IDLE:-10000}
+idle_opts=
+if "$build/daemon/vsxd" --help 2>&1 | grep -q -- --max-conns-per-vm; then
+	idle_opts="--max-conns-per-vm $((idle + 100))"
+fi
+# A descriptor per held connection, in vsxd and in vsxbench.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || :
+
+# perf stat on vsxd: system calls by kind, page faults, context switches.
+perf_events=raw_syscalls:sys_enter,syscalls:sys_enter_sendmsg,syscalls:sys_enter_readv,syscalls:sys_enter_recvmsg,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_write,syscalls:sys_enter_read,syscalls:sys_enter_brk,syscalls:sys_enter_mmap,page-faults,context-switches
+use_perf=no
+# shellcheck disable=SC2166
+if [ "${VSX_BENCH_PERF:-auto}" != 0 ] && command -v perf >/dev/null 2>&1 &&
+   perf stat -x, -e "$perf_events" true >/dev/null 2>&1; then
+	use_perf=yes
+fi
+
+perf_start() {
+	[ $use_perf = yes ] || return 0
+	perf stat -x, -e "$perf_events" -p "$pid" -o "$tmp/perf.out" 2>/dev/null &
+	ppid=$!
+	sleep 0.2
+}
+
+# perf_stop CASE SIZE: one "perf ..." line of counts in the raw output.
+perf_stop() {
+	[ -n "$ppid" ] || return 0
+	kill -INT "$ppid" 2>/dev/null || :
+	wait "$ppid" 2>/dev/null || :
+	ppid=
+	awk -F, -v c="$1" -v s="$2" '
+	$3 != "" && $1 ~ /^[0-9]+$/ {
+		k = $3; sub(/^.*sys_enter_/, "", k); sub(/^raw_syscalls:sys_enter$/, "syscalls", k)
+		gsub(/-/, "_", k); out = out " " k "=" $1
+	}
+	END { print "perf case=" c " size=" s out }' "$tmp/perf.out" >>"$raw"
+}
+
 start_vsxd() {
 	rm -f "$tmp/vhost.sock" "$tmp/vm.vsock" "$tmp/ctl.sock"
-	"$build/daemon/vsxd" \
+	"$build/daemon/vsxd" "$@" \
 		--vm "guest-cid=3,socket=$tmp/vhost.sock,uds-path=$tmp/vm.vsock" \
 		--control "$tmp/ctl.sock" 2>>"$tmp/vsxd.log" &
 	pid=$!
@@ -135,15 +184,35 @@ measure() {
 	log "date $(date -u '+%Y-%m-%d %H:%M UTC')"
 	log "params reps=$reps scale=$scale"
 
+	log "perf $use_perf"
+
 	# ---- the runs ----
+	# shellcheck disable=SC2086 # idle_opts: words
+	start_vsxd $idle_opts
+	log "phase idle (fresh vsxd pid $pid, options: ${idle_opts:-none})"
+	bench --cases idle --idle-conns "$idle"
+	stop_vsxd
+
 	start_vsxd
 	log "phase mem (fresh vsxd pid $pid)"
 	bench --cases mem
 	stop_vsxd
 
+	for c in g2h h2g; do
+		for s in 64 4096 65536 262144; do
+			start_vsxd
+			log "phase $c $s (fresh vsxd pid $pid)"
+			perf_start
+			bench --cases "$c" --sizes "$s"
+			perf_stop "$c" "$s"
+			stop_vsxd
+		done
+	done
 	start_vsxd
-	log "phase throughput+latency (fresh vsxd pid $pid)"
-	bench --cases g2h,h2g,lat
+	log "phase lat (fresh vsxd pid $pid)"
+	perf_start
+	bench --cases lat
+	perf_stop lat 512
 	stop_vsxd
 }
 
@@ -175,12 +244,53 @@ function human(b) {
 	return b " B"
 }
 function rest(line, word) { return substr(line, length(word) + 2) }
+function pkv(line, key,   n, a, i, m) {
+	n = split(line, a, " ")
+	for (i = 1; i <= n; i++) {
+		m = index(a[i], "=")
+		if (m && substr(a[i], 1, m - 1) == key)
+			return substr(a[i], m + 1)
+	}
+	return ""
+}
+function per(line, key, div) { return div > 0 ? sprintf("%.2f", pkv(line, key) / div) : "" }
+function pline(c, s, div, unit,   l) {
+	if (!((c, s) in perf))
+		return
+	l = perf[c, s]
+	printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		c == "g2h" ? "guest → host" : (c == "h2g" ? "host → guest" : "512 B ping-pong " unit),
+		human(s), per(l, "syscalls", div), per(l, "sendmsg", div), per(l, "readv", div),
+		per(l, "recvmsg", div), per(l, "epoll_wait", div), per(l, "epoll_ctl", div),
+		per(l, "write", div), per(l, "read", div),
+		sprintf("%.2f", (pkv(l, "brk") + pkv(l, "mmap")) / div), per(l, "page_faults", div),
+		per(l, "context_switches", div)
+}
+function tgt(name, want, got, ok, note) {
+	printf "| %s | %s | %s | %s | %s |\n", name, want, got, ok ? "met" : "**not met**", note
+}
 /^host nproc=/ { nproc = kv("nproc"); sub(/^host nproc=[0-9]+ cpu=/, ""); cpu = $0 }
 /^host kernel=/ { kernel = kv("kernel"); arch = kv("arch") }
 /^build / { build = rest($0, "build") }
 /^source / { rev = rest($0, "source"); sub(/^rev=/, "", rev) }
 /^date / { date = rest($0, "date") }
-/^load / { loads = loads (loads ? "; " : "") $2 " " $3 " " $4 }
+/^load / {
+	nload++
+	if (nload == 1) load0 = $2 " " $3 " " $4
+	if (nload == 1 || $2 + 0 < lmin) lmin = $2 + 0
+	if (nload == 1 || $2 + 0 > lmax) lmax = $2 + 0
+}
+/^perf (yes|no)$/ { perfok = $2 }
+/^perf case=/ {
+	pc = kv("case") SUBSEP kv("size")
+	perf[pc] = $0
+}
+/^idle / {
+	i_n = kv("conns"); i_want = kv("wanted"); i_ref = kv("refused"); i_secs = kv("secs")
+	i_a0 = kv("anon_before_kib"); i_a1 = kv("anon_idle_kib"); i_a2 = kv("anon_after_kib")
+	i_r0 = kv("rss_before_kib"); i_r1 = kv("rss_idle_kib"); i_r2 = kv("rss_after_kib")
+	i_pa = kv("anon_per_conn_bytes"); i_pr = kv("rss_per_conn_bytes"); i_us = kv("be_us_per_conn")
+}
 /^setup / { queue = kv("queue_size"); gbuf = kv("guest_buf") }
 /^median case=g2h|^median case=h2g/ {
 	c = kv("case"); s = kv("size")
@@ -192,6 +302,9 @@ function rest(line, word) { return substr(line, length(word) + 2) }
 		kv("self_cpu_s_per_gib"), kv("pair_cpu_s_per_gib"), kv("be_runs_per_mib"),
 		kv("self_cs_per_mib"))
 	order[++nrow] = c SUBSEP s
+	ratio[c, s] = kv("ratio"); mib_run[c, s] = kv("bytes") * reps / 1048576
+	tot_cpu[c, s] = kv("be_cpu_s_per_gib") + kv("self_cpu_s_per_gib")
+	pair_mibs[c, s] = kv("pair_mibs"); be_cpu[c, s] = kv("be_cpu_s_per_gib")
 }
 /^median case=lat/ {
 	lat = sprintf("| vsxd | %s (%s–%s) | %s |\n| socketpair | %s (%s–%s) | %s |\n| ratio | %s | %s |",
@@ -199,12 +312,14 @@ function rest(line, word) { return substr(line, length(word) + 2) }
 		kv("pair_p50_us"), kv("pair_min_p50_us"), kv("pair_max_p50_us"),
 		kv("pair_p99_us"), kv("ratio_p50"), kv("ratio_p99"))
 	latn = kv("n"); latcpu = kv("be_cpu_us_per_rt"); latruns = kv("be_runs_per_rt")
+	lat_ratio = kv("ratio_p50"); lat_p50 = kv("p50_us"); lat_pp50 = kv("pair_p50_us")
 }
 /^mem / {
 	m_conns = kv("conns"); m_credit = kv("credit"); m_pkts = kv("pkts")
 	m_secs = kv("secs"); m_mpps = kv("mpps")
 	m_idle = kv("anon_idle_kib"); m_c = kv("anon_conns_kib"); m_f = kv("anon_flood_kib")
-	m_after = kv("anon_after_kib"); m_rss_idle = kv("rss_idle_kib")
+	m_after = kv("anon_after_kib"); m_after3 = kv("anon_after3s_kib")
+	m_rss_idle = kv("rss_idle_kib")
 	m_rss_f = kv("rss_flood_kib"); m_shm = kv("shmem_flood_kib"); m_hwm = kv("hwm_kib")
 	m_per = kv("growth_per_conn_from_idle_bytes"); m_per1 = kv("growth_per_conn_bytes")
 	m_marg = kv("marginal_per_conn_bytes"); m_mratio = kv("marginal_ratio_to_credit")
@@ -233,7 +348,7 @@ END {
 	print "| machine | " nproc " CPUs, " cpu ", Linux " kernel " " arch " |"
 	print "| build | " build " |"
 	print "| source | " rev " |"
-	print "| load average (1/5/15 min) | " loads " (before and after each phase; the figures after a phase count the benchmark itself, 2 to 3 busy threads) |"
+	print "| load average | " load0 " (1/5/15 min) at the start; the 1-minute figure ranged " lmin "–" lmax " over the " nload " samples before and after each phase (those after a phase count the benchmark itself: 2 to 3 busy threads). The machine is shared: other processes may have been running, and every figure is affected by them |"
 	print "| vsxd | one process, one VM, defaults: tx-buffer-size (credit) 256 KiB |"
 	print "| guest | tests/driver (plays QEMU 7.2 and a Linux 6.1 guest): queue size " queue \
 		", event idx, indirect descriptors, 4 KiB RX buffers, buf_alloc " gbuf \
@@ -259,6 +374,24 @@ END {
 	print "|---|---|---|---|---|---|---|---|---|---|---|"
 	for (i = 1; i <= nrow; i++)
 		print row[order[i]]
+	if (perfok == "yes") {
+		print ""
+		print "### vsxd system calls (perf stat)"
+		print ""
+		print "Counted over the whole vsxd process of each case (its " reps " vsxd runs and the"
+		print "idle time of the socketpair runs beside them), per MiB moved (per round"
+		print "trip for the latency): what vsxd asks of the kernel, the profile that"
+		print "explains the CPU figures above."
+		print ""
+		print "| case | payload | syscalls | sendmsg | readv | recvmsg | epoll_wait | epoll_ctl | write (eventfd) | read (eventfd) | brk + mmap | page faults | context switches |"
+		print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+		for (i = 1; i <= nrow; i++) {
+			split(order[i], cs, SUBSEP)
+			pline(cs[1], cs[2], mib_run[cs[1], cs[2]], "per MiB")
+		}
+		if ((("lat", 512) in perf))
+			pline("lat", 512, latn * reps, "per round trip")
+	}
 	print ""
 	print "## Latency"
 	print ""
@@ -302,7 +435,60 @@ END {
 	print "Growth from idle includes memory the first flood touches once for the"
 	print "whole VM (the TX batch array of vsxd: 128 descriptor chains, about 1 KiB each);"
 	print "the growth per connection of the second half is the marginal cost of a"
-	print "flooded connection."
+	print "flooded connection. After the connections closed, vsxd keeps freed queue"
+	print "chunks as spares while traffic goes on and frees them, with malloc_trim,"
+	print "after a second of quiet: RssAnon 0.2 s after the close " m_after " KiB, 3 s after " m_after3 " KiB."
+	print ""
+	print "## Memory per idle connection"
+	print ""
+	if (i_n == "") {
+		print "Not measured in this run."
+	} else {
+		print "The guest opened " i_n " connections (of " i_want " asked; " i_ref " refused) to a host"
+		print "program that accepted them all and then did nothing, in " i_secs " s (vsxd " i_us " µs of CPU"
+		print "per connection set up). vsxd was a fresh process, measured from /proc/PID/status"
+		print "before the first connection and 0.5 s after the last; kernel memory (socket"
+		print "buffers, epoll entries) is not in RSS."
+		print ""
+		print "| | RssAnon | VmRSS |"
+		print "|---|---|---|"
+		print "| before (VM up, no connection) | " i_a0 " KiB | " i_r0 " KiB |"
+		print "| " i_n " idle connections | " i_a1 " KiB | " i_r1 " KiB |"
+		print "| per connection | " i_pa " bytes | " i_pr " bytes |"
+		print "| 3 s after the guest reset them all | " i_a2 " KiB | " i_r2 " KiB |"
+	}
+	print ""
+	print "## Targets (issue #4)"
+	print ""
+	print "| target | wanted | measured | | CPU bound (× socketpair) |"
+	print "|---|---|---|---|---|"
+	for (i = 1; i <= nrow; i++) {
+		split(order[i], cs, SUBSEP)
+		c = cs[1]; s = cs[2]
+		if (s == 4096) want = 0.60
+		else if (s >= 65536) want = 0.70
+		else if (c == "g2h") want = 1.0
+		else continue
+		ceil = ""
+		if (tot_cpu[c, s] > 0 && pair_mibs[c, s] > 0)
+			ceil = sprintf("%.2f", nproc / tot_cpu[c, s] * 1024 / pair_mibs[c, s])
+		tgt((c == "g2h" ? "guest → host " : "host → guest ") human(s) " throughput",
+		    "≥ " want " × socketpair", ratio[c, s] " ×", ratio[c, s] + 0 >= want, ceil)
+	}
+	if (lat_ratio != "")
+		tgt("512 B ping-pong p50", "≤ 2 × socketpair", lat_ratio " × (" lat_p50 " vs " lat_pp50 " µs)", lat_ratio + 0 <= 2, "")
+	if (i_n != "")
+		tgt("RSS per idle connection (" i_n " on one VM)", "≤ 4096 bytes", i_pa " bytes (RssAnon; VmRSS " i_pr ")", i_pa + 0 <= 4096 && i_n + 0 >= 10000, "")
+	tgt("1-byte flood: RssAnon growth per connection", "≤ 1.25 × credit", m_ratio " × credit", m_ok == "yes", "")
+	print "| vsxd CPU time per GiB, each case | reported | see the throughput table | met | |"
+	print "| real QEMU guest: vsock through vsxd vs TCP over virtio-net, 64 KiB writes | same run | not measured by this script | **not done** | |"
+	print ""
+	print "CPU bound: the vsxd path needs (vsxd + guest + host program) CPU seconds"
+	print "per GiB, as measured above; with " nproc " CPUs fully and perfectly shared it"
+	print "cannot move more than " nproc " / that GiB/s, shown here as a multiple of the"
+	print "measured socketpair throughput. A target above its bound cannot be met"
+	print "by scheduling alone: the CPU per byte has to go down. bench/README.md says"
+	print "what that CPU is spent on and what limits each gap."
 }' "$raw" >"$tmp/RESULTS.md"
 
 # ---- plot ----

@@ -8,6 +8,7 @@
  *   vsxbench --socket VHOST --uds-path UDS [--pid PID] [--label NAME]
  *            [--cases g2h,h2g,lat,mem] [--sizes LIST] [--reps N] [--scale F]
  *            [--queue-size N] [--conns N] [--lat-iters N] [--queued-cmd CMD]
+ *            [--idle-conns N]
  *
  * The "guest" is the in-process test driver (tests/driver/driver.h): it
  * plays QEMU and a Linux guest's virtio-vsock driver, single-threaded and
@@ -26,7 +27,11 @@
  *   lat  512-byte ping-pong on one connection (guest sends, host echoes);
  *   mem  the guest floods 1-byte RW packets on --conns connections at a
  *        host that never reads; the backend's RSS growth against its
- *        credit per connection.
+ *        credit per connection, and what it gives back after they close;
+ *   idle --idle-conns (10000) connections established and left idle: the
+ *        backend's RSS growth per connection (not in the default set:
+ *        it needs that many descriptors here and in the backend, and the
+ *        backend's per-VM connection limit above it).
  * Every throughput and latency run is followed by the same work over a
  * socketpair (writer thread, reader thread, same write size, same checks);
  * each is repeated --reps times and the median reported. Every byte is
@@ -90,13 +95,13 @@ static const uint64_t base_total[] = { 32ull << 20, 512ull << 20, 1024ull << 20,
 static struct {
 	const char *vhost, *uds, *label, *queued_cmd;
 	int pid;
-	unsigned reps, queue_size, conns, lat_iters;
+	unsigned reps, queue_size, conns, lat_iters, idle_conns;
 	double scale;
-	bool g2h, h2g, lat, mem;
+	bool g2h, h2g, lat, mem, idle;
 	unsigned size_mask;        /* bit i: sizes[i] runs */
 } opt = {
 	.label = "vsxd", .reps = 3, .queue_size = 128, .conns = 16, .lat_iters = 20000,
-	.scale = 1.0, .size_mask = ~0u,
+	.idle_conns = 10000, .scale = 1.0, .size_mask = ~0u,
 };
 
 static uint8_t *pat;               /* PAT_PERIOD + 512 KiB: pat_at(o) .. +RBUF */
@@ -501,7 +506,7 @@ static void gclose(struct gconn *c)
 
 /* ---- The host program (a thread) ---- */
 
-enum hkind { H_SINK, H_SOURCE, H_ECHO, H_HOLD };
+enum hkind { H_SINK, H_SOURCE, H_ECHO, H_HOLD, H_IDLE };
 
 struct hjob {
 	enum hkind kind;
@@ -514,7 +519,9 @@ struct hjob {
 	uint64_t t0, t1;             /* first write / last byte read (ns) */
 	uint64_t got;
 	int fds[MAX_CONNS];
-	int stop;                    /* H_HOLD: close and return (atomic) */
+	int *idle_fds;               /* H_IDLE: nconns of them */
+	unsigned accepted;           /* H_IDLE: so far (atomic) */
+	int stop;                    /* H_HOLD, H_IDLE: close and return (atomic) */
 	char err[256];
 	pthread_t th;
 };
@@ -756,6 +763,26 @@ static void *host_main(void *arg)
 		for (unsigned i = 0; i < j->nconns; i++)
 			close(j->fds[i]);
 		return NULL;
+	case H_IDLE: {
+		/* accept as they come (the guest connects in bursts), hold */
+		unsigned k = 0;
+
+		while (!__atomic_load_n(&j->stop, __ATOMIC_ACQUIRE)) {
+			struct pollfd p = { .fd = j->lfd, .events = POLLIN };
+
+			if (k == j->nconns || poll(&p, 1, 100) != 1) {
+				usleep(10000);
+				continue;
+			}
+			j->idle_fds[k] = accept4(j->lfd, NULL, NULL, SOCK_CLOEXEC);
+			if (j->idle_fds[k] < 0)
+				return hfail(j, "accept (connection %u): %s", k, strerror(errno));
+			__atomic_store_n(&j->accepted, ++k, __ATOMIC_RELEASE);
+		}
+		for (unsigned i = 0; i < k; i++)
+			close(j->idle_fds[i]);
+		return NULL;
+	}
 	}
 	return NULL;
 }
@@ -1180,7 +1207,7 @@ static void memory(void)
 {
 	struct hjob j = { .kind = H_HOLD, .fd = -1, .nconns = opt.conns };
 	struct gconn *cs[MAX_CONNS];
-	struct mem m0, m1, mh, m2, m3;
+	struct mem m0, m1, mh, m2, m3, m4;
 	struct cpu a, b;
 	uint64_t pkts, t0, t1;
 	long long queued = -1;
@@ -1220,6 +1247,10 @@ static void memory(void)
 	unlink(path);
 	usleep(200000);
 	mem_sample(&m3);
+	/* the backend may keep freed queue memory for a while (vsxd: spare
+	 * chunks for a second of quiet, then malloc_trim) */
+	usleep(2800000);
+	mem_sample(&m4);
 
 	bound = 1.25 * backend_buf;
 	per0 = (double)(m2.anon - m0.anon) * 1024 / opt.conns;
@@ -1228,13 +1259,13 @@ static void memory(void)
 	printf("mem conns=%u credit=%u pkts=%" PRIu64 " secs=%.3f mpps=%.3f "
 	       "rss_idle_kib=%ld rss_conns_kib=%ld rss_flood_kib=%ld rss_after_kib=%ld "
 	       "anon_idle_kib=%ld anon_conns_kib=%ld anon_half_kib=%ld anon_flood_kib=%ld "
-	       "anon_after_kib=%ld shmem_flood_kib=%ld hwm_kib=%ld "
+	       "anon_after_kib=%ld anon_after3s_kib=%ld shmem_flood_kib=%ld hwm_kib=%ld "
 	       "growth_per_conn_from_idle_bytes=%.0f growth_per_conn_bytes=%.0f "
 	       "marginal_per_conn_bytes=%.0f bound_bytes=%.0f ratio_to_credit=%.3f "
 	       "marginal_ratio_to_credit=%.3f within_bound=%s",
 	       opt.conns, backend_buf, pkts, (double)(t1 - t0) / 1e9,
 	       (double)pkts / ((double)(t1 - t0) / 1e9) / 1e6, m0.rss, m1.rss, m2.rss,
-	       m3.rss, m0.anon, m1.anon, mh.anon, m2.anon, m3.anon, m2.shmem, m2.hwm,
+	       m3.rss, m0.anon, m1.anon, mh.anon, m2.anon, m3.anon, m4.anon, m2.shmem, m2.hwm,
 	       per0, per1, marg, bound, per0 / backend_buf, marg / backend_buf,
 	       per0 <= bound ? "yes" : "NO");
 	if (a.be_ok && b.be_ok)
@@ -1250,16 +1281,128 @@ static void memory(void)
 	fflush(stdout);
 }
 
+/* ---- Memory per idle connection ---- */
+
+/*
+ * --idle-conns guest connections to one host listener, established and
+ * left idle; the backend's RSS growth per connection (RssAnon: what it
+ * allocates; VmRSS beside it) from its idle state before the first one.
+ * The guest side is kept here, not in conns[]: a port each, from
+ * IDLE_PORT_BASE, answered by RESPONSE. Then the guest resets them all.
+ */
+#define IDLE_PORT_BASE 100000u
+#define IDLE_BURST 64              /* REQUESTs in flight */
+#define IDLE_BACKLOG_USE 96        /* connections not yet accepted (< 128) */
+
+/* One answer to a REQUEST: true for RESPONSE, false for RST (refused). */
+static bool idle_answer(unsigned answered, unsigned sent)
+{
+	static uint8_t buf[MAX_PKT];
+	struct virtio_vsock_hdr h;
+	int n;
+
+	n = drv_recv(d, &h, buf, sizeof(buf), WAIT_MS);
+	if (n < 0)
+		die("idle: no answer after %u of %u REQUESTs: %s", answered, sent,
+		    strerror(-n));
+	if (le16toh(h.op) == VIRTIO_VSOCK_OP_RST)
+		return false;
+	if (le16toh(h.op) != VIRTIO_VSOCK_OP_RESPONSE)
+		die("idle: op %u for guest port %u", le16toh(h.op), le32toh(h.dst_port));
+	return true;
+}
+
+static void idle(void)
+{
+	struct hjob j = { .kind = H_IDLE, .fd = -1, .nconns = opt.idle_conns };
+	unsigned n = opt.idle_conns, sent = 0, done = 0, refused = 0;
+	struct mem m0, m1, m2;
+	struct cpu a, b;
+	char path[200];
+	uint64_t t0, t1;
+
+	if (!mem_sample(&m0))
+		die("idle: needs --pid (the backend's RSS)");
+	j.idle_fds = calloc(n, sizeof(int));
+	if (!j.idle_fds)
+		die("out of memory");
+	j.lfd = host_listen(14000, path, sizeof(path));
+	hstart(&j);
+	cpu_sample(&a);
+	t0 = now_ns();
+	while (done + refused < sent || (sent < n && !refused)) {
+		while (sent < n && !refused && sent - done - refused < IDLE_BURST) {
+			int r;
+
+			/* The listener's backlog is finite: a connect to a full
+			 * one fails, and the guest would be refused. */
+			if (sent - __atomic_load_n(&j.accepted, __ATOMIC_ACQUIRE) >=
+			    IDLE_BACKLOG_USE)
+				break;
+			r = gsend_raw(VIRTIO_VSOCK_OP_REQUEST, 0, NULL, 0, IDLE_PORT_BASE + sent,
+				      14000, 0);
+			if (r < 0)
+				die("idle: REQUEST %u: %s", sent, strerror(-r));
+			sent++;
+		}
+		if (done + refused == sent) {
+			usleep(200); /* the host program is accepting */
+			continue;
+		}
+		if (idle_answer(done + refused, sent))
+			done++;
+		else
+			refused++;
+	}
+	t1 = now_ns();
+	if (!done)
+		die("idle: every connection was refused");
+	cpu_sample(&b);
+	/* every host socket accepted, nothing in flight */
+	WAIT_FOR(__atomic_load_n(&j.accepted, __ATOMIC_ACQUIRE) == done, "the host's accepts");
+	usleep(500000);
+	mem_sample(&m1);
+
+	for (unsigned i = 0; i < sent; i++) {
+		int r = gsend_raw(VIRTIO_VSOCK_OP_RST, 0, NULL, 0, IDLE_PORT_BASE + i, 14000,
+				  0);
+
+		if (r < 0)
+			die("idle: RST %u: %s", i, strerror(-r));
+	}
+	__atomic_store_n(&j.stop, 1, __ATOMIC_RELEASE);
+	hjoin(&j, "idle");
+	close(j.lfd);
+	unlink(path);
+	free(j.idle_fds);
+	/* whatever the backend still says about them (nothing is expected) */
+	while (service_one(200))
+		;
+	usleep(3000000);
+	mem_sample(&m2);
+
+	printf("idle conns=%u wanted=%u refused=%u secs=%.3f rss_before_kib=%ld "
+	       "rss_idle_kib=%ld rss_after_kib=%ld anon_before_kib=%ld anon_idle_kib=%ld "
+	       "anon_after_kib=%ld anon_per_conn_bytes=%.0f rss_per_conn_bytes=%.0f",
+	       done, n, refused, (double)(t1 - t0) / 1e9, m0.rss, m1.rss, m2.rss, m0.anon,
+	       m1.anon, m2.anon, (double)(m1.anon - m0.anon) * 1024 / done,
+	       (double)(m1.rss - m0.rss) * 1024 / done);
+	if (a.be_ok && b.be_ok)
+		printf(" be_us_per_conn=%.1f", (double)(b.be_ns - a.be_ns) / 1e3 / done);
+	printf("\n");
+	fflush(stdout);
+}
+
 /* ---- Main ---- */
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: vsxbench --socket VHOST --uds-path UDS [--pid PID] "
 		"[--label NAME]\n"
-		"                [--cases g2h,h2g,lat,mem] [--reps N] [--scale F]\n"
+		"                [--cases g2h,h2g,lat,mem,idle] [--reps N] [--scale F]\n"
 		"                [--sizes 64,4096,65536,262144] [--queue-size N] "
 		"[--conns N]\n"
-		"                [--lat-iters N] [--queued-cmd CMD]\n");
+		"                [--lat-iters N] [--queued-cmd CMD] [--idle-conns N]\n");
 }
 
 static void parse_sizes(const char *s)
@@ -1283,7 +1426,7 @@ static void parse_cases(const char *s)
 {
 	char buf[128], *t, *save;
 
-	opt.g2h = opt.h2g = opt.lat = opt.mem = false;
+	opt.g2h = opt.h2g = opt.lat = opt.mem = opt.idle = false;
 	snprintf(buf, sizeof(buf), "%s", s);
 	for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		if (!strcmp(t, "g2h"))
@@ -1294,6 +1437,8 @@ static void parse_cases(const char *s)
 			opt.lat = true;
 		else if (!strcmp(t, "mem"))
 			opt.mem = true;
+		else if (!strcmp(t, "idle"))
+			opt.idle = true;
 		else
 			die("unknown case '%s'", t);
 	}
@@ -1314,6 +1459,7 @@ int main(int argc, char **argv)
 		{ "lat-iters", required_argument, NULL, 'i' },
 		{ "queued-cmd", required_argument, NULL, 'Q' },
 		{ "sizes", required_argument, NULL, 'z' },
+		{ "idle-conns", required_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1337,12 +1483,13 @@ int main(int argc, char **argv)
 		case 'i': opt.lat_iters = (unsigned)atoi(optarg); break;
 		case 'Q': opt.queued_cmd = optarg; break;
 		case 'z': parse_sizes(optarg); break;
+		case 'I': opt.idle_conns = (unsigned)atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	if (!opt.vhost || !opt.uds || optind != argc || !opt.reps || opt.reps > 64 ||
-	    opt.scale <= 0 || !opt.lat_iters || !opt.conns) {
+	    opt.scale <= 0 || !opt.lat_iters || !opt.conns || !opt.idle_conns) {
 		usage(stderr);
 		return 2;
 	}
@@ -1359,6 +1506,19 @@ int main(int argc, char **argv)
 	for (size_t i = PAT_PERIOD; i < patlen; i++)
 		pat[i] = pat[i - PAT_PERIOD];
 
+	if (opt.idle) {
+		/* a descriptor per held connection, and some */
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+		    opt.idle_conns + 64 > rl.rlim_cur)
+			die("--idle-conns %u: only %llu descriptors (ulimit -n)", opt.idle_conns,
+			    (unsigned long long)rl.rlim_cur);
+	}
 	dopts.queue_size = opt.queue_size;
 	r = drv_open(opt.vhost, &dopts, &d);
 	if (r < 0)
@@ -1369,6 +1529,8 @@ int main(int argc, char **argv)
 	       opt.queue_size, GUEST_BUF, opt.reps, opt.scale, opt.pid);
 	fflush(stdout);
 
+	if (opt.idle)
+		idle();
 	if (opt.mem)
 		memory();
 	if (opt.g2h)
