@@ -317,6 +317,7 @@ struct vsx_vm {
 	unsigned batch_flags;        /* EOM/EOR closing the batch (seq) */
 
 	unsigned log_budget;
+	unsigned accept_fails;       /* hybrid accepts failed in a row (no fds) */
 	struct vsx_engine_stats st;
 
 	/* spare queue chunks (txbuf.c), swept by ptimer (vsock.c) */

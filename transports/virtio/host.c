@@ -1116,14 +1116,23 @@ static void accept_cb(int lfd, int events, void *arg)
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
 			    errno == ENOMEM) {
-				/* Do not spin on a listener we cannot serve. */
-				vsx__log(vm->r, VSX_LOG_WARNING, "vm %s: accept: %s",
-					 vm->name, strerror(errno));
+				/* Do not spin on a listener we cannot serve; retry
+				 * every 100 ms, say so once and then every 10 s. */
+				if (vm->accept_fails++ % 100 == 0)
+					vsx__log(vm->r, VSX_LOG_WARNING, "vm %s: accept: %s "
+						 "(host connections wait; retried every "
+						 "100 ms, %u time(s) so far)", vm->name,
+						 strerror(errno), vm->accept_fails - 1);
 				vm_loop(vm)->watch_set(vm->lw, 0);
 				if (vm->ltimer)
 					vm_loop(vm)->timer_arm(vm->ltimer, 100);
 			}
 			break;
+		}
+		if (vm->accept_fails) {
+			vsx__log(vm->r, VSX_LOG_INFO, "vm %s: accepting host connections "
+				 "again after %u failed attempt(s)", vm->name, vm->accept_fails);
+			vm->accept_fails = 0;
 		}
 		if (vm->nhandshakes >= ENG_MAX_HANDSHAKES || !vm->live || vm->broken) {
 			close(fd);
