@@ -512,10 +512,20 @@ int vsx__auth_accept(const vsx_sock *l, vsx_sock *s)
 			.deadline = vsx__now_ms() + s->connect_timeout_ms };
 	int rc;
 
+	char peer[VSX_ADDR_STRLEN], why[200];
+
 	if (!l->auth)
 		return 0;
 	rc = run(&h, respond);
-	if (!rc)
+	if (!rc) {
 		s->info_flags |= VSX_INFO_AUTH;
+		return 0;
+	}
+	/* The socket dies with the failure: its peer goes into the message,
+	 * for the caller's log. (Hybrid peers have no address.) */
+	if (s->peer.kind && vsx_addr_format(&s->peer, peer, sizeof(peer)) == 0) {
+		snprintf(why, sizeof(why), "%s", vsx_strerror(rc));
+		rc = vsx__err(rc, "%s (peer %s)", why, peer);
+	}
 	return rc;
 }
