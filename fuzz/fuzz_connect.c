@@ -13,8 +13,6 @@
 #include "../transports/virtio/engine.h"
 #include "fuzz.h"
 
-int vsx__host_parse_connect(const char *s, size_t n, uint32_t *port);
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const uint8_t *nl = memchr(data, '\n', size);

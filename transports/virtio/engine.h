@@ -428,6 +428,9 @@ void vsx__vm_drop_all(struct vsx_vm *vm, bool tell_guest);
 
 /* ---- host.c ---- */
 int vsx__host_listen(struct vsx_vm *vm);
+/* "CONNECT <decimal port>\n" (exactly @n bytes): 0 and *@port, or -1.
+ * Pure; also fuzz/fuzz_connect.c's target. */
+int vsx__host_parse_connect(const char *s, size_t n, uint32_t *port);
 void vsx__host_unlisten(struct vsx_vm *vm);
 /* Guest REQUEST to host port: connect to uds_path_<port>. */
 void vsx__host_connect(struct vsx_vm *vm, const struct virtio_vsock_hdr *h);

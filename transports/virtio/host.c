@@ -943,9 +943,7 @@ static void hs_free(struct hs *h)
 	free(h);
 }
 
-/* "CONNECT <decimal port>\n", nothing else. Pure: also fuzz/fuzz_connect.c's
- * target, hence not static. */
-int vsx__host_parse_connect(const char *s, size_t n, uint32_t *port);
+/* "CONNECT <decimal port>\n", nothing else (engine.h). */
 int vsx__host_parse_connect(const char *s, size_t n, uint32_t *port)
 {
 	uint64_t v = 0;
