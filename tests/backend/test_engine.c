@@ -585,6 +585,32 @@ Test(hybrid, guest_never_answers)
 	close(fd);
 }
 
+/* The program gives up before the guest answers: the guest is told at once,
+ * not when the (here 60 s) connect timeout fires. */
+Test(hybrid, program_gives_up_before_guest_answers)
+{
+	struct vsx_conn_info ci[4];
+	struct pkt *p;
+	struct gc c;
+	int fd;
+
+	hx_timeouts(&H, 0, 60000, 0);
+	fd = h_dial(H.v[0].uds, "CONNECT 5004\n");
+	p = g_next(G(0), NULL, TMO);
+	cr_assert_not_null(p);
+	cr_assert_eq(p->h.op, OP_REQUEST);
+	gc_init(&c, G(0), STREAM, 5004, VSOCK_CID_HOST, p->h.src_port);
+	free(p);
+	cr_assert_eq(hx_conns(&H, 0, ci, 4), 1);
+	close(fd);
+	free(g_expect(&c, OP_RST, TMO));
+	cr_assert(conn_gone(&c, 0, TMO));
+	/* a RESPONSE that crossed the RST meets another RST, nothing else */
+	cr_assert_geq(g_send(&c, OP_RESPONSE, 0, NULL, 0), 0);
+	free(g_expect(&c, OP_RST, TMO));
+	cr_assert_eq(hx_conns(&H, 0, ci, 4), 0);
+}
+
 Test(hybrid, bad_lines_closed_without_reply)
 {
 	static const char *bad[] = {

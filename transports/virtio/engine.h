@@ -217,6 +217,7 @@ struct conn {
 	int wev;                     /* events watched */
 	bool hybrid;                 /* host-initiated: "OK <port>" owed on RESPONSE */
 	bool host_readable;          /* the socket had data last we looked */
+	bool host_early;             /* data came before the guest answered */
 	bool host_eof;               /* the host shut its sending side */
 	bool host_wr_shut;           /* we shut down our sending side */
 	bool host_wr_dead;           /* the host no longer takes data */

@@ -9,7 +9,9 @@
  * exactly (peek, then read up to the newline), so bytes the program sends
  * right behind it stay in the socket for the guest. We send REQUEST; the
  * guest's RESPONSE gets "OK <host port>\n", its RST (or no answer within
- * ENG_CONNECT_MS) closes the socket. Host ports come from a per-VM counter
+ * ENG_CONNECT_MS) closes the socket. A program that gives up while the
+ * guest has not answered (its socket reads EOF) ends the connection at
+ * once: the guest gets RST, nothing waits for the timeout. Host ports come from a per-VM counter
  * starting at ENG_HOST_PORT_FIRST, skipping ports a connection to the same
  * guest port still uses (after a wrap, any port a connection uses).
  *
@@ -158,6 +160,10 @@ static void host_watch(struct conn *c)
 	if (c->dead || c->fd < 0 || !c->w)
 		return;
 	if (vsx__host_can_read(c) && !c->host_readable && vsx__conn_peer_free(c) > 0)
+		ev |= VSX_EV_READ;
+	/* Still connecting: watch for the program hanging up (host_cb peeks),
+	 * unless it already sent data, which waits for the guest. */
+	if (c->state == VSX_CONN_CONNECTING && !c->host_early)
 		ev |= VSX_EV_READ;
 	if (host_wants_write(c))
 		ev |= VSX_EV_WRITE;
@@ -729,12 +735,36 @@ int vsx__host_emit(struct conn *c)
 	return EMIT_MORE;
 }
 
+/* The socket of a connection the guest has not answered yet is readable:
+ * either the program left (EOF, reset: give up on the guest now) or it sent
+ * data early (keep it for later; stop watching until established). */
+static void connecting_readable(struct conn *c)
+{
+	char b;
+	ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	if (r > 0) {
+		c->host_early = true;
+		host_watch(c);
+		return;
+	}
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	vsx__conn_why(c, VSX_REASON_HOST_CLOSED, 0);
+	vsx__conn_reset(c, false);
+}
+
 static void host_cb(int fd, int events, void *arg)
 {
 	struct conn *c = arg;
 	struct vsx_router *r = c->vm->r;
 
 	(void)fd;
+	if (!c->dead && c->state == VSX_CONN_CONNECTING && (events & VSX_EV_READ)) {
+		connecting_readable(c);
+		vsx__router_round(r);
+		return;
+	}
 	if (events & VSX_EV_WRITE)
 		vsx__host_flush(c);
 	if (!c->dead && (events & VSX_EV_READ)) {
@@ -752,6 +782,8 @@ static int host_attach(struct conn *c, int fd)
 	c->w = l->watch(l->ctx, fd, 0, host_cb, c);
 	if (!c->w)
 		return -ENOMEM;
+	c->wev = 0;
+	host_watch(c);
 	return 0;
 }
 
