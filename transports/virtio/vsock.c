@@ -673,7 +673,9 @@ static void conn_timer_cb(void *arg)
 	c->tkind = T_NONE;
 	switch (k) {
 	case T_CONNECT:
-		vsx__log(r, VSX_LOG_INFO, "vm %s: connection %llu: no answer to REQUEST "
+		/* debug only: the refuse event (reason connect-timeout) is the
+		 * rate-limited line operators see */
+		vsx__log(r, VSX_LOG_DEBUG, "vm %s: connection %llu: no answer to REQUEST "
 			 "in %u ms", c->vm->name, (unsigned long long)c->id,
 			 r->connect_ms);
 		vsx__conn_why(c, VSX_REASON_CONNECT_TIMEOUT, 0);
