@@ -26,8 +26,6 @@
 #include "forward.h"
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
-#define QUOTE_MAX 48          /* input bytes shown in a message */
-#define QBUF (QUOTE_MAX * 4 + 8)
 
 const char vsxd_usage[] =
 "Usage: vsxd [OPTIONS]\n"
@@ -68,8 +66,7 @@ const char vsxd_usage[] =
 
 /* ---- Messages ---- */
 
-__attribute__((format(printf, 2, 3)))
-static int err_set(struct vsxd_err *err, const char *fmt, ...)
+int vsxd_err_set(struct vsxd_err *err, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -103,17 +100,12 @@ static void err_prefix(struct vsxd_err *err, const char *fmt, ...)
 		memcpy(err->msg + sizeof(err->msg) - 4, "...", 4);
 }
 
-/*
- * @s (@len bytes, any bytes) as printable text for a message: control and
- * non-ASCII bytes, quote and backslash as \xNN, at most QUOTE_MAX input
- * bytes then "...". Returns @buf (QBUF bytes).
- */
-static const char *quote(char *buf, const char *s, size_t len)
+const char *vsxd_quote(char *buf, const char *s, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t i, o = 0;
 
-	for (i = 0; i < len && i < QUOTE_MAX; i++) {
+	for (i = 0; i < len && i < VSXD_QUOTE_MAX; i++) {
 		unsigned char c = (unsigned char)s[i];
 
 		if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
@@ -220,7 +212,7 @@ int vsxd_parse_uid_list(const char *s, size_t len, struct vsxd_config *cfg,
 	const char *p = s, *end = s + len, *w;
 	uint32_t *nu;
 	uint64_t uid;
-	char q[QBUF];
+	char q[VSXD_QBUF];
 	size_t i;
 	int r;
 
@@ -233,17 +225,17 @@ int vsxd_parse_uid_list(const char *s, size_t len, struct vsxd_config *cfg,
 			;
 		r = vsxd_parse_uint(p, (size_t)(w - p), 0xFFFFFFFEu, &uid);
 		if (r == -EINVAL)
-			return err_set(err, "control-allow-uid '%s' is not a uid (a number)",
-				       quote(q, p, (size_t)(w - p)));
+			return vsxd_err_set(err, "control-allow-uid '%s' is not a uid (a number)",
+				       vsxd_quote(q, p, (size_t)(w - p)));
 		if (r < 0)
-			return err_set(err, "control-allow-uid %s is out of range (0 to %u)",
-				       quote(q, p, (size_t)(w - p)), 0xFFFFFFFEu);
+			return vsxd_err_set(err, "control-allow-uid %s is out of range (0 to %u)",
+				       vsxd_quote(q, p, (size_t)(w - p)), 0xFFFFFFFEu);
 		for (i = 0; i < cfg->n_control_allow_uids; i++)
 			if (cfg->control_allow_uids[i] == uid)
 				break;
 		if (i == cfg->n_control_allow_uids) {
 			if (i >= VSXD_ALLOW_UIDS_MAX)
-				return err_set(err, "control-allow-uid: more than %u uids",
+				return vsxd_err_set(err, "control-allow-uid: more than %u uids",
 					       VSXD_ALLOW_UIDS_MAX);
 			nu = realloc(cfg->control_allow_uids, (i + 1) * sizeof(*nu));
 			if (!nu)
@@ -359,47 +351,47 @@ int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t v
 		   struct vsxd_err *err)
 {
 	const char *name = vsxd_limit_name(limit);
-	char q[QBUF];
+	char q[VSXD_QBUF];
 	uint64_t v;
 	int r;
 
 	if (vallen == 0)
-		return err_set(err, "empty value for '%s'", name);
+		return vsxd_err_set(err, "empty value for '%s'", name);
 	switch (limit) {
 	case VSXD_LIMIT_MAX_CONNS:
 	case VSXD_LIMIT_MAX_CONNS_PER_VM:
 		r = vsxd_parse_uint(val, vallen, VSXD_CONNS_MAX, &v);
 		if (r == -EINVAL)
-			return err_set(err, "%s '%s' is not a number", name,
-				       quote(q, val, vallen));
+			return vsxd_err_set(err, "%s '%s' is not a number", name,
+				       vsxd_quote(q, val, vallen));
 		if (r < 0 || v == 0)
-			return err_set(err, "%s %s is out of range (1 to %u)", name,
-				       quote(q, val, vallen), VSXD_CONNS_MAX);
+			return vsxd_err_set(err, "%s %s is out of range (1 to %u)", name,
+				       vsxd_quote(q, val, vallen), VSXD_CONNS_MAX);
 		break;
 	case VSXD_LIMIT_MAX_CONN_MEMORY:
 		r = vsxd_parse_size(val, vallen, VSXD_CONN_MEMORY_MAX, &v);
 		if (r == -EINVAL)
-			return err_set(err, "%s '%s' is not a size (a number with an "
+			return vsxd_err_set(err, "%s '%s' is not a size (a number with an "
 				       "optional K, M or G suffix)", name,
-				       quote(q, val, vallen));
+				       vsxd_quote(q, val, vallen));
 		if (r < 0 || v < VSXD_CONN_MEMORY_MIN)
-			return err_set(err, "%s %s is out of range (8K to 4G)", name,
-				       quote(q, val, vallen));
+			return vsxd_err_set(err, "%s %s is out of range (8K to 4G)", name,
+				       vsxd_quote(q, val, vallen));
 		break;
 	case VSXD_LIMIT_HANDSHAKE_TIMEOUT:
 	case VSXD_LIMIT_CONNECT_TIMEOUT:
 	case VSXD_LIMIT_LINGER_TIMEOUT:
 		r = vsxd_parse_duration(val, vallen, VSXD_TIMEOUT_MAX_MS, &v);
 		if (r == -EINVAL)
-			return err_set(err, "%s '%s' is not a duration (a number of "
+			return vsxd_err_set(err, "%s '%s' is not a duration (a number of "
 				       "seconds, or with a unit: 500ms, 5s, 1m)", name,
-				       quote(q, val, vallen));
+				       vsxd_quote(q, val, vallen));
 		if (r < 0 || v < VSXD_TIMEOUT_MIN_MS)
-			return err_set(err, "%s %s is out of range (10ms to 3600s)", name,
-				       quote(q, val, vallen));
+			return vsxd_err_set(err, "%s %s is out of range (10ms to 3600s)", name,
+				       vsxd_quote(q, val, vallen));
 		break;
 	default:
-		return err_set(err, "unknown limit");
+		return vsxd_err_set(err, "unknown limit");
 	}
 	cfg->limits[limit] = v;
 	return 0;
@@ -471,7 +463,7 @@ static int set_str(char **dst, const char *val, size_t len)
 static int check_path(const char *what, const char *val, size_t len, struct vsxd_err *err)
 {
 	if (len > SUN_PATH_MAX)
-		return err_set(err, "%s is too long (%zu bytes, at most %zu)",
+		return vsxd_err_set(err, "%s is too long (%zu bytes, at most %zu)",
 			       what, len, (size_t)SUN_PATH_MAX);
 	return 0;
 }
@@ -480,7 +472,7 @@ static int check_path(const char *what, const char *val, size_t len, struct vsxd
 static int check_uds_path(const char *val, size_t len, struct vsxd_err *err)
 {
 	if (len > VSXD_UDS_PATH_MAX)
-		return err_set(err, "uds-path is too long (%zu bytes, at most %u, so that "
+		return vsxd_err_set(err, "uds-path is too long (%zu bytes, at most %u, so that "
 			       "<uds-path>_<port> fits a Unix socket address)",
 			       len, VSXD_UDS_PATH_MAX);
 	return 0;
@@ -488,21 +480,21 @@ static int check_uds_path(const char *val, size_t len, struct vsxd_err *err)
 
 static int check_groups(const char *val, size_t len, struct vsxd_err *err)
 {
-	char q[QBUF];
+	char q[VSXD_QBUF];
 	size_t i, start = 0;
 
 	for (i = 0; i <= len; i++) {
 		if (i == len || val[i] == '+') {
 			if (i == start)
-				return err_set(err, "groups '%s' has an empty group name",
-					       quote(q, val, len));
+				return vsxd_err_set(err, "groups '%s' has an empty group name",
+					       vsxd_quote(q, val, len));
 			start = i + 1;
 			continue;
 		}
 		if ((unsigned char)val[i] <= 0x20 || (unsigned char)val[i] >= 0x7f ||
 		    val[i] == ',')
-			return err_set(err, "groups '%s': group names are printable "
-				       "characters without spaces or ','", quote(q, val, len));
+			return vsxd_err_set(err, "groups '%s': group names are printable "
+				       "characters without spaces or ','", vsxd_quote(q, val, len));
 	}
 	return 0;
 }
@@ -511,7 +503,7 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 		const char *val, size_t vallen, struct vsxd_err *err)
 {
 	const struct vm_key *k = NULL;
-	char q[QBUF];
+	char q[VSXD_QBUF];
 	uint64_t n;
 	size_t i;
 	int r;
@@ -522,28 +514,28 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 	if (!k) {
 		for (i = 0; i < sizeof(vm_keys_unsupported) / sizeof(char *); i++)
 			if (key_is(key, keylen, vm_keys_unsupported[i]))
-				return err_set(err, "'%s' is not supported: vsxd has no vsock "
+				return vsxd_err_set(err, "'%s' is not supported: vsxd has no vsock "
 					       "forwarding backend (use uds-path)",
 					       vm_keys_unsupported[i]);
-		return err_set(err, "unknown key '%s' (known keys: " VM_KEYS_KNOWN ")",
-			       quote(q, key, keylen));
+		return vsxd_err_set(err, "unknown key '%s' (known keys: " VM_KEYS_KNOWN ")",
+			       vsxd_quote(q, key, keylen));
 	}
 	if (vm->set & k->bit)
-		return err_set(err, "'%s' given twice", k->name);
+		return vsxd_err_set(err, "'%s' given twice", k->name);
 	if (vallen == 0)
-		return err_set(err, "empty value for '%s'", k->name);
+		return vsxd_err_set(err, "empty value for '%s'", k->name);
 	if (memchr(val, '\0', vallen))
-		return err_set(err, "value of '%s' contains a NUL byte", k->name);
+		return vsxd_err_set(err, "value of '%s' contains a NUL byte", k->name);
 
 	switch (k->bit) {
 	case VSXD_VM_CID:
 		r = vsxd_parse_uint(val, vallen, UINT64_MAX, &n);
 		if (r == -EINVAL)
-			return err_set(err, "guest-cid '%s' is not a number",
-				       quote(q, val, vallen));
+			return vsxd_err_set(err, "guest-cid '%s' is not a number",
+				       vsxd_quote(q, val, vallen));
 		if (r < 0 || n < VSXD_CID_MIN || n > VSXD_CID_MAX)
-			return err_set(err, "guest-cid %s is out of range (%u to %u)",
-				       quote(q, val, vallen), VSXD_CID_MIN, VSXD_CID_MAX);
+			return vsxd_err_set(err, "guest-cid %s is out of range (%u to %u)",
+				       vsxd_quote(q, val, vallen), VSXD_CID_MIN, VSXD_CID_MAX);
 		vm->guest_cid = n;
 		break;
 	case VSXD_VM_SOCKET:
@@ -563,21 +555,21 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 	case VSXD_VM_TX:
 		r = vsxd_parse_size(val, vallen, VSXD_TX_BUFFER_MAX, &n);
 		if (r == -EINVAL)
-			return err_set(err, "tx-buffer-size '%s' is not a size (a number with "
-				       "an optional K, M or G suffix)", quote(q, val, vallen));
+			return vsxd_err_set(err, "tx-buffer-size '%s' is not a size (a number with "
+				       "an optional K, M or G suffix)", vsxd_quote(q, val, vallen));
 		if (r < 0 || n == 0)
-			return err_set(err, "tx-buffer-size %s is out of range (1 to 1G)",
-				       quote(q, val, vallen));
+			return vsxd_err_set(err, "tx-buffer-size %s is out of range (1 to 1G)",
+				       vsxd_quote(q, val, vallen));
 		vm->tx_buffer_size = (uint32_t)n;
 		break;
 	case VSXD_VM_QUEUE:
 		r = vsxd_parse_size(val, vallen, VSXD_QUEUE_SIZE_MAX, &n);
 		if (r == -EINVAL)
-			return err_set(err, "queue-size '%s' is not a number",
-				       quote(q, val, vallen));
+			return vsxd_err_set(err, "queue-size '%s' is not a number",
+				       vsxd_quote(q, val, vallen));
 		if (r < 0 || n == 0 || (n & (n - 1)))
-			return err_set(err, "queue-size %s is not a power of two from 1 to %u",
-				       quote(q, val, vallen), VSXD_QUEUE_SIZE_MAX);
+			return vsxd_err_set(err, "queue-size %s is not a power of two from 1 to %u",
+				       vsxd_quote(q, val, vallen), VSXD_QUEUE_SIZE_MAX);
 		vm->queue_size = (unsigned)n;
 		break;
 	case VSXD_VM_GROUPS:
@@ -592,8 +584,8 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 			if (!name_char(val[i]))
 				break;
 		if (i < vallen || vallen > VSXD_NAME_MAX)
-			return err_set(err, "name '%s' is not valid (1 to %u letters, digits, "
-				       "'.', '_' or '-')", quote(q, val, vallen), VSXD_NAME_MAX);
+			return vsxd_err_set(err, "name '%s' is not valid (1 to %u letters, digits, "
+				       "'.', '_' or '-')", vsxd_quote(q, val, vallen), VSXD_NAME_MAX);
 		if (set_str(&vm->name, val, vallen))
 			return -ENOMEM;
 		break;
@@ -605,20 +597,20 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 int vsxd_vm_finish(struct vsxd_vm *vm, struct vsxd_err *err)
 {
 	if (!(vm->set & VSXD_VM_SOCKET))
-		return err_set(err, "missing 'socket'");
+		return vsxd_err_set(err, "missing 'socket'");
 	if (!(vm->set & VSXD_VM_UDS))
-		return err_set(err, "missing 'uds-path'");
+		return vsxd_err_set(err, "missing 'uds-path'");
 	if (!(vm->set & VSXD_VM_CID))
 		vm->guest_cid = VSXD_CID_DEFAULT;
 	if (!strcmp(vm->socket_path, vm->uds_path))
-		return err_set(err, "socket and uds-path are the same path");
+		return vsxd_err_set(err, "socket and uds-path are the same path");
 	return 0;
 }
 
 int vsxd_vm_parse(const char *spec, struct vsxd_vm *vm, struct vsxd_err *err)
 {
 	const char *p, *end, *item_end, *eq;
-	char q[QBUF];
+	char q[VSXD_QBUF];
 	int r;
 
 	memset(vm, 0, sizeof(*vm));
@@ -630,7 +622,7 @@ int vsxd_vm_parse(const char *spec, struct vsxd_vm *vm, struct vsxd_err *err)
 	while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
 		end--;
 	if (p == end)
-		return err_set(err, "empty VM description (expected guest-cid=CID,"
+		return vsxd_err_set(err, "empty VM description (expected guest-cid=CID,"
 			       "socket=PATH,uds-path=PATH)");
 
 	for (;;) {
@@ -638,15 +630,15 @@ int vsxd_vm_parse(const char *spec, struct vsxd_vm *vm, struct vsxd_err *err)
 		if (!item_end)
 			item_end = end;
 		if (item_end == p)
-			return err_set(err, "empty item in '%s' (a ',' too many?)",
-				       quote(q, spec, strlen(spec)));
+			return vsxd_err_set(err, "empty item in '%s' (a ',' too many?)",
+				       vsxd_quote(q, spec, strlen(spec)));
 		eq = memchr(p, '=', (size_t)(item_end - p));
 		if (!eq)
-			return err_set(err, "'%s' is not KEY=VALUE",
-				       quote(q, p, (size_t)(item_end - p)));
+			return vsxd_err_set(err, "'%s' is not KEY=VALUE",
+				       vsxd_quote(q, p, (size_t)(item_end - p)));
 		if (eq == p)
-			return err_set(err, "missing key in '%s'",
-				       quote(q, p, (size_t)(item_end - p)));
+			return vsxd_err_set(err, "missing key in '%s'",
+				       vsxd_quote(q, p, (size_t)(item_end - p)));
 		r = vsxd_vm_set(vm, p, (size_t)(eq - p), eq + 1,
 				(size_t)(item_end - eq - 1), err);
 		if (r < 0)
@@ -803,7 +795,7 @@ static int perr(struct parser *p, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return err_set(p->err, "%s:%u: %s", p->fname, p->line, msg);
+	return vsxd_err_set(p->err, "%s:%u: %s", p->fname, p->line, msg);
 }
 
 static bool is_blank(char c)
@@ -848,7 +840,7 @@ static int open_section(struct parser *p, const char *s, const char *e)
 {
 	const char *w, *name;
 	struct vsxd_vm *vm;
-	char q[QBUF];
+	char q[VSXD_QBUF];
 	int r;
 
 	r = close_section(p);
@@ -857,9 +849,9 @@ static int open_section(struct parser *p, const char *s, const char *e)
 	if (e[-1] != ']') {
 		if (memchr(s, ']', (size_t)(e - s)))
 			return perr(p, "text after ']' in section header '%s'",
-				    quote(q, s, (size_t)(e - s)));
+				    vsxd_quote(q, s, (size_t)(e - s)));
 		return perr(p, "section header '%s' has no closing ']'",
-			    quote(q, s, (size_t)(e - s)));
+			    vsxd_quote(q, s, (size_t)(e - s)));
 	}
 	s++;            /* '[' */
 	e--;            /* ']' */
@@ -897,7 +889,7 @@ static int open_section(struct parser *p, const char *s, const char *e)
 	}
 	if ((size_t)(w - s) != 2 || memcmp(s, "vm", 2))
 		return perr(p, "unknown section '[%s]' (expected [vm NAME], [vm], "
-			    "[forward NAME] or [daemon])", quote(q, s, (size_t)(e - s)));
+			    "[forward NAME] or [daemon])", vsxd_quote(q, s, (size_t)(e - s)));
 
 	vm = config_add_vm(p->cfg);
 	if (!vm)
@@ -924,7 +916,7 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		      const char *v, size_t vl)
 {
 	struct vsxd_config *cfg = p->cfg;
-	char q[QBUF];
+	char q[VSXD_QBUF];
 	int lvl, r;
 
 	if (key_is(k, kl, "control")) {
@@ -965,7 +957,7 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		else if (vl == 6 && !memcmp(v, "syslog", 6))
 			cfg->log_target = VSXD_LOG_SYSLOG;
 		else
-			return perr(p, "log '%s' is not 'stderr' or 'syslog'", quote(q, v, vl));
+			return perr(p, "log '%s' is not 'stderr' or 'syslog'", vsxd_quote(q, v, vl));
 		cfg->log_line = p->line;
 		return 0;
 	}
@@ -976,7 +968,7 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		lvl = vsxd_parse_log_level(v, vl);
 		if (lvl < 0)
 			return perr(p, "log-level '%s' is not one of error, warning, "
-				    "notice, info, debug", quote(q, v, vl));
+				    "notice, info, debug", vsxd_quote(q, v, vl));
 		cfg->log_level = lvl;
 		cfg->log_level_line = p->line;
 		return 0;
@@ -999,13 +991,13 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 	}
 	return perr(p, "unknown key '%s' in [daemon] (known keys: control, "
 		    "control-allow-uid, log, log-level, " LIMIT_KEYS ")",
-		    quote(q, k, kl));
+		    vsxd_quote(q, k, kl));
 }
 
 static int parse_line(struct parser *p, const char *s, const char *e)
 {
 	const char *eq, *k, *ke, *v, *ve, *c;
-	char q[QBUF];
+	char q[VSXD_QBUF];
 	int r;
 
 	if (memchr(s, '\0', (size_t)(e - s)))
@@ -1033,7 +1025,7 @@ static int parse_line(struct parser *p, const char *s, const char *e)
 				    "vsxd.conf has [vm NAME] sections of KEY = VALUE lines "
 				    "(see vsxd.conf(5))");
 		return perr(p, "expected 'KEY = VALUE' or a '[section]', not '%s'",
-			    quote(q, s, (size_t)(e - s)));
+			    vsxd_quote(q, s, (size_t)(e - s)));
 	}
 	k = s;
 	ke = eq;
@@ -1047,7 +1039,7 @@ static int parse_line(struct parser *p, const char *s, const char *e)
 	switch (p->sec) {
 	case SEC_NONE:
 		return perr(p, "'%s' outside a section (put it under [vm NAME] or [daemon])",
-			    quote(q, k, (size_t)(ke - k)));
+			    vsxd_quote(q, k, (size_t)(ke - k)));
 	case SEC_DAEMON:
 		return daemon_key(p, k, (size_t)(ke - k), v, (size_t)(ve - v));
 	case SEC_VM:
@@ -1103,7 +1095,7 @@ int vsxd_config_load(const char *path, struct vsxd_config *cfg, struct vsxd_err 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
-		err_set(err, "%s: %s", path, strerror(-r));
+		vsxd_err_set(err, "%s: %s", path, strerror(-r));
 		return r;
 	}
 
@@ -1129,7 +1121,7 @@ int vsxd_config_load(const char *path, struct vsxd_config *cfg, struct vsxd_err 
 			continue;
 		if (n < 0) {
 			r = -errno;
-			err_set(err, "%s: %s", path, strerror(-r));
+			vsxd_err_set(err, "%s: %s", path, strerror(-r));
 			goto out;
 		}
 		if (n == 0)
@@ -1137,7 +1129,7 @@ int vsxd_config_load(const char *path, struct vsxd_config *cfg, struct vsxd_err 
 		len += (size_t)n;
 	}
 	if (len > VSXD_CONFIG_FILE_MAX) {
-		err_set(err, "%s: file too large (more than %u bytes)", path,
+		vsxd_err_set(err, "%s: file too large (more than %u bytes)", path,
 			VSXD_CONFIG_FILE_MAX);
 		r = -EFBIG;
 		goto out;
@@ -1222,7 +1214,7 @@ static int check_paths(const struct vsxd_vm *a, const struct vsxd_vm *b,
 	for (x = 0; x < 2; x++)
 		for (y = 0; y < 2; y++)
 			if (!strcmp(ap[x], bp[y]))
-				return err_set(err, "%s: %s '%s' is already the %s of %s",
+				return vsxd_err_set(err, "%s: %s '%s' is already the %s of %s",
 					       a->origin, role[x], ap[x], role[y], b->origin);
 	return 0;
 }
@@ -1240,7 +1232,7 @@ int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err)
 		a = &cfg->vms[i];
 		if (mem && (a->tx_buffer_size ? a->tx_buffer_size : VSXD_TX_BUFFER_DEFAULT) >
 			   mem / 2)
-			return err_set(err, "%s: tx-buffer-size %u%s is above half of "
+			return vsxd_err_set(err, "%s: tx-buffer-size %u%s is above half of "
 				       "max-conn-memory (%llu): lower tx-buffer-size or raise "
 				       "max-conn-memory", a->origin,
 				       a->tx_buffer_size ? a->tx_buffer_size
@@ -1248,24 +1240,24 @@ int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err)
 				       a->tx_buffer_size ? "" : " (the default)",
 				       (unsigned long long)mem);
 		if (!strcmp(a->socket_path, a->uds_path))
-			return err_set(err, "%s: socket and uds-path are the same path",
+			return vsxd_err_set(err, "%s: socket and uds-path are the same path",
 				       a->origin);
 		if (cfg->control_path && !strcmp(a->socket_path, cfg->control_path))
-			return err_set(err, "%s: socket '%s' is also the control socket",
+			return vsxd_err_set(err, "%s: socket '%s' is also the control socket",
 				       a->origin, a->socket_path);
 		if (cfg->control_path && !strcmp(a->uds_path, cfg->control_path))
-			return err_set(err, "%s: uds-path '%s' is also the control socket",
+			return vsxd_err_set(err, "%s: uds-path '%s' is also the control socket",
 				       a->origin, a->uds_path);
 		na = vsxd_vm_name(a, ba, sizeof(ba));
 		for (j = 0; j < i; j++) {
 			b = &cfg->vms[j];
 			if (a->guest_cid == b->guest_cid)
-				return err_set(err, "%s: guest-cid %llu is already used by %s",
+				return vsxd_err_set(err, "%s: guest-cid %llu is already used by %s",
 					       a->origin, (unsigned long long)a->guest_cid,
 					       b->origin);
 			nb = vsxd_vm_name(b, bb, sizeof(bb));
 			if (!strcmp(na, nb))
-				return err_set(err, "%s: name '%s' is already used by %s",
+				return vsxd_err_set(err, "%s: name '%s' is already used by %s",
 					       a->origin, na, b->origin);
 			r = check_paths(a, b, err);
 			if (r < 0)
@@ -1331,7 +1323,7 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 		     struct vsxd_vm *single, unsigned *n_vm, struct vsxd_err *err)
 {
 	struct vsxd_vm *vm;
-	char q[QBUF];
+	char q[VSXD_QBUF];
 	int r;
 
 	switch (op->id) {
@@ -1368,17 +1360,17 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 	}
 	case OPT_CONFIG:
 		if (o->config_file)
-			return err_set(err, "--config given twice");
+			return vsxd_err_set(err, "--config given twice");
 		if (!*val)
-			return err_set(err, "empty value for --config");
+			return vsxd_err_set(err, "empty value for --config");
 		return set_str(&o->config_file, val, strlen(val));
 	case OPT_CONTROL:
 		if (o->cfg.control_path)
-			return err_set(err, "--control given twice");
+			return vsxd_err_set(err, "--control given twice");
 		if (!*val)
-			return err_set(err, "empty value for --control");
+			return vsxd_err_set(err, "empty value for --control");
 		if (strlen(val) > SUN_PATH_MAX)
-			return err_set(err, "--control: the path is too long "
+			return vsxd_err_set(err, "--control: the path is too long "
 				       "(%zu bytes, at most %zu)", strlen(val),
 				       (size_t)SUN_PATH_MAX);
 		return set_str(&o->cfg.control_path, val, strlen(val));
@@ -1402,12 +1394,12 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 		r = vsxd_vm_set(single, op->name, strlen(op->name), val, strlen(val),
 				err);
 		if (r == -EINVAL)
-			err_prefix(err, "--%s", quote(q, op->name, strlen(op->name)));
+			err_prefix(err, "--%s", vsxd_quote(q, op->name, strlen(op->name)));
 		return r;
 	case OPT_LIMIT:
 		r = vsxd_limit_key(op->name, strlen(op->name));
 		if (o->cfg.limits[r])
-			return err_set(err, "--%s given twice", op->name);
+			return vsxd_err_set(err, "--%s given twice", op->name);
 		r = vsxd_limit_set(&o->cfg, r, val, strlen(val), err);
 		if (r == -EINVAL)
 			err_prefix(err, "--%s", op->name);
@@ -1423,7 +1415,7 @@ int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
 	const struct opt *op;
 	const char *a, *val, *eq;
 	unsigned n_vm = 0;
-	char q[QBUF];
+	char q[VSXD_QBUF];
 	size_t nl, k;
 	int i, r = 0;
 
@@ -1433,8 +1425,8 @@ int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
 	for (i = 1; i < argc && r == 0; i++) {
 		a = argv[i];
 		if (a[0] != '-' || a[1] == '\0') {
-			r = err_set(err, "unexpected argument '%s'",
-				    quote(q, a, strlen(a)));
+			r = vsxd_err_set(err, "unexpected argument '%s'",
+				    vsxd_quote(q, a, strlen(a)));
 			break;
 		}
 		if (a[1] != '-') {
@@ -1444,8 +1436,8 @@ int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
 					if (op->short_name && op->short_name == a[k])
 						break;
 				if (op == options + NOPTS) {
-					r = err_set(err, "unknown option '-%s'",
-						    quote(q, a + k, 1));
+					r = vsxd_err_set(err, "unknown option '-%s'",
+						    vsxd_quote(q, a + k, 1));
 					break;
 				}
 				r = opt_value(op, NULL, o, &single, &n_vm, err);
@@ -1454,8 +1446,8 @@ int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
 		}
 		if (a[2] == '\0') {
 			if (i + 1 < argc)
-				r = err_set(err, "unexpected argument '%s'",
-					    quote(q, argv[i + 1], strlen(argv[i + 1])));
+				r = vsxd_err_set(err, "unexpected argument '%s'",
+					    vsxd_quote(q, argv[i + 1], strlen(argv[i + 1])));
 			break;
 		}
 		eq = strchr(a + 2, '=');
@@ -1464,12 +1456,12 @@ int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
 			if (strlen(op->name) == nl && !memcmp(op->name, a + 2, nl))
 				break;
 		if (op == options + NOPTS) {
-			r = err_set(err, "unknown option '--%s'", quote(q, a + 2, nl));
+			r = vsxd_err_set(err, "unknown option '--%s'", vsxd_quote(q, a + 2, nl));
 			break;
 		}
 		if (!op->arg) {
 			if (eq)
-				r = err_set(err, "option '--%s' takes no value", op->name);
+				r = vsxd_err_set(err, "option '--%s' takes no value", op->name);
 			else
 				r = opt_value(op, NULL, o, &single, &n_vm, err);
 			continue;
@@ -1479,7 +1471,7 @@ int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
 		} else if (i + 1 < argc) {
 			val = argv[++i];
 		} else {
-			r = err_set(err, "option '--%s' needs a value", op->name);
+			r = vsxd_err_set(err, "option '--%s' needs a value", op->name);
 			break;
 		}
 		r = opt_value(op, val, o, &single, &n_vm, err);
@@ -1504,6 +1496,6 @@ int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
 	}
 	vsxd_vm_free(&single);
 	if (r == -ENOMEM)
-		err_set(err, "out of memory");
+		vsxd_err_set(err, "out of memory");
 	return r;
 }

@@ -24,6 +24,20 @@ struct vsxd_err {
 	char msg[VSXD_ERR_LEN];
 };
 
+/* Write one message into @err (cut with "..." when too long); returns
+ * -EINVAL, so a parser can `return vsxd_err_set(err, ...)`. @err may be
+ * NULL. */
+__attribute__((format(printf, 2, 3)))
+int vsxd_err_set(struct vsxd_err *err, const char *fmt, ...);
+
+#define VSXD_QUOTE_MAX 48                       /* input bytes shown */
+#define VSXD_QBUF (VSXD_QUOTE_MAX * 4 + 8)      /* room vsxd_quote needs */
+
+/* @s (@len bytes, any bytes) as printable text for a message: control and
+ * non-ASCII bytes, quote and backslash as \xNN, at most VSXD_QUOTE_MAX
+ * input bytes then "...". Returns @buf (VSXD_QBUF bytes). */
+const char *vsxd_quote(char *buf, const char *s, size_t len);
+
 #define VSXD_CID_MIN 3u
 #define VSXD_CID_MAX 0xFFFFFFFEu
 #define VSXD_CID_DEFAULT 3u                  /* as vhost-device-vsock */

@@ -18,61 +18,6 @@
 #include "forward.h"
 
 #define SUN_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
-#define QMAX 48
-#define QB (QMAX * 4 + 8)
-
-__attribute__((format(printf, 2, 3)))
-static int fail(struct vsxd_err *err, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (err) {
-		va_start(ap, fmt);
-		n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-		va_end(ap);
-		if (n >= (int)sizeof(err->msg))
-			memcpy(err->msg + sizeof(err->msg) - 4, "...", 4);
-	}
-	return -EINVAL;
-}
-
-/* @s as one printable line (as config.c quotes). */
-static const char *q(char *buf, const char *s, size_t len)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t i, o = 0;
-
-	for (i = 0; i < len && i < QMAX; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
-			buf[o++] = (char)c;
-		} else {
-			buf[o++] = '\\';
-			buf[o++] = 'x';
-			buf[o++] = hex[c >> 4];
-			buf[o++] = hex[c & 15];
-		}
-	}
-	if (i < len) {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	buf[o] = '\0';
-	return buf;
-}
-
-static char *dupn(const char *s, size_t n)
-{
-	char *p = malloc(n + 1);
-
-	if (p) {
-		memcpy(p, s, n);
-		p[n] = '\0';
-	}
-	return p;
-}
 
 /* Decimal only, at most @max. */
 static int num(const char *s, size_t n, uint64_t max, uint64_t *out)
@@ -124,20 +69,20 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 			struct vsxd_err *err)
 {
 	const char *rest, *colon = NULL, *end = s + len, *p;
-	char qb[QB];
+	char qb[VSXD_QBUF];
 	uint64_t v = 0;
 	size_t rl, hl;
 	int r;
 
 	ep_free(ep);
 	if (!len)
-		return fail(err, "empty address (expected " KNOWN_ADDRS ")");
+		return vsxd_err_set(err, "empty address (expected " KNOWN_ADDRS ")");
 	if (memchr(s, '\0', len) || memchr(s, ',', len))
-		return fail(err, "address '%s' contains a NUL byte or a ','", q(qb, s, len));
+		return vsxd_err_set(err, "address '%s' contains a NUL byte or a ','", vsxd_quote(qb, s, len));
 	rest = memchr(s, ':', len);
 	if (!rest)
-		return fail(err, "address '%s' has no kind (expected " KNOWN_ADDRS ")",
-			    q(qb, s, len));
+		return vsxd_err_set(err, "address '%s' has no kind (expected " KNOWN_ADDRS ")",
+			    vsxd_quote(qb, s, len));
 	rest++;
 	rl = (size_t)(end - rest);
 	for (p = rest; p < end; p++)
@@ -147,10 +92,10 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 	if (PFX("tcp:")) {
 		ep->kind = VSXD_EP_TCP;
 		if (!colon || colon == rest)
-			return fail(err, "'%s': expected tcp:HOST:PORT", q(qb, s, len));
+			return vsxd_err_set(err, "'%s': expected tcp:HOST:PORT", vsxd_quote(qb, s, len));
 		r = num(colon + 1, (size_t)(end - colon - 1), 65535, &v);
 		if (r < 0 || v == 0)
-			return fail(err, "'%s': the TCP port must be 1 to 65535", q(qb, s, len));
+			return vsxd_err_set(err, "'%s': the TCP port must be 1 to 65535", vsxd_quote(qb, s, len));
 		ep->port = (uint32_t)v;
 		hl = (size_t)(colon - rest);
 		p = rest;
@@ -159,23 +104,23 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 			hl -= 2;
 		}
 		if (!hl)
-			return fail(err, "'%s': empty host", q(qb, s, len));
-		ep->host = dupn(p, hl);
+			return vsxd_err_set(err, "'%s': empty host", vsxd_quote(qb, s, len));
+		ep->host = strndup(p, hl);
 	} else if (PFX("unix:") || PFX("hybrid:")) {
 		bool hybrid = PFX("hybrid:");
 
 		if (colon && num(colon + 1, (size_t)(end - colon - 1), 0xFFFFFFFEu, &v) == 0)
 			hybrid = true;
 		else if (hybrid)
-			return fail(err, "'%s': expected hybrid:PATH:PORT", q(qb, s, len));
+			return vsxd_err_set(err, "'%s': expected hybrid:PATH:PORT", vsxd_quote(qb, s, len));
 		hl = hybrid ? (size_t)(colon - rest) : rl;
 		if (!hl)
-			return fail(err, "'%s': empty path", q(qb, s, len));
+			return vsxd_err_set(err, "'%s': empty path", vsxd_quote(qb, s, len));
 		if (hl > SUN_MAX - (hybrid ? 11 : 0))
-			return fail(err, "'%s': the path is too long (at most %zu bytes)",
-				    q(qb, s, len), SUN_MAX - (hybrid ? 11 : 0));
+			return vsxd_err_set(err, "'%s': the path is too long (at most %zu bytes)",
+				    vsxd_quote(qb, s, len), SUN_MAX - (hybrid ? 11 : 0));
 		ep->kind = hybrid ? VSXD_EP_HYBRID : VSXD_EP_UNIX;
-		ep->host = dupn(rest, hl);
+		ep->host = strndup(rest, hl);
 		if (hybrid) {
 			ep->port = (uint32_t)v;
 			if (asprintf(&ep->lib, "unix:%s:%u", ep->host ? ep->host : "",
@@ -187,7 +132,7 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 	} else if (PFX("vsock:")) {
 		ep->kind = VSXD_EP_VSOCK;
 		if (!colon)
-			return fail(err, "'%s': expected vsock:CID:PORT", q(qb, s, len));
+			return vsxd_err_set(err, "'%s': expected vsock:CID:PORT", vsxd_quote(qb, s, len));
 		hl = (size_t)(colon - rest);
 		if (hl == 3 && !memcmp(rest, "any", 3))
 			ep->cid = 0xFFFFFFFFu;
@@ -198,34 +143,34 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 		else if (num(rest, hl, 0xFFFFFFFFu, &v) == 0)
 			ep->cid = (uint32_t)v;
 		else
-			return fail(err, "'%s': CID must be a number, host, local or any",
-				    q(qb, s, len));
+			return vsxd_err_set(err, "'%s': CID must be a number, host, local or any",
+				    vsxd_quote(qb, s, len));
 		if (num(colon + 1, (size_t)(end - colon - 1), 0xFFFFFFFEu, &v) < 0)
-			return fail(err, "'%s': the port must be a number below 4294967295",
-				    q(qb, s, len));
+			return vsxd_err_set(err, "'%s': the port must be a number below 4294967295",
+				    vsxd_quote(qb, s, len));
 		ep->port = (uint32_t)v;
-		ep->lib = dupn(s, len);
+		ep->lib = strndup(s, len);
 	} else if (PFX("hvsock:")) {
 		ep->kind = VSXD_EP_HVSOCK;
 		if (rl < 36 || rl > 38)
-			return fail(err, "'%s': expected hvsock:SERVICE-GUID", q(qb, s, len));
-		ep->lib = dupn(s, len);
+			return vsxd_err_set(err, "'%s': expected hvsock:SERVICE-GUID", vsxd_quote(qb, s, len));
+		ep->lib = strndup(s, len);
 	} else if (PFX("vm:")) {
 		ep->kind = VSXD_EP_VM;
 		if (!colon || !name_ok(rest, (size_t)(colon - rest)))
-			return fail(err, "'%s': expected vm:NAME:PORT (NAME: 1 to 64 letters, "
-				    "digits, '.', '_' or '-')", q(qb, s, len));
+			return vsxd_err_set(err, "'%s': expected vm:NAME:PORT (NAME: 1 to 64 letters, "
+				    "digits, '.', '_' or '-')", vsxd_quote(qb, s, len));
 		if (num(colon + 1, (size_t)(end - colon - 1), 0xFFFFFFFEu, &v) < 0)
-			return fail(err, "'%s': the port must be a number below 4294967295",
-				    q(qb, s, len));
+			return vsxd_err_set(err, "'%s': the port must be a number below 4294967295",
+				    vsxd_quote(qb, s, len));
 		ep->port = (uint32_t)v;
-		ep->host = dupn(rest, (size_t)(colon - rest));
+		ep->host = strndup(rest, (size_t)(colon - rest));
 	} else {
-		return fail(err, "unknown address kind in '%s' (expected " KNOWN_ADDRS ")",
-			    q(qb, s, len));
+		return vsxd_err_set(err, "unknown address kind in '%s' (expected " KNOWN_ADDRS ")",
+			    vsxd_quote(qb, s, len));
 	}
 #undef PFX
-	ep->text = dupn(s, len);
+	ep->text = strndup(s, len);
 	if (!ep->text || (ep->kind != VSXD_EP_HVSOCK && ep->kind != VSXD_EP_VSOCK &&
 			  !ep->host) ||
 	    ((ep->kind == VSXD_EP_VSOCK || ep->kind == VSXD_EP_HVSOCK) && !ep->lib))
@@ -243,7 +188,7 @@ static int parse_allow(struct vsxd_forward *f, const char *s, size_t len,
 {
 	const char *p = s, *end = s + len, *w;
 	uint32_t *na;
-	char qb[QB];
+	char qb[VSXD_QBUF];
 	uint64_t v;
 
 	for (;;) {
@@ -254,10 +199,10 @@ static int parse_allow(struct vsxd_forward *f, const char *s, size_t len,
 		for (w = p; w < end && *w != '+' && *w != ' ' && *w != ':' && *w != '\t'; w++)
 			;
 		if (num(p, (size_t)(w - p), 0xFFFFFFFEu, &v) < 0)
-			return fail(err, "allow: '%s' is not a CID (CIDs are numbers joined "
-				    "by '+', e.g. allow=3+4)", q(qb, p, (size_t)(w - p)));
+			return vsxd_err_set(err, "allow: '%s' is not a CID (CIDs are numbers joined "
+				    "by '+', e.g. allow=3+4)", vsxd_quote(qb, p, (size_t)(w - p)));
 		if (f->n_allow >= VSXD_FWD_ALLOW_MAX)
-			return fail(err, "allow: more than %u CIDs", VSXD_FWD_ALLOW_MAX);
+			return vsxd_err_set(err, "allow: more than %u CIDs", VSXD_FWD_ALLOW_MAX);
 		na = realloc(f->allow, (f->n_allow + 1) * sizeof(*na));
 		if (!na)
 			return -ENOMEM;
@@ -266,7 +211,7 @@ static int parse_allow(struct vsxd_forward *f, const char *s, size_t len,
 		p = w;
 	}
 	if (!f->n_allow)
-		return fail(err, "allow: an empty list (leave allow out to allow every peer)");
+		return vsxd_err_set(err, "allow: an empty list (leave allow out to allow every peer)");
 	return 0;
 }
 
@@ -282,7 +227,7 @@ int vsxd_fwd_set(struct vsxd_forward *f, const char *key, size_t keylen,
 		{ "name", VSXD_FWD_NAME },
 	};
 	unsigned bit = 0;
-	char qb[QB];
+	char qb[VSXD_QBUF];
 	size_t i;
 	int r;
 
@@ -290,14 +235,14 @@ int vsxd_fwd_set(struct vsxd_forward *f, const char *key, size_t keylen,
 		if (key_is(key, keylen, keys[i].name))
 			bit = keys[i].bit;
 	if (!bit)
-		return fail(err, "unknown key '%s' (known keys: listen, connect, allow, "
-			    "auth, name)", q(qb, key, keylen));
+		return vsxd_err_set(err, "unknown key '%s' (known keys: listen, connect, allow, "
+			    "auth, name)", vsxd_quote(qb, key, keylen));
 	if (f->set & bit)
-		return fail(err, "'%s' given twice", q(qb, key, keylen));
+		return vsxd_err_set(err, "'%s' given twice", vsxd_quote(qb, key, keylen));
 	if (!vallen)
-		return fail(err, "empty value for '%s'", q(qb, key, keylen));
+		return vsxd_err_set(err, "empty value for '%s'", vsxd_quote(qb, key, keylen));
 	if (memchr(val, '\0', vallen))
-		return fail(err, "value of '%s' contains a NUL byte", q(qb, key, keylen));
+		return vsxd_err_set(err, "value of '%s' contains a NUL byte", vsxd_quote(qb, key, keylen));
 	switch (bit) {
 	case VSXD_FWD_LISTEN:
 	case VSXD_FWD_CONNECT:
@@ -319,19 +264,19 @@ int vsxd_fwd_set(struct vsxd_forward *f, const char *key, size_t keylen,
 		break;
 	case VSXD_FWD_AUTH:
 		if (vallen <= 4 || memcmp(val, "psk:", 4))
-			return fail(err, "auth '%s': expected auth=psk:PATH (a key file)",
-				    q(qb, val, vallen));
+			return vsxd_err_set(err, "auth '%s': expected auth=psk:PATH (a key file)",
+				    vsxd_quote(qb, val, vallen));
 		free(f->auth_key);
-		f->auth_key = dupn(val + 4, vallen - 4);
+		f->auth_key = strndup(val + 4, vallen - 4);
 		if (!f->auth_key)
 			return -ENOMEM;
 		break;
 	case VSXD_FWD_NAME:
 		if (!name_ok(val, vallen))
-			return fail(err, "name '%s' is not valid (1 to %u letters, digits, "
-				    "'.', '_' or '-')", q(qb, val, vallen), VSXD_FWD_NAME_MAX);
+			return vsxd_err_set(err, "name '%s' is not valid (1 to %u letters, digits, "
+				    "'.', '_' or '-')", vsxd_quote(qb, val, vallen), VSXD_FWD_NAME_MAX);
 		free(f->name);
-		f->name = dupn(val, vallen);
+		f->name = strndup(val, vallen);
 		if (!f->name)
 			return -ENOMEM;
 		break;
@@ -350,22 +295,22 @@ int vsxd_fwd_finish(struct vsxd_forward *f, struct vsxd_err *err)
 	size_t n;
 
 	if (!(f->set & VSXD_FWD_LISTEN))
-		return fail(err, "missing 'listen' (listen=ADDR,connect=ADDR)");
+		return vsxd_err_set(err, "missing 'listen' (listen=ADDR,connect=ADDR)");
 	if (!(f->set & VSXD_FWD_CONNECT))
-		return fail(err, "missing 'connect' (listen=ADDR,connect=ADDR)");
+		return vsxd_err_set(err, "missing 'connect' (listen=ADDR,connect=ADDR)");
 	if (f->listen.kind == VSXD_EP_TCP && f->connect.kind == VSXD_EP_TCP &&
 	    !strcmp(f->listen.text, f->connect.text))
-		return fail(err, "listen and connect are the same address");
+		return vsxd_err_set(err, "listen and connect are the same address");
 	if (f->n_allow && f->listen.kind != VSXD_EP_VM && f->listen.kind != VSXD_EP_VSOCK)
-		return fail(err, "allow= needs a vm: or vsock: listen address (only "
+		return vsxd_err_set(err, "allow= needs a vm: or vsock: listen address (only "
 			    "those know the peer's CID)");
 	if (f->auth_key && !is_lib(f->listen.kind) && !is_lib(f->connect.kind))
-		return fail(err, "auth= needs a libvsx side (vsock:, hvsock: or "
+		return vsxd_err_set(err, "auth= needs a libvsx side (vsock:, hvsock: or "
 			    "unix:PATH:PORT): the handshake runs there");
 	if (!f->name) {
 		/* the listen address names it: unique, and stable across reloads */
 		n = strlen(f->listen.text);
-		f->name = dupn(f->listen.text, n > VSXD_FWD_NAME_MAX ? VSXD_FWD_NAME_MAX : n);
+		f->name = strndup(f->listen.text, n > VSXD_FWD_NAME_MAX ? VSXD_FWD_NAME_MAX : n);
 		if (!f->name)
 			return -ENOMEM;
 	}
@@ -375,22 +320,22 @@ int vsxd_fwd_finish(struct vsxd_forward *f, struct vsxd_err *err)
 int vsxd_fwd_parse(const char *spec, struct vsxd_forward *f, struct vsxd_err *err)
 {
 	const char *p = spec, *end = spec + strlen(spec), *ie, *eq;
-	char qb[QB];
+	char qb[VSXD_QBUF];
 	int r;
 
 	memset(f, 0, sizeof(*f));
 	if (p == end)
-		return fail(err, "empty forward (expected listen=ADDR,connect=ADDR)");
+		return vsxd_err_set(err, "empty forward (expected listen=ADDR,connect=ADDR)");
 	for (;;) {
 		ie = memchr(p, ',', (size_t)(end - p));
 		if (!ie)
 			ie = end;
 		if (ie == p)
-			return fail(err, "empty item in '%s' (a ',' too many?)",
-				    q(qb, spec, strlen(spec)));
+			return vsxd_err_set(err, "empty item in '%s' (a ',' too many?)",
+				    vsxd_quote(qb, spec, strlen(spec)));
 		eq = memchr(p, '=', (size_t)(ie - p));
 		if (!eq)
-			return fail(err, "'%s' is not KEY=VALUE", q(qb, p, (size_t)(ie - p)));
+			return vsxd_err_set(err, "'%s' is not KEY=VALUE", vsxd_quote(qb, p, (size_t)(ie - p)));
 		r = vsxd_fwd_set(f, p, (size_t)(eq - p), eq + 1, (size_t)(ie - eq - 1), err);
 		if (r < 0)
 			return r;
@@ -467,10 +412,10 @@ int vsxd_fwd_check(const struct vsxd_config *cfg, struct vsxd_err *err)
 		for (j = 0; j < i; j++) {
 			b = &cfg->fwds[j];
 			if (!strcmp(a->listen.text, b->listen.text))
-				return fail(err, "%s: listen address '%s' is already the one "
+				return vsxd_err_set(err, "%s: listen address '%s' is already the one "
 					    "of %s", a->origin, a->listen.text, b->origin);
 			if (!strcmp(a->name, b->name))
-				return fail(err, "%s: forward name '%s' is already used by %s",
+				return vsxd_err_set(err, "%s: forward name '%s' is already used by %s",
 					    a->origin, a->name, b->origin);
 		}
 	}
