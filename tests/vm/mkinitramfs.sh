@@ -3,7 +3,7 @@
 # modules, and the given programs with their shared libraries.
 #
 #   mkinitramfs.sh -o OUT.cpio.gz [-c CACHEDIR] [-L LIBDIR]... [-f SRC:DEST]...
-#                  [-e COMMAND] [-q] [PROGRAM...]
+#                  [-e COMMAND] [-m MODULE]... [-q] [PROGRAM...]
 #
 #   PROGRAM      an ELF program, copied to /bin in the guest with every shared
 #                library ldd finds for it (and the dynamic loader). A libtool
@@ -14,6 +14,11 @@
 #   -e COMMAND   what the guest runs after boot (sh syntax, in /tmp); its exit
 #                status is reported as VSX-GUEST-EXIT=N. Without -e the guest
 #                starts a shell on the console (run-guest.sh -c sets it too).
+#   -m MODULE    also load kernel module MODULE (plain MODULE.ko from the
+#                module tree, or built in) after the base ones, in the order
+#                given: list its dependencies first (modinfo -F depends), e.g.
+#                -m failover -m net_failover -m virtio_net. Goes into this
+#                call's archive, so the cached base is the same without it.
 #   -q           do not list the libraries copied
 #   -c CACHEDIR  where the busybox+modules part is cached (default: the
 #                directory of OUT); rebuilt when this script, busybox or the
@@ -33,13 +38,13 @@ MODULES="vsock vsock_diag vmw_vsock_virtio_transport_common vsock_loopback
 virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci
 vmw_vsock_virtio_transport"
 
-out='' cache='' libpath='' files='' cmd='' have_cmd='' quiet=''
+out='' cache='' libpath='' files='' cmd='' have_cmd='' quiet='' xmods=''
 usage()
 {
 	sed -n '2,/^set -eu/{/^set -eu/d;s/^# \{0,1\}//;p}' "$0" >&2
 	exit 2
 }
-while getopts o:c:L:f:e:qh opt; do
+while getopts o:c:L:f:e:m:qh opt; do
 	case $opt in
 	o) out=$OPTARG ;;
 	c) cache=$OPTARG ;;
@@ -47,6 +52,7 @@ while getopts o:c:L:f:e:qh opt; do
 	f) files="$files
 $OPTARG" ;;
 	e) cmd=$OPTARG; have_cmd=1 ;;
+	m) xmods="$xmods $OPTARG" ;;
 	q) quiet=1 ;;
 	*) usage ;;
 	esac
@@ -210,6 +216,23 @@ echo "$files" | while IFS= read -r spec; do
 	case $dst in /*) ;; *) vsx_die "-f $spec: DEST must be absolute" ;; esac
 	put "$src" "$dst"
 done
+
+# -m: the modules join the load list (this archive's /etc/vsx-modules
+# replaces the base's when the kernel unpacks it).
+if [ -n "$xmods" ]; then
+	mkdir -p "$x/lib/modules/vsx"
+	for m in $MODULES $xmods; do
+		echo "$m"
+	done > "$x/etc/vsx-modules"
+	for m in $xmods; do
+		f=$(find "$moddir/kernel" -name "$m.ko" | head -n 1)
+		if [ -n "$f" ]; then
+			cp "$f" "$x/lib/modules/vsx/$m.ko"
+		elif ! grep -qs "/$m.ko\$" "$moddir/modules.builtin"; then
+			vsx_die "-m $m: no plain $m.ko in $moddir, nor built in"
+		fi
+	done
+fi
 
 if [ -n "$have_cmd" ]; then
 	printf '# written by mkinitramfs.sh -e\n%s\n' "$cmd" > "$x/etc/vsx-run"
