@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1479,6 +1480,83 @@ Test(control, reset_now)
 	cr_assert_eq(hx_close_conn(&H, ci.id, true), -ENOENT);
 	close(fd);
 	close(lfd);
+}
+
+/* What the host socket can hold: vsxd raises a Unix host socket's SO_SNDBUF
+ * to the connection's buffer, so a whole window of guest data goes into
+ * the kernel while the program is not reading, nothing stays queued in
+ * vsxd. W is the largest window net.core.wmem_max lets us check. */
+static uint32_t sndbuf_window(void)
+{
+	FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
+	long max = 0;
+
+	if (f) {
+		if (fscanf(f, "%ld", &max) != 1)
+			max = 0;
+		fclose(f);
+	}
+	if (max > 1024 * 1024)
+		max = 1024 * 1024;
+	return (uint32_t)max & ~0xffffu;
+}
+
+static void window_lands_in_kernel(struct gc *c, int fd, uint32_t w, uint32_t seed)
+{
+	uint8_t *out = malloc(w), *in = malloc(w);
+	struct vsx_conn_info ci;
+	uint64_t end = now_ms() + TMO;
+	int inq = 0;
+
+	cr_assert(out && in);
+	fill_pattern(out, w, seed);
+	g_write(c, out, w, 65536);
+	/* everything vsxd took from the guest is in the socket, none held */
+	do {
+		ci = conn_of(c, 0);
+		cr_assert_eq(ioctl(fd, FIONREAD, &inq), 0);
+		if (ci.from_guest_bytes == w && ci.queued == 0 && (uint32_t)inq == w)
+			break;
+		usleep(10000);
+	} while (now_ms() < end);
+	cr_assert_eq(ci.from_guest_bytes, w);
+	cr_assert_eq(ci.queued, 0, "%u bytes queued in vsxd, %d in the socket", ci.queued, inq);
+	cr_assert_eq((uint32_t)inq, w);
+	cr_assert_eq(h_read_full(fd, in, w, TMO), 0);
+	cr_assert_arr_eq(in, out, w);
+	free(out);
+	free(in);
+}
+
+Test(datapath, host_socket_holds_a_whole_window)
+{
+	uint32_t w = sndbuf_window();
+	struct pkt *p;
+	struct gc c, d;
+	int lfd, fd, lfd2, fd2;
+
+	if (w <= VSX_DEFAULT_BUF_ALLOC)
+		cr_skip_test("net.core.wmem_max allows no send buffer above %u bytes",
+			     VSX_DEFAULT_BUF_ALLOC);
+	/* a new connection with the larger default */
+	cr_assert_eq(hx_default_buffer(&H, 0, w), 0);
+	g2h_open(&c, 0, STREAM, 47010, 1310, &lfd, &fd);
+	cr_assert_eq(c.peer_buf, w);
+	window_lands_in_kernel(&c, fd, w, 10);
+
+	/* a connection made at the old default and raised later */
+	cr_assert_eq(hx_default_buffer(&H, 0, VSX_DEFAULT_BUF_ALLOC), 0);
+	g2h_open(&d, 0, STREAM, 47011, 1311, &lfd2, &fd2);
+	cr_assert_eq(hx_set_buffer(&H, conn_of(&d, 0).id, w), 0);
+	p = g_expect(&d, OP_CREDIT_UPDATE, TMO);
+	cr_assert_eq(p->h.buf_alloc, w);
+	d.peer_buf = w;
+	free(p);
+	window_lands_in_kernel(&d, fd2, w, 11);
+	close(fd);
+	close(lfd);
+	close(fd2);
+	close(lfd2);
 }
 
 Test(control, default_buffer_per_vm)

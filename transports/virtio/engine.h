@@ -449,6 +449,9 @@ void vsx__host_close(struct conn *c);        /* close the socket now */
 /* The guest side is gone: deliver what is queued, then close. */
 void vsx__host_drain(struct conn *c);
 bool vsx__host_can_read(const struct conn *c);
+/* SO_SNDBUF of a Unix host socket raised to a buf_alloc above the default
+ * (attach, set_buffer). */
+void vsx__host_size_sndbuf(struct conn *c);
 
 /* ---- Descriptors handed over (backend.h: vsx_vm_connect_fd, ports) ---- */
 struct vsx_port {

@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -774,11 +775,44 @@ static void host_cb(int fd, int events, void *arg)
 	vsx__router_round(r);
 }
 
+/*
+ * Let the kernel hold a whole credit window of guest data for the host
+ * program. A Unix stream socket's send buffer is net.core.wmem_default
+ * (about 208 KiB) unless raised, which suits the default 256 KiB window;
+ * with a larger window vsxd would have to queue the rest itself and wait
+ * for the program to drain the socket before it can write again, and a
+ * 1 MiB window would move less than a 256 KiB one. So the Unix socket of
+ * a connection whose buf_alloc is above the default gets SO_SNDBUF =
+ * buf_alloc: only raised, never lowered, and capped by net.core.wmem_max
+ * like any SO_SNDBUF. Other sockets (TCP, handed over by forwards) keep
+ * theirs: TCP sizes its own buffer and setting SO_SNDBUF would switch that
+ * off. Best effort: a failure leaves the buffer as it was, only slower.
+ */
+void vsx__host_size_sndbuf(struct conn *c)
+{
+	int domain, cur, want;
+	socklen_t len = sizeof(domain);
+
+	if (c->fd < 0 || c->buf_alloc <= VSX_DEFAULT_BUF_ALLOC ||
+	    c->buf_alloc > INT32_MAX / 2 ||
+	    getsockopt(c->fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0 ||
+	    domain != AF_UNIX)
+		return;
+	len = sizeof(cur);
+	want = (int)c->buf_alloc;
+	/* the kernel doubles what it is given (for its bookkeeping) and
+	 * reports the doubled figure */
+	if (getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &cur, &len) < 0 || cur >= 2 * want)
+		return;
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
+}
+
 static int host_attach(struct conn *c, int fd)
 {
 	const struct vsx_loop *l = vm_loop(c->vm);
 
 	c->fd = fd;
+	vsx__host_size_sndbuf(c);
 	c->w = l->watch(l->ctx, fd, 0, host_cb, c);
 	if (!c->w)
 		return -ENOMEM;

@@ -858,6 +858,7 @@ void vsx__conn_close(struct conn *c)
 void vsx__conn_set_buffer(struct conn *c, uint32_t bytes)
 {
 	c->buf_alloc = bytes;
+	vsx__host_size_sndbuf(c);
 	if (c->state != VSX_CONN_CONNECTING)
 		vsx__conn_ctrl(c, C_CREDIT_REPLY);
 }
