@@ -82,7 +82,7 @@ enum vsxd_log_target {
 
 struct vsxd_forward;           /* forward.h */
 
-/* Limits and timeouts ([daemon] keys and flags of the same names). */
+/* Limits, timeouts and tuning ([daemon] keys and flags of the same names). */
 enum vsxd_limit {
 	VSXD_LIMIT_MAX_CONNS,          /* max-conns: connections, all VMs */
 	VSXD_LIMIT_MAX_CONNS_PER_VM,   /* max-conns-per-vm */
@@ -90,6 +90,7 @@ enum vsxd_limit {
 	VSXD_LIMIT_HANDSHAKE_TIMEOUT,  /* handshake-timeout: ms */
 	VSXD_LIMIT_CONNECT_TIMEOUT,    /* connect-timeout: ms */
 	VSXD_LIMIT_LINGER_TIMEOUT,     /* linger-timeout: ms */
+	VSXD_LIMIT_POLL_US,            /* poll-us: µs of event-loop polling, 0: off */
 	VSXD_LIMIT_N
 };
 
@@ -98,6 +99,7 @@ enum vsxd_limit {
 #define VSXD_CONN_MEMORY_MAX (4ull << 30)
 #define VSXD_TIMEOUT_MIN_MS 10u
 #define VSXD_TIMEOUT_MAX_MS 3600000u
+#define VSXD_POLL_US_MAX 10000u              /* poll-us (VSX_EVLOOP_POLL_MAX_US) */
 #define VSXD_TX_BUFFER_DEFAULT (256u * 1024) /* the backend's default */
 
 struct vsxd_config {
@@ -117,8 +119,9 @@ struct vsxd_config {
 	unsigned control_allow_line;
 	unsigned log_line;        /* [daemon] keys were set (0: not set) */
 	unsigned log_level_line;
-	uint64_t limits[VSXD_LIMIT_N];   /* [daemon] limits; 0: not set (the
-					    backend's default) */
+	uint64_t limits[VSXD_LIMIT_N];   /* [daemon] limits; meaningful when
+					    limit_set (else the default) */
+	bool limit_set[VSXD_LIMIT_N];
 	unsigned limit_line[VSXD_LIMIT_N];
 };
 

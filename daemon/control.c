@@ -47,6 +47,7 @@
 
 #include "ctl-proto.h"
 #include "control.h"
+#include "evloop.h"
 #include "forward.h"
 
 #define CTL_OUT_HIGH (256u * 1024)  /* stop reading while more is unsent */
@@ -91,6 +92,7 @@ struct vsxd_control {
 	vsx_log_fn log;
 	void *log_arg;
 	struct vsxd_fwds *fwds;     /* relayed connections (forward.h), or NULL */
+	const struct vsx_evloop *evloop; /* the loop's polling, or NULL */
 };
 
 /* ---- Logging ---- */
@@ -408,6 +410,12 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 	put(b, "handshake-timeout-ms", "%u", rl.handshake_ms);
 	put(b, "connect-timeout-ms", "%u", rl.connect_ms);
 	put(b, "linger-timeout-ms", "%u", rl.linger_ms);
+	if (c->evloop) {
+		put(b, "poll-us", "%u", c->evloop->poll_max_ns / 1000);
+		put(b, "poll-window-ns", "%u", c->evloop->poll_ns);
+		put(b, "poll-hits", "%llu", (unsigned long long)c->evloop->poll_hits);
+		put(b, "poll-misses", "%llu", (unsigned long long)c->evloop->poll_misses);
+	}
 	vsxd_fwds_stats(c->fwds, &fst);
 	put(b, "forwards", "%u", fst.forwards);
 	put(b, "relays", "%u", fst.relays);
@@ -1217,6 +1225,7 @@ int vsxd_control_new(struct event_base *base, struct vsx_router *r,
 	c->max_clients = o->max_clients ? o->max_clients : VSXD_CONTROL_MAX_CLIENTS;
 	c->log = o->log;
 	c->fwds = o->fwds;
+	c->evloop = o->evloop;
 	c->log_arg = o->log_arg;
 	c->clients.next = c->clients.prev = &c->clients;
 	clock_gettime(CLOCK_MONOTONIC, &c->started);

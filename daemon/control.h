@@ -24,6 +24,7 @@ struct event_base;
 struct evbuffer;
 struct vsxd_control;
 struct vsxd_fwds;
+struct vsx_evloop;
 
 struct vsxd_control_opts {
 	const char *path;             /* the socket path (required) */
@@ -36,6 +37,8 @@ struct vsxd_control_opts {
 	void *log_arg;
 	struct vsxd_fwds *fwds;       /* forward.h: relayed connections are
 					 listed too; NULL: none */
+	const struct vsx_evloop *evloop; /* evloop.h: its polling is reported
+					    by status; NULL: none */
 };
 
 /*

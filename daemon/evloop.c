@@ -15,9 +15,19 @@
  * inside the object's own callback is safe: libevent has taken the event
  * off its active queue before calling us, and the trampolines touch
  * nothing after the user callback returns.
+ *
+ * Polling: vsx_evloop_run counts watch callbacks (@fired) around each
+ * round of the loop. After a round that ran one, it keeps going with
+ * non-blocking rounds (epoll_wait with a zero timeout) until a window of
+ * @poll_ns has passed without one, then sleeps. How long the sleep lasted
+ * decides the next window: an event soon after the window ran out means
+ * the window was too short (double it), a sleep longer than the maximum
+ * means there is nothing to gain (halve it).
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -27,6 +37,7 @@
 
 struct vsx_watch {
 	struct event *ev;       /* owned: event_new'd, event_free'd in unwatch */
+	struct vsx_evloop *el;  /* the adapter it was made through */
 	vsx_watch_cb cb;
 	void *arg;              /* the caller's */
 	int fd;                 /* the caller's; never closed here */
@@ -64,6 +75,7 @@ static void watch_fire(evutil_socket_t fd, short what, void *arg)
 	events &= w->events;
 	if (!events)
 		return;
+	w->el->fired++;
 	w->cb((int)fd, events, w->arg);
 	/* @w may have been freed by the callback: do not touch it. */
 }
@@ -71,20 +83,21 @@ static void watch_fire(evutil_socket_t fd, short what, void *arg)
 static struct vsx_watch *ev_watch(void *ctx, int fd, int events,
 				  vsx_watch_cb cb, void *arg)
 {
-	struct event_base *base = ctx;
+	struct vsx_evloop *el = ctx;
 	struct vsx_watch *w;
 
-	if (!base || fd < 0 || !cb || (events & ~VSX_EV_ALL))
+	if (!el || fd < 0 || !cb || (events & ~VSX_EV_ALL))
 		return NULL;
 
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
+	w->el = el;
 	w->cb = cb;
 	w->arg = arg;
 	w->fd = fd;
 	w->events = events;
-	w->ev = event_new(base, fd, to_libevent(events) | EV_PERSIST, watch_fire, w);
+	w->ev = event_new(el->base, fd, to_libevent(events) | EV_PERSIST, watch_fire, w);
 	if (!w->ev)
 		goto err_free;
 	if (events && event_add(w->ev, NULL) < 0)
@@ -136,10 +149,10 @@ static void timer_fire(evutil_socket_t fd, short what, void *arg)
 
 static struct vsx_timer *ev_timer(void *ctx, vsx_timer_cb cb, void *arg)
 {
-	struct event_base *base = ctx;
+	struct vsx_evloop *el = ctx;
 	struct vsx_timer *t;
 
-	if (!base || !cb)
+	if (!el || !cb)
 		return NULL;
 
 	t = calloc(1, sizeof(*t));
@@ -147,7 +160,7 @@ static struct vsx_timer *ev_timer(void *ctx, vsx_timer_cb cb, void *arg)
 		return NULL;
 	t->cb = cb;
 	t->arg = arg;
-	t->ev = evtimer_new(base, timer_fire, t);
+	t->ev = evtimer_new(el->base, timer_fire, t);
 	if (!t->ev) {
 		free(t);
 		return NULL;
@@ -181,16 +194,102 @@ static void ev_timer_free(struct vsx_timer *t)
 	free(t);
 }
 
-void vsx_evloop_init(struct vsx_loop *loop, struct event_base *base)
+void vsx_evloop_init(struct vsx_evloop *ev, struct event_base *base)
 {
-	*loop = (struct vsx_loop){
-		.ctx = base,
-		.watch = ev_watch,
-		.watch_set = ev_watch_set,
-		.unwatch = ev_unwatch,
-		.timer = ev_timer,
-		.timer_arm = ev_timer_arm,
-		.timer_disarm = ev_timer_disarm,
-		.timer_free = ev_timer_free,
+	*ev = (struct vsx_evloop){
+		.loop = {
+			.ctx = ev,
+			.watch = ev_watch,
+			.watch_set = ev_watch_set,
+			.unwatch = ev_unwatch,
+			.timer = ev_timer,
+			.timer_arm = ev_timer_arm,
+			.timer_disarm = ev_timer_disarm,
+			.timer_free = ev_timer_free,
+		},
+		.base = base,
 	};
+}
+
+/* ---- Polling ---- */
+
+#define POLL_START_NS 4000u     /* the first window (QEMU's too) */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void vsx_evloop_set_poll(struct vsx_evloop *ev, unsigned max_us)
+{
+	if (max_us > VSX_EVLOOP_POLL_MAX_US)
+		max_us = VSX_EVLOOP_POLL_MAX_US;
+	ev->poll_max_ns = max_us * 1000u;
+	if (ev->poll_ns > ev->poll_max_ns)
+		ev->poll_ns = ev->poll_max_ns;
+}
+
+/* A watch fired @slept_ns after the loop last went to sleep; @missed: that
+ * sleep began when a polling window ran out. */
+static void poll_adapt(struct vsx_evloop *ev, uint64_t slept_ns, bool missed)
+{
+	if (slept_ns > ev->poll_max_ns) {
+		ev->poll_ns /= 2;
+		if (ev->poll_ns < POLL_START_NS)
+			ev->poll_ns = 0;
+	} else if (missed || !ev->poll_ns) {
+		ev->poll_ns = ev->poll_ns ? ev->poll_ns * 2 : POLL_START_NS;
+		if (ev->poll_ns > ev->poll_max_ns)
+			ev->poll_ns = ev->poll_max_ns;
+	}
+}
+
+int vsx_evloop_run(struct vsx_evloop *ev)
+{
+	uint64_t deadline = 0;  /* polling until then; 0: not polling */
+	uint64_t asleep = 0;    /* when the loop last went to sleep */
+	bool missed = false;    /* ... because a window ran out */
+	uint64_t before, now;
+	int r;
+
+	for (;;) {
+		before = ev->fired;
+		if (deadline && ev->poll_ns) {
+			r = event_base_loop(ev->base, EVLOOP_NONBLOCK | EVLOOP_ONCE);
+			if (r)
+				return r;
+			if (event_base_got_break(ev->base) || event_base_got_exit(ev->base))
+				return 0;
+			now = now_ns();
+			if (ev->fired != before) {
+				ev->poll_hits++;
+				deadline = now + ev->poll_ns;
+			} else if (now >= deadline) {
+				ev->poll_misses++;
+				deadline = 0;
+				asleep = now;
+				missed = true;
+			}
+			continue;
+		}
+		if (ev->poll_max_ns && !asleep)
+			asleep = now_ns();
+		r = event_base_loop(ev->base, EVLOOP_ONCE);
+		if (r)
+			return r;
+		if (event_base_got_break(ev->base) || event_base_got_exit(ev->base))
+			return 0;
+		/* Only the data path's watches count: a timer, a signal or the
+		 * control socket waking the loop changes nothing. */
+		if (!ev->poll_max_ns || ev->fired == before)
+			continue;
+		now = now_ns();
+		poll_adapt(ev, now - asleep, missed);
+		missed = false;
+		asleep = 0;
+		deadline = ev->poll_ns ? now + ev->poll_ns : 0;
+	}
 }

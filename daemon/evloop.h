@@ -13,16 +13,54 @@
 #ifndef VSXD_EVLOOP_H
 #define VSXD_EVLOOP_H
 
+#include <stdint.h>
+
 #include "../transports/virtio/loop.h"
 
 struct event_base;
 
 /*
- * Fill @loop with the libevent adapter over @base. @base stays the
- * caller's: it must outlive @loop and every watch and timer made through
- * it. Nothing is allocated here, so there is nothing to free; watches and
- * timers are freed by unwatch / timer_free.
+ * The adapter and its state. The caller embeds one (vsxd: one per
+ * daemon), initialises it with vsx_evloop_init and hands &ev->loop to the
+ * backend. The fields below @loop are read-only for the caller.
  */
-void vsx_evloop_init(struct vsx_loop *loop, struct event_base *base);
+struct vsx_evloop {
+	struct vsx_loop loop;          /* what the backend gets */
+	struct event_base *base;       /* the caller's: outlives every watch */
+	uint64_t fired;                /* watch callbacks run so far */
+	/* Polling (vsx_evloop_run): see vsx_evloop_set_poll. */
+	unsigned poll_max_ns;          /* 0: never poll */
+	unsigned poll_ns;              /* the window now, in [0, poll_max_ns] */
+	uint64_t poll_hits;            /* events that came while polling */
+	uint64_t poll_misses;          /* windows that ran out */
+};
+
+/*
+ * Fill @ev with the libevent adapter over @base. @base stays the caller's:
+ * it must outlive @ev and every watch and timer made through it. Nothing
+ * is allocated here, so there is nothing to free; watches and timers are
+ * freed by unwatch / timer_free. Polling is off.
+ */
+void vsx_evloop_init(struct vsx_evloop *ev, struct event_base *base);
+
+/*
+ * Busy-poll for up to @max_us microseconds after a watch fired before
+ * sleeping in epoll_wait (0: never poll, the default; at most
+ * VSX_EVLOOP_POLL_MAX_US). The window adapts as QEMU's AioContext polling
+ * does: it starts small, doubles while events keep arriving shortly after
+ * it ran out, and halves when the wait went beyond @max_us, so an idle or
+ * bulk-only loop polls little. Polling trades CPU (the loop spins while a
+ * window is open) for the latency of a sleep and wake-up on every event;
+ * timers and non-watch events are served while polling as usual.
+ */
+#define VSX_EVLOOP_POLL_MAX_US 10000u
+void vsx_evloop_set_poll(struct vsx_evloop *ev, unsigned max_us);
+
+/*
+ * Run the loop as event_base_dispatch does, polling as set above: returns
+ * 0 after event_base_loopbreak/loopexit, 1 when no event is left, -1 when
+ * libevent failed.
+ */
+int vsx_evloop_run(struct vsx_evloop *ev);
 
 #endif /* VSXD_EVLOOP_H */

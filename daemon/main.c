@@ -238,7 +238,7 @@ static const int signals[] = { SIGTERM, SIGINT, SIGHUP };
 
 struct vsxd {
 	struct event_base *base;
-	struct vsx_loop loop;          /* the adapter over @base */
+	struct vsx_evloop ev;          /* the adapter over @base (ev.loop) */
 	struct vsx_router *router;
 	struct vsxd_control *control;  /* NULL: no control socket */
 	struct vsxd_fwds *fwds;        /* forward.c: the running forwards */
@@ -359,6 +359,7 @@ static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
 	r = vsx_router_set_limits(d->router, &l);
 	if (r < 0)
 		vlog(LOG_ERR, "cannot apply the limits: %s", strerror(-r));
+	vsx_evloop_set_poll(&d->ev, (unsigned)cfg->limits[VSXD_LIMIT_POLL_US]);
 	return r;
 }
 
@@ -482,6 +483,7 @@ static int control_start(struct vsxd *d)
 		.n_allow_uids = d->cfg.n_control_allow_uids,
 		.log = backend_log,
 		.fwds = d->fwds,
+		.evloop = &d->ev,
 	};
 	int r;
 
@@ -621,8 +623,8 @@ int main(int argc, char **argv)
 		fatal("cannot create the event loop");
 		goto out;
 	}
-	vsx_evloop_init(&d.loop, d.base);
-	r = vsx_router_new(&d.loop, backend_log, NULL, &d.router);
+	vsx_evloop_init(&d.ev, d.base);
+	r = vsx_router_new(&d.ev.loop, backend_log, NULL, &d.router);
 	if (r < 0) {
 		fatal("cannot create the router: %s", strerror(-r));
 		goto out;
@@ -660,7 +662,7 @@ int main(int argc, char **argv)
 	vlog(LOG_INFO, "vsxd %s: serving %zu VM%s", PACKAGE_VERSION, d.cfg.n_vms,
 	     d.cfg.n_vms == 1 ? "" : "s");
 	notify("READY=1");
-	if (event_base_dispatch(d.base) < 0) {
+	if (vsx_evloop_run(&d.ev) < 0) {
 		vlog(LOG_ERR, "the event loop failed");
 		goto out;
 	}

@@ -852,6 +852,54 @@ Test(limits, file_keys)
 			"t.conf:3: 'max-conns' given twice (first on line 2)");
 }
 
+Test(limits, poll_us)
+{
+	char *argv[] = { "vsxd", "--poll-us", "0" };
+	char *argv_big[] = { "vsxd", "--poll-us=10001" };
+	char *argv_twice[] = { "vsxd", "--poll-us", "0", "--poll-us", "50" };
+	struct vsxd_config cfg, file, merged;
+	struct vsxd_opts o;
+	struct vsxd_err err;
+
+	cr_assert_eq(conf("[daemon]\npoll-us = 50\n", &cfg, &err), 0, "%s", err.msg);
+	cr_assert_eq(cfg.limits[VSXD_LIMIT_POLL_US], 50);
+	cr_assert(cfg.limit_set[VSXD_LIMIT_POLL_US]);
+	vsxd_config_free(&cfg);
+	cr_assert_eq(conf("[daemon]\npoll_us = 10000\n", &cfg, &err), 0, "%s", err.msg);
+	cr_assert_eq(cfg.limits[VSXD_LIMIT_POLL_US], 10000);
+	vsxd_config_free(&cfg);
+	expect_conf_err("[daemon]\npoll-us = 10001\n",
+			"t.conf:2: poll-us 10001 is out of range (0 to 10000)");
+	expect_conf_err("[daemon]\npoll-us = 50us\n",
+			"t.conf:2: poll-us '50us' is not a number (of microseconds)");
+	expect_conf_err("[daemon]\npoll-us = -1\n", "poll-us '-1' is not a number");
+	expect_conf_err("[daemon]\npoll-us =\n", "empty value for 'poll-us'");
+
+	/* an explicit 0 on the command line turns off the file's polling */
+	cr_assert_eq(parse_argv(ARGC(argv), argv, &o, &err), 0, "%s", err.msg);
+	cr_assert(o.cfg.limit_set[VSXD_LIMIT_POLL_US]);
+	cr_assert_eq(conf("[daemon]\npoll-us = 50\n", &file, &err), 0);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &file, &o.cfg), 0);
+	cr_assert_eq(merged.limits[VSXD_LIMIT_POLL_US], 0);
+	vsxd_config_free(&merged);
+	/* and without the flag the file's value stays */
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &file, NULL), 0);
+	cr_assert_eq(merged.limits[VSXD_LIMIT_POLL_US], 50);
+	vsxd_config_free(&merged);
+	vsxd_config_free(&file);
+	vsxd_opts_free(&o);
+
+	cr_assert_eq(parse_argv(ARGC(argv_big), argv_big, &o, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "--poll-us: poll-us 10001 is out of range (0 to 10000)"),
+		  "%s", err.msg);
+	vsxd_opts_free(&o);
+	cr_assert_eq(parse_argv(ARGC(argv_twice), argv_twice, &o, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "--poll-us given twice"), "%s", err.msg);
+	vsxd_opts_free(&o);
+}
+
 Test(limits, flags_merge_and_check)
 {
 	char *argv[] = {

@@ -1,7 +1,9 @@
 /*
  * The libevent adapter (daemon/evloop.c) as the backend uses it: real
  * socketpairs watched, interest changed on the fly, watches and timers
- * freed from inside their own callbacks, timers firing in deadline order.
+ * freed from inside their own callbacks, timers firing in deadline order,
+ * and vsx_evloop_run's adaptive polling (its window read back as it grows
+ * and shrinks).
  *
  * libevent runs in debug mode here (event_enable_debug_mode), so any
  * misuse of an event (re-assigning a pending event, freeing one twice,
@@ -20,7 +22,8 @@
 #include "../../daemon/evloop.h"
 
 static struct event_base *base;
-static struct vsx_loop loop;
+static struct vsx_evloop ev;
+static struct vsx_loop loop;        /* a copy of ev.loop */
 static int sp[2] = { -1, -1 };      /* sp[0] watched, sp[1] the peer */
 static int sq[2] = { -1, -1 };
 
@@ -35,8 +38,11 @@ static void setup(void)
 	}
 	base = event_base_new();
 	cr_assert_not_null(base);
-	vsx_evloop_init(&loop, base);
-	cr_assert_eq(loop.ctx, base);
+	vsx_evloop_init(&ev, base);
+	cr_assert_eq(ev.base, base);
+	cr_assert_eq(ev.loop.ctx, &ev);
+	cr_assert_eq(ev.poll_max_ns, 0);
+	loop = ev.loop;
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sp), 0);
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sq), 0);
 }
@@ -430,4 +436,150 @@ Test(evloop, timer_wakes_a_watch)
 	cr_assert_eq(m.got, 1);
 	cr_assert_null(m.w);
 	cr_assert_null(m.t);
+}
+
+/* ---- vsx_evloop_run and polling ----
+ *
+ * A ping-pong inside one loop: a timer writes a byte into sp[1] (the data
+ * arriving), the watch on sp[0] reads it (the data path) and arms the timer
+ * again; after @rounds the watch breaks the loop. How the polling window
+ * moves depends only on how long the gap is against the window and its
+ * maximum, so the gaps are chosen far from either side.
+ */
+struct pp {
+	struct vsx_timer *t;
+	struct vsx_watch *w;
+	unsigned gap_ms;        /* timer delay between a read and the next byte */
+	int rounds, reads;
+	unsigned max_window;    /* the largest ev.poll_ns seen */
+	unsigned min_window;    /* the smallest after the first round */
+	bool use_exit;          /* stop with loopexit rather than loopbreak */
+};
+
+static void pp_timer(void *arg)
+{
+	(void)arg;
+	cr_assert_eq(write(sp[1], "x", 1), 1);
+}
+
+static void pp_read(int fd, int events, void *arg)
+{
+	struct pp *p = arg;
+	char c;
+
+	cr_assert_eq(events, VSX_EV_READ);
+	cr_assert_eq(read(fd, &c, 1), 1);
+	cr_assert_eq(c, 'x');
+	p->reads++;
+	if (ev.poll_ns > p->max_window)
+		p->max_window = ev.poll_ns;
+	if (p->reads > 1 && ev.poll_ns < p->min_window)
+		p->min_window = ev.poll_ns;
+	if (p->reads == p->rounds) {
+		if (p->use_exit)
+			event_base_loopexit(base, NULL);
+		else
+			event_base_loopbreak(base);
+		return;
+	}
+	loop.timer_arm(p->t, p->gap_ms);
+}
+
+static int pp_run(struct pp *p)
+{
+	int r;
+
+	p->min_window = ~0u;
+	p->t = loop.timer(loop.ctx, pp_timer, p);
+	p->w = loop.watch(loop.ctx, sp[0], VSX_EV_READ, pp_read, p);
+	cr_assert(p->t && p->w);
+	cr_assert_eq(write(sp[1], "x", 1), 1);
+	r = vsx_evloop_run(&ev);
+	loop.unwatch(p->w);
+	loop.timer_free(p->t);
+	return r;
+}
+
+Test(evloop, run_without_polling)
+{
+	struct pp p = { .gap_ms = 1, .rounds = 5 };
+
+	/* nothing pending: returns 1 at once, as event_base_dispatch does */
+	cr_assert_eq(vsx_evloop_run(&ev), 1);
+	cr_assert_eq(pp_run(&p), 0);
+	cr_assert_eq(p.reads, 5);
+	cr_assert_eq(ev.fired, 5);
+	cr_assert_eq(ev.poll_ns, 0);
+	cr_assert_eq(ev.poll_hits + ev.poll_misses, 0);
+}
+
+Test(evloop, poll_window_grows_to_cover_short_gaps)
+{
+	/* 1 ms gaps against the 10 ms maximum. Each window that runs out
+	 * before the byte is a miss, and the sleep that follows ends within
+	 * the maximum (a 1 ms libevent timer wakes a sleeping loop after
+	 * 1-5 ms on a busy virtual machine), so the window doubles: 4 µs,
+	 * 8 µs, ... until the timer fires while the loop is still polling; from
+	 * then on the bytes are hits and the window stays. */
+	struct pp p = { .gap_ms = 1, .rounds = 40 };
+
+	vsx_evloop_set_poll(&ev, 10000);
+	cr_assert_eq(ev.poll_max_ns, 10000000u);
+	cr_assert_eq(pp_run(&p), 0);
+	cr_assert_eq(p.reads, 40);
+	cr_assert_geq(ev.poll_ns, 1024000u, "window %u ns", ev.poll_ns);
+	cr_assert_leq(ev.poll_ns, 10000000u);
+	cr_assert_geq(ev.poll_misses, 8);   /* 4 µs .. 512 µs ran out */
+	cr_assert_gt(ev.poll_hits, 0);
+}
+
+Test(evloop, poll_window_shrinks_on_long_gaps)
+{
+	/* Grow first, then gaps of 40 ms, far beyond the maximum: each one
+	 * halves the window, and below 4 µs it closes. */
+	struct pp p = { .gap_ms = 1, .rounds = 30 };
+	struct pp q = { .gap_ms = 40, .rounds = 15 };
+
+	vsx_evloop_set_poll(&ev, 10000);
+	cr_assert_eq(pp_run(&p), 0);
+	cr_assert_geq(p.max_window, 1024000u, "window %u ns", p.max_window);
+	cr_assert_eq(pp_run(&q), 0);
+	cr_assert_eq(q.reads, 15);
+	cr_assert_eq(ev.poll_ns, 0, "window %u ns", ev.poll_ns);
+	cr_assert_lt(q.min_window, p.max_window);
+}
+
+Test(evloop, poll_maximum_is_bounded_and_can_be_turned_off)
+{
+	struct pp p = { .gap_ms = 1, .rounds = 30 };
+
+	vsx_evloop_set_poll(&ev, VSX_EVLOOP_POLL_MAX_US + 1);
+	cr_assert_eq(ev.poll_max_ns, VSX_EVLOOP_POLL_MAX_US * 1000u);
+	/* 100 µs: the first byte (no gap) opens a window, then every gap
+	 * is beyond the maximum and the window never exceeds it */
+	vsx_evloop_set_poll(&ev, 100);
+	cr_assert_eq(pp_run(&p), 0);
+	cr_assert_gt(p.max_window, 0);
+	cr_assert_leq(p.max_window, 100000u);
+	cr_assert_gt(ev.poll_misses, 0);
+	vsx_evloop_set_poll(&ev, 0);
+	cr_assert_eq(ev.poll_ns, 0);
+	p = (struct pp){ .gap_ms = 1, .rounds = 3 };
+	ev.poll_hits = ev.poll_misses = 0;
+	cr_assert_eq(pp_run(&p), 0);
+	cr_assert_eq(p.reads, 3);
+	cr_assert_eq(ev.poll_hits + ev.poll_misses, 0);
+}
+
+Test(evloop, run_returns_on_loopexit_while_polling)
+{
+	/* the last reads come while a window is open (as in the test above):
+	 * loopexit from there ends vsx_evloop_run, once */
+	struct pp p = { .gap_ms = 1, .rounds = 30, .use_exit = true };
+
+	vsx_evloop_set_poll(&ev, 10000);
+	cr_assert_eq(pp_run(&p), 0);
+	cr_assert_eq(p.reads, 30);
+	cr_assert_gt(ev.poll_hits, 0);
+	cr_assert_eq(ev.fired, 30);
 }

@@ -21,7 +21,7 @@
 
 struct vsx_test_loop {
 	struct event_base *base;
-	struct vsx_loop loop;
+	struct vsx_evloop ev;       /* the adapter: ev.loop is the backend's */
 	pthread_t thread;
 	int efd;
 	struct event *ctl;
@@ -84,7 +84,7 @@ int vsx_test_loop_new(struct vsx_test_loop **out)
 	tl->ctl = event_new(tl->base, tl->efd, EV_READ | EV_PERSIST, ctl_cb, tl);
 	if (!tl->ctl || event_add(tl->ctl, NULL) < 0)
 		goto err_base;
-	vsx_evloop_init(&tl->loop, tl->base);
+	vsx_evloop_init(&tl->ev, tl->base);
 	pthread_mutex_init(&tl->call_lock, NULL);
 	pthread_mutex_init(&tl->lock, NULL);
 	pthread_cond_init(&tl->done_cond, NULL);
@@ -107,7 +107,7 @@ err_free:
 
 const struct vsx_loop *vsx_test_loop_get(struct vsx_test_loop *tl)
 {
-	return &tl->loop;
+	return &tl->ev.loop;
 }
 
 static void ctl_poke(struct vsx_test_loop *tl)
