@@ -7,12 +7,13 @@
 # or KVM) gets a vhost-user-vsock-pci device served by BUILDDIR's vsxd and
 # a virtio-net-pci device on -netdev user (slirp: the guest is 10.0.2.15,
 # the host's 127.0.0.1 is 10.0.2.2). bench/qperf runs both ends:
-#   g2h vsock  guest: connect vsock:2:PORT, send; host: listen on the hybrid
-#              socket TMP/vm.vsock_PORT (vsxd connects there), receive
+#   g2h vsock  guest: connect vsock:2:PORT, send; host: listen
+#              unix:TMP/vm.vsock:PORT (libvsx binds TMP/vm.vsock_PORT, where
+#              vsxd connects), receive
 #   g2h tcp    guest: connect tcp:10.0.2.2:HP, send; host: listen
 #              127.0.0.1:HP, receive
 #   h2g vsock  guest: listen vsock:any:PORT, receive; host: connect
-#              TMP/vm.vsock, "CONNECT PORT\n", "OK n\n", send
+#              unix:TMP/vm.vsock:PORT (libvsx: "CONNECT PORT\n", "OK n\n"), send
 #   h2g tcp    guest: listen 0.0.0.0:7000, receive; host: connect to
 #              127.0.0.1:HP2, forwarded by -netdev user,hostfwd=...
 # Each run moves VSX_QEMU_BYTES in 65536-byte writes; the receiver checks
@@ -24,8 +25,10 @@
 # Output (stdout): "qemu case=C path=P size=65536 rep=N bytes=B secs=S
 # mibs=M" per run, "qemu-median case=C path=P size=65536 reps=N bytes=B
 # mibs=M min_mibs=A max_mibs=B" per case and path, and one "qemu-setup"
-# line. Progress on stderr. Exit status 1 when any run failed or any byte
-# mismatched, 2 on bad usage or a setup failure.
+# line. Progress on stderr. Exit status 0 when every run passed, 1 when any
+# run failed or any byte mismatched, 2 on bad usage or a setup failure (no
+# QEMU, kernel, modules or busybox; vsxd or the guest did not come up), with
+# the reason on stderr. Every exit stops the QEMU and vsxd it started.
 #
 # Environment:
 #   VSX_QEMU_BYTES  bytes per run (default 64M; K, M, G suffixes)
@@ -34,41 +37,59 @@
 #   and those of tests/vm/run-guest.sh (VSX_KERNEL, VSX_QEMU, VSX_ACCEL...).
 set -u
 vsx_prog=qemu.sh
-[ $# -eq 1 ] || { echo "usage: $0 BUILDDIR" >&2; exit 2; }
-B=$(cd "$1" && pwd) || exit 2
+# setup_fail REASON: a setup failure (exit 2), REASON one line on stderr.
+setup_fail() { echo "$vsx_prog: $*" >&2; exit 2; }
+[ $# -eq 1 ] || setup_fail "usage: $0 BUILDDIR"
+B=$(cd "$1" 2>/dev/null && pwd) || setup_fail "$1: no such build directory"
 S=$(cd "$(dirname "$0")/.." && pwd)
 vm=$S/tests/vm
+# shellcheck source-path=SCRIPTDIR source=../tests/vm/common.sh
 . "$vm/common.sh"
 
 size=65536
 VSX_QEMU_BYTES=${VSX_QEMU_BYTES:-64M}
-case $VSX_QEMU_BYTES in
-*[0-9]K) bytes=$((${VSX_QEMU_BYTES%K} * 1024)) ;;
-*[0-9]M) bytes=$((${VSX_QEMU_BYTES%M} * 1048576)) ;;
-*[0-9]G) bytes=$((${VSX_QEMU_BYTES%G} * 1073741824)) ;;
-*[0-9]) bytes=$VSX_QEMU_BYTES ;;
-*) echo "$vsx_prog: VSX_QEMU_BYTES=$VSX_QEMU_BYTES: want a number" >&2; exit 2 ;;
+n=${VSX_QEMU_BYTES%[KMG]}
+case $n in
+'' | *[!0-9]*) setup_fail "VSX_QEMU_BYTES=$VSX_QEMU_BYTES: want a number of bytes" \
+	"(K, M, G suffixes)" ;;
 esac
+case $VSX_QEMU_BYTES in
+*K) bytes=$((n * 1024)) ;;
+*M) bytes=$((n * 1048576)) ;;
+*G) bytes=$((n * 1073741824)) ;;
+*) bytes=$n ;;
+esac
+[ "$bytes" -gt 0 ] 2>/dev/null ||
+	setup_fail "VSX_QEMU_BYTES=$VSX_QEMU_BYTES: want more than 0 bytes"
 reps=${VSX_QEMU_REPS:-3}
-case $reps in '' | *[!0-9]* | 0) echo "$vsx_prog: bad VSX_QEMU_REPS" >&2; exit 2 ;; esac
+case $reps in
+'' | *[!0-9]* | 0*) setup_fail "VSX_QEMU_REPS=$reps: want a number from 1" ;;
+esac
 
 qperf=$B/bench/qperf
 vsxd=$B/daemon/vsxd
-[ -x "$qperf" ] || { echo "$vsx_prog: no $qperf (run make in $B)" >&2; exit 2; }
-[ -x "$vsxd" ] || { echo "$vsx_prog: no $vsxd (run make in $B)" >&2; exit 2; }
+[ -x "$qperf" ] || setup_fail "no $qperf (run make in $B)"
+[ -x "$vsxd" ] || setup_fail "no $vsxd (run make in $B)"
 qemu=${VSX_QEMU:-qemu-system-x86_64}
-command -v "$qemu" >/dev/null || { echo "$vsx_prog: no $qemu" >&2; exit 2; }
-kernel=$(vsx_kernel) || exit 2
+command -v "$qemu" >/dev/null || setup_fail "no $qemu (apt-get install qemu-system-x86)"
+kernel=$(vsx_kernel 2>&1) || setup_fail "${kernel#"$vsx_prog: "}"
+[ -r "$kernel" ] || setup_fail "cannot read the guest kernel $kernel (set VSX_KERNEL)"
+moddir=$(vsx_modules_dir 2>&1) || setup_fail "${moddir#"$vsx_prog: "}"
+[ -d "$moddir/kernel" ] || setup_fail "no kernel modules in $moddir (set VSX_MODULES)"
+[ -x "${BUSYBOX:-/bin/busybox}" ] ||
+	setup_fail "no ${BUSYBOX:-/bin/busybox} (apt-get install busybox-static)"
 mem=512M cpus=2
 accel=${VSX_ACCEL:-}
 if [ -z "$accel" ]; then
 	accel=tcg
 	[ -e /dev/kvm ] && (: <>/dev/kvm) 2>/dev/null && accel=kvm
 fi
+case $accel in kvm | tcg) ;; *) setup_fail "VSX_ACCEL=$accel: want kvm or tcg" ;; esac
 
 # Unix socket paths are short: keep them out of the build tree.
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/vsx-qemu.XXXXXX") || exit 2
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/vsx-qemu.XXXXXX") || setup_fail "mktemp failed"
 vsxd_pid='' guest_pid='' hpids=''
+# shellcheck disable=SC2317 # reached through the trap
 cleanup()
 {
 	for p in $hpids; do
@@ -93,7 +114,9 @@ log() { echo "$vsx_prog: $*" >&2; }
 
 # ---- The plan: one line per run, in order -----------------------------------
 
-hp_g2h=$("$qperf" freeport) && hp_h2g=$("$qperf" freeport) || exit 2
+if ! hp_g2h=$("$qperf" freeport) || ! hp_h2g=$("$qperf" freeport); then
+	setup_fail "$qperf freeport failed"
+fi
 [ "$hp_g2h" != "$hp_h2g" ] || hp_h2g=$("$qperf" freeport)
 gport=7000
 r=1
@@ -108,8 +131,33 @@ while [ "$r" -le "$reps" ]; do
 	r=$((r + 1))
 done
 
-# vsock ports: g2h 6000+rep, h2g 6100+rep
-vport() { if [ "$1" = g2h ]; then echo $((6000 + $2)); else echo $((6100 + $2)); fi; }
+# ends C P R: the two ends of run R of case C over path P. Sets g_end (the
+# guest qperf's arguments before BYTES) and h_role, h_addr, h_dir and h_wait
+# (the host's). The guest connects with a long -w (the host may not listen
+# yet); the host connects only once the guest says it listens. vsock ports:
+# g2h 6000+rep, h2g 6100+rep.
+ends()
+{
+	case $1-$2 in
+	g2h-vsock)
+		g_end="-w 120000 connect vsock:2:$((6000 + $3)) send"
+		h_role=listen h_addr="unix:$tmp/vm.vsock:$((6000 + $3))" ;;
+	g2h-tcp)
+		g_end="-w 120000 connect tcp:10.0.2.2:$hp_g2h send"
+		h_role=listen h_addr="tcp:127.0.0.1:$hp_g2h" ;;
+	h2g-vsock)
+		g_end="listen vsock:any:$((6100 + $3)) recv"
+		h_role=connect h_addr="unix:$tmp/vm.vsock:$((6100 + $3))" ;;
+	h2g-tcp)
+		g_end="listen tcp:0.0.0.0:$gport recv"
+		h_role=connect h_addr="tcp:127.0.0.1:$hp_h2g" ;;
+	esac
+	if [ "$h_role" = listen ]; then
+		h_dir=recv h_wait=0
+	else
+		h_dir=send h_wait=30000
+	fi
+}
 
 # The guest's script: network up, then its end of each run.
 {
@@ -122,14 +170,8 @@ echo "VSX-NET \$n \$(cat /sys/class/net/\$n/address) driver=\$(basename \$(readl
 r() { t=\$1; shift; "\$@"; echo "VSX-RESULT \$t \$?"; }
 EOF
 	while read -r c p r; do
-		l=$c-$p-$r
-		case $c-$p in
-		g2h-vsock) a="-w 120000 connect vsock:2:$(vport g2h "$r") send" ;;
-		g2h-tcp) a="-w 120000 connect tcp:10.0.2.2:$hp_g2h send" ;;
-		h2g-vsock) a="listen vsock:any:$(vport h2g "$r") recv" ;;
-		h2g-tcp) a="listen tcp:0.0.0.0:$gport recv" ;;
-		esac
-		echo "r $l qperf -l $l -t 300 $a $bytes"
+		ends "$c" "$p" "$r"
+		echo "r $c-$p-$r qperf -l $c-$p-$r -t 300 $g_end $bytes"
 	done < "$tmp/plan"
 	echo "exit 0"
 } > "$tmp/guest.sh"
@@ -151,9 +193,10 @@ while [ ! -S "$tmp/vhost.sock" ] || [ ! -S "$tmp/vm.vsock" ]; do
 done
 log "vsxd (pid $vsxd_pid) serving CID 3 at $tmp/vm.vsock"
 
-"$vm/mkinitramfs.sh" -q -o "$tmp/guest.cpio.gz" -c "$B/bench" \
+# qperf goes in with libvsx.so (and what that needs), found through -L.
+"$vm/mkinitramfs.sh" -q -o "$tmp/guest.cpio.gz" -c "$B/bench" -L "$B/libvsx/.libs" \
 	-m failover -m net_failover -m virtio_net \
-	-e "$(cat "$tmp/guest.sh")" "$qperf" || { log "mkinitramfs.sh failed"; exit 2; }
+	-e "$(cat "$tmp/guest.sh")" "$qperf" || setup_fail "mkinitramfs.sh failed"
 
 VSX_VM_LOG=$tmp/console.log "$vm/run-guest.sh" -t 900 -m "$mem" -s "$cpus" \
 	"$tmp/guest.cpio.gz" -- \
@@ -205,65 +248,61 @@ if ! wait_console '^VSX-NET ' 300; then
 fi
 log "guest up: $(grep -a '^VSX-NET ' "$tmp/console.log" | head -n 1)"
 
+# run_one C P R: the host's end of run R of case C over path P, against the
+# guest's end that the guest script runs in the same order. Prints the
+# run's "qemu case=..." line and records its figure, or logs why it failed
+# and sets failed=1. Returns 1 when the runs cannot go on (the guest never
+# started listening).
+run_one()
+{
+	ro_l=$1-$2-$3
+	ends "$1" "$2" "$3"
+	if [ "$h_role" = connect ] &&
+	   ! wait_console "qperf\\[$ro_l\\]: listening" 300; then
+		log "$ro_l: the guest listener did not start"
+		failed=1
+		return 1
+	fi
+	"$qperf" -l "$ro_l" -w "$h_wait" -t 300 "$h_role" "$h_addr" "$h_dir" "$bytes" \
+		>"$tmp/$ro_l.out" 2>&1 &
+	hpids=$!
+	hwait $!
+	hpids=''
+	if ! wait_console "^VSX-RESULT $ro_l [0-9]+" 60; then
+		log "$ro_l: the guest gave no result"
+		failed=1
+	fi
+	# Each end's qperf-result line: the host's in its output file, the
+	# guest's on the console.
+	if [ "$h_dir" = recv ]; then
+		ro_rf=$tmp/$ro_l.out ro_sf=$tmp/console.log
+	else
+		ro_rf=$tmp/console.log ro_sf=$tmp/$ro_l.out
+	fi
+	ro_line=$(grep -a "^qperf-result label=$ro_l role=recv " "$ro_rf")
+	ro_other=$(grep -a "^qperf-result label=$ro_l role=send " "$ro_sf")
+	ro_gst=$(sed -n "s/^VSX-RESULT $ro_l \([0-9][0-9]*\).*/\1/p" "$tmp/console.log")
+	if [ -z "$ro_line" ] || [ "$hw_st" != 0 ] || [ "$ro_gst" != 0 ]; then
+		log "$ro_l: FAILED (host qperf status $hw_st, guest status ${ro_gst:-none})"
+		grep -a "qperf\\[$ro_l\\]" "$tmp/$ro_l.out" "$tmp/console.log" |
+			sed 's/^/    /' >&2
+		failed=1
+		return 0
+	fi
+	ro_secs=$(echo "$ro_line" | sed -n 's/.* secs=\([^ ]*\).*/\1/p')
+	ro_mibs=$(echo "$ro_line" | sed -n 's/.* mibs=\([^ ]*\).*/\1/p')
+	ro_got=$(echo "$ro_line" | sed -n 's/.* bytes=\([^ ]*\).*/\1/p')
+	echo "qemu case=$1 path=$2 size=$size rep=$3 bytes=$ro_got secs=$ro_secs mibs=$ro_mibs"
+	echo "$1 $2 $ro_mibs" >> "$tmp/results"
+	ro_other=$(echo "$ro_other" |
+		sed -n 's/.* secs=\([^ ]*\) mibs=\([^ ]*\).*/\2 MiB\/s in \1 s/p')
+	log "$ro_l: receiver $ro_mibs MiB/s; sender (connected to receiver's EOF): $ro_other"
+}
+
 failed=0
 : > "$tmp/results"
 while read -r c p r; do
-	l=$c-$p-$r
-	line=''
-	if [ "$c" = g2h ]; then
-		if [ "$p" = vsock ]; then
-			a="unix:$tmp/vm.vsock_$(vport g2h "$r")"
-		else
-			a="tcp:127.0.0.1:$hp_g2h"
-		fi
-		"$qperf" -l "$l" -t 300 listen "$a" recv "$bytes" >"$tmp/$l.out" 2>&1 &
-		hpids=$!
-		hwait $!
-		hpids=''
-		if ! wait_console "^VSX-RESULT $l [0-9]+" 60; then
-			log "$l: the guest gave no result"
-			failed=1
-		fi
-		line=$(grep -a "^qperf-result label=$l role=recv " "$tmp/$l.out")
-		[ "$hw_st" = 0 ] || line=''
-		other=$(grep -a "^qperf-result label=$l role=send " "$tmp/console.log")
-	else
-		if ! wait_console "qperf\\[$l\\]: listening" 300; then
-			log "$l: the guest listener did not start"
-			failed=1
-			break
-		fi
-		if [ "$p" = vsock ]; then
-			a="hybrid:$tmp/vm.vsock:$(vport h2g "$r")"
-		else
-			a="tcp:127.0.0.1:$hp_h2g"
-		fi
-		"$qperf" -l "$l" -w 30000 -t 300 connect "$a" send "$bytes" \
-			>"$tmp/$l.out" 2>&1 &
-		hpids=$!
-		hwait $!
-		hpids=''
-		if ! wait_console "^VSX-RESULT $l [0-9]+" 60; then
-			log "$l: the guest gave no result"
-			failed=1
-		fi
-		line=$(grep -a "^qperf-result label=$l role=recv " "$tmp/console.log")
-		other=$(grep -a "^qperf-result label=$l role=send " "$tmp/$l.out")
-	fi
-	gst=$(sed -n "s/^VSX-RESULT $l \([0-9][0-9]*\).*/\1/p" "$tmp/console.log")
-	if [ -z "$line" ] || [ "$hw_st" != 0 ] || [ "$gst" != 0 ]; then
-		log "$l: FAILED (host qperf status $hw_st, guest status ${gst:-none})"
-		grep -a "qperf\\[$l\\]" "$tmp/$l.out" "$tmp/console.log" | sed 's/^/    /' >&2
-		failed=1
-		continue
-	fi
-	secs=$(echo "$line" | sed -n 's/.* secs=\([^ ]*\).*/\1/p')
-	mibs=$(echo "$line" | sed -n 's/.* mibs=\([^ ]*\).*/\1/p')
-	got=$(echo "$line" | sed -n 's/.* bytes=\([^ ]*\).*/\1/p')
-	echo "qemu case=$c path=$p size=$size rep=$r bytes=$got secs=$secs mibs=$mibs"
-	echo "$c $p $mibs" >> "$tmp/results"
-	log "$l: receiver $mibs MiB/s; sender (connected to receiver's EOF):" \
-		"$(echo "$other" | sed -n 's/.* secs=\([^ ]*\) mibs=\([^ ]*\).*/\2 MiB\/s in \1 s/p')"
+	run_one "$c" "$p" "$r" || break
 done < "$tmp/plan"
 
 if ! wait_console '^VSX-GUEST-EXIT=' 120; then

@@ -5,55 +5,59 @@
  *   qperf [-l LABEL] [-s SIZE] [-w MS] [-t SECONDS] listen|connect ADDR send|recv BYTES
  *   qperf freeport
  *
- * ADDR is one of
- *   vsock:CID:PORT  kernel AF_VSOCK (CID a number, host or any); only where
- *                   VSX_LAB_GUEST=1, which the lab guest's /init sets: this
- *                   program never opens AF_VSOCK on the build machine
- *   tcp:A.B.C.D:PORT  IPv4 TCP
- *   unix:PATH       a Unix stream socket (the hybrid convention's host
- *                   listener: vsxd's uds-path followed by _PORT)
- *   hybrid:PATH:PORT  connect only: PATH is vsxd's uds-path; "CONNECT PORT\n"
- *                   is written and "OK n\n" read before any data
+ * ADDR is a libvsx address (libvsx(3)), connected, listened on and accepted
+ * through libvsx:
+ *   vsock:CID:PORT  kernel AF_VSOCK (CID a number, host, local or any); only
+ *                   where VSX_LAB_GUEST=1, which the lab guest's /init
+ *                   sets: this program never opens AF_VSOCK on the build
+ *                   machine (nor hvsock:GUID)
+ *   unix:PATH:PORT  hybrid vsock at a backend's uds-path PATH: connect does
+ *                   the "CONNECT PORT" handshake; listen binds PATH_PORT,
+ *                   where vsxd delivers the guest's connections to port PORT
+ * or, because libvsx has no TCP transport, plain TCP here:
+ *   tcp:HOST:PORT   HOST a numeric IPv4 or IPv6 address (IPv6 may be in
+ *                   brackets), PORT 1 to 65535
  *
  * One connection is made (listen: the first one accepted), then BYTES
- * bytes go one way: the sender write()s SIZE bytes at a time (default
+ * bytes go one way: the sender writes SIZE bytes at a time (default
  * 65536), shuts down its sending side and waits for the receiver's EOF; the
- * receiver read()s up to SIZE bytes at a time, checks every byte against a
+ * receiver reads up to SIZE bytes at a time, checks every byte against a
  * pseudo-random pattern of period 65521 (a prime, so a lost, repeated or
  * misplaced block shows), checks that EOF follows the last byte, then
  * closes. Both print one line on stdout,
  *   qperf-result label=LABEL role=recv bytes=N secs=S mibs=M
  * where the receiver's time runs from its first byte to its last and the
- * sender's from connected to the receiver's EOF. -w MS retries a refused
- * connect (no listener yet) for up to MS milliseconds; -t SECONDS ends the
- * program (SIGALRM) when it has not finished by then.
+ * sender's from connected to the receiver's EOF. A listener says
+ *   qperf[LABEL]: listening on ADDR
+ * on stderr once it listens. -w MS retries a refused connect (no listener
+ * yet) for up to MS milliseconds; -t SECONDS ends the program (SIGALRM)
+ * when it has not finished by then. SIZE and BYTES take K, M, G suffixes.
  *
  * freeport prints a TCP port on 127.0.0.1 that was free a moment ago.
  *
  * Exit status: 0 when every byte arrived and matched, 1 on a failure
- * (described on stderr), 2 on bad usage.
+ * (described on stderr), 2 on bad usage (a bad option, role or address).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-#ifdef __linux__
-#include <linux/vm_sockets.h>
-#endif
+#include <vsx/vsx.h>
 
 #define PERIOD 65521u
 #define SIZE_MAX_IO (1u << 20)
+/* Bounds one connect attempt (a refused one returns at once and is retried
+ * under -w); generous, for a loaded TCG guest. */
+#define CONNECT_TIMEOUT_MS 30000
 
 static const char *label = "qperf";
 static uint8_t pattern[PERIOD + SIZE_MAX_IO];
@@ -82,275 +86,307 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int fail(const char *what, int err)
+/* @detail: what went wrong (vsx_strerror or strerror text). Returns -1. */
+static int fail(const char *what, const char *detail)
 {
-	fprintf(stderr, "qperf[%s]: FAIL: %s: %s\n", label, what, strerror(err));
-	return -err;
+	fprintf(stderr, "qperf[%s]: FAIL: %s: %s\n", label, what, detail);
+	return -1;
 }
 
-/* ---- Addresses ------------------------------------------------------------ */
+/* ---- Connections: libvsx, or a TCP socket ---------------------------------- */
 
-struct qaddr {
-	int family;                     /* AF_UNIX, AF_INET, AF_VSOCK */
-	int hybrid;                     /* AF_UNIX with the CONNECT handshake */
-	uint32_t port;                  /* hybrid port */
+/* One end: @vs (libvsx addresses) or @fd (tcp:), the other NULL / -1. */
+struct conn {
+	vsx_sock *vs;
+	int fd;
+};
+
+/* A parsed tcp: address. */
+struct tcp_addr {
 	struct sockaddr_storage ss;
 	socklen_t len;
 };
 
-static int parse_u32(const char *s, uint32_t *out)
+/* The last error's text: libvsx's detail, or the errno's. */
+static const char *conn_strerror(const struct conn *c, int err)
 {
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v > UINT32_MAX)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
+	return c->vs ? vsx_strerror(err) : strerror(-err);
 }
 
-static int parse_addr(const char *text, struct qaddr *a)
+/* Send all of @buf. 0 or a negative errno. */
+static int conn_send_all(struct conn *c, const uint8_t *buf, size_t len)
 {
-	const char *colon;
-	char buf[128];
-
-	memset(a, 0, sizeof(*a));
-	if (!strncmp(text, "unix:", 5) || !strncmp(text, "hybrid:", 7)) {
-		struct sockaddr_un *un = (struct sockaddr_un *)&a->ss;
-		const char *path = strchr(text, ':') + 1;
-		size_t n;
-
-		a->family = AF_UNIX;
-		n = strlen(path);
-		if (text[0] == 'h') {
-			colon = strrchr(path, ':');
-			if (!colon || parse_u32(colon + 1, &a->port))
-				return -EINVAL;
-			a->hybrid = 1;
-			n = (size_t)(colon - path);
-		}
-		if (n == 0 || n >= sizeof(un->sun_path))
-			return -EINVAL;
-		un->sun_family = AF_UNIX;
-		memcpy(un->sun_path, path, n);
-		a->len = sizeof(*un);
-		return 0;
-	}
-	if (!strncmp(text, "tcp:", 4)) {
-		struct sockaddr_in *in = (struct sockaddr_in *)&a->ss;
-		uint32_t port;
-
-		colon = strrchr(text + 4, ':');
-		if (!colon || (size_t)(colon - text - 4) >= sizeof(buf) ||
-		    parse_u32(colon + 1, &port) || port > 65535)
-			return -EINVAL;
-		memcpy(buf, text + 4, (size_t)(colon - text - 4));
-		buf[colon - text - 4] = '\0';
-		in->sin_family = AF_INET;
-		in->sin_port = htons((uint16_t)port);
-		if (inet_pton(AF_INET, buf, &in->sin_addr) != 1)
-			return -EINVAL;
-		a->family = AF_INET;
-		a->len = sizeof(*in);
-		return 0;
-	}
-#ifdef AF_VSOCK
-	if (!strncmp(text, "vsock:", 6)) {
-		struct sockaddr_vm *vm = (struct sockaddr_vm *)&a->ss;
-		const char *env = getenv("VSX_LAB_GUEST");
-		uint32_t cid, port;
-
-		/* The build machine's vsock belongs to its infrastructure. */
-		if (!env || strcmp(env, "1")) {
-			fprintf(stderr, "qperf: vsock: addresses only inside the lab guest "
-				"(VSX_LAB_GUEST=1)\n");
-			return -EPERM;
-		}
-		colon = strrchr(text + 6, ':');
-		if (!colon || (size_t)(colon - text - 6) >= sizeof(buf) ||
-		    parse_u32(colon + 1, &port))
-			return -EINVAL;
-		memcpy(buf, text + 6, (size_t)(colon - text - 6));
-		buf[colon - text - 6] = '\0';
-		if (!strcmp(buf, "host"))
-			cid = VMADDR_CID_HOST;
-		else if (!strcmp(buf, "any"))
-			cid = VMADDR_CID_ANY;
-		else if (parse_u32(buf, &cid))
-			return -EINVAL;
-		vm->svm_family = AF_VSOCK;
-		vm->svm_cid = cid;
-		vm->svm_port = port;
-		a->family = AF_VSOCK;
-		a->len = sizeof(*vm);
-		return 0;
-	}
-#endif
-	return -EINVAL;
-}
-
-/* ---- Connections ------------------------------------------------------------ */
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
 	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		ssize_t n;
 
-		if (n < 0) {
-			if (errno == EINTR)
+		if (c->vs) {
+			n = vsx_send(c->vs, buf, len);
+		} else {
+			n = send(c->fd, buf, len, MSG_NOSIGNAL);
+			if (n < 0 && errno == EINTR)
 				continue;
-			return -errno;
+			if (n < 0)
+				n = -errno;
 		}
-		p += n;
+		if (n < 0)
+			return (int)n;
+		buf += n;
 		len -= (size_t)n;
 	}
 	return 0;
 }
 
-/* The hybrid handshake; the reply is read a byte at a time (nothing follows
- * it before we send). 0, or -ECONNREFUSED when vsxd closed (no listener). */
-static int hybrid_handshake(int fd, uint32_t port)
+/* A count, 0 at EOF, or a negative errno. */
+static ssize_t conn_recv(struct conn *c, void *buf, size_t len)
 {
-	char line[32];
-	size_t n = 0;
+	ssize_t n;
+
+	if (c->vs)
+		return vsx_recv(c->vs, buf, len);
+	do
+		n = recv(c->fd, buf, len, 0);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+static int conn_shutdown_wr(struct conn *c)
+{
+	if (c->vs)
+		return vsx_shutdown(c->vs, SHUT_WR);
+	return shutdown(c->fd, SHUT_WR) < 0 ? -errno : 0;
+}
+
+/* Closes at once (linger -1: both ends saw EOF already, or we failed). */
+static void conn_close(struct conn *c)
+{
+	if (c->vs)
+		vsx_close(c->vs);
+	else if (c->fd >= 0)
+		close(c->fd);
+	c->vs = NULL;
+	c->fd = -1;
+}
+
+/* Decimal, at most @max. */
+static int parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* "tcp:HOST:PORT" into @a. 0, or -EINVAL with a message on stderr. */
+static int tcp_parse(const char *text, struct tcp_addr *a)
+{
+	const char *host = text + 4, *colon = strrchr(host, ':');
+	struct sockaddr_in *in = (struct sockaddr_in *)&a->ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&a->ss;
+	char buf[INET6_ADDRSTRLEN + 2];
+	unsigned long port;
+	size_t n;
+
+	memset(a, 0, sizeof(*a));
+	if (!colon || parse_uint(colon + 1, 65535, &port) || !port) {
+		fprintf(stderr, "qperf: bad address '%s': expected tcp:HOST:PORT, "
+			"PORT 1 to 65535\n", text);
+		return -EINVAL;
+	}
+	n = (size_t)(colon - host);
+	if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+		host++;
+		n -= 2;
+	}
+	if (n && n < sizeof(buf)) {
+		memcpy(buf, host, n);
+		buf[n] = '\0';
+		if (inet_pton(AF_INET, buf, &in->sin_addr) == 1) {
+			in->sin_family = AF_INET;
+			in->sin_port = htons((uint16_t)port);
+			a->len = sizeof(*in);
+			return 0;
+		}
+		if (inet_pton(AF_INET6, buf, &in6->sin6_addr) == 1) {
+			in6->sin6_family = AF_INET6;
+			in6->sin6_port = htons((uint16_t)port);
+			a->len = sizeof(*in6);
+			return 0;
+		}
+	}
+	fprintf(stderr, "qperf: bad address '%s': HOST must be a numeric IPv4 or "
+		"IPv6 address\n", text);
+	return -EINVAL;
+}
+
+/*
+ * Check @text: a tcp: address (into @tcp, *@is_tcp = 1) or one libvsx
+ * parses. 0, -EINVAL (bad: a message on stderr) or -EPERM (AF_VSOCK outside
+ * the lab guest).
+ */
+static int check_addr(const char *text, struct tcp_addr *tcp, int *is_tcp)
+{
+	const char *lab = getenv("VSX_LAB_GUEST");
+	struct vsx_addr a;
 	int err;
 
-	snprintf(line, sizeof(line), "CONNECT %" PRIu32 "\n", port);
-	err = write_all(fd, line, strlen(line));
-	if (err)
-		return err == -EPIPE ? -ECONNREFUSED : err;
-	for (;;) {
-		ssize_t r = read(fd, line + n, 1);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return errno == ECONNRESET ? -ECONNREFUSED : -errno;
-		if (r == 0)
-			return -ECONNREFUSED;
-		if (line[n] == '\n')
-			break;
-		if (++n == sizeof(line) - 1)
-			return -EPROTO;
+	*is_tcp = !strncmp(text, "tcp:", 4);
+	if (*is_tcp)
+		return tcp_parse(text, tcp);
+	err = vsx_addr_parse(text, &a);
+	if (err) {
+		fprintf(stderr, "qperf: bad address: %s (qperf takes vsock:CID:PORT, "
+			"unix:PATH:PORT or tcp:HOST:PORT)\n", vsx_strerror(err));
+		return err;
 	}
-	line[n] = '\0';
-	if (strncmp(line, "OK ", 3)) {
-		fprintf(stderr, "qperf[%s]: hybrid reply '%s'\n", label, line);
-		return -EPROTO;
+	/* The build machine's vsock belongs to its infrastructure. */
+	if ((a.kind == VSX_ADDR_VSOCK || a.kind == VSX_ADDR_HVSOCK) &&
+	    (!lab || strcmp(lab, "1"))) {
+		fprintf(stderr, "qperf: %s would open AF_VSOCK: only inside the lab guest "
+			"(VSX_LAB_GUEST=1)\n", text);
+		return -EPERM;
 	}
 	return 0;
 }
 
-static int do_connect(const struct qaddr *a, int wait_ms, int *out)
+/* The options of every libvsx socket here (vsx_accept's inherit them). */
+static const struct vsx_opts vsx_options = {
+	.connect_timeout_ms = CONNECT_TIMEOUT_MS,
+	.linger_ms = -1,
+	.backlog = 4,
+};
+
+static int connect_once(const char *text, const struct tcp_addr *tcp, struct conn *c)
+{
+	int fd;
+
+	if (!tcp)
+		return vsx_connect(text, &vsx_options, &c->vs);
+	fd = socket(tcp->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)&tcp->ss, tcp->len) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	c->fd = fd;
+	return 0;
+}
+
+/* Connect, retrying what a missing listener gives for up to @wait_ms. */
+static int do_connect(const char *text, const struct tcp_addr *tcp, int wait_ms,
+		      struct conn *c)
 {
 	double deadline = now() + wait_ms / 1000.0;
+	char what[300];
 
 	for (;;) {
-		int fd = socket(a->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		int err = 0;
+		int err = connect_once(text, tcp, c);
 
-		if (fd < 0)
-			return fail("socket", errno);
-		if (connect(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
-			err = -errno;
-		else if (a->hybrid)
-			err = hybrid_handshake(fd, a->port);
-		if (!err) {
-			*out = fd;
+		if (!err)
 			return 0;
-		}
-		close(fd);
 		if ((err != -ECONNREFUSED && err != -ENOENT && err != -ECONNRESET) ||
-		    now() >= deadline)
-			return fail("connect", -err);
+		    now() >= deadline) {
+			snprintf(what, sizeof(what), "connect to %s", text);
+			return fail(what, tcp ? strerror(-err) : vsx_strerror(err));
+		}
 		usleep(50 * 1000);
 	}
 }
 
-static int do_listen(const struct qaddr *a, const char *text, int *out)
+static int tcp_listen_accept(const char *text, const struct tcp_addr *tcp, struct conn *c)
 {
-	int one = 1, fd, cfd;
+	int one = 1, fd, cfd, err;
 
-	fd = socket(a->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(tcp->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return fail("socket", errno);
-	if (a->family == AF_INET)
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (a->family == AF_UNIX)
-		unlink(((const struct sockaddr_un *)&a->ss)->sun_path);
-	if (bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0 || listen(fd, 4) < 0) {
-		int e = errno;
-
+		return fail("socket", strerror(errno));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)&tcp->ss, tcp->len) < 0 || listen(fd, 4) < 0) {
+		err = errno;
 		close(fd);
-		return fail("bind/listen", e);
+		return fail(text, strerror(err));
 	}
 	fprintf(stderr, "qperf[%s]: listening on %s\n", label, text);
-	do {
+	do
 		cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-	} while (cfd < 0 && errno == EINTR);
-	if (cfd < 0) {
-		int e = errno;
-
-		close(fd);
-		return fail("accept", e);
-	}
-	if (a->family == AF_UNIX)
-		unlink(((const struct sockaddr_un *)&a->ss)->sun_path);
+	while (cfd < 0 && errno == EINTR);
+	err = errno;
 	close(fd);
-	*out = cfd;
+	if (cfd < 0)
+		return fail("accept", strerror(err));
+	c->fd = cfd;
 	return 0;
+}
+
+/* Listen on @text, accept one connection, stop listening. */
+static int do_listen(const char *text, const struct tcp_addr *tcp, struct conn *c)
+{
+	vsx_sock *l;
+	int err;
+
+	if (tcp)
+		return tcp_listen_accept(text, tcp, c);
+	err = vsx_listen(text, &vsx_options, &l);
+	if (err)
+		return fail(text, vsx_strerror(err));
+	fprintf(stderr, "qperf[%s]: listening on %s\n", label, text);
+	err = vsx_accept(l, &c->vs);
+	if (err)
+		fail("accept", vsx_strerror(err));
+	vsx_close(l);   /* a hybrid listener's PATH_PORT goes with it */
+	return err ? -1 : 0;
 }
 
 /* ---- Transfers ---------------------------------------------------------------- */
 
-static int do_send(int fd, uint64_t bytes, size_t size, double *secs)
+static int do_send(struct conn *c, uint64_t bytes, size_t size, double *secs)
 {
 	uint64_t off = 0;
 	double t0 = now();
-	char c;
+	char ch;
 	ssize_t r;
 	int err;
 
 	while (off < bytes) {
 		size_t n = bytes - off < size ? (size_t)(bytes - off) : size;
 
-		err = write_all(fd, pattern + off % PERIOD, n);
+		err = conn_send_all(c, pattern + off % PERIOD, n);
 		if (err)
-			return fail("send", -err);
+			return fail("send", conn_strerror(c, err));
 		off += n;
 	}
-	if (shutdown(fd, SHUT_WR) < 0)
-		return fail("shutdown", errno);
-	do {
-		r = read(fd, &c, 1);
-	} while (r < 0 && errno == EINTR);
+	err = conn_shutdown_wr(c);
+	if (err)
+		return fail("shutdown", conn_strerror(c, err));
+	r = conn_recv(c, &ch, 1);
 	if (r < 0)
-		return fail("waiting for the receiver's EOF", errno);
-	if (r > 0) {
-		fprintf(stderr, "qperf[%s]: FAIL: the receiver sent data\n", label);
-		return -EPROTO;
-	}
+		return fail("waiting for the receiver's EOF", conn_strerror(c, (int)r));
+	if (r > 0)
+		return fail("waiting for the receiver's EOF", "the receiver sent data");
 	*secs = now() - t0;
 	return 0;
 }
 
-static int do_recv(int fd, uint64_t bytes, size_t size, double *secs)
+static int do_recv(struct conn *c, uint64_t bytes, size_t size, double *secs)
 {
 	static uint8_t buf[SIZE_MAX_IO];
 	uint64_t off = 0;
 	double t0 = 0, t1 = 0;
 
 	for (;;) {
-		ssize_t n = read(fd, buf, size);
+		ssize_t n = conn_recv(c, buf, size);
 
-		if (n < 0 && errno == EINTR)
-			continue;
 		if (n < 0)
-			return fail("recv", errno);
+			return fail("recv", conn_strerror(c, (int)n));
 		if (n == 0)
 			break;
 		if (off == 0)
@@ -358,19 +394,20 @@ static int do_recv(int fd, uint64_t bytes, size_t size, double *secs)
 		if (off + (uint64_t)n > bytes) {
 			fprintf(stderr, "qperf[%s]: FAIL: more than %" PRIu64 " bytes\n",
 				label, bytes);
-			return -EPROTO;
+			return -1;
 		}
 		if (memcmp(buf, pattern + off % PERIOD, (size_t)n)) {
 			for (ssize_t i = 0; i < n; i++) {
-				if (buf[i] != pattern[(off + (uint64_t)i) % PERIOD]) {
-					fprintf(stderr, "qperf[%s]: FAIL: byte %" PRIu64
-						" of the stream is 0x%02x, want 0x%02x\n",
-						label, off + (uint64_t)i, buf[i],
-						pattern[(off + (uint64_t)i) % PERIOD]);
-					break;
-				}
+				uint8_t want = pattern[(off + (uint64_t)i) % PERIOD];
+
+				if (buf[i] == want)
+					continue;
+				fprintf(stderr, "qperf[%s]: FAIL: byte %" PRIu64 " of the "
+					"stream is 0x%02x, want 0x%02x\n", label,
+					off + (uint64_t)i, buf[i], want);
+				break;
 			}
-			return -EILSEQ;
+			return -1;
 		}
 		off += (uint64_t)n;
 		if (off == bytes)
@@ -379,7 +416,7 @@ static int do_recv(int fd, uint64_t bytes, size_t size, double *secs)
 	if (off != bytes) {
 		fprintf(stderr, "qperf[%s]: FAIL: EOF after %" PRIu64 " of %" PRIu64
 			" bytes\n", label, off, bytes);
-		return -EPROTO;
+		return -1;
 	}
 	*secs = t1 - t0;
 	return 0;
@@ -404,88 +441,118 @@ static int freeport(void)
 	return 0;
 }
 
+/* ---- Command line --------------------------------------------------------------- */
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: qperf [-l LABEL] [-s SIZE] [-w MS] [-t SECONDS] "
-		"listen|connect ADDR send|recv BYTES\n       qperf freeport\n");
+		"listen|connect ADDR send|recv BYTES\n       qperf freeport\n"
+		"ADDR: vsock:CID:PORT (lab guest only), unix:PATH:PORT or tcp:HOST:PORT\n");
 	return 2;
 }
 
+/* "qperf: WHAT 'ARG': WANT", then the usage. Returns 2. */
+static int bad_arg(const char *what, const char *arg, const char *want)
+{
+	fprintf(stderr, "qperf: %s '%s': %s\n", what, arg, want);
+	return usage();
+}
+
+/* A byte count: decimal with an optional K, M or G (binary) suffix.
+ * (Other copies: parse_size in tools/vsxctl/util.c, vsxd_parse_size in
+ * daemon/config.c, tests/vm/{vsx_peer,tcp_peer}.c; none in libvsx.) */
 static int parse_bytes(const char *s, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
+	unsigned shift = 0;
 
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || end == s)
+	if (errno)
 		return -EINVAL;
 	switch (*end) {
-	case 'K': v <<= 10; end++; break;
-	case 'M': v <<= 20; end++; break;
-	case 'G': v <<= 30; end++; break;
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
 	default: break;
 	}
-	if (*end)
+	if (*end || v > (UINT64_MAX >> shift))
 		return -EINVAL;
-	*out = v;
+	*out = (uint64_t)v << shift;
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	uint64_t bytes, size = 65536;
-	int wait_ms = 0, opt, fd = -1, err, sending;
-	unsigned timeout_s = 0;
-	struct qaddr a;
+	unsigned long wait_ms = 0, timeout_s = 0;
+	int opt, err, sending, listening, is_tcp;
+	struct conn c = { .vs = NULL, .fd = -1 };
+	struct tcp_addr tcp;
+	const char *addr;
 	double secs = 0;
 
 	if (argc == 2 && !strcmp(argv[1], "freeport"))
 		return freeport();
 	while ((opt = getopt(argc, argv, "l:s:w:t:")) != -1) {
 		switch (opt) {
-		case 'l': label = optarg; break;
+		case 'l':
+			label = optarg;
+			break;
 		case 's':
 			if (parse_bytes(optarg, &size) || !size || size > SIZE_MAX_IO)
-				return usage();
+				return bad_arg("-s", optarg, "want 1 to 1M bytes (K, M suffixes)");
 			break;
-		case 'w': wait_ms = atoi(optarg); break;
-		case 't': timeout_s = (unsigned)atoi(optarg); break;
-		default: return usage();
+		case 'w':
+			if (parse_uint(optarg, INT_MAX / 2, &wait_ms))
+				return bad_arg("-w", optarg, "want milliseconds");
+			break;
+		case 't':
+			if (parse_uint(optarg, UINT_MAX / 2, &timeout_s))
+				return bad_arg("-t", optarg, "want seconds (0: no limit)");
+			break;
+		default:
+			return usage();
 		}
 	}
-	if (argc - optind != 4 || parse_bytes(argv[optind + 3], &bytes))
+	if (argc - optind != 4)
 		return usage();
-	if (strcmp(argv[optind], "listen") && strcmp(argv[optind], "connect"))
-		return usage();
+	if (!strcmp(argv[optind], "listen"))
+		listening = 1;
+	else if (!strcmp(argv[optind], "connect"))
+		listening = 0;
+	else
+		return bad_arg("role", argv[optind], "want listen or connect");
+	addr = argv[optind + 1];
 	if (!strcmp(argv[optind + 2], "send"))
 		sending = 1;
 	else if (!strcmp(argv[optind + 2], "recv"))
 		sending = 0;
 	else
-		return usage();
-	err = parse_addr(argv[optind + 1], &a);
-	if (err) {
-		fprintf(stderr, "qperf: bad address '%s'\n", argv[optind + 1]);
+		return bad_arg("direction", argv[optind + 2], "want send or recv");
+	if (parse_bytes(argv[optind + 3], &bytes))
+		return bad_arg("BYTES", argv[optind + 3], "want a byte count (K, M, G suffixes)");
+	err = check_addr(addr, &tcp, &is_tcp);
+	if (err)
 		return err == -EPERM ? 1 : 2;
-	}
-	if (a.hybrid && argv[optind][0] == 'l')
-		return usage();
 	pattern_init();
 	if (timeout_s)
-		alarm(timeout_s);
+		alarm((unsigned)timeout_s);
 
-	if (argv[optind][0] == 'l')
-		err = do_listen(&a, argv[optind + 1], &fd);
+	if (listening)
+		err = do_listen(addr, is_tcp ? &tcp : NULL, &c);
 	else
-		err = do_connect(&a, wait_ms, &fd);
+		err = do_connect(addr, is_tcp ? &tcp : NULL, (int)wait_ms, &c);
 	if (err)
 		return 1;
 	if (sending)
-		err = do_send(fd, bytes, (size_t)size, &secs);
+		err = do_send(&c, bytes, (size_t)size, &secs);
 	else
-		err = do_recv(fd, bytes, (size_t)size, &secs);
-	close(fd);
+		err = do_recv(&c, bytes, (size_t)size, &secs);
+	conn_close(&c);
 	if (err)
 		return 1;
 	printf("qperf-result label=%s role=%s bytes=%" PRIu64 " secs=%.6f mibs=%.2f\n",
