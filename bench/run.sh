@@ -2,12 +2,23 @@
 # bench/run.sh [BUILDDIR]: run vsx's benchmarks against a fresh vsxd and
 # record them.
 #
-# Builds nothing beyond `make` of the three programs it runs (vsxbench,
+# Builds nothing beyond `make` of the programs it runs (vsxbench, qperf,
 # vsxd, vsxctl) in BUILDDIR (default: $VSX_BUILDDIR, else the current
 # directory). Starts vsxd on temporary paths, runs bench/vsxbench against
-# it, a fresh vsxd for each phase (10,000 idle connections; the 1-byte
-# flood; then each throughput case and the latency, so that `perf stat`,
-# when it works here, counts vsxd's system calls per case), stops vsxd,
+# it, a fresh vsxd for each phase, so that `perf stat`, when it works here,
+# counts vsxd's system calls per case:
+#   idle      10,000 idle connections
+#   mem       the 1-byte flood
+#   g2h, h2g  throughput at 64 B, 4 KiB, 64 KiB, 256 KiB, default buffers
+#             (vsxd tx-buffer-size and guest buf_alloc 256 KiB)
+#   g2h, h2g  4 KiB, 64 KiB, 256 KiB at 1 MiB buffers: vsxd
+#             tx-buffer-size=1M, vsxbench --buffer 1048576 (guest buf_alloc,
+#             host program's and socketpair's SO_SNDBUF/SO_RCVBUF)
+#   lat       512 B ping-pong; again with vsxd --poll-us 50 when this vsxd
+#             has that option
+#   qemu      bench/qemu.sh: vsock through vsxd against TCP over virtio-net
+#             in one real QEMU guest (skipped, and said so, when QEMU or a
+#             kernel is missing)
 # and writes
 #   bench/results/latest.txt   the raw output, with the setup and load
 #   bench/RESULTS.md           the tables (medians, ratios to socketpair)
@@ -16,13 +27,15 @@
 #
 # Environment: VSX_BENCH_REPS (3), VSX_BENCH_SCALE (1: bytes per run),
 # VSX_BENCH_IDLE (10000: idle connections), VSX_BENCH_PERF (auto; 0: no
-# perf stat),
+# perf stat), VSX_BENCH_BUFFER (1048576: the larger buffer, bytes; 0: no
+# such runs), VSX_BENCH_POLL_US (50: vsxd --poll-us of the second latency
+# run; 0: none), VSX_BENCH_QEMU (auto; 0: no real-QEMU phase),
+# VSX_QEMU_BYTES (32M here: bytes per qemu.sh run), VSX_QEMU_REPS (3),
 # VSX_BENCH_WAIT_LOAD (e.g. 0.5: first wait, up to 10 minutes, for the
 # 1-minute load average to fall below it), VSX_BENCH_REPORT=FILE (run
 # nothing: write RESULTS.md and the plot from FILE, a latest.txt, again).
-# Benchmarks only report: the
-# exit status says whether every run completed and every byte checked,
-# never whether a figure was good.
+# Benchmarks only report: the exit status says whether every run completed
+# and every byte checked, never whether a figure was good.
 set -eu
 
 src=${VSX_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -31,6 +44,15 @@ build=$(cd "$build" && pwd)
 out=${VSX_BENCH_OUT:-$src/bench}
 reps=${VSX_BENCH_REPS:-3}
 scale=${VSX_BENCH_SCALE:-1}
+bigbuf=${VSX_BENCH_BUFFER:-1048576}
+poll_us=${VSX_BENCH_POLL_US:-50}
+qemu_bytes=${VSX_QEMU_BYTES:-32M}
+case $bigbuf in
+'' | *[!0-9]*) echo "run.sh: VSX_BENCH_BUFFER=$bigbuf: want a number of bytes" >&2; exit 2;;
+esac
+case $poll_us in
+'' | *[!0-9]*) echo "run.sh: VSX_BENCH_POLL_US=$poll_us: want a number of µs" >&2; exit 2;;
+esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vsxbench.XXXXXX")
 pid=
@@ -52,6 +74,7 @@ trap 'exit 130' INT TERM
 raw=$tmp/latest.txt
 : >"$raw"
 log() { printf '%s\n' "$*" >>"$raw"; }
+say() { printf 'run.sh: %s\n' "$*" >&2; }
 
 # vsxd options for the idle phase: its per-VM connection limit above the
 # connections held (when this vsxd has the option).
@@ -62,6 +85,11 @@ if "$build/daemon/vsxd" --help 2>&1 | grep -q -- --max-conns-per-vm; then
 fi
 # A descriptor per held connection, in vsxd and in vsxbench.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || :
+# Adaptive busy-polling of vsxd's event loop (newer vsxd only).
+has_poll=no
+if "$build/daemon/vsxd" --help 2>&1 | grep -q -- --poll-us; then
+	has_poll=yes
+fi
 
 # perf stat on vsxd: system calls by kind, page faults, context switches.
 perf_events=raw_syscalls:sys_enter,syscalls:sys_enter_sendmsg,syscalls:sys_enter_readv,syscalls:sys_enter_recvmsg,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_write,syscalls:sys_enter_read,syscalls:sys_enter_brk,syscalls:sys_enter_mmap,page-faults,context-switches
@@ -74,29 +102,59 @@ fi
 
 perf_start() {
 	[ $use_perf = yes ] || return 0
+	rm -f "$tmp/perf.out"
 	perf stat -x, -e "$perf_events" -p "$pid" -o "$tmp/perf.out" 2>/dev/null &
 	ppid=$!
-	sleep 0.2
+	# perf creates its output file first, then attaches: give it time
+	n=0
+	while [ ! -e "$tmp/perf.out" ] && [ $n -lt 50 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	sleep 0.3
 }
 
-# perf_stop CASE SIZE: one "perf ..." line of counts in the raw output.
+# perf_stop CASE SIZE [KEY=VALUE...]: one "perf case=CASE size=SIZE
+# [KEY=VALUE...] ..." line of counts in the raw output (the keys tell the
+# buffer= and poll_us= runs apart).
 perf_stop() {
 	[ -n "$ppid" ] || return 0
+	# A background job starts with SIGINT ignored until perf installs its
+	# handler: on a loaded machine the first SIGINT can come before that.
+	# Ask again every second while perf runs (not yet a zombie); after 30
+	# s, SIGTERM (its counts are then lost).
 	kill -INT "$ppid" 2>/dev/null || :
+	n=0
+	while [ -e "/proc/$ppid" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$ppid/status" 2>/dev/null; do
+		n=$((n + 1))
+		if [ $n -ge 300 ]; then
+			kill -TERM "$ppid" 2>/dev/null || :
+			break
+		fi
+		[ $((n % 10)) != 0 ] || kill -INT "$ppid" 2>/dev/null || :
+		sleep 0.1
+	done
 	wait "$ppid" 2>/dev/null || :
 	ppid=
-	awk -F, -v c="$1" -v s="$2" '
+	[ -s "$tmp/perf.out" ] || return 0
+	c=$1 s=$2
+	shift 2
+	awk -F, -v c="$c" -v s="$s" -v extra="$*" '
 	$3 != "" && $1 ~ /^[0-9]+$/ {
 		k = $3; sub(/^.*sys_enter_/, "", k); sub(/^raw_syscalls:sys_enter$/, "syscalls", k)
 		gsub(/-/, "_", k); out = out " " k "=" $1
 	}
-	END { print "perf case=" c " size=" s out }' "$tmp/perf.out" >>"$raw"
+	END { print "perf case=" c " size=" s (extra != "" ? " " extra : "") out }' \
+		"$tmp/perf.out" >>"$raw"
 }
 
+# start_vsxd [OPTION...]: a fresh vsxd with one VM; $vm_keys (",key=value...")
+# is appended to its --vm.
+vm_keys=
 start_vsxd() {
 	rm -f "$tmp/vhost.sock" "$tmp/vm.vsock" "$tmp/ctl.sock"
 	"$build/daemon/vsxd" "$@" \
-		--vm "guest-cid=3,socket=$tmp/vhost.sock,uds-path=$tmp/vm.vsock" \
+		--vm "guest-cid=3,socket=$tmp/vhost.sock,uds-path=$tmp/vm.vsock$vm_keys" \
 		--control "$tmp/ctl.sock" 2>>"$tmp/vsxd.log" &
 	pid=$!
 	n=0
@@ -139,8 +197,42 @@ bench() {
 	log "load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
+# The real-QEMU phase: bench/qemu.sh boots its own guest and vsxd. Its
+# stdout ("qemu-setup", "qemu case=...", "qemu-median ...") goes to the raw
+# output; status 2 (no QEMU, no kernel, the guest did not come up) is a
+# skip with its reason, status 1 (a run failed, a byte differed) a failure.
+qemu_phase() {
+	if [ "${VSX_BENCH_QEMU:-auto}" = 0 ]; then
+		log "qemu skipped: VSX_BENCH_QEMU=0"
+		return 0
+	fi
+	q=${VSX_QEMU:-qemu-system-x86_64}
+	if ! command -v "$q" >/dev/null 2>&1; then
+		log "qemu skipped: no $q"
+		return 0
+	fi
+	log "phase qemu (bench/qemu.sh: its own vsxd, defaults; VSX_QEMU_BYTES=$qemu_bytes VSX_QEMU_REPS=${VSX_QEMU_REPS:-3})"
+	log "load $(cut -d' ' -f1-3 /proc/loadavg)"
+	st=0
+	VSX_QEMU_BYTES=$qemu_bytes sh "$src/bench/qemu.sh" "$build" \
+		>"$tmp/qemu.out" 2>"$tmp/qemu.err" || st=$?
+	log "load $(cut -d' ' -f1-3 /proc/loadavg)"
+	case $st in
+	0)
+		cat "$tmp/qemu.out" >>"$raw";;
+	2)
+		why=$(grep -v '^[[:space:]]' "$tmp/qemu.err" | tail -n 1 | sed 's/^qemu\.sh: //')
+		log "qemu skipped: ${why:-bench/qemu.sh: setup failed (status 2)}"
+		say "qemu skipped: ${why:-setup failed}";;
+	*)
+		cat "$tmp/qemu.out" "$tmp/qemu.err" >&2
+		echo "run.sh: bench/qemu.sh failed (status $st)" >&2
+		exit 1;;
+	esac
+}
+
 measure() {
-	if ! make -C "$build" bench/vsxbench daemon/vsxd tools/vsxctl/vsxctl \
+	if ! make -C "$build" bench/vsxbench bench/qperf daemon/vsxd tools/vsxctl/vsxctl \
 		>"$tmp/make.log" 2>&1; then
 		cat "$tmp/make.log" >&2
 		echo "run.sh: make failed in $build" >&2
@@ -182,17 +274,20 @@ measure() {
 	log "build cflags=$cflags werror=${werror:-no} sanitizers=${san:-none}"
 	log "source rev=$rev"
 	log "date $(date -u '+%Y-%m-%d %H:%M UTC')"
-	log "params reps=$reps scale=$scale"
+	log "params reps=$reps scale=$scale buffer=$bigbuf poll_us=$poll_us"
+	log "vsxd has_poll_us=$has_poll"
 
 	log "perf $use_perf"
 
 	# ---- the runs ----
+	say "idle"
 	# shellcheck disable=SC2086 # idle_opts: words
 	start_vsxd $idle_opts
 	log "phase idle (fresh vsxd pid $pid, options: ${idle_opts:-none})"
 	bench --cases idle --idle-conns "$idle"
 	stop_vsxd
 
+	say "mem"
 	start_vsxd
 	log "phase mem (fresh vsxd pid $pid)"
 	bench --cases mem
@@ -200,6 +295,7 @@ measure() {
 
 	for c in g2h h2g; do
 		for s in 64 4096 65536 262144; do
+			say "$c $s"
 			start_vsxd
 			log "phase $c $s (fresh vsxd pid $pid)"
 			perf_start
@@ -208,12 +304,45 @@ measure() {
 			stop_vsxd
 		done
 	done
+
+	# The same at larger buffers on every side: vsxd's credit window, the
+	# guest's buf_alloc (and so its TX window), the host program's and
+	# the socketpair's socket buffers.
+	if [ "$bigbuf" != 0 ]; then
+		vm_keys=",tx-buffer-size=$bigbuf"
+		for c in g2h h2g; do
+			for s in 4096 65536 262144; do
+				say "$c $s buffer=$bigbuf"
+				start_vsxd
+				log "phase $c $s buffer=$bigbuf (fresh vsxd pid $pid, --vm tx-buffer-size=$bigbuf)"
+				perf_start
+				bench --cases "$c" --sizes "$s" --buffer "$bigbuf"
+				perf_stop "$c" "$s" "buffer=$bigbuf"
+				stop_vsxd
+			done
+		done
+		vm_keys=
+	fi
+
+	say "lat"
 	start_vsxd
 	log "phase lat (fresh vsxd pid $pid)"
 	perf_start
 	bench --cases lat
 	perf_stop lat 512
 	stop_vsxd
+	if [ "$has_poll" = yes ] && [ "$poll_us" != 0 ]; then
+		say "lat poll_us=$poll_us"
+		start_vsxd --poll-us "$poll_us"
+		log "phase lat poll_us=$poll_us (fresh vsxd pid $pid, options: --poll-us $poll_us)"
+		perf_start
+		bench --cases lat
+		perf_stop lat 512 "poll_us=$poll_us"
+		stop_vsxd
+	fi
+
+	say "qemu"
+	qemu_phase
 }
 
 mkdir -p "$out/results"
@@ -226,6 +355,10 @@ else
 	cp "$raw" "$out/results/latest.txt"
 fi
 reps=$(sed -n 's/^params reps=\([0-9]*\).*/\1/p' "$raw" | head -n 1)
+
+# The larger buffer of the runs the report is made from.
+pb=$(sed -n 's/^params .* buffer=\([0-9]*\).*/\1/p' "$raw" | head -n 1)
+[ -z "$pb" ] || bigbuf=$pb
 
 # ---- RESULTS.md ----
 awk -v reps="$reps" '
@@ -253,14 +386,16 @@ function pkv(line, key,   n, a, i, m) {
 	}
 	return ""
 }
+function dir(c) { return c == "g2h" ? "guest → host" : "host → guest" }
+function bufname(b) { return human(b) " buffers" }
+function pollname(p) { return p == "" ? "vsxd, no polling" : "vsxd --poll-us " p }
 function per(line, key, div) { return div > 0 ? sprintf("%.2f", pkv(line, key) / div) : "" }
-function pline(c, s, div, unit,   l) {
-	if (!((c, s) in perf))
+function pline(pk, label, s, div,   l) {
+	if (!(pk in perf))
 		return
-	l = perf[c, s]
+	l = perf[pk]
 	printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-		c == "g2h" ? "guest → host" : (c == "h2g" ? "host → guest" : "512 B ping-pong " unit),
-		human(s), per(l, "syscalls", div), per(l, "sendmsg", div), per(l, "readv", div),
+		label, human(s), per(l, "syscalls", div), per(l, "sendmsg", div), per(l, "readv", div),
 		per(l, "recvmsg", div), per(l, "epoll_wait", div), per(l, "epoll_ctl", div),
 		per(l, "write", div), per(l, "read", div),
 		sprintf("%.2f", (pkv(l, "brk") + pkv(l, "mmap")) / div), per(l, "page_faults", div),
@@ -269,21 +404,47 @@ function pline(c, s, div, unit,   l) {
 function tgt(name, want, got, ok, note) {
 	printf "| %s | %s | %s | %s | %s |\n", name, want, got, ok ? "met" : "**not met**", note
 }
+function tphead() {
+	print "| direction | payload | data per run | vsxd MiB/s (min–max) | socketpair MiB/s (min–max) | ratio | vsxd CPU s/GiB (user / sys) | guest+host CPU s/GiB | socketpair CPU s/GiB | vsxd runs/MiB | guest+host switches/MiB |"
+	print "|---|---|---|---|---|---|---|---|---|---|---|"
+}
+function mibs3(m, lo, hi) { return m " (" lo "–" hi ")" }
+# The socket buffers of the host program and the socketpair at buffer b.
+function sockdesc(b) {
+	if (sb_set[b] == "set")
+		return "SO_SNDBUF and SO_RCVBUF " human(b) " (read back: " human(sb_eff[b]) \
+			", the kernel doubles it for its bookkeeping" \
+			(sb_cap[b] == "yes" ? "; **capped by net.core.wmem_max**" : "") ")"
+	if (sb_eff[b] != "")
+		return "the kernel default (SO_SNDBUF reads " human(sb_eff[b]) ")"
+	return "the kernel default"
+}
+function qrow(c,   v, t) {
+	if (!((c, "vsock") in qm) || !((c, "tcp") in qm))
+		return ""
+	v = qm[c, "vsock"]; t = qm[c, "tcp"]
+	return sprintf("| %s | %s | %s | %s |", dir(c), mibs3(v, qlo[c, "vsock"], qhi[c, "vsock"]),
+		mibs3(t, qlo[c, "tcp"], qhi[c, "tcp"]), t > 0 ? sprintf("%.2f", v / t) : "")
+}
+BEGIN { DEF = 262144 }
 /^host nproc=/ { nproc = kv("nproc"); sub(/^host nproc=[0-9]+ cpu=/, ""); cpu = $0 }
 /^host kernel=/ { kernel = kv("kernel"); arch = kv("arch") }
 /^build / { build = rest($0, "build") }
 /^source / { rev = rest($0, "source"); sub(/^rev=/, "", rev) }
 /^date / { date = rest($0, "date") }
+/^params / { pbuf = kv("buffer") }
+/^vsxd has_poll_us=/ { haspoll = kv("has_poll_us") }
 /^load / {
 	nload++
 	if (nload == 1) load0 = $2 " " $3 " " $4
 	if (nload == 1 || $2 + 0 < lmin) lmin = $2 + 0
 	if (nload == 1 || $2 + 0 > lmax) lmax = $2 + 0
 }
+/^phase / { phase = $2; phpoll = kv("poll_us") }
 /^perf (yes|no)$/ { perfok = $2 }
 /^perf case=/ {
-	pc = kv("case") SUBSEP kv("size")
-	perf[pc] = $0
+	b = kv("buffer"); if (b == "") b = DEF
+	perf[kv("case"), kv("size"), b, kv("poll_us")] = $0
 }
 /^idle / {
 	i_n = kv("conns"); i_want = kv("wanted"); i_ref = kv("refused"); i_secs = kv("secs")
@@ -291,28 +452,40 @@ function tgt(name, want, got, ok, note) {
 	i_r0 = kv("rss_before_kib"); i_r1 = kv("rss_idle_kib"); i_r2 = kv("rss_after_kib")
 	i_pa = kv("anon_per_conn_bytes"); i_pr = kv("rss_per_conn_bytes"); i_us = kv("be_us_per_conn")
 }
-/^setup / { queue = kv("queue_size"); gbuf = kv("guest_buf") }
+/^setup / {
+	if (queue == "") queue = kv("queue_size")
+	b = kv("guest_buf")
+	if (b != "" && !(b in sb_seen)) {
+		sb_seen[b] = 1; sb_set[b] = kv("sockbuf"); sb_eff[b] = kv("sockbuf_eff")
+		sb_cap[b] = kv("sockbuf_capped")
+	}
+}
 /^median case=g2h|^median case=h2g/ {
-	c = kv("case"); s = kv("size")
-	row[c, s] = sprintf("| %s | %s | %s | %s | %s | %s | %s (%s / %s) | %s | %s | %s | %s |",
-		c == "g2h" ? "guest → host" : "host → guest", human(s),
-		human(kv("bytes")), kv("mibs") " (" kv("min_mibs") "–" kv("max_mibs") ")",
-		kv("pair_mibs") " (" kv("pair_min_mibs") "–" kv("pair_max_mibs") ")", kv("ratio"),
+	c = kv("case"); s = kv("size"); b = kv("buffer"); if (b == "") b = DEF
+	k = c SUBSEP s SUBSEP b
+	row[k] = sprintf("| %s | %s | %s | %s | %s | %s | %s (%s / %s) | %s | %s | %s | %s |",
+		dir(c), human(s), human(kv("bytes")), mibs3(kv("mibs"), kv("min_mibs"), kv("max_mibs")),
+		mibs3(kv("pair_mibs"), kv("pair_min_mibs"), kv("pair_max_mibs")), kv("ratio"),
 		kv("be_cpu_s_per_gib"), kv("be_user_s_per_gib"), kv("be_sys_s_per_gib"),
 		kv("self_cpu_s_per_gib"), kv("pair_cpu_s_per_gib"), kv("be_runs_per_mib"),
 		kv("self_cs_per_mib"))
-	order[++nrow] = c SUBSEP s
-	ratio[c, s] = kv("ratio"); mib_run[c, s] = kv("bytes") * reps / 1048576
-	tot_cpu[c, s] = kv("be_cpu_s_per_gib") + kv("self_cpu_s_per_gib")
-	pair_mibs[c, s] = kv("pair_mibs"); be_cpu[c, s] = kv("be_cpu_s_per_gib")
+	if (!(b in bseen)) { bseen[b] = 1; blist[++nb] = b }
+	border[b, ++nr[b]] = c SUBSEP s
+	if (!((c, s) in csseen)) { csseen[c, s] = 1; cslist[++ncs] = c SUBSEP s }
+	ratio[k] = kv("ratio"); mibs[k] = kv("mibs"); mib_run[k] = kv("bytes") * reps / 1048576
+	tot_cpu[k] = kv("be_cpu_s_per_gib") + kv("self_cpu_s_per_gib")
+	pair_mibs[k] = kv("pair_mibs")
 }
 /^median case=lat/ {
-	lat = sprintf("| vsxd | %s (%s–%s) | %s |\n| socketpair | %s (%s–%s) | %s |\n| ratio | %s | %s |",
-		kv("p50_us"), kv("min_p50_us"), kv("max_p50_us"), kv("p99_us"),
-		kv("pair_p50_us"), kv("pair_min_p50_us"), kv("pair_max_p50_us"),
-		kv("pair_p99_us"), kv("ratio_p50"), kv("ratio_p99"))
-	latn = kv("n"); latcpu = kv("be_cpu_us_per_rt"); latruns = kv("be_runs_per_rt")
-	lat_ratio = kv("ratio_p50"); lat_p50 = kv("p50_us"); lat_pp50 = kv("pair_p50_us")
+	p = (phase == "lat") ? phpoll : ""
+	if (!(p in lseen)) { lseen[p] = 1; llist[++nl] = p }
+	lrow[p] = sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |", pollname(p),
+		mibs3(kv("p50_us"), kv("min_p50_us"), kv("max_p50_us")), kv("p99_us"),
+		mibs3(kv("pair_p50_us"), kv("pair_min_p50_us"), kv("pair_max_p50_us")),
+		kv("pair_p99_us"), kv("ratio_p50"), kv("ratio_p99"), kv("be_cpu_us_per_rt"),
+		kv("be_runs_per_rt"))
+	latn[p] = kv("n"); lat_ratio[p] = kv("ratio_p50"); lat_p50[p] = kv("p50_us")
+	lat_pp50[p] = kv("pair_p50_us")
 }
 /^mem / {
 	m_conns = kv("conns"); m_credit = kv("credit"); m_pkts = kv("pkts")
@@ -328,18 +501,35 @@ function tgt(name, want, got, ok, note) {
 	m_ok = kv("within_bound"); m_q = kv("queued_total"); m_qpc = kv("queued_per_conn")
 	m_ns = kv("be_ns_per_pkt"); m_ppr = kv("be_pkts_per_run")
 }
+/^qemu-setup / {
+	q_kernel = kv("kernel"); q_qemu = kv("qemu"); q_accel = kv("accel"); q_mem = kv("mem")
+	q_smp = kv("smp")
+}
+/^qemu-median / {
+	c = kv("case"); pt = kv("path")
+	qm[c, pt] = kv("mibs"); qlo[c, pt] = kv("min_mibs"); qhi[c, pt] = kv("max_mibs")
+	q_reps = kv("reps"); q_bytes = kv("bytes"); q_size = kv("size")
+}
+/^qemu skipped: / { q_skip = rest($0, "qemu skipped:") }
 END {
+	for (i = 1; i <= nl; i++)
+		if (llist[i] != "")
+			polled = llist[i]
+	if (haspoll == "no")
+		nopoll = "not measured: this vsxd has no `--poll-us`"
+	else if (haspoll == "yes" && polled == "")
+		nopoll = "not measured: VSX_BENCH_POLL_US=0"
 	print "# vsx benchmarks"
 	print ""
 	print "Generated by `make bench` (bench/run.sh) on " date "; raw output in"
 	print "[results/latest.txt](results/latest.txt). Do not edit by hand: run it again."
 	print ""
 	print "Every vsxd run is followed, in the same process and minute, by the same"
-	print "work over a plain AF_UNIX `socketpair` with the same write size (the"
-	print "baseline); figures are medians of " reps " such pairs (the smallest and"
-	print "largest run in parentheses), ratios are median vsxd / median"
-	print "socketpair. Benchmarks only report: no figure is checked against a"
-	print "threshold, but every byte is (pattern and count)."
+	print "work over a plain AF_UNIX `socketpair` with the same write size and the"
+	print "same socket buffers (the baseline); figures are medians of " reps " such pairs"
+	print "(the smallest and largest run in parentheses), ratios are median vsxd /"
+	print "median socketpair. Benchmarks only report: no figure is checked against"
+	print "a threshold, but every byte is (pattern and count)."
 	print ""
 	print "## Setup"
 	print ""
@@ -348,12 +538,19 @@ END {
 	print "| machine | " nproc " CPUs, " cpu ", Linux " kernel " " arch " |"
 	print "| build | " build " |"
 	print "| source | " rev " |"
-	print "| load average | " load0 " (1/5/15 min) at the start; the 1-minute figure ranged " lmin "–" lmax " over the " nload " samples before and after each phase (those after a phase count the benchmark itself: 2 to 3 busy threads). The machine is shared: other processes may have been running, and every figure is affected by them |"
-	print "| vsxd | one process, one VM, defaults: tx-buffer-size (credit) 256 KiB |"
-	print "| guest | tests/driver (plays QEMU 7.2 and a Linux 6.1 guest): queue size " queue \
-		", event idx, indirect descriptors, 4 KiB RX buffers, buf_alloc " gbuf \
-		", single-threaded, synchronous |"
+	print "| load average | " load0 " (1/5/15 min) at the start; the 1-minute figure ranged " lmin "–" lmax " over the " nload " samples before and after each phase (those after a phase count the benchmark itself: 2 to 3 busy threads; QEMU'"'"'s, more). The machine is shared: other processes may have been running, and every figure is affected by them |"
+	print "| vsxd | one process, one VM, a fresh process per phase; defaults (tx-buffer-size, its credit window, 256 KiB; no polling) unless a table says otherwise |"
+	print "| guest | tests/driver (plays QEMU 7.2 and a Linux guest): queue size " queue \
+		", event idx, indirect descriptors, 4 KiB RX buffers, buf_alloc the buffer size of the run and a TX credit window of the smaller of vsxd'"'"'s buf_alloc and its own (as Linux limits it), single-threaded, synchronous |"
 	print "| host program | a thread of vsxbench on the hybrid socket (`CONNECT` through uds-path for host → guest, a listener on uds-path_PORT for guest → host) |"
+	for (i = 1; i <= nb; i++) {
+		b = blist[i]
+		print "| " bufname(b) " | vsxd tx-buffer-size " human(b) ", guest buf_alloc " human(b) "; host program and both socketpair ends: " sockdesc(b) " |"
+	}
+	if (polled != "")
+		print "| vsxd polling | this vsxd has `--poll-us` (adaptive busy-polling of its event loop after activity): latency measured without it and with `--poll-us " polled "` |"
+	else if (nopoll != "")
+		print "| vsxd polling | latency without polling only; with polling " nopoll " |"
 	print ""
 	print "The guest, vsxd and the host program are three runnable threads on " nproc
 	print "CPUs; the socketpair baseline has two (writer and reader)."
@@ -369,11 +566,46 @@ END {
 	print "the socketpair run (writer + reader) from getrusage. \"vsxd runs\" counts"
 	print "the times vsxd was switched in (wakeups and returns from preemption,"
 	print "schedstat); \"switches\" the context switches of vsxbench (getrusage)."
-	print ""
-	print "| direction | payload | data per run | vsxd MiB/s (min–max) | socketpair MiB/s (min–max) | ratio | vsxd CPU s/GiB (user / sys) | guest+host CPU s/GiB | socketpair CPU s/GiB | vsxd runs/MiB | guest+host switches/MiB |"
-	print "|---|---|---|---|---|---|---|---|---|---|---|"
-	for (i = 1; i <= nrow; i++)
-		print row[order[i]]
+	for (i = 1; i <= nb; i++) {
+		b = blist[i]
+		print ""
+		print "### " bufname(b) (b == DEF ? " (the defaults)" : "")
+		print ""
+		if (b == DEF)
+			print "vsxd tx-buffer-size and the guest'"'"'s buf_alloc 256 KiB (Linux'"'"'s default): a credit window of 256 KiB each way; host program and socketpair sockets: " sockdesc(b) "."
+		else
+			print "vsxd with `--vm ...,tx-buffer-size=" b "` and vsxbench `--buffer " b "`: a credit window of " human(b) " each way; host program and socketpair sockets: " sockdesc(b) ". vsxd raises its own Unix host socket'"'"'s SO_SNDBUF to a connection'"'"'s buffer above the default (capped by net.core.wmem_max)."
+		print ""
+		tphead()
+		for (j = 1; j <= nr[b]; j++)
+			print row[border[b, j], b]
+	}
+	if (pbuf == "0") {
+		print ""
+		print "The set at larger buffers was not run (VSX_BENCH_BUFFER=0)."
+	}
+	if (nb > 1) {
+		print ""
+		print "### Ratio to the socketpair, by buffer size"
+		print ""
+		print "Each socketpair ran with the buffers of its vsxd run (vsxd MiB/s in parentheses)."
+		print ""
+		hdr = "| direction | payload |"; sep = "|---|---|"
+		for (i = 1; i <= nb; i++) {
+			hdr = hdr " " bufname(blist[i]) " |"; sep = sep "---|"
+		}
+		print hdr
+		print sep
+		for (n = 1; n <= ncs; n++) {
+			split(cslist[n], cs, SUBSEP)
+			line = "| " dir(cs[1]) " | " human(cs[2]) " |"
+			for (i = 1; i <= nb; i++) {
+				k = cs[1] SUBSEP cs[2] SUBSEP blist[i]
+				line = line " " ((k in ratio) ? ratio[k] " × (" mibs[k] ")" : "not run") " |"
+			}
+			print line
+		}
+	}
 	if (perfok == "yes") {
 		print ""
 		print "### vsxd system calls (perf stat)"
@@ -385,26 +617,68 @@ END {
 		print ""
 		print "| case | payload | syscalls | sendmsg | readv | recvmsg | epoll_wait | epoll_ctl | write (eventfd) | read (eventfd) | brk + mmap | page faults | context switches |"
 		print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-		for (i = 1; i <= nrow; i++) {
-			split(order[i], cs, SUBSEP)
-			pline(cs[1], cs[2], mib_run[cs[1], cs[2]], "per MiB")
+		for (i = 1; i <= nb; i++) {
+			b = blist[i]
+			for (j = 1; j <= nr[b]; j++) {
+				split(border[b, j], cs, SUBSEP)
+				k = cs[1] SUBSEP cs[2] SUBSEP b
+				pline(k SUBSEP "", dir(cs[1]) ", " bufname(b), cs[2], mib_run[k])
+			}
 		}
-		if ((("lat", 512) in perf))
-			pline("lat", 512, latn * reps, "per round trip")
+		for (i = 1; i <= nl; i++) {
+			p = llist[i]
+			pline("lat" SUBSEP 512 SUBSEP DEF SUBSEP p,
+			      "512 B ping-pong, per round trip, " pollname(p), 512, latn[p] * reps)
+		}
 	}
 	print ""
 	print "## Latency"
 	print ""
 	print "512-byte ping-pong over one connection: the guest sends 512 bytes, the"
-	print "host program reads them and writes them back; " latn " round trips per run,"
+	print "host program reads them and writes them back; " latn[llist[1]] " round trips per run,"
 	print "measured in the guest. The baseline is the same ping-pong between two"
-	print "threads over a socketpair. Microseconds."
+	print "threads over a socketpair, run beside each vsxd run. Microseconds; vsxd"
+	print "CPU and runs (times switched in) per round trip. Default buffers."
+	if (polled != "") {
+		print "With `--poll-us " polled "`, vsxd keeps polling its event loop for up to that"
+		print "long after activity before it sleeps (adaptive: see vsxd(8)); its CPU per"
+		print "round trip includes the polling."
+	}
 	print ""
-	print "| | p50 (min–max of the runs) | p99 |"
-	print "|---|---|---|"
-	print lat
-	if (latcpu != "")
-		print "\nvsxd per round trip: " latcpu " µs of CPU, switched in " latruns " times."
+	print "| | p50 (min–max of the runs) | p99 | socketpair p50 (min–max) | socketpair p99 | ratio p50 | ratio p99 | vsxd CPU µs/round trip | vsxd runs/round trip |"
+	print "|---|---|---|---|---|---|---|---|---|"
+	for (i = 1; i <= nl; i++)
+		print lrow[llist[i]]
+	if (nopoll != "")
+		print "| vsxd with polling | " nopoll " | | | | | | | |"
+	print ""
+	print "## Real QEMU guest: vsock through vsxd against TCP over virtio-net"
+	print ""
+	if (q_bytes != "") {
+		print "`bench/qemu.sh` booted one guest (Linux " q_kernel ", QEMU " q_qemu " " toupper(q_accel) ", " q_smp " vCPUs, " q_mem ")"
+		print "with a vhost-user-vsock-pci device served by its own vsxd (defaults:"
+		print "256 KiB buffers, no polling) and a virtio-net-pci NIC on QEMU user"
+		print "networking (slirp). `bench/qperf` at both ends moved " human(q_bytes) " per run in"
+		print human(q_size) " writes, every byte checked against the pattern and EOF required"
+		print "after the last; the receiver times first to last byte. " q_reps \
+			(q_reps == 1 ? " run" : " runs") " per"
+		print "direction and path, the paths alternating. MiB/s, medians (min–max)."
+		print ""
+		print "| direction | vsock through vsxd | TCP over virtio-net | ratio vsock / TCP |"
+		print "|---|---|---|---|"
+		if ((r = qrow("g2h")) != "") print r
+		if ((r = qrow("h2g")) != "") print r
+		print ""
+		if (q_accel == "tcg") {
+			print "Under TCG (no KVM) the guest'"'"'s CPU is emulated: both paths measure the"
+			print "emulated guest (its copies, its TCP stack, its virtio drivers) more than"
+			print "either device, and neither figure says what vsxd does for a KVM guest."
+		}
+	} else if (q_skip != "") {
+		print "Skipped in this run: " q_skip "."
+	} else {
+		print "Not measured in this run."
+	}
 	print ""
 	print "## Memory under a 1-byte flood"
 	print ""
@@ -413,9 +687,9 @@ END {
 	print "half of them as fast as it could until none had credit left, then the"
 	print "same over the second half (" m_pkts " packets"
 	print "in " m_secs " s, " m_mpps " M packets/s" (m_ns != "" ? ", vsxd " m_ns " ns of CPU per packet, " m_ppr " packets per time it ran" : "") ")."
-	print "vsxd (a fresh process) was measured from /proc/PID/status; anonymous"
-	print "memory (RssAnon) is what vsxd allocates, the guest memory it maps is"
-	print "shared (RssShmem) and counted apart."
+	print "vsxd (a fresh process, default buffers) was measured from /proc/PID/status;"
+	print "anonymous memory (RssAnon) is what vsxd allocates, the guest memory it maps"
+	print "is shared (RssShmem) and counted apart."
 	print ""
 	print "| | |"
 	print "|---|---|"
@@ -462,26 +736,49 @@ END {
 	print ""
 	print "| target | wanted | measured | | CPU bound (× socketpair) |"
 	print "|---|---|---|---|---|"
-	for (i = 1; i <= nrow; i++) {
-		split(order[i], cs, SUBSEP)
+	for (n = 1; n <= ncs; n++) {
+		split(cslist[n], cs, SUBSEP)
 		c = cs[1]; s = cs[2]
 		if (s == 4096) want = 0.60
 		else if (s >= 65536) want = 0.70
 		else if (c == "g2h") want = 1.0
 		else continue
-		ceil = ""
-		if (tot_cpu[c, s] > 0 && pair_mibs[c, s] > 0)
-			ceil = sprintf("%.2f", nproc / tot_cpu[c, s] * 1024 / pair_mibs[c, s])
-		tgt((c == "g2h" ? "guest → host " : "host → guest ") human(s) " throughput",
-		    "≥ " want " × socketpair", ratio[c, s] " ×", ratio[c, s] + 0 >= want, ceil)
+		for (i = 1; i <= nb; i++) {
+			b = blist[i]
+			k = c SUBSEP s SUBSEP b
+			if (!(k in ratio))
+				continue
+			ceil = ""
+			if (tot_cpu[k] > 0 && pair_mibs[k] > 0)
+				ceil = sprintf("%.2f", nproc / tot_cpu[k] * 1024 / pair_mibs[k])
+			tgt(dir(c) " " human(s) " throughput, " bufname(b),
+			    "≥ " want " × socketpair", ratio[k] " ×", ratio[k] + 0 >= want, ceil)
+		}
 	}
-	if (lat_ratio != "")
-		tgt("512 B ping-pong p50", "≤ 2 × socketpair", lat_ratio " × (" lat_p50 " vs " lat_pp50 " µs)", lat_ratio + 0 <= 2, "")
+	for (i = 1; i <= nl; i++) {
+		p = llist[i]
+		tgt("512 B ping-pong p50, " pollname(p), "≤ 2 × socketpair",
+		    lat_ratio[p] " × (" lat_p50[p] " vs " lat_pp50[p] " µs)", lat_ratio[p] + 0 <= 2, "")
+	}
+	if (nopoll != "")
+		print "| 512 B ping-pong p50, vsxd polling | ≤ 2 × socketpair | " nopoll " | **not done** | |"
 	if (i_n != "")
 		tgt("RSS per idle connection (" i_n " on one VM)", "≤ 4096 bytes", i_pa " bytes (RssAnon; VmRSS " i_pr ")", i_pa + 0 <= 4096 && i_n + 0 >= 10000, "")
 	tgt("1-byte flood: RssAnon growth per connection", "≤ 1.25 × credit", m_ratio " × credit", m_ok == "yes", "")
-	print "| vsxd CPU time per GiB, each case | reported | see the throughput table | met | |"
-	print "| real QEMU guest: vsock through vsxd vs TCP over virtio-net, 64 KiB writes | same run | not measured by this script | **not done** | |"
+	print "| vsxd CPU time per GiB, each case | reported | see the throughput tables | met | |"
+	qname = "real QEMU guest: vsock through vsxd vs TCP over virtio-net, " \
+		(q_size != "" ? human(q_size) : "64 KiB") " writes"
+	if ((("g2h", "vsock") in qm) && (("g2h", "tcp") in qm) && (("h2g", "vsock") in qm) &&
+	    (("h2g", "tcp") in qm) && qm["g2h", "tcp"] > 0 && qm["h2g", "tcp"] > 0) {
+		printf "| %s | compared in the same run | guest → host %s vs %s MiB/s (%.2f ×), host → guest %s vs %s MiB/s (%.2f ×)%s | met | |\n",
+			qname, qm["g2h", "vsock"], qm["g2h", "tcp"], qm["g2h", "vsock"] / qm["g2h", "tcp"],
+			qm["h2g", "vsock"], qm["h2g", "tcp"], qm["h2g", "vsock"] / qm["h2g", "tcp"],
+			q_accel == "tcg" ? "; under TCG, bound by the emulated guest" : ""
+	} else if (q_skip != "") {
+		print "| " qname " | compared in the same run | skipped: " q_skip " | **not done** | |"
+	} else {
+		print "| " qname " | compared in the same run | not measured in this run | **not done** | |"
+	}
 	print ""
 	print "CPU bound: the vsxd path needs (vsxd + guest + host program) CPU seconds"
 	print "per GiB, as measured above; with " nproc " CPUs fully and perfectly shared it"
@@ -493,7 +790,9 @@ END {
 
 # ---- plot ----
 if command -v gnuplot >/dev/null 2>&1; then
-	awk '
+	# size; vsxd and socketpair MiB/s: g2h, g2h pair, h2g, h2g pair at the
+	# default buffers, then the same at $bigbuf ("?": not run)
+	awk -v big="$bigbuf" '
 	function kv(key,   i, n) {
 		for (i = 1; i <= NF; i++) {
 			n = index($i, "=")
@@ -502,24 +801,48 @@ if command -v gnuplot >/dev/null 2>&1; then
 		}
 		return ""
 	}
-	/^median case=g2h/ { g[kv("size")] = kv("mibs"); gp[kv("size")] = kv("pair_mibs") }
-	/^median case=h2g/ { h[kv("size")] = kv("mibs"); hp[kv("size")] = kv("pair_mibs") }
-	END { for (s in g) print s, g[s], gp[s], h[s], hp[s] }' "$raw" | sort -n >"$tmp/tp.dat"
+	function v(a, s) { return (s in a) ? a[s] : "?" }
+	/^median case=g2h|^median case=h2g/ {
+		b = kv("buffer"); if (b == "") b = 262144
+		s = kv("size"); sz[s] = 1
+		if (b == 262144) {
+			if (kv("case") == "g2h") { g[s] = kv("mibs"); gp[s] = kv("pair_mibs") }
+			else { h[s] = kv("mibs"); hp[s] = kv("pair_mibs") }
+		} else if (b == big) {
+			if (kv("case") == "g2h") { G[s] = kv("mibs"); GP[s] = kv("pair_mibs") }
+			else { H[s] = kv("mibs"); HP[s] = kv("pair_mibs") }
+		}
+	}
+	END {
+		for (s in sz)
+			print s, v(g, s), v(gp, s), v(h, s), v(hp, s), v(G, s), v(GP, s), v(H, s), v(HP, s)
+	}' "$raw" | sort -n >"$tmp/tp.dat"
+	bigname=$(awk -v b="$bigbuf" 'BEGIN {
+		if (b >= 1048576) printf "%g MiB", b / 1048576; else printf "%g KiB", b / 1024 }')
+	bigplot=
+	if awk '$6 != "?" || $8 != "?" { f = 1 } END { exit !f }' "$tmp/tp.dat"; then
+		bigplot=", \\
+     \"\" using 1:6 with linespoints lw 2 pt 7 title \"vsxd guest -> host, $bigname buffers\", \\
+     \"\" using 1:8 with linespoints lw 2 pt 7 title \"vsxd host -> guest, $bigname buffers\", \\
+     \"\" using 1:7 with linespoints dt 3 pt 7 title \"socketpair, $bigname buffers (beside guest -> host)\", \\
+     \"\" using 1:9 with linespoints dt 3 pt 7 title \"socketpair, $bigname buffers (beside host -> guest)\""
+	fi
 	gnuplot <<EOF
-set terminal pngcairo size 900,560 noenhanced
+set terminal pngcairo size 1000,720 noenhanced
 set output "$tmp/throughput.png"
 set title "vsxd throughput vs socketpair (medians of $reps; $(nproc) CPUs)"
+set datafile missing "?"
 set logscale xy 2
 set xlabel "payload (write size), bytes"
 set ylabel "MiB/s"
-set key bottom right
+set key below
 set xrange [40:420000]
 set grid
 set xtics ("64 B" 64, "4 KiB" 4096, "64 KiB" 65536, "256 KiB" 262144)
-plot "$tmp/tp.dat" using 1:2 with linespoints lw 2 title "vsxd guest -> host", \
-     "" using 1:4 with linespoints lw 2 title "vsxd host -> guest", \
-     "" using 1:3 with linespoints dt 2 title "socketpair (beside guest -> host)", \
-     "" using 1:5 with linespoints dt 2 title "socketpair (beside host -> guest)"
+plot "$tmp/tp.dat" using 1:2 with linespoints lw 2 title "vsxd guest -> host, 256 KiB buffers", \\
+     "" using 1:4 with linespoints lw 2 title "vsxd host -> guest, 256 KiB buffers", \\
+     "" using 1:3 with linespoints dt 2 title "socketpair, default buffers (beside guest -> host)", \\
+     "" using 1:5 with linespoints dt 2 title "socketpair, default buffers (beside host -> guest)"$bigplot
 EOF
 	cp "$tmp/throughput.png" "$out/throughput.png"
 	printf '\n![throughput](throughput.png)\n' >>"$tmp/RESULTS.md"

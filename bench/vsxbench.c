@@ -8,16 +8,27 @@
  *   vsxbench --socket VHOST --uds-path UDS [--pid PID] [--label NAME]
  *            [--cases g2h,h2g,lat,mem] [--sizes LIST] [--reps N] [--scale F]
  *            [--queue-size N] [--conns N] [--lat-iters N] [--queued-cmd CMD]
- *            [--idle-conns N]
+ *            [--idle-conns N] [--buffer BYTES]
  *
  * The "guest" is the in-process test driver (tests/driver/driver.h): it
  * plays QEMU and a Linux guest's virtio-vsock driver, single-threaded and
  * synchronous, with queues of 128 (QEMU's vhost-user-vsock), 4 KiB RX
- * buffers, and credit kept as Linux 6.1 keeps it (buf_alloc 256 KiB, a
- * CREDIT_UPDATE when the free space the peer last heard of falls below
- * 64 KiB). The "host program" is a thread of this process on the hybrid
- * Unix socket: it CONNECTs through UDS (host to guest) or listens on
- * UDS_PORT (guest to host).
+ * buffers, and credit kept as Linux keeps it: buf_alloc --buffer (default
+ * 256 KiB, Linux's default), a CREDIT_UPDATE when the free space the peer
+ * last heard of falls below 64 KiB, and a TX credit window of the smaller
+ * of the peer's buf_alloc and its own (Linux's "vsock/virtio: limit the TX
+ * credit to buf_alloc"; equal to the peer's at the default sizes). The
+ * "host program" is a thread of this process on the hybrid Unix socket: it
+ * CONNECTs through UDS (host to guest) or listens on UDS_PORT (guest to
+ * host).
+ *
+ * --buffer BYTES (K, M suffixes: powers of 1024) other than the default
+ * also sets SO_SNDBUF and SO_RCVBUF to BYTES on the host program's sockets
+ * and on both ends of every socketpair baseline, so that the baseline has
+ * the same buffer as the vsxd path (the backend's own buffer is its
+ * business: vsxd's tx-buffer-size). The "setup" line says what the kernel
+ * made of it (sockbuf_eff: SO_SNDBUF read back, which Linux doubles and
+ * caps at net.core.wmem_max).
  *
  * Cases (a payload is the write size on the sending side: the guest sends
  * RW packets of that size, at most 64 KiB each and within its credit, so a
@@ -47,10 +58,12 @@
  * "vsxctl -j list"), the "queued" values it prints are summed at the
  * flood's peak: the backend's own accounting beside its RSS.
  *
- * Output: one line per run ("run ..."), one per median ("median ..."),
- * and "mem ..." for the flood, as key=value pairs; bench/run.sh turns them
- * into bench/RESULTS.md. Nothing here asserts a timing: a failed check
- * (a wrong byte, a timeout, a reset) ends the program with status 1.
+ * Output: a "setup ..." line, one line per run ("run ..."), one per
+ * median ("median ...", with buffer=BYTES: the --buffer it ran with),
+ * "mem ..." for the flood and "idle ..." for the idle connections, as
+ * key=value pairs; bench/run.sh turns them into bench/RESULTS.md. Nothing
+ * here asserts a timing: a failed check (a wrong byte, a timeout, a reset)
+ * ends the program with status 1; bad options with status 2.
  */
 #include <dirent.h>
 #include <endian.h>
@@ -75,7 +88,8 @@
 #include "../tests/driver/driver.h"
 
 #define WAIT_MS 20000              /* "should have happened by now" */
-#define GUEST_BUF (256u * 1024)    /* Linux's default buf_alloc */
+#define DEFAULT_BUF (256u * 1024)  /* Linux's default buf_alloc */
+#define GUEST_BUF opt.buffer       /* the guest's buf_alloc */
 #define MAX_PKT VSOCK_MAX_PKT_PAYLOAD
 #define PAT_PERIOD 65521u          /* a prime: no write size divides it */
 #define RBUF (256u * 1024)         /* host reads */
@@ -96,12 +110,14 @@ static struct {
 	const char *vhost, *uds, *label, *queued_cmd;
 	int pid;
 	unsigned reps, queue_size, conns, lat_iters, idle_conns;
+	uint32_t buffer;           /* --buffer: guest buf_alloc (and socket buffers) */
+	bool sockbuf;              /* --buffer other than the default: set SO_*BUF */
 	double scale;
 	bool g2h, h2g, lat, mem, idle;
 	unsigned size_mask;        /* bit i: sizes[i] runs */
 } opt = {
 	.label = "vsxd", .reps = 3, .queue_size = 128, .conns = 16, .lat_iters = 20000,
-	.idle_conns = 10000, .scale = 1.0, .size_mask = ~0u,
+	.idle_conns = 10000, .buffer = DEFAULT_BUF, .scale = 1.0, .size_mask = ~0u,
 };
 
 static uint8_t *pat;               /* PAT_PERIOD + 512 KiB: pat_at(o) .. +RBUF */
@@ -449,11 +465,14 @@ static unsigned service_all(void)
 	}                                                                  \
 } while (0)
 
+/* The TX credit: Linux's virtio_transport_get_credit()/has_space(), with the
+ * window limited to the smaller of the peer's buf_alloc and our own. */
 static uint32_t gcredit(const struct gconn *c)
 {
 	uint32_t inflight = c->tx_cnt - c->peer_fwd;
+	uint32_t win = c->peer_buf < GUEST_BUF ? c->peer_buf : GUEST_BUF;
 
-	return inflight >= c->peer_buf ? 0 : c->peer_buf - inflight;
+	return inflight >= win ? 0 : win - inflight;
 }
 
 /* One application write of @len bytes, as Linux's stream sendmsg: packets
@@ -537,12 +556,20 @@ static void *hfail(struct hjob *j, const char *fmt, ...)
 	return NULL;
 }
 
+/* Every socket of the host program and of the socketpair baseline: timeouts
+ * (a stuck peer fails the run instead of hanging it), and with --buffer
+ * other than the default, that socket buffer. */
 static void set_timeouts(int fd)
 {
 	struct timeval tv = { .tv_sec = WAIT_MS / 1000 };
+	int v = (int)opt.buffer;
 
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (opt.sockbuf &&
+	    (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) < 0 ||
+	     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)) < 0))
+		die("SO_SNDBUF/SO_RCVBUF %d: %s", v, strerror(errno));
 }
 
 static int unix_sa(struct sockaddr_un *sa, const char *path)
@@ -880,9 +907,9 @@ static double extreme_of(const struct run *r, unsigned n, size_t off, bool max)
 static void print_run(const char *cs, size_t size, const char *path, unsigned rep,
 		      uint64_t bytes, double secs, const struct run *r)
 {
-	printf("run case=%s size=%zu path=%s rep=%u bytes=%" PRIu64 " secs=%.4f "
-	       "mibs=%.1f self_cpu_s_per_gib=%.3f self_cs_per_mib=%.1f", cs, size, path,
-	       rep, bytes, secs, r->mibs, r->self_cpu_s_gib, r->self_cs_mib);
+	printf("run case=%s size=%zu buffer=%u path=%s rep=%u bytes=%" PRIu64 " secs=%.4f "
+	       "mibs=%.1f self_cpu_s_per_gib=%.3f self_cs_per_mib=%.1f", cs, size, opt.buffer,
+	       path, rep, bytes, secs, r->mibs, r->self_cpu_s_gib, r->self_cs_mib);
 	if (r->be_ok)
 		printf(" be_cpu_s_per_gib=%.3f be_user_s_per_gib=%.2f be_sys_s_per_gib=%.2f "
 		       "be_runs_per_mib=%.1f", r->be_cpu_s_gib, r->be_user_s_gib,
@@ -974,6 +1001,8 @@ static void tp_pair(size_t size, uint64_t total, struct run *r, double *secs)
 		die("socketpair: %s", strerror(errno));
 	w.fd = sv[0];
 	rd.fd = sv[1];
+	set_timeouts(sv[0]);
+	set_timeouts(sv[1]);
 	cpu_sample(&a);
 	hstart(&w);
 	host_main(&rd);                /* reads, then closes sv[1] */
@@ -1005,11 +1034,11 @@ static void throughput(const char *cs, bool g2h)
 			tp_pair(sizes[si], total, &rp[k], &secs);
 			print_run(cs, sizes[si], "socketpair", k + 1, total, secs, &rp[k]);
 		}
-		printf("median case=%s size=%zu reps=%u bytes=%" PRIu64 " mibs=%.1f "
+		printf("median case=%s size=%zu buffer=%u reps=%u bytes=%" PRIu64 " mibs=%.1f "
 		       "min_mibs=%.1f max_mibs=%.1f pair_mibs=%.1f pair_min_mibs=%.1f "
 		       "pair_max_mibs=%.1f ratio=%.3f self_cpu_s_per_gib=%.3f "
 		       "pair_cpu_s_per_gib=%.3f self_cs_per_mib=%.1f pair_cs_per_mib=%.1f",
-		       cs, sizes[si], opt.reps, total, MED(rv, opt.reps, mibs),
+		       cs, sizes[si], opt.buffer, opt.reps, total, MED(rv, opt.reps, mibs),
 		       MIN(rv, opt.reps, mibs), MAX(rv, opt.reps, mibs), MED(rp, opt.reps, mibs),
 		       MIN(rp, opt.reps, mibs), MAX(rp, opt.reps, mibs),
 		       MED(rv, opt.reps, mibs) / MED(rp, opt.reps, mibs),
@@ -1089,6 +1118,8 @@ static void lat_pair(uint64_t *ns, struct run *r)
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		die("socketpair: %s", strerror(errno));
 	j.fd = sv[1];
+	set_timeouts(sv[0]);
+	set_timeouts(sv[1]);
 	hstart(&j);
 	cpu_sample(&a);
 	for (unsigned i = 0; i < opt.lat_iters; i++) {
@@ -1118,24 +1149,24 @@ static void latency(void)
 		die("out of memory");
 	for (unsigned k = 0; k < opt.reps; k++) {
 		lat_backend(ns, &rv[k]);
-		printf("run case=lat size=%u path=%s rep=%u n=%u p50_us=%.1f p99_us=%.1f "
-		       "mean_us=%.1f", LAT_MSG, opt.label, k + 1, opt.lat_iters, rv[k].p50,
-		       rv[k].p99, rv[k].mean);
+		printf("run case=lat size=%u buffer=%u path=%s rep=%u n=%u p50_us=%.1f "
+		       "p99_us=%.1f mean_us=%.1f", LAT_MSG, opt.buffer, opt.label, k + 1,
+		       opt.lat_iters, rv[k].p50, rv[k].p99, rv[k].mean);
 		if (rv[k].be_ok)
 			printf(" be_cpu_us_per_rt=%.2f be_runs_per_rt=%.2f", rv[k].be_cpu_s_gib *
 			       ((double)LAT_MSG * 2 / GIB) * 1e6,
 			       rv[k].be_runs_mib * ((double)LAT_MSG * 2 / MIB));
 		printf("\n");
 		lat_pair(ns, &rp[k]);
-		printf("run case=lat size=%u path=socketpair rep=%u n=%u p50_us=%.1f "
-		       "p99_us=%.1f mean_us=%.1f\n", LAT_MSG, k + 1, opt.lat_iters,
-		       rp[k].p50, rp[k].p99, rp[k].mean);
+		printf("run case=lat size=%u buffer=%u path=socketpair rep=%u n=%u "
+		       "p50_us=%.1f p99_us=%.1f mean_us=%.1f\n", LAT_MSG, opt.buffer, k + 1,
+		       opt.lat_iters, rp[k].p50, rp[k].p99, rp[k].mean);
 		fflush(stdout);
 	}
-	printf("median case=lat size=%u reps=%u n=%u p50_us=%.1f p99_us=%.1f "
+	printf("median case=lat size=%u buffer=%u reps=%u n=%u p50_us=%.1f p99_us=%.1f "
 	       "min_p50_us=%.1f max_p50_us=%.1f pair_p50_us=%.1f pair_p99_us=%.1f "
 	       "pair_min_p50_us=%.1f pair_max_p50_us=%.1f ratio_p50=%.2f ratio_p99=%.2f",
-	       LAT_MSG, opt.reps, opt.lat_iters, MED(rv, opt.reps, p50),
+	       LAT_MSG, opt.buffer, opt.reps, opt.lat_iters, MED(rv, opt.reps, p50),
 	       MED(rv, opt.reps, p99), MIN(rv, opt.reps, p50), MAX(rv, opt.reps, p50),
 	       MED(rp, opt.reps, p50), MED(rp, opt.reps, p99), MIN(rp, opt.reps, p50),
 	       MAX(rp, opt.reps, p50),
@@ -1402,7 +1433,62 @@ static void usage(FILE *f)
 		"                [--cases g2h,h2g,lat,mem,idle] [--reps N] [--scale F]\n"
 		"                [--sizes 64,4096,65536,262144] [--queue-size N] "
 		"[--conns N]\n"
-		"                [--lat-iters N] [--queued-cmd CMD] [--idle-conns N]\n");
+		"                [--lat-iters N] [--queued-cmd CMD] [--idle-conns N]\n"
+		"                [--buffer BYTES]  (guest buf_alloc and socket buffers;\n"
+		"                                   default 262144; K, M suffixes)\n");
+}
+
+/* Bad option values end the program with status 2 and say why. */
+__attribute__((format(printf, 1, 2), noreturn))
+static void bad_opt(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "vsxbench: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(2);
+}
+
+/* An unsigned number of @name in [@min, @max]; with @suffix, an optional
+ * K, M or G (powers of 1024). Anything else is refused. */
+static unsigned long long parse_num(const char *name, const char *s, unsigned long long min,
+				    unsigned long long max, bool suffix)
+{
+	unsigned long long v, mul = 1;
+	char *end;
+
+	errno = 0;
+	if (*s < '0' || *s > '9')
+		bad_opt("--%s '%s': not a number", name, s);
+	v = strtoull(s, &end, 10);
+	if (suffix && *end && !end[1]) {
+		switch (*end) {
+		case 'k': case 'K': mul = 1ull << 10; end++; break;
+		case 'm': case 'M': mul = 1ull << 20; end++; break;
+		case 'g': case 'G': mul = 1ull << 30; end++; break;
+		}
+	}
+	if (*end)
+		bad_opt("--%s '%s': not a number%s", name, s,
+			suffix ? " (with an optional K, M or G)" : "");
+	if (errno || v > max / mul || v * mul < min || v * mul > max)
+		bad_opt("--%s '%s': out of range (%llu to %llu)", name, s, min, max);
+	return v * mul;
+}
+
+static double parse_real(const char *name, const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end || errno || !(v > 0) || v > 1e6)
+		bad_opt("--%s '%s': want a positive number", name, s);
+	return v;
 }
 
 static void parse_sizes(const char *s)
@@ -1413,11 +1499,13 @@ static void parse_sizes(const char *s)
 	opt.size_mask = 0;
 	snprintf(buf, sizeof(buf), "%s", s);
 	for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		unsigned long long v = parse_num("sizes", t, 1, 1ull << 30, true);
+
 		for (i = 0; i < NSIZES; i++)
-			if (strtoul(t, NULL, 0) == sizes[i])
+			if (v == sizes[i])
 				break;
 		if (i == NSIZES)
-			die("--sizes: %s is not one of 64, 4096, 65536, 262144", t);
+			bad_opt("--sizes: %s is not one of 64, 4096, 65536, 262144", t);
 		opt.size_mask |= 1u << i;
 	}
 }
@@ -1440,8 +1528,29 @@ static void parse_cases(const char *s)
 		else if (!strcmp(t, "idle"))
 			opt.idle = true;
 		else
-			die("unknown case '%s'", t);
+			bad_opt("--cases: unknown case '%s'", t);
 	}
+}
+
+/* What the kernel makes of the socket buffers set_timeouts() asks for: read
+ * back from a socketpair (Linux doubles SO_SNDBUF/SO_RCVBUF for its
+ * bookkeeping and caps the request at net.core.wmem_max/rmem_max). */
+static void sockbuf_probe(int *snd, int *rcv)
+{
+	socklen_t len = sizeof(int);
+	int sv[2];
+
+	*snd = *rcv = -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		die("socketpair: %s", strerror(errno));
+	set_timeouts(sv[0]);
+	if (getsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, snd, &len) < 0)
+		*snd = -1;
+	len = sizeof(int);
+	if (getsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, rcv, &len) < 0)
+		*rcv = -1;
+	close(sv[0]);
+	close(sv[1]);
 }
 
 int main(int argc, char **argv)
@@ -1460,11 +1569,14 @@ int main(int argc, char **argv)
 		{ "queued-cmd", required_argument, NULL, 'Q' },
 		{ "sizes", required_argument, NULL, 'z' },
 		{ "idle-conns", required_argument, NULL, 'I' },
+		{ "buffer", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct drv_opts dopts = { 0 };
 	uint64_t x = 0x9E3779B97F4A7C15ull;
+	int sndbuf, rcvbuf;
+	bool capped;
 	size_t patlen = PAT_PERIOD + 2 * RBUF;
 	int ch, r;
 
@@ -1473,17 +1585,30 @@ int main(int argc, char **argv)
 		switch (ch) {
 		case 's': opt.vhost = optarg; break;
 		case 'u': opt.uds = optarg; break;
-		case 'p': opt.pid = atoi(optarg); break;
+		case 'p': opt.pid = (int)parse_num("pid", optarg, 1, INT32_MAX, false); break;
 		case 'l': opt.label = optarg; break;
 		case 'c': parse_cases(optarg); break;
-		case 'r': opt.reps = (unsigned)atoi(optarg); break;
-		case 'S': opt.scale = atof(optarg); break;
-		case 'q': opt.queue_size = (unsigned)atoi(optarg); break;
-		case 'n': opt.conns = (unsigned)atoi(optarg); break;
-		case 'i': opt.lat_iters = (unsigned)atoi(optarg); break;
+		case 'r': opt.reps = (unsigned)parse_num("reps", optarg, 1, 64, false); break;
+		case 'S': opt.scale = parse_real("scale", optarg); break;
+		case 'q':
+			opt.queue_size = (unsigned)parse_num("queue-size", optarg, 2, 32768, false);
+			break;
+		case 'n': opt.conns = (unsigned)parse_num("conns", optarg, 2, MAX_CONNS, false);
+			break;
+		case 'i':
+			opt.lat_iters = (unsigned)parse_num("lat-iters", optarg, 1, 100000000,
+							    false);
+			break;
 		case 'Q': opt.queued_cmd = optarg; break;
 		case 'z': parse_sizes(optarg); break;
-		case 'I': opt.idle_conns = (unsigned)atoi(optarg); break;
+		case 'I':
+			opt.idle_conns = (unsigned)parse_num("idle-conns", optarg, 1, 10000000,
+							     false);
+			break;
+		case 'B':
+			/* vsxd's tx-buffer-size range ends at 1 GiB too */
+			opt.buffer = (uint32_t)parse_num("buffer", optarg, 4096, 1ull << 30, true);
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -1493,6 +1618,9 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	opt.sockbuf = opt.buffer != DEFAULT_BUF;
+	sockbuf_probe(&sndbuf, &rcvbuf);
+	capped = opt.sockbuf && (long long)sndbuf < 2ll * opt.buffer;
 
 	pat = malloc(patlen);
 	if (!pat)
@@ -1525,8 +1653,15 @@ int main(int argc, char **argv)
 		die("drv_open %s: %s", opt.vhost, strerror(-r));
 	cid = drv_cid(d);
 	printf("setup label=%s cid=%" PRIu64 " features=0x%" PRIx64 " queue_size=%u "
-	       "guest_buf=%u reps=%u scale=%g pid=%d\n", opt.label, cid, drv_features(d),
-	       opt.queue_size, GUEST_BUF, opt.reps, opt.scale, opt.pid);
+	       "guest_buf=%u reps=%u scale=%g pid=%d sockbuf=%s sockbuf_eff=%d "
+	       "rcvbuf_eff=%d%s\n", opt.label, cid, drv_features(d), opt.queue_size,
+	       GUEST_BUF, opt.reps, opt.scale, opt.pid, opt.sockbuf ? "set" : "default",
+	       sndbuf, rcvbuf,
+	       capped ? " sockbuf_capped=yes" : "");
+	if (capped)
+		fprintf(stderr, "vsxbench: SO_SNDBUF %u became %d (net.core.wmem_max): the "
+			"socketpair and host sockets have less buffer than asked\n",
+			opt.buffer, sndbuf);
 	fflush(stdout);
 
 	if (opt.idle)
