@@ -11,8 +11,8 @@
 #   mem       the 1-byte flood
 #   g2h, h2g  throughput at 64 B, 4 KiB, 64 KiB, 256 KiB, default buffers
 #             (vsxd tx-buffer-size and guest buf_alloc 256 KiB)
-#   g2h, h2g  4 KiB, 64 KiB, 256 KiB at 1 MiB buffers: vsxd
-#             tx-buffer-size=1M, vsxbench --buffer 1048576 (guest buf_alloc,
+#   g2h, h2g  4 KiB, 64 KiB, 256 KiB at 2 MiB buffers: vsxd
+#             tx-buffer-size=2M, vsxbench --buffer 2097152 (guest buf_alloc,
 #             host program's and socketpair's SO_SNDBUF/SO_RCVBUF)
 #   lat       512 B ping-pong; again with vsxd --poll-us 50 when this vsxd
 #             has that option
@@ -27,7 +27,7 @@
 #
 # Environment: VSX_BENCH_REPS (3), VSX_BENCH_SCALE (1: bytes per run),
 # VSX_BENCH_IDLE (10000: idle connections), VSX_BENCH_PERF (auto; 0: no
-# perf stat), VSX_BENCH_BUFFER (1048576: the larger buffer, bytes; 0: no
+# perf stat), VSX_BENCH_BUFFER (2097152: the larger buffer, bytes; 0: no
 # such runs), VSX_BENCH_POLL_US (50: vsxd --poll-us of the second latency
 # run; 0: none), VSX_BENCH_QEMU (auto; 0: no real-QEMU phase),
 # VSX_QEMU_BYTES (32M here: bytes per qemu.sh run), VSX_QEMU_REPS (3),
@@ -44,7 +44,7 @@ build=$(cd "$build" && pwd)
 out=${VSX_BENCH_OUT:-$src/bench}
 reps=${VSX_BENCH_REPS:-3}
 scale=${VSX_BENCH_SCALE:-1}
-bigbuf=${VSX_BENCH_BUFFER:-1048576}
+bigbuf=${VSX_BENCH_BUFFER:-2097152}
 poll_us=${VSX_BENCH_POLL_US:-50}
 qemu_bytes=${VSX_QEMU_BYTES:-32M}
 case $bigbuf in
