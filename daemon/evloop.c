@@ -22,7 +22,8 @@
  * @poll_ns has passed without one, then sleeps. How long the sleep lasted
  * decides the next window: an event soon after the window ran out means
  * the window was too short (double it), a sleep longer than the maximum
- * means there is nothing to gain (halve it).
+ * means there is nothing to gain (halve it). A poller (set_poller) is
+ * asked after each non-blocking round, and told before the loop sleeps.
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -232,6 +233,16 @@ void vsx_evloop_set_poll(struct vsx_evloop *ev, unsigned max_us)
 		ev->poll_ns = ev->poll_max_ns;
 }
 
+void vsx_evloop_set_poller(struct vsx_evloop *ev, bool (*poller)(void *arg, bool sleeping),
+			   void *arg)
+{
+	if (ev->poller_on && ev->poller)
+		ev->poller(ev->poller_arg, true);
+	ev->poller_on = false;
+	ev->poller = poller;
+	ev->poller_arg = arg;
+}
+
 /* A watch fired @slept_ns after the loop last went to sleep; @missed: that
  * sleep began when a polling window ran out. */
 static void poll_adapt(struct vsx_evloop *ev, uint64_t slept_ns, bool missed)
@@ -253,6 +264,7 @@ int vsx_evloop_run(struct vsx_evloop *ev)
 	uint64_t asleep = 0;    /* when the loop last went to sleep */
 	bool missed = false;    /* ... because a window ran out */
 	uint64_t before, now;
+	bool found;
 	int r;
 
 	for (;;) {
@@ -263,6 +275,15 @@ int vsx_evloop_run(struct vsx_evloop *ev)
 				return r;
 			if (event_base_got_break(ev->base) || event_base_got_exit(ev->base))
 				return 0;
+			if (ev->poller) {
+				ev->poller_on = true;
+				if (ev->poller(ev->poller_arg, false))
+					ev->fired++;
+				/* a break asked for by the poller: the next
+				 * event_base_loop would forget it */
+				if (event_base_got_break(ev->base))
+					return 0;
+			}
 			now = now_ns();
 			if (ev->fired != before) {
 				ev->poll_hits++;
@@ -274,6 +295,23 @@ int vsx_evloop_run(struct vsx_evloop *ev)
 				missed = true;
 			}
 			continue;
+		}
+		if (ev->poller_on) {
+			/* the poller turns its notifications back on and looks
+			 * once more: what it finds keeps the loop polling */
+			ev->poller_on = false;
+			found = ev->poller(ev->poller_arg, true);
+			if (event_base_got_break(ev->base))
+				return 0;
+			if (found && ev->poll_ns) {
+				ev->fired++;
+				ev->poll_hits++;
+				now = now_ns();
+				deadline = now + ev->poll_ns;
+				asleep = 0;
+				missed = false;
+				continue;
+			}
 		}
 		if (ev->poll_max_ns && !asleep)
 			asleep = now_ns();

@@ -13,6 +13,7 @@
 #ifndef VSXD_EVLOOP_H
 #define VSXD_EVLOOP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../transports/virtio/loop.h"
@@ -33,6 +34,10 @@ struct vsx_evloop {
 	unsigned poll_ns;              /* the window now, in [0, poll_max_ns] */
 	uint64_t poll_hits;            /* events that came while polling */
 	uint64_t poll_misses;          /* windows that ran out */
+	/* vsx_evloop_set_poller: */
+	bool (*poller)(void *arg, bool sleeping);
+	void *poller_arg;
+	bool poller_on;                /* called while polling, not since */
 };
 
 /*
@@ -55,6 +60,17 @@ void vsx_evloop_init(struct vsx_evloop *ev, struct event_base *base);
  */
 #define VSX_EVLOOP_POLL_MAX_US 10000u
 void vsx_evloop_set_poll(struct vsx_evloop *ev, unsigned max_us);
+
+/*
+ * Give the polling something to look at besides the descriptors: while a
+ * window is open, @poller(@arg, false) runs after every round, and true
+ * from it counts as activity (vsxd: vsx_router_poll, which reads the
+ * guests' rings with their kicks off). Before the loop sleeps again it
+ * calls @poller(@arg, true), once; true from that keeps it polling
+ * instead. NULL removes it (after its sleeping call, if one is due).
+ */
+void vsx_evloop_set_poller(struct vsx_evloop *ev, bool (*poller)(void *arg, bool sleeping),
+			   void *arg);
 
 /*
  * Run the loop as event_base_dispatch does, polling as set above: returns

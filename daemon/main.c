@@ -343,6 +343,12 @@ static void set_buffer(struct vsx_vm *vm, const struct vsxd_vm *cfg)
 		     vm_label(cfg, label, sizeof(label)), bytes);
 }
 
+/* The event loop's poller (--poll-us): the guests' TX rings. */
+static bool poll_rings(void *arg, bool sleeping)
+{
+	return vsx_router_poll(arg, sleeping);
+}
+
 /* The [daemon] limits and timeouts of @cfg into the router. */
 static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
 {
@@ -630,6 +636,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	vsx_router_set_conn_events(d.router, conn_event_log, NULL);
+	vsx_evloop_set_poller(&d.ev, poll_rings, d.router);
 	if (limits_apply(&d, &d.cfg) < 0)
 		goto out;
 	d.vms = calloc(d.cfg.n_vms ? d.cfg.n_vms : 1, sizeof(*d.vms));

@@ -583,3 +583,109 @@ Test(evloop, run_returns_on_loopexit_while_polling)
 	cr_assert_gt(ev.poll_hits, 0);
 	cr_assert_eq(ev.fired, 30);
 }
+
+/* A poller (vsx_evloop_set_poller): asked on every polling round, told
+ * once before each sleep, and what it finds counts as activity. Here it
+ * plays the guest's ring: a byte "posted" by the timer without a kick. */
+struct fake_ring {
+	int posted, taken;      /* bytes put on the ring / taken by the poller */
+	int polls, sleeps;      /* calls with sleeping false / true */
+	bool kicks_off;         /* between a polling call and a sleeping one */
+	int rounds;
+	struct vsx_timer *t;
+};
+
+static bool ring_poll(void *arg, bool sleeping)
+{
+	struct fake_ring *f = arg;
+	bool found = f->taken < f->posted;
+
+	if (sleeping)
+		f->sleeps++;
+	else
+		f->polls++;
+	f->kicks_off = !sleeping;
+	if (!found)
+		return false;
+	f->taken = f->posted;
+	if (f->taken == f->rounds)
+		event_base_loopbreak(base);
+	else
+		loop.timer_arm(f->t, 1);
+	return true;
+}
+
+static void ring_post(void *arg)
+{
+	struct fake_ring *f = arg;
+
+	f->posted++;
+	/* with the kicks off, nothing else tells the loop */
+	if (!f->kicks_off)
+		cr_assert_eq(write(sp[1], "k", 1), 1);
+}
+
+static void ring_kick(int fd, int events, void *arg)
+{
+	char c;
+
+	(void)events;
+	(void)arg;
+	cr_assert_eq(read(fd, &c, 1), 1);
+}
+
+Test(evloop, poller_takes_work_while_polling_and_hears_of_every_sleep)
+{
+	struct fake_ring f = { .rounds = 30 };
+	struct vsx_watch *w;
+
+	f.t = loop.timer(loop.ctx, ring_post, &f);
+	w = loop.watch(loop.ctx, sp[0], VSX_EV_READ, ring_kick, &f);
+	cr_assert(f.t && w);
+	vsx_evloop_set_poll(&ev, 10000);
+	vsx_evloop_set_poller(&ev, ring_poll, &f);
+	cr_assert_eq(write(sp[1], "k", 1), 1);  /* the first kick */
+	f.posted = 1;
+	cr_assert_eq(vsx_evloop_run(&ev), 0);
+	cr_assert_eq(f.taken, 30);
+	cr_assert_gt(f.polls, 0);
+	/* bytes posted while the loop polled came without a kick: only the
+	 * poller found them, and they count as the loop's hits */
+	cr_assert_geq(ev.poll_hits, 1);
+	/* removing the poller while its kicks are off tells it to sleep */
+	vsx_evloop_set_poller(&ev, NULL, NULL);
+	cr_assert_not(f.kicks_off);
+	cr_assert_geq(f.sleeps, 1);
+	loop.unwatch(w);
+	loop.timer_free(f.t);
+}
+
+static bool never(void *arg, bool sleeping)
+{
+	int *calls = arg;
+
+	calls[sleeping]++;
+	return false;
+}
+
+Test(evloop, poller_is_told_before_the_loop_sleeps)
+{
+	/* 1 ms gaps: windows open (polling calls), run out, and before each
+	 * sleep that follows the poller hears of it, once per sleep */
+	struct pp p = { .gap_ms = 1, .rounds = 20 };
+	int calls[2] = { 0, 0 };
+
+	vsx_evloop_set_poll(&ev, 10000);
+	vsx_evloop_set_poller(&ev, never, calls);
+	cr_assert_eq(pp_run(&p), 0);
+	cr_assert_gt(calls[0], 0);
+	cr_assert_eq((uint64_t)calls[1], ev.poll_misses, "%d sleeping calls, %llu misses",
+		     calls[1], (unsigned long long)ev.poll_misses);
+	/* polling off: never asked at all */
+	vsx_evloop_set_poller(&ev, never, calls);
+	vsx_evloop_set_poll(&ev, 0);
+	calls[0] = calls[1] = 0;
+	p = (struct pp){ .gap_ms = 1, .rounds = 3 };
+	cr_assert_eq(pp_run(&p), 0);
+	cr_assert_eq(calls[0] + calls[1], 0);
+}

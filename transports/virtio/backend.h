@@ -301,6 +301,18 @@ int vsx_router_set_limits(struct vsx_router *r, const struct vsx_router_limits *
 /* What is in force (defaults filled in). */
 void vsx_router_get_limits(const struct vsx_router *r, struct vsx_router_limits *out);
 
+/*
+ * For a host program whose event loop busy-polls (vsxd --poll-us): call
+ * with @sleeping false on every polling round, and with true before the
+ * loop sleeps again. While polling, every VM's TX queue is served from its
+ * ring and the guests' TX kicks stay off, so a guest sending while vsxd
+ * polls skips the notification (and vsxd the eventfd); before sleeping
+ * the kicks are turned back on and the rings looked at once more. Returns
+ * true when it found packets (and served them). A loop that never calls
+ * it keeps every kick. Must not be called from inside a backend callback.
+ */
+bool vsx_router_poll(struct vsx_router *r, bool sleeping);
+
 /* Counters since the router was created (vsxctl status). */
 struct vsx_router_stats {
 	unsigned conns;                 /* live connections, all VMs */

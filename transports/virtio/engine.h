@@ -343,6 +343,7 @@ struct vsx_router {
 	uint32_t counter_base;       /* tests: new connections' counters start here */
 	struct eng_list ports;       /* struct vsx_port: vsx_router_listen_port */
 	int in_round;
+	bool polling;                /* vsx_router_poll: the loop polls, TX kicks off */
 
 	/* Limits and events (backend.h) */
 	unsigned max_conns, max_conns_vm;
@@ -419,6 +420,8 @@ void vsx__rx_put(struct vsx_vm *vm, struct conn *c, struct vsx_vq_elem *e,
 void vsx__vm_broken(struct vsx_vm *vm, const char *why);
 void vsx__vm_round(struct vsx_vm *vm);
 void vsx__vm_resume(struct vsx_vm *vm);
+/* vsx_router_poll for one VM: true when its TX ring had packets. */
+bool vsx__vm_poll(struct vsx_vm *vm, bool sleeping);
 void vsx__orphan_rst(struct vsx_vm *vm, const struct virtio_vsock_hdr *h);
 void vsx__vm_drop_all(struct vsx_vm *vm, bool tell_guest);
 

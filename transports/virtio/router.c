@@ -90,6 +90,19 @@ void vsx__router_round(struct vsx_router *r)
 	r->in_round = 0;
 }
 
+bool vsx_router_poll(struct vsx_router *r, bool sleeping)
+{
+	struct eng_list *n;
+	bool found = false;
+
+	r->polling = !sleeping;
+	for (n = r->vms.next; n != &r->vms; n = n->next)
+		found |= vsx__vm_poll(eng_container_of(n, struct vsx_vm, node), sleeping);
+	if (found)
+		vsx__router_round(r);
+	return found;
+}
+
 static void vm_resume_cb(void *arg)
 {
 	struct vsx_vm *vm = arg;

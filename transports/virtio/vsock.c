@@ -1456,6 +1456,9 @@ static void vm_tx_run(struct vsx_vm *vm)
 		}
 		budget -= n < budget ? n : budget;
 		if (n < ENG_TX_BATCH) {
+			/* the loop polls the ring (vsx_router_poll): no kick */
+			if (vm->r->polling)
+				return;
 			vsx_vq_set_notify(vm->txq, true);
 			if (!vsx_vq_avail(vm->txq))
 				return;
@@ -1468,6 +1471,19 @@ static void vm_tx_run(struct vsx_vm *vm)
 			return;
 		}
 	}
+}
+
+bool vsx__vm_poll(struct vsx_vm *vm, bool sleeping)
+{
+	if (!vm->live || vm->broken || !vm->txq || !vsx_vq_ready(vm->txq))
+		return false;
+	if (sleeping)
+		vsx_vq_set_notify(vm->txq, true);   /* fences, then look */
+	if (!vsx_vq_avail(vm->txq))
+		return false;
+	vm_tx_run(vm);
+	vsx__vm_touch(vm);
+	return true;
 }
 
 void vsx__vm_resume(struct vsx_vm *vm)
