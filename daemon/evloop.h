@@ -28,7 +28,7 @@ struct event_base;
 struct vsx_evloop {
 	struct vsx_loop loop;          /* what the backend gets */
 	struct event_base *base;       /* the caller's: outlives every watch */
-	uint64_t fired;                /* watch callbacks run so far */
+	uint64_t fired;                /* watch callbacks run, and poller finds */
 	/* Polling (vsx_evloop_run): see vsx_evloop_set_poll. */
 	unsigned poll_max_ns;          /* 0: never poll */
 	unsigned poll_ns;              /* the window now, in [0, poll_max_ns] */
