@@ -53,6 +53,8 @@
 
 #include <vsx/vsx.h>
 
+#include "../daemon/config.h"
+
 #define PERIOD 65521u
 #define SIZE_MAX_IO (1u << 20)
 /* Bounds one connect attempt (a refused one returns at once and is retried
@@ -458,31 +460,11 @@ static int bad_arg(const char *what, const char *arg, const char *want)
 	return usage();
 }
 
-/* A byte count: decimal with an optional K, M or G (binary) suffix.
- * (Other copies: parse_size in tools/vsxctl/util.c, vsxd_parse_size in
- * daemon/config.c, tests/vm/{vsx_peer,tcp_peer}.c; none in libvsx.) */
+/* A byte count: decimal with an optional K, M or G (binary) suffix, as
+ * vsxd reads sizes (daemon/config.c). */
 static int parse_bytes(const char *s, uint64_t *out)
 {
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	switch (*end) {
-	case 'K': shift = 10; end++; break;
-	case 'M': shift = 20; end++; break;
-	case 'G': shift = 30; end++; break;
-	default: break;
-	}
-	if (*end || v > (UINT64_MAX >> shift))
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
-	return 0;
+	return vsxd_parse_size(s, strlen(s), UINT64_MAX, out);
 }
 
 int main(int argc, char **argv)

@@ -85,6 +85,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../daemon/config.h"
 #include "../tests/driver/driver.h"
 
 #define WAIT_MS 20000              /* "should have happened by now" */
@@ -1453,30 +1454,22 @@ static void bad_opt(const char *fmt, ...)
 }
 
 /* An unsigned number of @name in [@min, @max]; with @suffix, an optional
- * K, M or G (powers of 1024). Anything else is refused. */
+ * K, M or G (powers of 1024). vsxd's own parsers (daemon/config.c), so
+ * that the benchmark takes what vsxd takes. Anything else is refused. */
 static unsigned long long parse_num(const char *name, const char *s, unsigned long long min,
 				    unsigned long long max, bool suffix)
 {
-	unsigned long long v, mul = 1;
-	char *end;
+	uint64_t v;
+	int r;
 
-	errno = 0;
-	if (*s < '0' || *s > '9')
-		bad_opt("--%s '%s': not a number", name, s);
-	v = strtoull(s, &end, 10);
-	if (suffix && *end && !end[1]) {
-		switch (*end) {
-		case 'k': case 'K': mul = 1ull << 10; end++; break;
-		case 'm': case 'M': mul = 1ull << 20; end++; break;
-		case 'g': case 'G': mul = 1ull << 30; end++; break;
-		}
-	}
-	if (*end)
+	r = suffix ? vsxd_parse_size(s, strlen(s), max, &v)
+		   : vsxd_parse_uint(s, strlen(s), max, &v);
+	if (r == -EINVAL)
 		bad_opt("--%s '%s': not a number%s", name, s,
 			suffix ? " (with an optional K, M or G)" : "");
-	if (errno || v > max / mul || v * mul < min || v * mul > max)
+	if (r < 0 || v < min)
 		bad_opt("--%s '%s': out of range (%llu to %llu)", name, s, min, max);
-	return v * mul;
+	return v;
 }
 
 static double parse_real(const char *name, const char *s)
