@@ -59,7 +59,7 @@ enum {
 	VSXD_VM_NAME = 1u << 6,
 };
 
-/* One VM as configured (see struct vsx_vm_config in backend.h). */
+/* One VM as configured (see struct vsxb_vm_config in backend.h). */
 struct vsxd_vm {
 	char *name;               /* NULL: the backend's default, "cid<N>" */
 	uint64_t guest_cid;       /* VSXD_CID_DEFAULT when not given */

@@ -47,7 +47,7 @@
 
 #include "ctl-proto.h"
 #include "control.h"
-#include "evloop.h"
+#include "vhost-user/loop-event.h"
 #include "forward.h"
 
 #define CTL_OUT_HIGH (256u * 1024)  /* stop reading while more is unsent */
@@ -73,7 +73,7 @@ struct ctl_client {
 
 struct vsxd_control {
 	struct event_base *base;
-	struct vsx_router *r;
+	struct vsxb_router *r;
 	char *path;
 	dev_t dev;                  /* of the socket we bound, for the unlink */
 	ino_t ino;
@@ -89,7 +89,7 @@ struct vsxd_control {
 	uint64_t next_serial;
 	struct ctl_client clients;  /* list head */
 	struct timespec started;    /* CLOCK_MONOTONIC */
-	vsx_log_fn log;
+	vsxb_log_fn log;
 	void *log_arg;
 	struct vsxd_fwds *fwds;     /* relayed connections (forward.h), or NULL */
 	const struct vsx_evloop *evloop; /* the loop's polling, or NULL */
@@ -196,11 +196,11 @@ static const char *type_name(int t)
 static const char *state_name(int s)
 {
 	switch (s) {
-	case VSX_CONN_CONNECTING:
+	case VSXB_CONN_CONNECTING:
 		return "connecting";
-	case VSX_CONN_ESTABLISHED:
+	case VSXB_CONN_ESTABLISHED:
 		return "established";
-	case VSX_CONN_CLOSING:
+	case VSXB_CONN_CLOSING:
 		return "closing";
 	default:
 		return "?";
@@ -215,14 +215,14 @@ static const char *shut_name(unsigned f)
 	return n[f & 3];
 }
 
-static const char *origin_name(const struct vsx_conn_info *ci)
+static const char *origin_name(const struct vsxb_conn_info *ci)
 {
 	if (ci->guest_initiated)
 		return "guest";
 	return ci->peer_cid == HOST_CID ? "host" : "sibling";
 }
 
-static void put_conn(struct evbuffer *b, const struct vsx_conn_info *ci)
+static void put_conn(struct evbuffer *b, const struct vsxb_conn_info *ci)
 {
 	put(b, "conn", "%llu", (unsigned long long)ci->id);
 	put_str(b, "vm", ci->vm);
@@ -290,7 +290,7 @@ static int find_relay_cb(const struct vsxd_relay_info *ri, void *arg)
 	return 1;
 }
 
-static int conn_put_cb(const struct vsx_conn_info *ci, void *arg)
+static int conn_put_cb(const struct vsxb_conn_info *ci, void *arg)
 {
 	put_conn(arg, ci);
 	return 0;
@@ -299,11 +299,11 @@ static int conn_put_cb(const struct vsx_conn_info *ci, void *arg)
 struct find_conn {
 	uint64_t id;
 	struct evbuffer *b;         /* put the record here, or NULL */
-	struct vsx_conn_info ci;    /* its strings are not kept */
+	struct vsxb_conn_info ci;    /* its strings are not kept */
 	char vm[VSX_CTL_VALUE_MAX + 1];
 };
 
-static int find_conn_cb(const struct vsx_conn_info *ci, void *arg)
+static int find_conn_cb(const struct vsxb_conn_info *ci, void *arg)
 {
 	struct find_conn *f = arg;
 
@@ -324,7 +324,7 @@ static int find_conn(struct vsxd_control *c, uint64_t id, struct evbuffer *b,
 	memset(f, 0, sizeof(*f));
 	f->id = id;
 	f->b = b;
-	return vsx_router_foreach_conn(c->r, NULL, find_conn_cb, f) == 1;
+	return vsxb_router_foreach_conn(c->r, NULL, find_conn_cb, f) == 1;
 }
 
 /* ---- Argument parsing ---- */
@@ -342,9 +342,9 @@ static int parse_id(struct req *q, uint64_t *id)
 	return 0;
 }
 
-static struct vsx_vm *need_vm(struct req *q, const char *name, int *e)
+static struct vsxb_vm *need_vm(struct req *q, const char *name, int *e)
 {
-	struct vsx_vm *vm = vsx_router_vm_by_name(q->c->r, name);
+	struct vsxb_vm *vm = vsxb_router_vm_by_name(q->c->r, name);
 
 	if (!vm)
 		*e = fail(q, ENOENT, "no VM named '%s'", name);
@@ -357,12 +357,12 @@ struct count {
 	unsigned vms, connected, conns;
 };
 
-static int count_cb(struct vsx_vm *vm, void *arg)
+static int count_cb(struct vsxb_vm *vm, void *arg)
 {
 	struct count *n = arg;
-	struct vsx_vm_info vi;
+	struct vsxb_vm_info vi;
 
-	vsx_vm_get_info(vm, &vi);
+	vsxb_vm_get_info(vm, &vi);
 	n->vms++;
 	n->connected += vi.connected;
 	n->conns += vi.conns;
@@ -378,13 +378,13 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 {
 	struct vsxd_control *c = q->c;
 	struct count n = { 0 };
-	struct vsx_router_stats rs;
+	struct vsxb_router_stats rs;
 	struct vsxd_fwd_stats fst;
-	struct vsx_router_limits rl;
+	struct vsxb_router_limits rl;
 	struct timespec now;
 	long long up;
 
-	vsx_router_foreach_vm(c->r, count_cb, &n);
+	vsxb_router_foreach_vm(c->r, count_cb, &n);
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	up = (long long)(now.tv_sec - c->started.tv_sec);
 	if (now.tv_nsec < c->started.tv_nsec)
@@ -396,8 +396,8 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 	put(b, "vms", "%u", n.vms);
 	put(b, "vms-connected", "%u", n.connected);
 	put(b, "conns", "%u", n.conns);
-	vsx_router_get_stats(c->r, &rs);
-	vsx_router_get_limits(c->r, &rl);
+	vsxb_router_get_stats(c->r, &rs);
+	vsxb_router_get_limits(c->r, &rl);
 	put(b, "conns-opened", "%llu", (unsigned long long)rs.opened);
 	put(b, "conns-refused", "%llu", (unsigned long long)rs.refused);
 	put(b, "refused-max-conns", "%llu", (unsigned long long)rs.refused_limit_conns);
@@ -428,11 +428,11 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 	return 0;
 }
 
-static void put_vm(struct evbuffer *b, struct vsx_vm *vm)
+static void put_vm(struct evbuffer *b, struct vsxb_vm *vm)
 {
-	struct vsx_vm_info vi;
+	struct vsxb_vm_info vi;
 
-	vsx_vm_get_info(vm, &vi);
+	vsxb_vm_get_info(vm, &vi);
 	put_str(b, "vm", vi.name);
 	put(b, "cid", "%llu", (unsigned long long)vi.guest_cid);
 	put_str(b, "socket", vi.socket_path);
@@ -444,7 +444,7 @@ static void put_vm(struct evbuffer *b, struct vsx_vm *vm)
 	put(b, "tx-buffer-size", "%u", vi.buf_default);
 }
 
-static int vm_put_cb(struct vsx_vm *vm, void *arg)
+static int vm_put_cb(struct vsxb_vm *vm, void *arg)
 {
 	put_vm(arg, vm);
 	return 0;
@@ -452,19 +452,19 @@ static int vm_put_cb(struct vsx_vm *vm, void *arg)
 
 static int cmd_vms(struct req *q, struct evbuffer *b)
 {
-	vsx_router_foreach_vm(q->c->r, vm_put_cb, b);
+	vsxb_router_foreach_vm(q->c->r, vm_put_cb, b);
 	return 0;
 }
 
 static int cmd_list(struct req *q, struct evbuffer *b)
 {
 	const char *name = arg(q, "vm");
-	struct vsx_vm *vm = NULL;
+	struct vsxb_vm *vm = NULL;
 	int e = 0;
 
 	if (name && !(vm = need_vm(q, name, &e)))
 		return e;
-	vsx_router_foreach_conn(q->c->r, vm, conn_put_cb, b);
+	vsxb_router_foreach_conn(q->c->r, vm, conn_put_cb, b);
 	if (!vm)
 		vsxd_fwds_foreach(q->c->fwds, relay_put_cb, b);
 	return 0;
@@ -493,16 +493,16 @@ struct by_uds {
 	const char *path;
 	struct stat st;
 	bool have_st;
-	struct vsx_vm *vm;
+	struct vsxb_vm *vm;
 };
 
-static int by_uds_cb(struct vsx_vm *vm, void *arg)
+static int by_uds_cb(struct vsxb_vm *vm, void *arg)
 {
 	struct by_uds *u = arg;
-	struct vsx_vm_info vi;
+	struct vsxb_vm_info vi;
 	struct stat st;
 
-	vsx_vm_get_info(vm, &vi);
+	vsxb_vm_get_info(vm, &vi);
 	if (!vi.uds_path)
 		return 0;
 	if (!strcmp(vi.uds_path, u->path) ||
@@ -524,7 +524,7 @@ struct by_port {
 	unsigned nhost, nguest;
 };
 
-static int by_port_cb(const struct vsx_conn_info *ci, void *arg)
+static int by_port_cb(const struct vsxb_conn_info *ci, void *arg)
 {
 	struct by_port *p = arg;
 
@@ -540,7 +540,7 @@ static int by_port_cb(const struct vsx_conn_info *ci, void *arg)
 	return 0;
 }
 
-static int conn_by_port(struct req *q, struct vsx_vm *vm, const char *port_s,
+static int conn_by_port(struct req *q, struct vsxb_vm *vm, const char *port_s,
 			uint64_t *id)
 {
 	unsigned long long port;
@@ -550,7 +550,7 @@ static int conn_by_port(struct req *q, struct vsx_vm *vm, const char *port_s,
 		return fail(q, EINVAL, "host-port '%s' is not a port (0 to 4294967295)",
 			    port_s);
 	p.port = (uint32_t)port;
-	vsx_router_foreach_conn(q->c->r, vm, by_port_cb, &p);
+	vsxb_router_foreach_conn(q->c->r, vm, by_port_cb, &p);
 	if (p.nhost == 1) {
 		*id = p.host_id;
 		return 0;
@@ -561,9 +561,9 @@ static int conn_by_port(struct req *q, struct vsx_vm *vm, const char *port_s,
 	}
 	if (p.nhost + p.nguest == 0)
 		return fail(q, ENOENT, "VM %s has no connection with host port %llu",
-			    vsx_vm_name(vm), port);
+			    vsxb_vm_name(vm), port);
 	return fail(q, ENOTUNIQ, "VM %s has %u connections with host port %llu; "
-		    "give id=ID (vsxctl list)", vsx_vm_name(vm), p.nhost + p.nguest, port);
+		    "give id=ID (vsxctl list)", vsxb_vm_name(vm), p.nhost + p.nguest, port);
 }
 
 static int cmd_set_buffer(struct req *q, struct evbuffer *b)
@@ -573,7 +573,7 @@ static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 	struct vsxd_control *c = q->c;
 	unsigned long long rx;
 	struct find_conn f;
-	struct vsx_vm *vm;
+	struct vsxb_vm *vm;
 	uint64_t id = 0;
 	int e = 0, r;
 
@@ -597,10 +597,10 @@ static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 		vm = need_vm(q, vm_s, &e);
 		if (!vm)
 			return e;
-		r = vsx_vm_set_default_buffer(vm, (uint32_t)rx);
+		r = vsxb_vm_set_default_buffer(vm, (uint32_t)rx);
 		if (r < 0)
 			return fail(q, -r, "VM %s: %s", vm_s, strerror(-r));
-		ctl_log(c, VSX_LOG_INFO, "control: set-buffer vm=%s rx=%llu scope=new-connections "
+		ctl_log(c, VSXB_LOG_INFO, "control: set-buffer vm=%s rx=%llu scope=new-connections "
 			"uid=%u", vm_s, rx, q->uid);
 		put_str(b, "vm", vm_s);
 		put(b, "rx", "%llu", rx);
@@ -620,7 +620,7 @@ static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 			struct by_uds u = { .path = uds };
 
 			u.have_st = stat(uds, &u.st) == 0;
-			vsx_router_foreach_vm(c->r, by_uds_cb, &u);
+			vsxb_router_foreach_vm(c->r, by_uds_cb, &u);
 			vm = u.vm;
 			if (!vm)
 				return fail(q, ENOENT, "no VM of this vsxd has uds-path %s", uds);
@@ -629,7 +629,7 @@ static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 		if (e)
 			return e;
 	}
-	r = vsx_router_conn_set_buffer(c->r, id, (uint32_t)rx);
+	r = vsxb_router_conn_set_buffer(c->r, id, (uint32_t)rx);
 	if (r == -ENOENT)
 		return fail(q, ENOENT, "no connection %llu", (unsigned long long)id);
 	if (r == -EINVAL)
@@ -638,7 +638,7 @@ static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 		return fail(q, -r, "connection %llu: %s", (unsigned long long)id, strerror(-r));
 	if (!find_conn(c, id, NULL, &f))
 		return fail(q, ENOENT, "connection %llu went away", (unsigned long long)id);
-	ctl_log(c, VSX_LOG_INFO, "control: set-buffer conn=%llu vm=%s rx=%llu uid=%u",
+	ctl_log(c, VSXB_LOG_INFO, "control: set-buffer conn=%llu vm=%s rx=%llu uid=%u",
 		(unsigned long long)id, f.vm, rx, q->uid);
 	put(b, "conn", "%llu", (unsigned long long)id);
 	put_str(b, "vm", f.vm);
@@ -671,19 +671,19 @@ static int cmd_close(struct req *q, struct evbuffer *b)
 		    vsxd_fwds_close(q->c->fwds, id) < 0)
 			return fail(q, ENOENT, "no connection %llu",
 				    (unsigned long long)id);
-		ctl_log(q->c, VSX_LOG_INFO, "control: close conn=%llu forward=%s uid=%u",
+		ctl_log(q->c, VSXB_LOG_INFO, "control: close conn=%llu forward=%s uid=%u",
 			(unsigned long long)id, fr.forward, q->uid);
 		put(b, "conn", "%llu", (unsigned long long)id);
 		put_str(b, "forward", fr.forward);
 		put_str(b, "action", "close");
 		return 0;
 	}
-	r = vsx_router_conn_close(q->c->r, id, reset);
+	r = vsxb_router_conn_close(q->c->r, id, reset);
 	if (r == -ENOENT)
 		return fail(q, ENOENT, "no connection %llu", (unsigned long long)id);
 	if (r < 0)
 		return fail(q, -r, "connection %llu: %s", (unsigned long long)id, strerror(-r));
-	ctl_log(q->c, VSX_LOG_INFO, "control: %s conn=%llu vm=%s uid=%u",
+	ctl_log(q->c, VSXB_LOG_INFO, "control: %s conn=%llu vm=%s uid=%u",
 		reset ? "reset" : "close", (unsigned long long)id, f.vm, q->uid);
 	put(b, "conn", "%llu", (unsigned long long)id);
 	put_str(b, "vm", f.vm);
@@ -694,8 +694,8 @@ static int cmd_close(struct req *q, struct evbuffer *b)
 static int cmd_resolve(struct req *q, struct evbuffer *b)
 {
 	const char *name = arg(q, "vm");
-	struct vsx_vm_info vi;
-	struct vsx_vm *vm;
+	struct vsxb_vm_info vi;
+	struct vsxb_vm *vm;
 	int e = 0;
 
 	if (!name)
@@ -703,7 +703,7 @@ static int cmd_resolve(struct req *q, struct evbuffer *b)
 	vm = need_vm(q, name, &e);
 	if (!vm)
 		return e;
-	vsx_vm_get_info(vm, &vi);
+	vsxb_vm_get_info(vm, &vi);
 	if (!vi.uds_path)
 		return fail(q, ENXIO, "VM %s has no uds-path", name);
 	if (!printable(vi.uds_path))
@@ -828,7 +828,7 @@ void vsxd_control_answer(struct vsxd_control *c, char *req, size_t len, uint32_t
 	}
 	e = len ? run(&q, req, len, b) : fail(&q, EINVAL, "empty request");
 	if (e) {
-		ctl_log(c, VSX_LOG_DEBUG, "control: uid %u: errno=%d: %s", uid, e, q.err);
+		ctl_log(c, VSXB_LOG_DEBUG, "control: uid %u: errno=%d: %s", uid, e, q.err);
 		put_str(out, "error", q.err);
 		evbuffer_add_printf(out, "errno=%d\n\n", e);
 	} else {
@@ -916,7 +916,7 @@ static bool client_process(struct ctl_client *cl)
 		if (!end) {
 			if (len < VSX_CTL_REQ_MAX)
 				break;  /* wait for the rest */
-			ctl_log(cl->c, VSX_LOG_DEBUG, "control: client %llu: request larger "
+			ctl_log(cl->c, VSXB_LOG_DEBUG, "control: client %llu: request larger "
 				"than %d bytes: closed", (unsigned long long)cl->serial,
 				VSX_CTL_REQ_MAX);
 			client_refuse(cl, E2BIG, "request larger than %d bytes (or not "
@@ -930,7 +930,7 @@ static bool client_process(struct ctl_client *cl)
 		vsxd_control_answer(cl->c, req, end, cl->uid, out);
 		client_arm(cl, cl->c->timeout_ms);
 		if (evbuffer_get_length(out) > CTL_OUT_HIGH) {
-			ctl_log(cl->c, VSX_LOG_DEBUG, "control: client %llu: more than %u "
+			ctl_log(cl->c, VSXB_LOG_DEBUG, "control: client %llu: more than %u "
 				"bytes of replies unread: not reading",
 				(unsigned long long)cl->serial, CTL_OUT_HIGH);
 			cl->paused = true;
@@ -993,13 +993,13 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 	struct evbuffer *out = bufferevent_get_output(cl->bev);
 
 	if (cl->closing || cl->denied || evbuffer_get_length(out)) {
-		ctl_log(cl->c, VSX_LOG_DEBUG, "control: client %llu: %s: closed",
+		ctl_log(cl->c, VSXB_LOG_DEBUG, "control: client %llu: %s: closed",
 			(unsigned long long)cl->serial,
 			cl->closing ? "did not read its last reply" : "too slow");
 		client_free(cl);
 		return;
 	}
-	ctl_log(cl->c, VSX_LOG_DEBUG, "control: client %llu: no request in %u ms: closed",
+	ctl_log(cl->c, VSXB_LOG_DEBUG, "control: client %llu: no request in %u ms: closed",
 		(unsigned long long)cl->serial, cl->c->timeout_ms);
 	client_refuse(cl, ETIMEDOUT, "no complete request in %u ms: connection closed",
 		      cl->c->timeout_ms);
@@ -1031,7 +1031,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	if (fd < 0) {
 		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
 		    errno == ENOMEM) {
-			ctl_log(c, VSX_LOG_WARNING, "control: accept: %s: pausing for %d ms",
+			ctl_log(c, VSXB_LOG_WARNING, "control: accept: %s: pausing for %d ms",
 				strerror(errno), CTL_PAUSE_MS);
 			event_del(c->lev);
 			evtimer_add(c->pause, &tv);
@@ -1039,7 +1039,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		return;
 	}
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl_len) < 0) {
-		ctl_log(c, VSX_LOG_WARNING, "control: SO_PEERCRED: %s", strerror(errno));
+		ctl_log(c, VSXB_LOG_WARNING, "control: SO_PEERCRED: %s", strerror(errno));
 		close(fd);
 		return;
 	}
@@ -1079,7 +1079,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	bufferevent_setwatermark(cl->bev, EV_READ, 0, VSX_CTL_REQ_MAX);
 
 	if (!uid_allowed(c, cl->uid)) {
-		ctl_log(c, VSX_LOG_WARNING, "control: uid %u (pid %d) refused: not root, "
+		ctl_log(c, VSXB_LOG_WARNING, "control: uid %u (pid %d) refused: not root, "
 			"vsxd's uid or a control-allow-uid", cl->uid, (int)cl->pid);
 		cl->denied = true;
 		client_refuse(cl, EACCES, "permission denied: uid %u may not use this "
@@ -1091,7 +1091,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	}
 	c->nclients++;
 	if (c->nclients > c->max_clients) {
-		ctl_log(c, VSX_LOG_WARNING, "control: more than %u clients: uid %u (pid %d) "
+		ctl_log(c, VSXB_LOG_WARNING, "control: more than %u clients: uid %u (pid %d) "
 			"refused", c->max_clients, cl->uid, (int)cl->pid);
 		c->nclients--;
 		cl->denied = true;
@@ -1101,7 +1101,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		client_arm(cl, CTL_LINGER_MS);
 		return;
 	}
-	ctl_log(c, VSX_LOG_DEBUG, "control: client %llu: uid %u pid %d",
+	ctl_log(c, VSXB_LOG_DEBUG, "control: client %llu: uid %u pid %d",
 		(unsigned long long)cl->serial, cl->uid, (int)cl->pid);
 	bufferevent_enable(cl->bev, EV_READ);
 	client_arm(cl, c->timeout_ms);
@@ -1168,7 +1168,7 @@ static int bind_socket(struct vsxd_control *c, const struct sockaddr_un *un)
 			umask(old);
 			return -EADDRINUSE;
 		}
-		ctl_log(c, VSX_LOG_INFO, "control: replacing the stale socket %s",
+		ctl_log(c, VSXB_LOG_INFO, "control: replacing the stale socket %s",
 			un->sun_path);
 		unlink(un->sun_path);
 		r = bind(c->lfd, (const struct sockaddr *)un, sizeof(*un));
@@ -1201,7 +1201,7 @@ int vsxd_control_set_allowed(struct vsxd_control *c, const uint32_t *uids, size_
 	return 0;
 }
 
-int vsxd_control_new(struct event_base *base, struct vsx_router *r,
+int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 		     const struct vsxd_control_opts *o, struct vsxd_control **out)
 {
 	struct sockaddr_un un = { .sun_family = AF_UNIX };

@@ -1,7 +1,7 @@
 /*
  * vsxd's control socket: the server side of libvsx/ctl-proto.h, on vsxd's
  * libevent loop, over the backend's introspection and control calls
- * (transports/virtio/backend.h). The protocol is documented in vsxd(8),
+ * (transports/virtio/backend/backend.h). The protocol is documented in vsxd(8),
  * CONTROL SOCKET, and at the top of control.c.
  *
  * Ownership: struct vsxd_control is created and freed here; the event
@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../transports/virtio/backend.h"
+#include "backend/backend.h"
 
 #define VSXD_CONTROL_TIMEOUT_MS 10000   /* a request must arrive (and its
 					   reply leave) within this */
@@ -33,7 +33,7 @@ struct vsxd_control_opts {
 	size_t n_allow_uids;
 	unsigned timeout_ms;          /* 0: VSXD_CONTROL_TIMEOUT_MS */
 	unsigned max_clients;         /* 0: VSXD_CONTROL_MAX_CLIENTS */
-	vsx_log_fn log;               /* may be NULL */
+	vsxb_log_fn log;               /* may be NULL */
 	void *log_arg;
 	struct vsxd_fwds *fwds;       /* forward.h: relayed connections are
 					 listed too; NULL: none */
@@ -50,7 +50,7 @@ struct vsxd_control_opts {
  * mkdir/socket/bind/listen. *@out is freed with vsxd_control_free, which
  * closes every client and removes the socket path if it is still ours.
  */
-int vsxd_control_new(struct event_base *base, struct vsx_router *r,
+int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 		     const struct vsxd_control_opts *o, struct vsxd_control **out);
 void vsxd_control_free(struct vsxd_control *c);
 

@@ -7,11 +7,11 @@
  *
  *  - vm:NAME:PORT goes through the engine (backend.h) with no extra hop: a
  *    connection accepted elsewhere is handed to the engine as a host-
- *    initiated connection to guest port PORT (vsx_vm_connect_fd), and a
+ *    initiated connection to guest port PORT (vsxb_vm_connect_fd), and a
  *    listening vm: side registers a handler for host port PORT of that VM
- *    (vsx_router_listen_port), which keeps the guest's connection
+ *    (vsxb_router_listen_port), which keeps the guest's connection
  *    CONNECTING until the other side is connected, then attaches it
- *    (vsx_router_conn_attach_fd) or refuses it (RST). Where the other side
+ *    (vsxb_router_conn_attach_fd) or refuses it (RST). Where the other side
  *    is a plain descriptor (TCP, Unix, another VM through a socketpair) the
  *    engine owns it directly and the connection is one engine connection,
  *    listed with the forward's name as its tag.
@@ -62,7 +62,7 @@
 #include <vsx/vsx.h>
 
 #include "forward.h"
-#include "../transports/virtio/backend.h"
+#include "backend/backend.h"
 
 #define FWD_BUF (64u * 1024)       /* per direction of a relay */
 #define FWD_MAX_JOBS 64            /* libvsx connects/handshakes at once */
@@ -132,7 +132,7 @@ struct fwd {
 	vsx_sock *ls;                /* libvsx listener */
 	bool accepting;              /* JOB_ACCEPT running on @ls */
 	struct job *ajob;
-	struct vsx_port *port;       /* vm: listener */
+	struct vsxb_port *port;       /* vm: listener */
 	char *unlink_path;           /* our plain Unix socket file */
 	struct sockaddr_storage ta;  /* tcp/unix connect address */
 	socklen_t talen;
@@ -141,7 +141,7 @@ struct fwd {
 
 struct vsxd_fwds {
 	struct event_base *base;
-	struct vsx_router *r;
+	struct vsxb_router *r;
 	vsxd_fwd_log_fn log;
 	struct fwd *fwds;
 	struct relay relays;         /* list head */
@@ -380,7 +380,7 @@ static void relay_free(struct relay *rl, const char *why)
 	if (rl->wait_id && fs->in_port_cb)
 		fs->port_failed = true;         /* port_cb refuses it */
 	else if (rl->wait_id)
-		vsx_router_conn_close(fs->r, rl->wait_id, true);
+		vsxb_router_conn_close(fs->r, rl->wait_id, true);
 	for (i = 0; i < 2; i++) {
 		side_close(&rl->s[i]);
 		free(rl->b[i].buf);
@@ -399,7 +399,7 @@ static struct relay *relay_new(struct fwd *f, const char *client)
 	if (!rl)
 		return NULL;
 	rl->f = f;
-	rl->id = vsx_router_new_id(fs->r);
+	rl->id = vsxb_router_new_id(fs->r);
 	rl->state = RL_CONNECTING;
 	rl->s[0].fd = rl->s[1].fd = rl->cfd = -1;
 	snprintf(rl->client, sizeof(rl->client), "%s", client);
@@ -567,9 +567,9 @@ static void relay_start(struct relay *rl)
 
 /* ---- Joining the two sides ---- */
 
-static struct vsx_vm *target_vm(struct fwd *f)
+static struct vsxb_vm *target_vm(struct fwd *f)
 {
-	return vsx_router_vm_by_name(f->fs->r, f->cfg.connect.host);
+	return vsxb_router_vm_by_name(f->fs->r, f->cfg.connect.host);
 }
 
 /* The target (tcp/unix fd or libvsx socket) is connected. */
@@ -580,7 +580,7 @@ static void target_ready(struct relay *rl, int fd, vsx_sock *vs)
 
 	if (rl->wait_id && !vs) {
 		/* vm: listen side, a plain target: the engine takes it whole */
-		r = vsx_router_conn_attach_fd(fs->r, rl->wait_id, fd);
+		r = vsxb_router_conn_attach_fd(fs->r, rl->wait_id, fd);
 		if (r < 0)
 			close(fd);
 		else
@@ -600,7 +600,7 @@ static void target_ready(struct relay *rl, int fd, vsx_sock *vs)
 			relay_free(rl, "socketpair failed");
 			return;
 		}
-		r = vsx_router_conn_attach_fd(fs->r, rl->wait_id, sp[0]);
+		r = vsxb_router_conn_attach_fd(fs->r, rl->wait_id, sp[0]);
 		rl->wait_id = 0;
 		if (r < 0) {
 			close(sp[0]);
@@ -717,22 +717,22 @@ static void vm2vm_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct vm2vm *v = arg;
 	struct vsxd_fwds *fs = v->fs;
-	struct vsx_vm *vm = vsx_router_vm_by_name(fs->r, v->vm);
+	struct vsxb_vm *vm = vsxb_router_vm_by_name(fs->r, v->vm);
 	int sp[2], r;
 
 	(void)fd;
 	(void)what;
 	if (!vm || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
-		vsx_router_conn_close(fs->r, v->wait_id, true);
+		vsxb_router_conn_close(fs->r, v->wait_id, true);
 		goto out;
 	}
-	r = vsx_router_conn_attach_fd(fs->r, v->wait_id, sp[0]);
+	r = vsxb_router_conn_attach_fd(fs->r, v->wait_id, sp[0]);
 	if (r < 0) {
 		close(sp[0]);
 		close(sp[1]);
 		goto out;
 	}
-	r = vsx_vm_connect_fd(vm, sp[1], v->port, v->name, NULL);
+	r = vsxb_vm_connect_fd(vm, sp[1], v->port, v->name, NULL);
 	if (r < 0)
 		flog(fs, LOG_WARNING, "forward %s: connect %s: %s", v->name, v->target,
 		     strerror(-r));
@@ -749,7 +749,7 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 {
 	struct vsxd_fwds *fs = f->fs;
 	struct relay *rl;
-	struct vsx_vm *vm;
+	struct vsxb_vm *vm;
 	int sp[2], r;
 
 	fs->st.accepted++;
@@ -781,7 +781,7 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 		if (!vs) {
 			uint64_t id = 0;
 
-			r = vsx_vm_connect_fd(vm, fd, f->cfg.connect.port, f->cfg.name, &id);
+			r = vsxb_vm_connect_fd(vm, fd, f->cfg.connect.port, f->cfg.name, &id);
 			if (r < 0) {
 				fs->st.failed++;
 				flog(fs, LOG_WARNING, "forward %s: %s -> %s: %s", f->cfg.name,
@@ -796,7 +796,7 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 		/* a libvsx client: relay it to the engine through a socketpair */
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
 			goto drop;
-		r = vsx_vm_connect_fd(vm, sp[0], f->cfg.connect.port, f->cfg.name, NULL);
+		r = vsxb_vm_connect_fd(vm, sp[0], f->cfg.connect.port, f->cfg.name, NULL);
 		if (r < 0) {
 			close(sp[1]);
 			fs->st.failed++;
@@ -1015,14 +1015,14 @@ static void pipe_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* The engine: a guest connects to a vm: listen side. */
-static int port_cb(void *arg, struct vsx_vm *vm, uint64_t id, uint32_t guest_port,
+static int port_cb(void *arg, struct vsxb_vm *vm, uint64_t id, uint32_t guest_port,
 		   uint32_t port)
 {
 	struct fwd *f = arg;
-	struct vsx_vm_info vi;
+	struct vsxb_vm_info vi;
 	char client[ADDR_LEN];
 
-	vsx_vm_get_info(vm, &vi);
+	vsxb_vm_get_info(vm, &vi);
 	snprintf(client, sizeof(client), "vm:%s:%u (cid %llu)", vi.name, guest_port,
 		 (unsigned long long)vi.guest_cid);
 	if (!cid_allowed(f, vi.guest_cid)) {
@@ -1047,7 +1047,7 @@ static void fwd_stop(struct fwd *f)
 	struct relay *rl, *next;
 
 	if (f->port)
-		vsx_port_free(f->port);
+		vsxb_port_free(f->port);
 	if (f->lev)
 		event_free(f->lev);
 	if (f->lfd >= 0)
@@ -1064,7 +1064,7 @@ static void fwd_stop(struct fwd *f)
 		if (rl->f == f)
 			relay_free(rl, "forward removed");
 	}
-	vsx_router_close_tagged(fs->r, f->cfg.name, false);
+	vsxb_router_close_tagged(fs->r, f->cfg.name, false);
 	vsxd_fwd_free(&f->cfg);
 	free(f);
 }
@@ -1165,7 +1165,7 @@ static int fwd_start(struct vsxd_fwds *fs, const struct vsxd_forward *cfg,
 		f->lev = event_new(fs->base, f->lfd, EV_READ | EV_PERSIST, fd_accept_cb, f);
 		break;
 	case VSXD_EP_VM:
-		r = vsx_router_listen_port(fs->r, cfg->listen.host, cfg->listen.port,
+		r = vsxb_router_listen_port(fs->r, cfg->listen.host, cfg->listen.port,
 					   cfg->name, port_cb, f, &f->port);
 		if (r < 0) {
 			snprintf(err->msg, sizeof(err->msg), "cannot listen on %s: %s",
@@ -1202,7 +1202,7 @@ fail:
 	return r;
 }
 
-int vsxd_fwds_new(struct event_base *base, struct vsx_router *r, vsxd_fwd_log_fn log,
+int vsxd_fwds_new(struct event_base *base, struct vsxb_router *r, vsxd_fwd_log_fn log,
 		  struct vsxd_fwds **out)
 {
 	struct vsxd_fwds *fs = calloc(1, sizeof(*fs));

@@ -86,13 +86,13 @@ int vsxd_fwd_check(const struct vsxd_config *cfg, struct vsxd_err *err);
 /* ---- Run time (forward.c) ---- */
 
 struct event_base;
-struct vsx_router;
+struct vsxb_router;
 struct vsxd_fwds;
 
 typedef void (*vsxd_fwd_log_fn)(int prio, const char *msg);
 
 /* The set of running forwards. @base and @r must outlive it. */
-int vsxd_fwds_new(struct event_base *base, struct vsx_router *r, vsxd_fwd_log_fn log,
+int vsxd_fwds_new(struct event_base *base, struct vsxb_router *r, vsxd_fwd_log_fn log,
 		  struct vsxd_fwds **out);
 /* Stop every forward (listeners closed, connections closed). */
 void vsxd_fwds_free(struct vsxd_fwds *fs);

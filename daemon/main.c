@@ -42,9 +42,9 @@
 
 #include "config.h"
 #include "control.h"
-#include "evloop.h"
+#include "vhost-user/loop-event.h"
 #include "forward.h"
-#include "../transports/virtio/backend.h"
+#include "backend/backend.h"
 
 #define EXIT_USAGE 2
 #define DEFAULT_LOG_LEVEL LOG_INFO
@@ -134,41 +134,41 @@ static void backend_log(void *arg, int prio, const char *msg)
 
 static const char *port_str(uint32_t port, char *buf, size_t len)
 {
-	if (port == VSX_PORT_UNKNOWN)
+	if (port == VSXB_PORT_UNKNOWN)
 		return "-";
 	snprintf(buf, len, "%u", port);
 	return buf;
 }
 
-static void conn_event_log(void *arg, const struct vsx_conn_event *ev)
+static void conn_event_log(void *arg, const struct vsxb_conn_event *ev)
 {
-	const struct vsx_conn_info *ci = &ev->ci;
+	const struct vsxb_conn_info *ci = &ev->ci;
 	char msg[512], gp[16], pp[16];
 	int prio = LOG_INFO, n;
 
 	(void)arg;
 	if (ev->log_suppressed)
 		return;
-	if (ev->reason == VSX_REASON_LIMIT)
+	if (ev->reason == VSXB_REASON_LIMIT)
 		prio = LOG_WARNING;
 	if (prio > logst.level)
 		return;
 	n = snprintf(msg, sizeof(msg), "conn %s id=%llu vm=%s type=%s guest=%llu:%s "
-		     "peer=%llu:%s origin=%s", vsx_conn_event_name(ev->type),
+		     "peer=%llu:%s origin=%s", vsxb_conn_event_name(ev->type),
 		     (unsigned long long)ci->id, ci->vm ? ci->vm : "-",
 		     ci->type == 2 ? "seqpacket" : "stream",
 		     (unsigned long long)ci->guest_cid, port_str(ci->guest_port, gp, sizeof(gp)),
 		     (unsigned long long)ci->peer_cid, port_str(ci->peer_port, pp, sizeof(pp)),
 		     ev->origin ? ev->origin : "-");
-	if (ev->type != VSX_CONN_EV_OPEN && n > 0 && (size_t)n < sizeof(msg))
+	if (ev->type != VSXB_CONN_EV_OPEN && n > 0 && (size_t)n < sizeof(msg))
 		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " reason=%s",
-			      vsx_conn_reason_name(ev->reason));
+			      vsxb_conn_reason_name(ev->reason));
 	if (ev->err && n > 0 && (size_t)n < sizeof(msg))
 		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " errno=%d", ev->err);
 	if (ev->limit && n > 0 && (size_t)n < sizeof(msg))
 		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " limit=%s",
-			      vsx_limit_name(ev->limit));
-	if ((ev->type == VSX_CONN_EV_CLOSE || ev->type == VSX_CONN_EV_RESET) && n > 0 &&
+			      vsxb_limit_name(ev->limit));
+	if ((ev->type == VSXB_CONN_EV_CLOSE || ev->type == VSXB_CONN_EV_RESET) && n > 0 &&
 	    (size_t)n < sizeof(msg))
 		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " to-guest=%llu "
 			      "from-guest=%llu duration-ms=%llu",
@@ -239,12 +239,12 @@ static const int signals[] = { SIGTERM, SIGINT, SIGHUP };
 struct vsxd {
 	struct event_base *base;
 	struct vsx_evloop ev;          /* the adapter over @base (ev.loop) */
-	struct vsx_router *router;
+	struct vsxb_router *router;
 	struct vsxd_control *control;  /* NULL: no control socket */
 	struct vsxd_fwds *fwds;        /* forward.c: the running forwards */
 	struct vsxd_opts opts;         /* the command line, kept for reloads */
 	struct vsxd_config cfg;        /* in force: the file's, then the flags' */
-	struct vsx_vm **vms;           /* cfg.n_vms entries, owned by the router;
+	struct vsxb_vm **vms;           /* cfg.n_vms entries, owned by the router;
 					  NULL: failed to start (reload) */
 	struct event *sig[NSIGNALS];
 	int exit_code;
@@ -281,9 +281,9 @@ static const char *vm_label(const struct vsxd_vm *vm, char *buf, size_t len)
 	return buf;
 }
 
-static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsx_vm **out)
+static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsxb_vm **out)
 {
-	const struct vsx_vm_config vc = {
+	const struct vsxb_vm_config vc = {
 		.name = vm->name,
 		.guest_cid = vm->guest_cid,
 		.socket_path = vm->socket_path,
@@ -295,7 +295,7 @@ static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsx_vm **ou
 	char label[256];
 	int r;
 
-	r = vsx_vm_new(d->router, &vc, out);
+	r = vsxb_vm_new(d->router, &vc, out);
 	if (r < 0) {
 		*out = NULL;
 		return r;
@@ -305,9 +305,9 @@ static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsx_vm **ou
 	     vm->socket_path, vm->uds_path);
 	vlog(LOG_DEBUG, "%s: tx-buffer-size %u, queue-size %u, groups %s",
 	     vm_label(vm, label, sizeof(label)),
-	     vm->tx_buffer_size ? vm->tx_buffer_size : VSX_DEFAULT_BUF_ALLOC,
-	     vm->queue_size ? vm->queue_size : VSX_DEFAULT_QUEUE_SIZE,
-	     vm->groups ? vm->groups : VSX_GROUP_DEFAULT);
+	     vm->tx_buffer_size ? vm->tx_buffer_size : VSXB_DEFAULT_BUF_ALLOC,
+	     vm->queue_size ? vm->queue_size : VSXB_DEFAULT_QUEUE_SIZE,
+	     vm->groups ? vm->groups : VSXB_GROUP_DEFAULT);
 	return 0;
 }
 
@@ -326,15 +326,15 @@ static const char *start_error(int r)
 }
 
 /* A running VM's tx-buffer-size changed: new connections get the new one. */
-static void set_buffer(struct vsx_vm *vm, const struct vsxd_vm *cfg)
+static void set_buffer(struct vsxb_vm *vm, const struct vsxd_vm *cfg)
 {
 	uint32_t bytes = cfg->tx_buffer_size;
 	char label[256];
 	int r;
 
 	if (!bytes)
-		bytes = VSX_DEFAULT_BUF_ALLOC;
-	r = vsx_vm_set_default_buffer(vm, bytes);
+		bytes = VSXB_DEFAULT_BUF_ALLOC;
+	r = vsxb_vm_set_default_buffer(vm, bytes);
 	if (r < 0)
 		vlog(LOG_ERR, "%s: cannot set tx-buffer-size %u: %s",
 		     vm_label(cfg, label, sizeof(label)), bytes, strerror(-r));
@@ -346,13 +346,13 @@ static void set_buffer(struct vsx_vm *vm, const struct vsxd_vm *cfg)
 /* The event loop's poller (--poll-us): the guests' TX rings. */
 static bool poll_rings(void *arg, bool sleeping)
 {
-	return vsx_router_poll(arg, sleeping);
+	return vsxb_router_poll(arg, sleeping);
 }
 
 /* The [daemon] limits and timeouts of @cfg into the router. */
 static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
 {
-	const struct vsx_router_limits l = {
+	const struct vsxb_router_limits l = {
 		.max_conns = (unsigned)cfg->limits[VSXD_LIMIT_MAX_CONNS],
 		.max_conns_per_vm = (unsigned)cfg->limits[VSXD_LIMIT_MAX_CONNS_PER_VM],
 		.max_conn_memory = cfg->limits[VSXD_LIMIT_MAX_CONN_MEMORY],
@@ -362,7 +362,7 @@ static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
 	};
 	int r;
 
-	r = vsx_router_set_limits(d->router, &l);
+	r = vsxb_router_set_limits(d->router, &l);
 	if (r < 0)
 		vlog(LOG_ERR, "cannot apply the limits: %s", strerror(-r));
 	vsx_evloop_set_poll(&d->ev, (unsigned)cfg->limits[VSXD_LIMIT_POLL_US]);
@@ -372,7 +372,7 @@ static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
 static void reload(struct vsxd *d)
 {
 	struct vsxd_config nc;
-	struct vsx_vm **nvms = NULL;
+	struct vsxb_vm **nvms = NULL;
 	struct vsxd_err err;
 	bool *kept = NULL;
 	char label[256];
@@ -419,7 +419,7 @@ static void reload(struct vsxd *d)
 			continue;
 		vlog(LOG_INFO, "%s: removed",
 		     vm_label(&d->cfg.vms[i], label, sizeof(label)));
-		vsx_vm_free(d->vms[i]);
+		vsxb_vm_free(d->vms[i]);
 		d->vms[i] = NULL;
 		removed++;
 	}
@@ -571,7 +571,7 @@ static void daemon_free(struct vsxd *d)
 	vsxd_control_free(d->control);      /* before what it looks at */
 	vsxd_fwds_free(d->fwds);            /* before the router it uses */
 	if (d->router)
-		vsx_router_free(d->router);     /* frees the VMs too */
+		vsxb_router_free(d->router);     /* frees the VMs too */
 	free(d->vms);
 	if (d->base)
 		event_base_free(d->base);
@@ -630,12 +630,12 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	vsx_evloop_init(&d.ev, d.base);
-	r = vsx_router_new(&d.ev.loop, backend_log, NULL, &d.router);
+	r = vsxb_router_new(&d.ev.loop, backend_log, NULL, &d.router);
 	if (r < 0) {
 		fatal("cannot create the router: %s", strerror(-r));
 		goto out;
 	}
-	vsx_router_set_conn_events(d.router, conn_event_log, NULL);
+	vsxb_router_set_conn_events(d.router, conn_event_log, NULL);
 	vsx_evloop_set_poller(&d.ev, poll_rings, d.router);
 	if (limits_apply(&d, &d.cfg) < 0)
 		goto out;

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../transports/virtio/loop.h"
+#include "vhost-user/loop.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

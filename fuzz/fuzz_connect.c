@@ -1,6 +1,6 @@
 /*
- * Fuzz target: the hybrid CONNECT line (transports/virtio/host.c,
- * vsx__host_parse_connect), fed as a host program's stream is: bytes up to
+ * Fuzz target: the hybrid CONNECT line (transports/virtio/backend/host.c,
+ * vsxb__host_parse_connect), fed as a host program's stream is: bytes up to
  * the first newline, at most ENG_CONNECT_LINE of them, as hs_cb takes them.
  * An accepted line must be exactly "CONNECT <port>\n" with the port below
  * 2^32-1 written in plain decimal.
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../transports/virtio/engine.h"
+#include "backend/engine.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!line)
 		return 0;
 	memcpy(line, data, take);
-	if (vsx__host_parse_connect(line, take, &port) == 0) {
+	if (vsxb__host_parse_connect(line, take, &port) == 0) {
 		if (port == UINT32_MAX)
 			abort();
 		/* the line is "CONNECT " + digits + "\n" (leading zeros allowed) */

@@ -18,7 +18,7 @@
 #include <event2/event.h>
 
 #include "../daemon/control.h"
-#include "../transports/virtio/backend.h"
+#include "backend/backend.h"
 #include "ctl-proto.h"
 #include "fuzz.h"
 
@@ -67,18 +67,18 @@ static void fz_parse(const uint8_t *p, size_t n, bool reply)
 /* ---- vsxd's side ---- */
 
 static struct event_base *base;
-static struct vsx_router *router;
+static struct vsxb_router *router;
 static struct vsxd_control *control;
 
 static void setup(void)
 {
 	struct vsxd_control_opts o = { 0 };
-	struct vsx_vm_config vc = { 0 };
+	struct vsxb_vm_config vc = { 0 };
 	char path[4][128];
-	struct vsx_vm *vm;
+	struct vsxb_vm *vm;
 
 	base = event_base_new();
-	if (!base || vsx_router_new(&fl_loop, NULL, NULL, &router) < 0)
+	if (!base || vsxb_router_new(&fl_loop, NULL, NULL, &router) < 0)
 		abort();
 	snprintf(path[0], sizeof(path[0]), "%s/ctl.sock", fz_dir());
 	snprintf(path[1], sizeof(path[1]), "%s/web.sock", fz_dir());
@@ -89,12 +89,12 @@ static void setup(void)
 	vc.socket_path = path[1];
 	vc.uds_path = path[2];
 	vc.groups = "a+b";
-	if (vsx_vm_new(router, &vc, &vm) < 0)
+	if (vsxb_vm_new(router, &vc, &vm) < 0)
 		abort();
 	memset(&vc, 0, sizeof(vc));
 	vc.guest_cid = 4;
 	vc.socket_path = path[3];
-	if (vsx_vm_new(router, &vc, &vm) < 0)
+	if (vsxb_vm_new(router, &vc, &vm) < 0)
 		abort();
 	o.path = path[0];
 	if (vsxd_control_new(base, router, &o, &control) < 0)

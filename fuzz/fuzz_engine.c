@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the virtio-vsock engine (transports/virtio/vsock.c, host.c,
+ * Fuzz target: the virtio-vsock engine (transports/virtio/backend/vsock.c, host.c,
  * router.c, txbuf.c) as vsxd runs it, minus the event loop: a router with
  * two VMs (CIDs 3 and 4, one group, so they can reach each other), each
  * brought up by a scripted front-end over its real vhost-user socket, as
@@ -39,7 +39,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../transports/virtio/engine.h"
+#include "backend/engine.h"
 #include "fuzz.h"
 
 #define NVM 2
@@ -62,7 +62,7 @@
 _Static_assert(TXB + QSZ * TXB_LEN <= MEM_SIZE, "guest RAM layout");
 
 struct gvm {
-	struct vsx_vm *vm;
+	struct vsxb_vm *vm;
 	uint64_t cid;
 	char sock[108], uds[108];
 	int memfd;
@@ -440,23 +440,23 @@ static void restart_rings(struct gvm *v)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fin f = { data, size };
-	struct vsx_router *r;
+	struct vsxb_router *r;
 	unsigned steps = 0;
 	uint8_t buf[4096];
 
 	if (!inited)
 		setup_once();
-	if (vsx_router_new(&fl_loop, logfn, NULL, &r) < 0)
+	if (vsxb_router_new(&fl_loop, logfn, NULL, &r) < 0)
 		die("router");
 	for (unsigned i = 0; i < NVM; i++) {
-		struct vsx_vm_config c = {
+		struct vsxb_vm_config c = {
 			.guest_cid = g[i].cid,
 			.socket_path = g[i].sock,
 			.uds_path = g[i].uds,
 			.tx_buffer_size = i ? 4096 : 0,
 		};
 
-		if (vsx_vm_new(r, &c, &g[i].vm) < 0)
+		if (vsxb_vm_new(r, &c, &g[i].vm) < 0)
 			die("vm");
 		fe_up(&g[i]);
 	}
@@ -542,7 +542,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	while (nhost)
 		host_drop(0);
-	vsx_router_free(r);
+	vsxb_router_free(r);
 	for (unsigned i = 0; i < NVM; i++) {
 		fe_down(&g[i]);
 		g[i].vm = NULL;

@@ -32,7 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../transports/virtio/vhost_user.h"
+#include "vhost-user/vhost_user.h"
 #include "fuzz.h"
 
 #define MEM_SIZE (256u * 1024)

@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the split-virtqueue walker (transports/virtio/vq.c).
+ * Fuzz target: the split-virtqueue walker (transports/virtio/vhost-user/vq.c).
  *
  * The input lays out guest memory and a ring, then plays guest and device:
  *
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../transports/virtio/vq.h"
+#include "vhost-user/vq.h"
 #include "fuzz.h"
 
 #define MAX_OUT 16

@@ -1,5 +1,5 @@
 /*
- * The vhost-user server (transports/virtio/vhost_user.c) with a tiny echo
+ * The vhost-user server (transports/virtio/vhost-user/vhost_user.c) with a tiny echo
  * device behind it, on a real libevent loop in its own thread, driven by the
  * in-process driver (tests/driver) over a real Unix socket: negotiation,
  * config, data both ways, EVENT_IDX and indirect on and off, ring
@@ -26,8 +26,8 @@
 
 #include <criterion/criterion.h>
 
-#include "../transports/virtio/vhost_user.h"
-#include "../transports/virtio/vsock_wire.h"
+#include "vhost-user/vhost_user.h"
+#include "backend/vsock_wire.h"
 #include "driver/driver.h"
 #include "driver/loop_event.h"
 

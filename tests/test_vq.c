@@ -1,5 +1,5 @@
 /*
- * Guest memory translation and split virtqueues (transports/virtio/vq.c),
+ * Guest memory translation and split virtqueues (transports/virtio/vhost-user/vq.c),
  * device side, against rings laid out by hand in two separately mapped
  * "guest" regions. Every hostile case checks the error value, the broken
  * state and the err fd.
@@ -16,7 +16,7 @@
 
 #include <criterion/criterion.h>
 
-#include "../transports/virtio/vq.h"
+#include "vhost-user/vq.h"
 
 #define R_SIZE (1u << 20)
 #define R0_GPA 0x100000ull

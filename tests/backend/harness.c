@@ -61,7 +61,7 @@ static void hx_log(void *arg, int prio, const char *msg)
 	h->logbuf[h->loglen + n] = '\n';
 	h->loglen += n + 1;
 	h->logbuf[h->loglen] = '\0';
-	if (prio <= VSX_LOG_ERR)
+	if (prio <= VSXB_LOG_ERR)
 		h->log_errs++;
 	pthread_mutex_unlock(&log_lock);
 }
@@ -88,15 +88,15 @@ bool hx_log_has(struct hx *h, const char *needle)
 struct call {
 	struct hx *h;
 	unsigned i;
-	const struct vsx_vm_config *cfg;
+	const struct vsxb_vm_config *cfg;
 	int rc;
 	uint64_t id;
 	uint32_t bytes;
 	bool reset;
 	int vm;
-	struct vsx_conn_info *out;
+	struct vsxb_conn_info *out;
 	unsigned max, n;
-	struct vsx_engine_stats *st;
+	struct vsxb_engine_stats *st;
 	size_t *mem;
 	unsigned a, b, c;
 };
@@ -105,7 +105,7 @@ static void c_router_new(void *arg)
 {
 	struct call *k = arg;
 
-	k->rc = vsx_router_new(k->h->loop, hx_log, k->h, &k->h->r);
+	k->rc = vsxb_router_new(k->h->loop, hx_log, k->h, &k->h->r);
 }
 
 void hx_init(struct hx *h)
@@ -125,12 +125,12 @@ static void c_vm_new(void *arg)
 {
 	struct call *k = arg;
 
-	k->rc = vsx_vm_new(k->h->r, k->cfg, &k->h->v[k->i].vm);
+	k->rc = vsxb_vm_new(k->h->r, k->cfg, &k->h->v[k->i].vm);
 }
 
-int hx_vm(struct hx *h, unsigned i, const struct vsx_vm_config *tmpl)
+int hx_vm(struct hx *h, unsigned i, const struct vsxb_vm_config *tmpl)
 {
-	struct vsx_vm_config cfg = { 0 };
+	struct vsxb_vm_config cfg = { 0 };
 	struct hx_vm *v = &h->v[i];
 	struct call k = { .h = h, .i = i, .cfg = &cfg };
 
@@ -189,7 +189,7 @@ static void c_fini(void *arg)
 {
 	struct call *k = arg;
 
-	vsx_router_free(k->h->r);
+	vsxb_router_free(k->h->r);
 	k->h->r = NULL;
 }
 
@@ -213,7 +213,7 @@ static void c_timeouts(void *arg)
 {
 	struct call *k = arg;
 
-	vsx__router_set_timeouts(k->h->r, k->a, k->b, k->c);
+	vsxb__router_set_timeouts(k->h->r, k->a, k->b, k->c);
 }
 
 void hx_timeouts(struct hx *h, unsigned handshake_ms, unsigned connect_ms,
@@ -224,7 +224,7 @@ void hx_timeouts(struct hx *h, unsigned handshake_ms, unsigned connect_ms,
 	vsx_test_loop_call(h->tl, c_timeouts, &k);
 }
 
-static int collect(const struct vsx_conn_info *ci, void *arg)
+static int collect(const struct vsxb_conn_info *ci, void *arg)
 {
 	struct call *k = arg;
 
@@ -237,12 +237,12 @@ static int collect(const struct vsx_conn_info *ci, void *arg)
 static void c_conns(void *arg)
 {
 	struct call *k = arg;
-	struct vsx_vm *vm = k->vm >= 0 ? k->h->v[k->vm].vm : NULL;
+	struct vsxb_vm *vm = k->vm >= 0 ? k->h->v[k->vm].vm : NULL;
 
-	k->rc = vsx_router_foreach_conn(k->h->r, vm, collect, k);
+	k->rc = vsxb_router_foreach_conn(k->h->r, vm, collect, k);
 }
 
-unsigned hx_conns(struct hx *h, int vm, struct vsx_conn_info *out, unsigned max)
+unsigned hx_conns(struct hx *h, int vm, struct vsxb_conn_info *out, unsigned max)
 {
 	struct call k = { .h = h, .vm = vm, .out = out, .max = max };
 
@@ -251,9 +251,9 @@ unsigned hx_conns(struct hx *h, int vm, struct vsx_conn_info *out, unsigned max)
 	return k.n;
 }
 
-bool hx_conn(struct hx *h, uint64_t id, struct vsx_conn_info *out)
+bool hx_conn(struct hx *h, uint64_t id, struct vsxb_conn_info *out)
 {
-	struct vsx_conn_info all[64];
+	struct vsxb_conn_info all[64];
 	unsigned n = hx_conns(h, -1, all, 64), i;
 
 	for (i = 0; i < n && i < 64; i++) {
@@ -269,7 +269,7 @@ static void c_set_buffer(void *arg)
 {
 	struct call *k = arg;
 
-	k->rc = vsx_router_conn_set_buffer(k->h->r, k->id, k->bytes);
+	k->rc = vsxb_router_conn_set_buffer(k->h->r, k->id, k->bytes);
 }
 
 int hx_set_buffer(struct hx *h, uint64_t id, uint32_t bytes)
@@ -284,7 +284,7 @@ static void c_close(void *arg)
 {
 	struct call *k = arg;
 
-	k->rc = vsx_router_conn_close(k->h->r, k->id, k->reset);
+	k->rc = vsxb_router_conn_close(k->h->r, k->id, k->reset);
 }
 
 int hx_close_conn(struct hx *h, uint64_t id, bool reset)
@@ -299,10 +299,10 @@ static void c_stats(void *arg)
 {
 	struct call *k = arg;
 
-	vsx__vm_stats(k->h->v[k->i].vm, k->st);
+	vsxb__vm_stats(k->h->v[k->i].vm, k->st);
 }
 
-void hx_stats(struct hx *h, unsigned vm, struct vsx_engine_stats *st)
+void hx_stats(struct hx *h, unsigned vm, struct vsxb_engine_stats *st)
 {
 	struct call k = { .h = h, .i = vm, .st = st };
 
@@ -313,7 +313,7 @@ static void c_mem(void *arg)
 {
 	struct call *k = arg;
 
-	k->rc = vsx__conn_mem(k->h->r, k->id, k->mem);
+	k->rc = vsxb__conn_mem(k->h->r, k->id, k->mem);
 }
 
 int hx_conn_mem(struct hx *h, uint64_t id, size_t *mem)
@@ -328,7 +328,7 @@ static void c_default_buffer(void *arg)
 {
 	struct call *k = arg;
 
-	k->rc = vsx_vm_set_default_buffer(k->h->v[k->i].vm, k->bytes);
+	k->rc = vsxb_vm_set_default_buffer(k->h->v[k->i].vm, k->bytes);
 }
 
 int hx_default_buffer(struct hx *h, unsigned vm, uint32_t bytes)
@@ -817,7 +817,7 @@ static void c_counter_base(void *arg)
 {
 	struct call *k = arg;
 
-	vsx__router_set_counter_base(k->h->r, k->bytes);
+	vsxb__router_set_counter_base(k->h->r, k->bytes);
 }
 
 void hx_counter_base(struct hx *h, uint32_t base)

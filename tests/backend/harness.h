@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../transports/virtio/engine.h"
+#include "backend/engine.h"
 #include "../driver/driver.h"
 #include "../driver/loop_event.h"
 
@@ -56,7 +56,7 @@ struct gc {
 };
 
 struct hx_vm {
-	struct vsx_vm *vm;
+	struct vsxb_vm *vm;
 	uint64_t cid;
 	char vhost[108];
 	char uds[108];
@@ -67,7 +67,7 @@ struct hx {
 	char dir[64];
 	struct vsx_test_loop *tl;
 	const struct vsx_loop *loop;
-	struct vsx_router *r;
+	struct vsxb_router *r;
 	struct hx_vm v[HX_VMS];
 	char *logbuf;
 	size_t loglen;
@@ -77,8 +77,8 @@ struct hx {
 /* World */
 void hx_init(struct hx *h);
 /* Add VM @i (cid 3+i unless cfg says): @cfg may be NULL; its paths are
- * filled in. Returns vsx_vm_new's result. */
-int hx_vm(struct hx *h, unsigned i, const struct vsx_vm_config *cfg);
+ * filled in. Returns vsxb_vm_new's result. */
+int hx_vm(struct hx *h, unsigned i, const struct vsxb_vm_config *cfg);
 void hx_open(struct hx *h, unsigned i, const struct drv_opts *o);
 void hx_close_drv(struct hx *h, unsigned i);
 void hx_fini(struct hx *h);
@@ -88,11 +88,11 @@ bool hx_log_has(struct hx *h, const char *needle);
 unsigned hx_log_count(struct hx *h, const char *needle);
 
 /* Control, run on the loop thread */
-unsigned hx_conns(struct hx *h, int vm, struct vsx_conn_info *out, unsigned max);
-bool hx_conn(struct hx *h, uint64_t id, struct vsx_conn_info *out);
+unsigned hx_conns(struct hx *h, int vm, struct vsxb_conn_info *out, unsigned max);
+bool hx_conn(struct hx *h, uint64_t id, struct vsxb_conn_info *out);
 int hx_set_buffer(struct hx *h, uint64_t id, uint32_t bytes);
 int hx_close_conn(struct hx *h, uint64_t id, bool reset);
-void hx_stats(struct hx *h, unsigned vm, struct vsx_engine_stats *st);
+void hx_stats(struct hx *h, unsigned vm, struct vsxb_engine_stats *st);
 int hx_conn_mem(struct hx *h, uint64_t id, size_t *mem);
 int hx_default_buffer(struct hx *h, unsigned vm, uint32_t bytes);
 /* Block the loop thread until hx_unpause (so packets pile up). */

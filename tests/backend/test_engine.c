@@ -113,9 +113,9 @@ static uint32_t h2g_open(struct gc *c, unsigned vm, uint32_t gport, int *hfd,
 	return c->pport;
 }
 
-static struct vsx_conn_info conn_of(const struct gc *c, unsigned vm)
+static struct vsxb_conn_info conn_of(const struct gc *c, unsigned vm)
 {
-	struct vsx_conn_info all[64];
+	struct vsxb_conn_info all[64];
 	unsigned n = hx_conns(&H, (int)vm, all, 64), i;
 
 	for (i = 0; i < n && i < 64; i++)
@@ -130,7 +130,7 @@ static struct vsx_conn_info conn_of(const struct gc *c, unsigned vm)
 static bool conn_gone(const struct gc *c, unsigned vm, int timeout_ms)
 {
 	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-	struct vsx_conn_info all[64];
+	struct vsxb_conn_info all[64];
 	unsigned n, i;
 	bool found;
 
@@ -177,18 +177,18 @@ Test(engine, guest_to_host_stream_bytes)
 {
 	size_t len = 3 << 20;
 	uint8_t *out = malloc(len), *in = malloc(len);
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	struct hio io;
 	struct gc c;
 	int lfd, fd;
 
 	g2h_open(&c, 0, STREAM, 40000, 1234, &lfd, &fd);
 	ci = conn_of(&c, 0);
-	cr_assert_eq(ci.state, VSX_CONN_ESTABLISHED);
+	cr_assert_eq(ci.state, VSXB_CONN_ESTABLISHED);
 	cr_assert(ci.guest_initiated);
 	cr_assert_eq(ci.type, STREAM);
 	cr_assert_eq(ci.peer_cid, 2);
-	cr_assert_eq(ci.buf_alloc, VSX_DEFAULT_BUF_ALLOC);
+	cr_assert_eq(ci.buf_alloc, VSXB_DEFAULT_BUF_ALLOC);
 
 	/* guest -> host */
 	fill_pattern(out, len, 1);
@@ -282,7 +282,7 @@ Test(engine, guest_rst_closes_host_socket)
 Test(engine, guest_shutdown_send_half_close)
 {
 	char buf[100], back[100];
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	struct pkt *p;
 	struct gc c;
 	int lfd, fd;
@@ -295,7 +295,7 @@ Test(engine, guest_shutdown_send_half_close)
 	cr_assert_arr_eq(back, buf, sizeof(buf));
 	cr_assert_eq(h_eof(fd, TMO), 0, "host did not see EOF");
 	ci = conn_of(&c, 0);
-	cr_assert_eq(ci.state, VSX_CONN_CLOSING);
+	cr_assert_eq(ci.state, VSXB_CONN_CLOSING);
 	cr_assert_eq(ci.guest_shut, VIRTIO_VSOCK_SHUTDOWN_SEND);
 
 	/* the other direction still flows */
@@ -590,7 +590,7 @@ Test(hybrid, guest_never_answers)
  * not when the (here 60 s) connect timeout fires. */
 Test(hybrid, program_gives_up_before_guest_answers)
 {
-	struct vsx_conn_info ci[4];
+	struct vsxb_conn_info ci[4];
 	struct pkt *p;
 	struct gc c;
 	int fd;
@@ -765,7 +765,7 @@ Test(credit, credit_request_answered)
 		p = g_next(G(0), &c, TMO);
 		cr_assert_not_null(p);
 		cr_assert_eq(p->h.op, OP_CREDIT_UPDATE);
-		cr_assert_eq(p->h.buf_alloc, VSX_DEFAULT_BUF_ALLOC);
+		cr_assert_eq(p->h.buf_alloc, VSXB_DEFAULT_BUF_ALLOC);
 		cr_assert_eq(p->h.fwd_cnt, 0);
 		free(p);
 	}
@@ -777,7 +777,7 @@ static void wrap_transfer(uint32_t base)
 {
 	size_t len = 1 << 20;
 	uint8_t *out = malloc(len), *in = malloc(len);
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	struct hio io;
 	struct gc c;
 	int lfd, fd;
@@ -844,7 +844,7 @@ Test(credit, credit_update_only_when_peer_could_stall)
 {
 	size_t len = 4 << 20;
 	uint8_t *out = malloc(len), *in = malloc(len);
-	struct vsx_engine_stats st;
+	struct vsxb_engine_stats st;
 	struct hio io;
 	struct gc c;
 	int lfd, fd;
@@ -867,7 +867,7 @@ Test(credit, credit_update_only_when_peer_could_stall)
 	hx_stats(&H, 0, &st);
 	/* one update per (buf_alloc - 64 KiB) consumed at most, plus slack;
 	 * certainly not one per packet (1024 packets) */
-	cr_assert_leq(c.updates_seen, len / (VSX_DEFAULT_BUF_ALLOC - 65536) + 2,
+	cr_assert_leq(c.updates_seen, len / (VSXB_DEFAULT_BUF_ALLOC - 65536) + 2,
 		      "%u credit updates for %zu bytes", c.updates_seen, len);
 	cr_assert_geq(c.updates_seen, 1);
 	cr_assert_eq(st.credit_updates, c.updates_seen);
@@ -881,7 +881,7 @@ Test(credit, set_buffer_sends_update)
 {
 	size_t len = 600 * 1024;
 	uint8_t *out = malloc(len), *in = malloc(len);
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	struct hio io;
 	struct pkt *p;
 	struct gc c;
@@ -956,7 +956,7 @@ static void hostile_done(struct gc *d, int lfd, int fd, int lfd2, int fd2)
 Test(hostile, wrong_src_cid_dropped)
 {
 	struct virtio_vsock_hdr h = { 0 };
-	struct vsx_engine_stats st;
+	struct vsxb_engine_stats st;
 	struct gc c, d;
 	int lfd, fd, lfd2, fd2;
 
@@ -1103,7 +1103,7 @@ Test(hostile, rw_before_response_and_after_shutdown)
 
 Test(hostile, chain_loop_breaks_device_only)
 {
-	struct vsx_conn_info ci[4];
+	struct vsxb_conn_info ci[4];
 	uint64_t scratch;
 	size_t slen;
 	uint64_t addr[2];
@@ -1155,7 +1155,7 @@ Test(hostile, short_header_dropped)
 	uint64_t addr[1];
 	uint32_t len[1];
 	uint16_t flags[1] = { 0 }, next[1] = { 0 };
-	struct vsx_engine_stats st;
+	struct vsxb_engine_stats st;
 	struct gc c;
 	int lfd, fd;
 
@@ -1176,7 +1176,7 @@ Test(hostile, short_header_dropped)
 
 Test(datapath, small_packets_batched_into_one_write)
 {
-	struct vsx_engine_stats a, b;
+	struct vsxb_engine_stats a, b;
 	char buf[100 * 64], back[100 * 64];
 	struct gc c;
 	int lfd, fd, i;
@@ -1205,7 +1205,7 @@ Test(datapath, host_data_read_straight_into_rx_buffers)
 {
 	size_t len = 64 * 1024;
 	char *buf = malloc(len), *back = malloc(len);
-	struct vsx_engine_stats a, b;
+	struct vsxb_engine_stats a, b;
 	struct gc c;
 	int lfd, fd;
 
@@ -1232,7 +1232,7 @@ Test(datapath, host_data_read_straight_into_rx_buffers)
 
 Test(datapath, control_packets_go_straight_into_rx)
 {
-	struct vsx_engine_stats a, b;
+	struct vsxb_engine_stats a, b;
 	struct gc c;
 	int lfd, fd, i;
 
@@ -1253,7 +1253,7 @@ Test(datapath, guest_without_rx_buffers_bounded)
 {
 	struct drv_opts o = { .queue_size = 64 };
 	struct gc c[80], x;
-	struct vsx_engine_stats st;
+	struct vsxb_engine_stats st;
 	int lfd, fds[80], i, resp = 0;
 	struct pkt *p;
 
@@ -1294,7 +1294,7 @@ Test(datapath, guest_without_rx_buffers_bounded)
 
 static void flood(uint32_t buf_alloc)
 {
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	size_t mem = 0, sent = 0;
 	struct gc c;
 	int lfd, fd;
@@ -1382,7 +1382,7 @@ Test(datapath, many_connections_interleaved)
 
 Test(control, front_end_gone_resets_and_next_start_says_so)
 {
-	struct vsx_conn_info ci[4];
+	struct vsxb_conn_info ci[4];
 	struct gc c;
 	uint32_t id = 7;
 	int lfd, fd, hfd;
@@ -1423,7 +1423,7 @@ Test(control, every_start_sends_one_reset_event)
 
 Test(control, close_graceful_then_reset_after_linger)
 {
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	struct pkt *p;
 	struct gc c;
 	uint64_t t0;
@@ -1449,7 +1449,7 @@ Test(control, close_graceful_then_reset_after_linger)
 
 Test(control, close_graceful_guest_answers)
 {
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	struct gc c;
 	int lfd, fd;
 
@@ -1467,7 +1467,7 @@ Test(control, close_graceful_guest_answers)
 
 Test(control, reset_now)
 {
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	struct gc c;
 	int lfd, fd;
 
@@ -1504,7 +1504,7 @@ static uint32_t sndbuf_window(void)
 static void window_lands_in_kernel(struct gc *c, int fd, uint32_t w, uint32_t seed)
 {
 	uint8_t *out = malloc(w), *in = malloc(w);
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	uint64_t end = now_ms() + TMO;
 	int inq = 0;
 
@@ -1535,9 +1535,9 @@ Test(datapath, host_socket_holds_a_whole_window)
 	struct gc c, d;
 	int lfd, fd, lfd2, fd2;
 
-	if (w <= VSX_DEFAULT_BUF_ALLOC)
+	if (w <= VSXB_DEFAULT_BUF_ALLOC)
 		cr_skip_test("net.core.wmem_max allows no send buffer above %u bytes",
-			     VSX_DEFAULT_BUF_ALLOC);
+			     VSXB_DEFAULT_BUF_ALLOC);
 	/* a new connection with the larger default */
 	cr_assert_eq(hx_default_buffer(&H, 0, w), 0);
 	g2h_open(&c, 0, STREAM, 47010, 1310, &lfd, &fd);
@@ -1545,7 +1545,7 @@ Test(datapath, host_socket_holds_a_whole_window)
 	window_lands_in_kernel(&c, fd, w, 10);
 
 	/* a connection made at the old default and raised later */
-	cr_assert_eq(hx_default_buffer(&H, 0, VSX_DEFAULT_BUF_ALLOC), 0);
+	cr_assert_eq(hx_default_buffer(&H, 0, VSXB_DEFAULT_BUF_ALLOC), 0);
 	g2h_open(&d, 0, STREAM, 47011, 1311, &lfd2, &fd2);
 	cr_assert_eq(hx_set_buffer(&H, conn_of(&d, 0).id, w), 0);
 	p = g_expect(&d, OP_CREDIT_UPDATE, TMO);
@@ -1575,7 +1575,7 @@ Test(control, default_buffer_per_vm)
 
 Test(control, conn_info_fields)
 {
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	char buf[1000];
 	struct gc c;
 	int lfd, fd;
@@ -1602,7 +1602,7 @@ Test(control, conn_info_fields)
 	cr_assert_eq(ci.from_guest_bytes, 300);
 	cr_assert_eq(ci.to_guest_bytes, 700);
 	cr_assert_eq(ci.fwd_cnt, 300);
-	cr_assert_eq(ci.rx_free, VSX_DEFAULT_BUF_ALLOC);
+	cr_assert_eq(ci.rx_free, VSXB_DEFAULT_BUF_ALLOC);
 	cr_assert_eq(ci.peer_buf_alloc, 50000);
 	cr_assert_eq(ci.peer_fwd_cnt, 0);   /* the guest has not told us yet */
 	cr_assert_eq(ci.tx_free, 50000 - 700);
@@ -1617,7 +1617,7 @@ Test(control, conn_info_fields)
 
 static void two_vms_opts(const char *ga, const char *gb, const struct drv_opts *ob)
 {
-	struct vsx_vm_config a = { .groups = ga }, b = { .groups = gb };
+	struct vsxb_vm_config a = { .groups = ga }, b = { .groups = gb };
 
 	cr_assert_eq(hx_vm(&H, 0, &a), 0);
 	cr_assert_eq(hx_vm(&H, 1, &b), 0);
@@ -1645,8 +1645,8 @@ static void sib_open(struct gc *a, struct gc *b, uint16_t type, uint32_t pa,
 	free(p);
 	cr_assert_geq(g_send(b, OP_RESPONSE, 0, NULL, 0), 0);
 	p = g_expect(a, OP_RESPONSE, TMO);
-	cr_assert_eq(p->h.buf_alloc, b_buf < VSX_DEFAULT_BUF_ALLOC ? b_buf
-							      : VSX_DEFAULT_BUF_ALLOC);
+	cr_assert_eq(p->h.buf_alloc, b_buf < VSXB_DEFAULT_BUF_ALLOC ? b_buf
+							      : VSXB_DEFAULT_BUF_ALLOC);
 	free(p);
 }
 
@@ -1748,7 +1748,7 @@ Test(sibling, queued_when_receiver_lacks_buffers)
 	size_t len = 200000;
 	uint8_t *out = malloc(len), *in = malloc(len);
 	struct drv_opts ob = { .queue_size = 16 };   /* 64 KiB of RX buffers */
-	struct vsx_conn_info ci[4];
+	struct vsxb_conn_info ci[4];
 	size_t mem = 0;
 	struct gc a, b;
 
@@ -1855,7 +1855,7 @@ Test(sibling, peer_vm_gone)
 
 Test(config, validation)
 {
-	struct vsx_vm_config c = { 0 };
+	struct vsxb_vm_config c = { 0 };
 	char path[200];
 	int fd;
 
@@ -1911,7 +1911,7 @@ Test(engine, seqpacket_queued_when_host_blocked)
 {
 	enum { N = 220, M = 1000 };
 	uint8_t msg[M], rec[2 * M];
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	struct gc c;
 	int lfd, fd, i;
 	ssize_t r;
@@ -2032,7 +2032,7 @@ static void c_vm_free(void *arg)
 {
 	struct hx *h = arg;
 
-	vsx_vm_free(h->v[0].vm);
+	vsxb_vm_free(h->v[0].vm);
 	h->v[0].vm = NULL;
 }
 
@@ -2106,7 +2106,7 @@ Test(hybrid, device_down_closes_clients)
 
 Test(datapath, seqpacket_one_byte_messages_bounded)
 {
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	size_t mem = 0;
 	struct gc c;
 	int lfd, fd;
@@ -2289,7 +2289,7 @@ Test(engine, drain_bounded_by_linger)
 {
 	size_t len = 400000;
 	uint8_t *buf = malloc(len + 1);
-	struct vsx_conn_info ci[4];
+	struct vsxb_conn_info ci[4];
 	struct gc c;
 	int lfd, fd, rc;
 
@@ -2304,7 +2304,7 @@ Test(engine, drain_bounded_by_linger)
 	/* the host side drains, but the host never reads: cut after linger */
 	hx_sync(&H);
 	cr_assert_eq(hx_conns(&H, 0, ci, 4), 1);
-	cr_assert_eq(ci[0].state, VSX_CONN_CLOSING);
+	cr_assert_eq(ci[0].state, VSXB_CONN_CLOSING);
 	cr_assert(conn_gone(&c, 0, TMO));
 	/* what was queued for the socket is lost; what it took is there */
 	rc = h_read_full(fd, buf, len + 1, 500);
@@ -2314,7 +2314,7 @@ Test(engine, drain_bounded_by_linger)
 	free(buf);
 }
 
-static int stop_at_second(const struct vsx_conn_info *ci, void *arg)
+static int stop_at_second(const struct vsxb_conn_info *ci, void *arg)
 {
 	int *n = arg;
 
@@ -2326,12 +2326,12 @@ static void c_foreach_stop(void *arg)
 {
 	int *n = arg;
 
-	n[1] = vsx_router_foreach_conn(H.r, NULL, stop_at_second, n);
+	n[1] = vsxb_router_foreach_conn(H.r, NULL, stop_at_second, n);
 }
 
 Test(control, foreach_all_vms_and_early_stop)
 {
-	struct vsx_conn_info ci[8];
+	struct vsxb_conn_info ci[8];
 	struct gc a, b;
 	int lfd, fd, lfd1, fd1, n[2] = { 0, 0 };
 

@@ -1,6 +1,6 @@
 /*
- * Connection events and limits (backend.h: vsx_router_set_conn_events,
- * vsx_router_set_limits, vsx_router_get_stats) through the engine harness:
+ * Connection events and limits (backend.h: vsxb_router_set_conn_events,
+ * vsxb_router_set_limits, vsxb_router_get_stats) through the engine harness:
  * every event and reason checked by value, connection limits per VM and
  * per router (the refused attempt gets an RST, or its hybrid socket is
  * closed without "OK"), the per-connection memory cap, configurable
@@ -46,7 +46,7 @@ static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ev evs[EV_MAX];
 static unsigned nev;
 
-static void on_event(void *arg, const struct vsx_conn_event *e)
+static void on_event(void *arg, const struct vsxb_conn_event *e)
 {
 	struct ev *x;
 
@@ -78,12 +78,12 @@ static void on_event(void *arg, const struct vsx_conn_event *e)
 static void c_hook(void *arg)
 {
 	(void)arg;
-	vsx_router_set_conn_events(H.r, on_event, NULL);
+	vsxb_router_set_conn_events(H.r, on_event, NULL);
 }
 
 struct lim_call {
-	struct vsx_router_limits l;
-	struct vsx_router_stats st;
+	struct vsxb_router_limits l;
+	struct vsxb_router_stats st;
 	int rc;
 };
 
@@ -91,18 +91,18 @@ static void c_limits(void *arg)
 {
 	struct lim_call *k = arg;
 
-	k->rc = vsx_router_set_limits(H.r, &k->l);
+	k->rc = vsxb_router_set_limits(H.r, &k->l);
 }
 
 static void c_get(void *arg)
 {
 	struct lim_call *k = arg;
 
-	vsx_router_get_limits(H.r, &k->l);
-	vsx_router_get_stats(H.r, &k->st);
+	vsxb_router_get_limits(H.r, &k->l);
+	vsxb_router_get_stats(H.r, &k->st);
 }
 
-static int set_limits(const struct vsx_router_limits *l)
+static int set_limits(const struct vsxb_router_limits *l)
 {
 	struct lim_call k = { .l = *l };
 
@@ -110,7 +110,7 @@ static int set_limits(const struct vsx_router_limits *l)
 	return k.rc;
 }
 
-static struct vsx_router_stats stats(void)
+static struct vsxb_router_stats stats(void)
 {
 	struct lim_call k;
 
@@ -139,7 +139,7 @@ static struct ev wait_event(int type, unsigned nth)
 		pthread_mutex_unlock(&ev_lock);
 		usleep(5000);
 	} while (now_ms() < deadline);
-	cr_assert_fail("no %s event #%u", vsx_conn_event_name(type), nth);
+	cr_assert_fail("no %s event #%u", vsxb_conn_event_name(type), nth);
 	return out;
 }
 
@@ -214,7 +214,7 @@ static int h2g_request(struct gc *c, uint32_t gport)
 
 static uint64_t conn_id(const struct gc *c)
 {
-	struct vsx_conn_info all[64];
+	struct vsxb_conn_info all[64];
 	unsigned n = hx_conns(&H, 0, all, 64), i;
 
 	for (i = 0; i < n && i < 64; i++)
@@ -234,7 +234,7 @@ Test(events, guest_to_host_open_then_close_guest_shutdown)
 	int lfd, fd;
 
 	g2h_open(&c, 40001, 1201, &lfd, &fd);
-	o = wait_event(VSX_CONN_EV_OPEN, 0);
+	o = wait_event(VSXB_CONN_EV_OPEN, 0);
 	cr_assert_eq(o.id, conn_id(&c));
 	cr_assert_str_eq(o.vm, "cid3");
 	cr_assert_str_eq(o.origin, "guest");
@@ -242,7 +242,7 @@ Test(events, guest_to_host_open_then_close_guest_shutdown)
 	cr_assert_eq(o.guest_port, 40001);
 	cr_assert_eq(o.peer_cid, 2);
 	cr_assert_eq(o.peer_port, 1201);
-	cr_assert_eq(o.reason, VSX_REASON_NONE);
+	cr_assert_eq(o.reason, VSXB_REASON_NONE);
 
 	fill_pattern(buf, sizeof(buf), 1);
 	g_write(&c, buf, 100, 100);
@@ -253,14 +253,14 @@ Test(events, guest_to_host_open_then_close_guest_shutdown)
 	cr_assert_geq(g_send(&c, OP_SHUTDOWN, SHUT_BOTH, NULL, 0), 0);
 	free(g_expect(&c, OP_RST, TMO));
 	cr_assert_eq(h_eof(fd, TMO), 0);
-	e = wait_event(VSX_CONN_EV_CLOSE, 0);
+	e = wait_event(VSXB_CONN_EV_CLOSE, 0);
 	cr_assert_eq(e.id, o.id);
-	cr_assert_eq(e.reason, VSX_REASON_GUEST_SHUTDOWN);
-	cr_assert_str_eq(vsx_conn_reason_name(e.reason), "guest-shutdown");
+	cr_assert_eq(e.reason, VSXB_REASON_GUEST_SHUTDOWN);
+	cr_assert_str_eq(vsxb_conn_reason_name(e.reason), "guest-shutdown");
 	cr_assert_eq(e.from_guest, 100);
 	cr_assert_eq(e.to_guest, 40);
 	cr_assert_geq(e.duration_ms, 20);
-	cr_assert_eq(count_events(VSX_CONN_EV_RESET), 0);
+	cr_assert_eq(count_events(VSXB_CONN_EV_RESET), 0);
 	cr_assert_eq(stats().opened, 1);
 	close(fd);
 	close(lfd);
@@ -283,9 +283,9 @@ Test(events, host_eof_then_guest_close_is_close_host_eof)
 	/* the guest closes too, then its RST: still a graceful close */
 	cr_assert_geq(g_send(&c, OP_SHUTDOWN, SHUT_BOTH, NULL, 0), 0);
 	free(g_expect(&c, OP_RST, TMO));
-	e = wait_event(VSX_CONN_EV_CLOSE, 0);
-	cr_assert_eq(e.reason, VSX_REASON_HOST_EOF);
-	cr_assert_str_eq(vsx_conn_reason_name(e.reason), "host-eof");
+	e = wait_event(VSXB_CONN_EV_CLOSE, 0);
+	cr_assert_eq(e.reason, VSXB_REASON_HOST_EOF);
+	cr_assert_str_eq(vsxb_conn_reason_name(e.reason), "host-eof");
 	close(fd);
 	close(lfd);
 }
@@ -300,8 +300,8 @@ Test(events, host_closed)
 	close(fd);
 	free(g_expect(&c, OP_SHUTDOWN, TMO));
 	cr_assert_geq(g_send(&c, OP_RST, 0, NULL, 0), 0);
-	e = wait_event(VSX_CONN_EV_CLOSE, 0);
-	cr_assert_eq(e.reason, VSX_REASON_HOST_CLOSED);
+	e = wait_event(VSXB_CONN_EV_CLOSE, 0);
+	cr_assert_eq(e.reason, VSXB_REASON_HOST_CLOSED);
 	close(lfd);
 }
 
@@ -313,10 +313,10 @@ Test(events, guest_rst_is_reset)
 
 	g2h_open(&c, 40004, 1204, &lfd, &fd);
 	cr_assert_geq(g_send(&c, OP_RST, 0, NULL, 0), 0);
-	e = wait_event(VSX_CONN_EV_RESET, 0);
-	cr_assert_eq(e.reason, VSX_REASON_GUEST_RST);
-	cr_assert_str_eq(vsx_conn_reason_name(e.reason), "guest-rst");
-	cr_assert_eq(count_events(VSX_CONN_EV_CLOSE), 0);
+	e = wait_event(VSXB_CONN_EV_RESET, 0);
+	cr_assert_eq(e.reason, VSXB_REASON_GUEST_RST);
+	cr_assert_str_eq(vsxb_conn_reason_name(e.reason), "guest-rst");
+	cr_assert_eq(count_events(VSXB_CONN_EV_CLOSE), 0);
 	close(fd);
 	close(lfd);
 }
@@ -328,15 +328,15 @@ Test(events, guest_to_missing_port_refused_without_id)
 
 	gc_init(&c, G(0), STREAM, 40005, VSOCK_CID_HOST, 4444);
 	cr_assert_eq(g_connect(&c), OP_RST);
-	e = wait_event(VSX_CONN_EV_REFUSE, 0);
+	e = wait_event(VSXB_CONN_EV_REFUSE, 0);
 	cr_assert_eq(e.id, 0);
-	cr_assert_eq(e.reason, VSX_REASON_REFUSED);
+	cr_assert_eq(e.reason, VSXB_REASON_REFUSED);
 	cr_assert_eq(e.err, ENOENT);
 	cr_assert_str_eq(e.origin, "guest");
 	cr_assert_eq(e.guest_port, 40005);
 	cr_assert_eq(e.peer_port, 4444);
 	cr_assert(!e.log_suppressed);
-	cr_assert_eq(count_events(VSX_CONN_EV_OPEN), 0);
+	cr_assert_eq(count_events(VSXB_CONN_EV_OPEN), 0);
 	cr_assert_eq(stats().refused, 1);
 }
 
@@ -350,7 +350,7 @@ Test(events, hybrid_open_and_guest_refusal)
 	fd = h2g_request(&c, 5000);
 	cr_assert_geq(g_send(&c, OP_RESPONSE, 0, NULL, 0), 0);
 	cr_assert_gt(h_read_line(fd, line, sizeof(line), TMO), 0);
-	o = wait_event(VSX_CONN_EV_OPEN, 0);
+	o = wait_event(VSXB_CONN_EV_OPEN, 0);
 	cr_assert_str_eq(o.origin, "host");
 	cr_assert_eq(o.guest_port, 5000);
 	cr_assert_eq(o.peer_port, c.pport);
@@ -358,12 +358,12 @@ Test(events, hybrid_open_and_guest_refusal)
 	fd2 = h2g_request(&d, 5001);
 	cr_assert_geq(g_send(&d, OP_RST, 0, NULL, 0), 0);
 	cr_assert_eq(h_eof(fd2, TMO), 0);
-	e = wait_event(VSX_CONN_EV_REFUSE, 0);
+	e = wait_event(VSXB_CONN_EV_REFUSE, 0);
 	cr_assert_neq(e.id, 0);
-	cr_assert_eq(e.reason, VSX_REASON_REFUSED);
+	cr_assert_eq(e.reason, VSXB_REASON_REFUSED);
 	cr_assert_str_eq(e.origin, "host");
 	cr_assert_eq(e.guest_port, 5001);
-	cr_assert_eq(count_events(VSX_CONN_EV_OPEN), 1);
+	cr_assert_eq(count_events(VSXB_CONN_EV_OPEN), 1);
 	close(fd);
 	close(fd2);
 }
@@ -377,16 +377,16 @@ Test(events, connect_and_handshake_timeouts)
 	hx_timeouts(&H, 200, 200, 0);
 	fd = h2g_request(&c, 5002);     /* the guest never answers */
 	cr_assert_eq(h_eof(fd, TMO), 0);
-	e = wait_event(VSX_CONN_EV_REFUSE, 0);
-	cr_assert_eq(e.reason, VSX_REASON_CONNECT_TIMEOUT);
-	cr_assert_str_eq(vsx_conn_reason_name(e.reason), "connect-timeout");
+	e = wait_event(VSXB_CONN_EV_REFUSE, 0);
+	cr_assert_eq(e.reason, VSXB_REASON_CONNECT_TIMEOUT);
+	cr_assert_str_eq(vsxb_conn_reason_name(e.reason), "connect-timeout");
 
 	fd2 = h_dial(H.v[0].uds, "CONN");   /* never finishes its line */
 	cr_assert_eq(h_eof(fd2, TMO), 0);
-	e = wait_event(VSX_CONN_EV_REFUSE, 1);
-	cr_assert_eq(e.reason, VSX_REASON_HANDSHAKE_TIMEOUT);
+	e = wait_event(VSXB_CONN_EV_REFUSE, 1);
+	cr_assert_eq(e.reason, VSXB_REASON_HANDSHAKE_TIMEOUT);
 	cr_assert_eq(e.id, 0);
-	cr_assert_eq(e.guest_port, VSX_PORT_UNKNOWN);
+	cr_assert_eq(e.guest_port, VSXB_PORT_UNKNOWN);
 	close(fd);
 	close(fd2);
 }
@@ -401,24 +401,24 @@ Test(events, control_reset_close_and_linger)
 	g2h_open(&c, 40006, 1206, &lfd, &fd);
 	cr_assert_eq(hx_close_conn(&H, conn_id(&c), true), 0);
 	free(g_expect(&c, OP_RST, TMO));
-	e = wait_event(VSX_CONN_EV_RESET, 0);
-	cr_assert_eq(e.reason, VSX_REASON_CONTROL_RESET);
+	e = wait_event(VSXB_CONN_EV_RESET, 0);
+	cr_assert_eq(e.reason, VSXB_REASON_CONTROL_RESET);
 
 	/* close, the guest answers: a graceful close */
 	g2h_open(&d, 40007, 1207, &lfd2, &fd2);
 	cr_assert_eq(hx_close_conn(&H, conn_id(&d), false), 0);
 	free(g_expect(&d, OP_SHUTDOWN, TMO));
 	cr_assert_geq(g_send(&d, OP_RST, 0, NULL, 0), 0);
-	e = wait_event(VSX_CONN_EV_CLOSE, 0);
-	cr_assert_eq(e.reason, VSX_REASON_CONTROL_CLOSE);
+	e = wait_event(VSXB_CONN_EV_CLOSE, 0);
+	cr_assert_eq(e.reason, VSXB_REASON_CONTROL_CLOSE);
 
 	/* close, the guest does not answer: reset after the linger time */
 	g2h_open(&f, 40008, 1208, &lfd3, &fd3);
 	cr_assert_eq(hx_close_conn(&H, conn_id(&f), false), 0);
 	free(g_expect(&f, OP_SHUTDOWN, TMO));
 	free(g_expect(&f, OP_RST, TMO));
-	e = wait_event(VSX_CONN_EV_RESET, 1);
-	cr_assert_eq(e.reason, VSX_REASON_LINGER_TIMEOUT);
+	e = wait_event(VSXB_CONN_EV_RESET, 1);
+	cr_assert_eq(e.reason, VSXB_REASON_LINGER_TIMEOUT);
 	close(fd);
 	close(lfd);
 	close(fd2);
@@ -437,14 +437,14 @@ Test(events, protocol_error_and_vm_gone)
 	/* a second REQUEST on a live connection */
 	cr_assert_geq(g_send(&c, OP_REQUEST, 0, NULL, 0), 0);
 	free(g_expect(&c, OP_RST, TMO));
-	e = wait_event(VSX_CONN_EV_RESET, 0);
-	cr_assert_eq(e.reason, VSX_REASON_PROTOCOL);
+	e = wait_event(VSXB_CONN_EV_RESET, 0);
+	cr_assert_eq(e.reason, VSXB_REASON_PROTOCOL);
 
 	g2h_open(&d, 40010, 1210, &lfd2, &fd2);
 	hx_close_drv(&H, 0);    /* QEMU goes away */
-	e = wait_event(VSX_CONN_EV_RESET, 1);
-	cr_assert_eq(e.reason, VSX_REASON_VM_GONE);
-	cr_assert_str_eq(vsx_conn_reason_name(e.reason), "vm-gone");
+	e = wait_event(VSXB_CONN_EV_RESET, 1);
+	cr_assert_eq(e.reason, VSXB_REASON_VM_GONE);
+	cr_assert_str_eq(vsxb_conn_reason_name(e.reason), "vm-gone");
 	cr_assert_eq(h_eof(fd2, TMO), 0);
 	close(fd);
 	close(lfd);
@@ -463,10 +463,10 @@ Test(events, every_open_ends_once)
 	cr_assert_geq(g_send(&c[1], OP_RST, 0, NULL, 0), 0);
 	close(fd[2]);
 	hx_close_drv(&H, 0);
-	wait_event(VSX_CONN_EV_RESET, 5);
+	wait_event(VSXB_CONN_EV_RESET, 5);
 	usleep(100000);
-	cr_assert_eq(count_events(VSX_CONN_EV_OPEN), 6);
-	cr_assert_eq(count_events(VSX_CONN_EV_RESET) + count_events(VSX_CONN_EV_CLOSE), 6);
+	cr_assert_eq(count_events(VSXB_CONN_EV_OPEN), 6);
+	cr_assert_eq(count_events(VSXB_CONN_EV_RESET) + count_events(VSXB_CONN_EV_CLOSE), 6);
 	cr_assert_eq(stats().conns, 0);
 	for (i = 0; i < 6; i++) {
 		close(fd[i]);
@@ -484,9 +484,9 @@ Test(events, refusals_rate_limited_for_logging)
 		gc_init(&c, G(0), STREAM, 41000 + i, VSOCK_CID_HOST, 4445);
 		cr_assert_eq(g_connect(&c), OP_RST);
 	}
-	wait_event(VSX_CONN_EV_REFUSE, 29);
+	wait_event(VSXB_CONN_EV_REFUSE, 29);
 	for (i = 0; i < 30; i++) {
-		e = wait_event(VSX_CONN_EV_REFUSE, i);
+		e = wait_event(VSXB_CONN_EV_REFUSE, i);
 		if (e.log_suppressed)
 			quiet++;
 		else
@@ -499,7 +499,7 @@ Test(events, refusals_rate_limited_for_logging)
 	sleep(2);
 	gc_init(&c, G(0), STREAM, 41100, VSOCK_CID_HOST, 4445);
 	cr_assert_eq(g_connect(&c), OP_RST);
-	e = wait_event(VSX_CONN_EV_REFUSE, 30);
+	e = wait_event(VSXB_CONN_EV_REFUSE, 30);
 	cr_assert(!e.log_suppressed);
 	cr_assert_eq(e.suppressed, quiet);
 	cr_assert_eq(stats().refused, 31);
@@ -509,7 +509,7 @@ Test(events, refusals_rate_limited_for_logging)
 
 Test(limits, per_vm_limit_refuses_with_rst_and_counts)
 {
-	struct vsx_router_limits l = { .max_conns_per_vm = 2 };
+	struct vsxb_router_limits l = { .max_conns_per_vm = 2 };
 	struct gc c[3];
 	struct ev e;
 	int lfd[2], fd[2], lfd3;
@@ -520,10 +520,10 @@ Test(limits, per_vm_limit_refuses_with_rst_and_counts)
 	lfd3 = listen_port(0, 1403);
 	gc_init(&c[2], G(0), STREAM, 42003, VSOCK_CID_HOST, 1403);
 	cr_assert_eq(g_connect(&c[2]), OP_RST);
-	e = wait_event(VSX_CONN_EV_REFUSE, 0);
-	cr_assert_eq(e.reason, VSX_REASON_LIMIT);
-	cr_assert_eq(e.limit, VSX_LIMIT_VM_CONNS);
-	cr_assert_str_eq(vsx_limit_name(e.limit), "conns-per-vm");
+	e = wait_event(VSXB_CONN_EV_REFUSE, 0);
+	cr_assert_eq(e.reason, VSXB_REASON_LIMIT);
+	cr_assert_eq(e.limit, VSXB_LIMIT_VM_CONNS);
+	cr_assert_str_eq(vsxb_limit_name(e.limit), "conns-per-vm");
 	cr_assert_eq(e.guest_port, 42003);
 	cr_assert(!h_readable(lfd3, QUIET), "the host listener saw a connection");
 	cr_assert_eq(stats().refused_limit_vm, 1);
@@ -532,7 +532,7 @@ Test(limits, per_vm_limit_refuses_with_rst_and_counts)
 
 	/* one goes, the next one fits */
 	cr_assert_geq(g_send(&c[0], OP_RST, 0, NULL, 0), 0);
-	wait_event(VSX_CONN_EV_RESET, 0);
+	wait_event(VSXB_CONN_EV_RESET, 0);
 	cr_assert_eq(g_connect(&c[2]), 0);
 	close(fd[0]);
 	close(fd[1]);
@@ -543,8 +543,8 @@ Test(limits, per_vm_limit_refuses_with_rst_and_counts)
 
 Test(limits, router_limit_and_hybrid_refused_without_ok)
 {
-	struct vsx_router_limits l = { .max_conns = 1 };
-	struct vsx_router_limits got;
+	struct vsxb_router_limits l = { .max_conns = 1 };
+	struct vsxb_router_limits got;
 	char line[32];
 	struct gc c, d;
 	struct ev e;
@@ -555,20 +555,20 @@ Test(limits, router_limit_and_hybrid_refused_without_ok)
 	vsx_test_loop_call(H.tl, c_get, &k);
 	got = k.l;
 	cr_assert_eq(got.max_conns, 1);
-	cr_assert_eq(got.max_conns_per_vm, VSX_DEFAULT_MAX_CONNS_PER_VM);
-	cr_assert_eq(got.linger_ms, VSX_DEFAULT_LINGER_MS);
+	cr_assert_eq(got.max_conns_per_vm, VSXB_DEFAULT_MAX_CONNS_PER_VM);
+	cr_assert_eq(got.linger_ms, VSXB_DEFAULT_LINGER_MS);
 
 	g2h_open(&c, 42010, 1410, &lfd, &fd);
 	gc_init(&d, G(0), STREAM, 42011, VSOCK_CID_HOST, 1410);
 	cr_assert_eq(g_connect(&d), OP_RST);
-	e = wait_event(VSX_CONN_EV_REFUSE, 0);
-	cr_assert_eq(e.limit, VSX_LIMIT_CONNS);
+	e = wait_event(VSXB_CONN_EV_REFUSE, 0);
+	cr_assert_eq(e.limit, VSXB_LIMIT_CONNS);
 
 	/* a host program: its socket closes without "OK", no REQUEST */
 	hfd = h_dial(H.v[0].uds, "CONNECT 5000\n");
 	cr_assert_eq(h_read_line(hfd, line, sizeof(line), TMO), 0, "got '%s'", line);
-	e = wait_event(VSX_CONN_EV_REFUSE, 1);
-	cr_assert_eq(e.reason, VSX_REASON_LIMIT);
+	e = wait_event(VSXB_CONN_EV_REFUSE, 1);
+	cr_assert_eq(e.reason, VSXB_REASON_LIMIT);
 	cr_assert_str_eq(e.origin, "host");
 	cr_assert_eq(e.guest_port, 5000);
 	cr_assert(g_quiet(G(0), NULL, QUIET), "a REQUEST reached the guest");
@@ -580,7 +580,7 @@ Test(limits, router_limit_and_hybrid_refused_without_ok)
 
 Test(limits, bad_limits_rejected)
 {
-	struct vsx_router_limits l = { .max_conn_memory = 4096 };
+	struct vsxb_router_limits l = { .max_conn_memory = 4096 };
 
 	cr_assert_eq(set_limits(&l), -EINVAL);
 	l.max_conn_memory = 0;
@@ -592,7 +592,7 @@ Test(limits, bad_limits_rejected)
 
 Test(limits, memory_cap_clamps_buffers_and_resets_a_growing_queue)
 {
-	struct vsx_router_limits l = { .max_conn_memory = 16384 };
+	struct vsxb_router_limits l = { .max_conn_memory = 16384 };
 	char b[1024];
 	struct gc c, d;
 	struct ev e;
@@ -634,9 +634,9 @@ Test(limits, memory_cap_clamps_buffers_and_resets_a_growing_queue)
 		sent += n;
 		cr_assert_lt(sent, 16u << 20, "no reset after %zu bytes", sent);
 	}
-	e = wait_event(VSX_CONN_EV_RESET, 0);
-	cr_assert_eq(e.reason, VSX_REASON_LIMIT);
-	cr_assert_eq(e.limit, VSX_LIMIT_MEMORY);
+	e = wait_event(VSXB_CONN_EV_RESET, 0);
+	cr_assert_eq(e.reason, VSXB_REASON_LIMIT);
+	cr_assert_eq(e.limit, VSXB_LIMIT_MEMORY);
 	cr_assert_eq(stats().reset_limit_memory, 1);
 	close(fd);
 	close(lfd);
@@ -665,8 +665,8 @@ Test(events, sibling_open_reset_and_refusal)
 	free(g_expect(&b, OP_REQUEST, TMO));
 	cr_assert_geq(g_send(&b, OP_RESPONSE, 0, NULL, 0), 0);
 	free(g_expect(&a, OP_RESPONSE, TMO));
-	o1 = wait_event(VSX_CONN_EV_OPEN, 0);
-	o2 = wait_event(VSX_CONN_EV_OPEN, 1);
+	o1 = wait_event(VSXB_CONN_EV_OPEN, 0);
+	o2 = wait_event(VSXB_CONN_EV_OPEN, 1);
 	if (o1.guest_cid != 3) {
 		struct ev t = o1;
 
@@ -683,8 +683,8 @@ Test(events, sibling_open_reset_and_refusal)
 
 	cr_assert_geq(g_send(&a, OP_RST, 0, NULL, 0), 0);
 	free(g_expect(&b, OP_RST, TMO));
-	e1 = wait_event(VSX_CONN_EV_RESET, 0);
-	e2 = wait_event(VSX_CONN_EV_RESET, 1);
+	e1 = wait_event(VSXB_CONN_EV_RESET, 0);
+	e2 = wait_event(VSXB_CONN_EV_RESET, 1);
 	if (e1.id != o1.id) {   /* either half may go first */
 		struct ev t = e1;
 
@@ -692,9 +692,9 @@ Test(events, sibling_open_reset_and_refusal)
 		e2 = t;
 	}
 	cr_assert_eq(e1.id, o1.id);
-	cr_assert_eq(e1.reason, VSX_REASON_GUEST_RST);
+	cr_assert_eq(e1.reason, VSXB_REASON_GUEST_RST);
 	cr_assert_eq(e2.id, o2.id);
-	cr_assert_eq(e2.reason, VSX_REASON_PEER_RST);
+	cr_assert_eq(e2.reason, VSXB_REASON_PEER_RST);
 
 	/* B's guest refuses: both halves report a refusal */
 	gc_init(&a, G(0), STREAM, 43002, 4, 7001);
@@ -704,18 +704,18 @@ Test(events, sibling_open_reset_and_refusal)
 	cr_assert_geq(g_send(&b, OP_RST, 0, NULL, 0), 0);
 	p = g_expect(&a, OP_RST, TMO);
 	free(p);
-	e1 = wait_event(VSX_CONN_EV_REFUSE, 0);
-	e2 = wait_event(VSX_CONN_EV_REFUSE, 1);
-	cr_assert_eq(e1.reason, VSX_REASON_REFUSED);
-	cr_assert_eq(e2.reason, VSX_REASON_REFUSED);
+	e1 = wait_event(VSXB_CONN_EV_REFUSE, 0);
+	e2 = wait_event(VSXB_CONN_EV_REFUSE, 1);
+	cr_assert_eq(e1.reason, VSXB_REASON_REFUSED);
+	cr_assert_eq(e2.reason, VSXB_REASON_REFUSED);
 	cr_assert_neq(e1.id, 0);
 	cr_assert_neq(e2.id, 0);
-	cr_assert_eq(count_events(VSX_CONN_EV_OPEN), 2);
+	cr_assert_eq(count_events(VSXB_CONN_EV_OPEN), 2);
 }
 
 Test(limits, sibling_needs_room_for_two)
 {
-	struct vsx_router_limits l = { .max_conns = 1 };
+	struct vsxb_router_limits l = { .max_conns = 1 };
 	struct gc a;
 	struct ev e;
 
@@ -723,9 +723,9 @@ Test(limits, sibling_needs_room_for_two)
 	cr_assert_eq(set_limits(&l), 0);
 	gc_init(&a, G(0), STREAM, 43010, 4, 7010);
 	cr_assert_eq(g_connect(&a), OP_RST);
-	e = wait_event(VSX_CONN_EV_REFUSE, 0);
-	cr_assert_eq(e.reason, VSX_REASON_LIMIT);
-	cr_assert_eq(e.limit, VSX_LIMIT_CONNS);
+	e = wait_event(VSXB_CONN_EV_REFUSE, 0);
+	cr_assert_eq(e.reason, VSXB_REASON_LIMIT);
+	cr_assert_eq(e.limit, VSXB_LIMIT_CONNS);
 	cr_assert(g_quiet(G(1), NULL, QUIET), "the other VM saw a REQUEST");
 	cr_assert_eq(stats().refused_limit_conns, 1);
 	cr_assert_eq(stats().conns, 0);

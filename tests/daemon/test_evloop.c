@@ -1,5 +1,5 @@
 /*
- * The libevent adapter (daemon/evloop.c) as the backend uses it: real
+ * The libevent adapter (transports/virtio/vhost-user/loop-event.c) as the backend uses it: real
  * socketpairs watched, interest changed on the fly, watches and timers
  * freed from inside their own callbacks, timers firing in deadline order,
  * and vsx_evloop_run's adaptive polling (its window read back as it grows
@@ -19,7 +19,7 @@
 #include <criterion/criterion.h>
 #include <event2/event.h>
 
-#include "../../daemon/evloop.h"
+#include "vhost-user/loop-event.h"
 
 static struct event_base *base;
 static struct vsx_evloop ev;

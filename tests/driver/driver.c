@@ -36,7 +36,7 @@
 #include <linux/virtio_ring.h>
 
 #include "driver.h"
-#include "../../transports/virtio/vhost_user_proto.h"
+#include "vhost-user/vhost_user_proto.h"
 
 /* ---- vhost-user, front-end side (vhost_user_proto.h) ---- */
 

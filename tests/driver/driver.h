@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "../../transports/virtio/vsock_wire.h"
+#include "backend/vsock_wire.h"
 
 struct drv;
 

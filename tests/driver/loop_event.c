@@ -1,6 +1,6 @@
 /*
  * A libevent loop thread for tests and benchmarks, with vsxd's own vsx_loop
- * adapter (daemon/evloop.c) and a synchronous call channel (an eventfd
+ * adapter (transports/virtio/vhost-user/loop-event.c) and a synchronous call channel (an eventfd
  * watched by the loop), so libevent itself needs no locking: only the loop
  * thread ever touches the base.
  */
@@ -14,7 +14,7 @@
 
 #include <event2/event.h>
 
-#include "../../daemon/evloop.h"
+#include "vhost-user/loop-event.h"
 #include "loop_event.h"
 
 /* ---- The loop thread ---- */

@@ -1,12 +1,12 @@
 /*
  * A libevent loop in a thread of its own, with vsxd's vsx_loop adapter
- * (daemon/evloop.c), for tests and benchmarks: the backend lives on the
+ * (transports/virtio/vhost-user/loop-event.c), for tests and benchmarks: the backend lives on the
  * loop thread, the test (or the driver) on its own.
  */
 #ifndef VSX_TEST_LOOP_EVENT_H
 #define VSX_TEST_LOOP_EVENT_H
 
-#include "../../transports/virtio/loop.h"
+#include "vhost-user/loop.h"
 
 struct vsx_test_loop;
 

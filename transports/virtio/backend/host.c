@@ -47,7 +47,7 @@
 
 struct hs {
 	struct eng_list node;        /* vm->handshakes */
-	struct vsx_vm *vm;
+	struct vsxb_vm *vm;
 	int fd;
 	struct vsx_watch *w;
 	struct vsx_timer *t;
@@ -55,7 +55,7 @@ struct hs {
 	char buf[ENG_CONNECT_LINE];
 };
 
-static const struct vsx_loop *vm_loop(const struct vsx_vm *vm)
+static const struct vsx_loop *vm_loop(const struct vsxb_vm *vm)
 {
 	return vm->r->loop;
 }
@@ -137,10 +137,10 @@ err:
 
 /* ---- Host socket of a connection ---- */
 
-bool vsx__host_can_read(const struct conn *c)
+bool vsxb__host_can_read(const struct conn *c)
 {
 	return c->kind == PEER_HOST && c->fd >= 0 && !c->dead && !c->draining &&
-	       c->state != VSX_CONN_CONNECTING && !c->host_eof &&
+	       c->state != VSXB_CONN_CONNECTING && !c->host_eof &&
 	       !(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV) &&
 	       !((c->host_shut | c->shut_pending) & VIRTIO_VSOCK_SHUTDOWN_SEND) &&
 	       !(c->ctrl & C_RST);
@@ -150,7 +150,7 @@ static bool host_wants_write(const struct conn *c)
 {
 	if (!c->q.bytes || c->host_wr_dead || c->fd < 0)
 		return false;
-	return !c->q.seq || vsx__txq_msg_len(&c->q) > 0;
+	return !c->q.seq || vsxb__txq_msg_len(&c->q) > 0;
 }
 
 /* Set the watch mask from the state; no scheduling. */
@@ -160,11 +160,11 @@ static void host_watch(struct conn *c)
 
 	if (c->dead || c->fd < 0 || !c->w)
 		return;
-	if (vsx__host_can_read(c) && !c->host_readable && vsx__conn_peer_free(c) > 0)
+	if (vsxb__host_can_read(c) && !c->host_readable && vsxb__conn_peer_free(c) > 0)
 		ev |= VSX_EV_READ;
 	/* Still connecting: watch for the program hanging up (host_cb peeks),
 	 * unless it already sent data, which waits for the guest. */
-	if (c->state == VSX_CONN_CONNECTING && !c->host_early)
+	if (c->state == VSXB_CONN_CONNECTING && !c->host_early)
 		ev |= VSX_EV_READ;
 	if (host_wants_write(c))
 		ev |= VSX_EV_WRITE;
@@ -174,18 +174,18 @@ static void host_watch(struct conn *c)
 	}
 }
 
-void vsx__host_sync(struct conn *c)
+void vsxb__host_sync(struct conn *c)
 {
 	/* Emit first, then set the mask from where that left us: a read
 	 * that empties the socket leaves the read watch as it was, so a
 	 * request-response exchange changes no watch (no epoll_ctl). */
-	if (!c->dead && c->host_readable && vsx__host_can_read(c) &&
-	    vsx__conn_peer_free(c) > 0)
-		vsx__conn_schedule(c);
+	if (!c->dead && c->host_readable && vsxb__host_can_read(c) &&
+	    vsxb__conn_peer_free(c) > 0)
+		vsxb__conn_schedule(c);
 	host_watch(c);
 }
 
-void vsx__host_close(struct conn *c)
+void vsxb__host_close(struct conn *c)
 {
 	if (c->w) {
 		vm_loop(c->vm)->unwatch(c->w);
@@ -205,26 +205,26 @@ static void host_wr_gone(struct conn *c)
 {
 	c->host_wr_dead = true;
 	c->fwd_cnt += (uint32_t)c->q.bytes;
-	vsx__txq_clear(&c->q);
-	vsx__conn_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_RCV);
-	vsx__conn_credit_check(c);
+	vsxb__txq_clear(&c->q);
+	vsxb__conn_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_RCV);
+	vsxb__conn_credit_check(c);
 }
 
 static void host_write_error(struct conn *c, int err)
 {
 	if (c->draining) {
-		vsx__conn_kill(c);   /* nobody left to tell */
+		vsxb__conn_kill(c);   /* nobody left to tell */
 		return;
 	}
 	if (err == EPIPE) {
-		vsx__conn_why(c, VSX_REASON_HOST_CLOSED, 0);
+		vsxb__conn_why(c, VSXB_REASON_HOST_CLOSED, 0);
 		host_wr_gone(c);
 		return;
 	}
-	vsx__log(c->vm->r, VSX_LOG_INFO, "vm %s: connection %llu: host socket: %s",
+	vsxb__log(c->vm->r, VSXB_LOG_INFO, "vm %s: connection %llu: host socket: %s",
 		 c->vm->name, (unsigned long long)c->id, strerror(err));
-	vsx__conn_why(c, VSX_REASON_ERROR, err);
-	vsx__conn_reset(c, false);
+	vsxb__conn_why(c, VSXB_REASON_ERROR, err);
+	vsxb__conn_reset(c, false);
 }
 
 static void iov_advance(struct iovec **iov, unsigned *n, size_t k)
@@ -290,7 +290,7 @@ static int host_send_msg(struct conn *c, struct iovec *iov, unsigned n)
 	if (errno == EAGAIN || errno == EWOULDBLOCK)
 		return 0;
 	if (errno == EMSGSIZE)
-		vsx__vm_warn(c->vm, "connection %llu: message too large for the host "
+		vsxb__vm_warn(c->vm, "connection %llu: message too large for the host "
 			     "socket", (unsigned long long)c->id);
 	host_write_error(c, errno == EMSGSIZE ? EIO : errno);
 	return -1;
@@ -304,7 +304,7 @@ static void host_after_flush(struct conn *c)
 	if (c->q.seq && c->q.bytes && c->q.bytes == c->q.open &&
 	    (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND || c->draining)) {
 		c->fwd_cnt += (uint32_t)c->q.bytes;
-		vsx__txq_clear(&c->q);
+		vsxb__txq_clear(&c->q);
 	}
 	if (!c->q.bytes) {
 		if ((c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) && !c->host_wr_shut &&
@@ -313,17 +313,17 @@ static void host_after_flush(struct conn *c)
 			c->host_wr_shut = true;
 		}
 		if (c->draining) {
-			vsx__conn_kill(c);
+			vsxb__conn_kill(c);
 			return;
 		}
 	}
-	vsx__conn_credit_check(c);
+	vsxb__conn_credit_check(c);
 	host_watch(c);
 }
 
-int vsx__host_flush(struct conn *c)
+int vsxb__host_flush(struct conn *c)
 {
-	struct vsx_vm *vm = c->vm;
+	struct vsxb_vm *vm = c->vm;
 	uint32_t total = 0;
 	unsigned niov, fl;
 	size_t n, m;
@@ -333,35 +333,35 @@ int vsx__host_flush(struct conn *c)
 		return 0;
 	if (c->fd < 0 || c->host_wr_dead) {
 		c->fwd_cnt += (uint32_t)c->q.bytes;
-		vsx__txq_clear(&c->q);
+		vsxb__txq_clear(&c->q);
 		host_after_flush(c);
 		return 0;
 	}
 	while (c->q.bytes && !c->dead) {
 		if (c->q.seq) {
-			m = vsx__txq_msg_len(&c->q);
+			m = vsxb__txq_msg_len(&c->q);
 			if (!m)
 				break;
-			n = vsx__txq_peek(&c->q, vm->fiov, ENG_IOV_MAX, &niov, m, &fl);
+			n = vsxb__txq_peek(&c->q, vm->fiov, ENG_IOV_MAX, &niov, m, &fl);
 			if (n < m) {
-				vsx__vm_warn(vm, "connection %llu: message in too many "
+				vsxb__vm_warn(vm, "connection %llu: message in too many "
 					     "pieces", (unsigned long long)c->id);
-				vsx__conn_why(c, VSX_REASON_ERROR, EMSGSIZE);
-				vsx__conn_reset(c, false);
+				vsxb__conn_why(c, VSXB_REASON_ERROR, EMSGSIZE);
+				vsxb__conn_reset(c, false);
 				return -EIO;
 			}
 			if (host_send_msg(c, vm->fiov, niov) <= 0)
 				break;
-			vsx__txq_consume(&c->q, m);
+			vsxb__txq_consume(&c->q, m);
 			total += (uint32_t)m;
 		} else {
 			struct iovec *fiov = vm->fiov;
 
-			n = vsx__txq_peek(&c->q, fiov, ENG_IOV_MAX, &niov, SIZE_MAX, &fl);
+			n = vsxb__txq_peek(&c->q, fiov, ENG_IOV_MAX, &niov, SIZE_MAX, &fl);
 			w = (ssize_t)host_send(c, &fiov, &niov, n);
 			if (c->dead || c->host_wr_dead || w <= 0)
 				break;
-			vsx__txq_consume(&c->q, (size_t)w);
+			vsxb__txq_consume(&c->q, (size_t)w);
 			total += (uint32_t)w;
 			if ((size_t)w < n)
 				break;
@@ -378,21 +378,21 @@ int vsx__host_flush(struct conn *c)
 static void host_queue(struct conn *c, const struct iovec *iov, unsigned n,
 		       size_t len, unsigned flags)
 {
-	struct vsx_vm *vm = c->vm;
+	struct vsxb_vm *vm = c->vm;
 	int32_t room = (int32_t)(c->rx_limit - c->rx_cnt);
 
-	if (vsx__txq_append(&c->q, iov, n, len, room > 0 ? (size_t)room : 0, flags) < 0) {
-		vsx__log(vm->r, VSX_LOG_ERR, "vm %s: connection %llu: out of memory "
+	if (vsxb__txq_append(&c->q, iov, n, len, room > 0 ? (size_t)room : 0, flags) < 0) {
+		vsxb__log(vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out of memory "
 			 "queueing %zu bytes", vm->name, (unsigned long long)c->id, len);
-		vsx__conn_why(c, VSX_REASON_ERROR, ENOMEM);
-		vsx__conn_reset(c, false);
+		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_reset(c, false);
 		return;
 	}
 	vm->st.queued_bytes += len;
-	vsx__conn_mem_ok(c);
+	vsxb__conn_mem_ok(c);
 }
 
-void vsx__host_batch_flush(struct vsx_vm *vm)
+void vsxb__host_batch_flush(struct vsxb_vm *vm)
 {
 	struct conn *c = vm->batch;
 	struct iovec *iov = vm->iov;
@@ -417,7 +417,7 @@ void vsx__host_batch_flush(struct vsx_vm *vm)
 			if (rc < 0) {
 				/* the host stopped reading: dropped, consumed */
 				c->fwd_cnt += (uint32_t)len;
-				vsx__conn_credit_check(c);
+				vsxb__conn_credit_check(c);
 				return;
 			}
 			if (rc == 1) {
@@ -429,11 +429,11 @@ void vsx__host_batch_flush(struct vsx_vm *vm)
 		if (len)
 			host_queue(c, iov, niov, len, flags);
 		else if (flags & VIRTIO_VSOCK_SEQ_EOM)
-			vsx__txq_end_msg(&c->q, flags); /* empty messages vanish */
+			vsxb__txq_end_msg(&c->q, flags); /* empty messages vanish */
 		/* While the write watch is armed the socket is full: append
 		 * only, the writable callback flushes (no EAGAIN per packet). */
 		if (!c->dead && !(c->wev & VSX_EV_WRITE))
-			vsx__host_flush(c);
+			vsxb__host_flush(c);
 		return;
 	}
 
@@ -444,7 +444,7 @@ void vsx__host_batch_flush(struct vsx_vm *vm)
 		if (c->host_wr_dead) {
 			/* the host stopped reading: dropped, consumed */
 			c->fwd_cnt += (uint32_t)len;
-			vsx__conn_credit_check(c);
+			vsxb__conn_credit_check(c);
 			return;
 		}
 		c->fwd_cnt += (uint32_t)w;
@@ -454,23 +454,23 @@ void vsx__host_batch_flush(struct vsx_vm *vm)
 	if (!queued)
 		host_after_flush(c);
 	else if (!c->dead && !(c->wev & VSX_EV_WRITE))
-		vsx__host_flush(c); /* else the writable callback will */
+		vsxb__host_flush(c); /* else the writable callback will */
 }
 
-void vsx__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
+void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
 		  unsigned flags)
 {
-	struct vsx_vm *vm = c->vm;
+	struct vsxb_vm *vm = c->vm;
 	unsigned i;
 
 	if (c->fd < 0 || c->host_wr_dead || c->host_wr_shut) {
 		/* Nobody will read it: consumed on arrival, credit flows. */
 		c->fwd_cnt += len;
-		vsx__conn_credit_check(c);
+		vsxb__conn_credit_check(c);
 		return;
 	}
 	if (vm->batch && (vm->batch != c || vm->batch_niov + n > ENG_IOV_MAX))
-		vsx__host_batch_flush(vm);
+		vsxb__host_batch_flush(vm);
 	if (c->dead)
 		return;
 	vm->batch = c;
@@ -488,11 +488,11 @@ void vsx__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t 
 			return;
 		}
 		vm->batch_flags = flags;
-		vsx__host_batch_flush(vm);
+		vsxb__host_batch_flush(vm);
 	}
 }
 
-void vsx__host_guest_shut(struct conn *c)
+void vsxb__host_guest_shut(struct conn *c)
 {
 	if (c->fd < 0)
 		return;
@@ -504,20 +504,20 @@ void vsx__host_guest_shut(struct conn *c)
 		host_watch(c);
 }
 
-void vsx__host_drain(struct conn *c)
+void vsxb__host_drain(struct conn *c)
 {
-	vsx__conn_unhash(c);
+	vsxb__conn_unhash(c);
 	eng_list_del(&c->pnode);
 	c->draining = true;
-	c->state = VSX_CONN_CLOSING;
+	c->state = VSXB_CONN_CLOSING;
 	c->ctrl = 0;
 	c->shut_pending = 0;
 	if (c->fd < 0 || c->host_wr_dead || !c->q.bytes) {
-		vsx__conn_kill(c);
+		vsxb__conn_kill(c);
 		return;
 	}
-	vsx__conn_timer(c, T_DRAIN, c->vm->r->linger_ms);
-	vsx__host_flush(c);
+	vsxb__conn_timer(c, T_DRAIN, c->vm->r->linger_ms);
+	vsxb__host_flush(c);
 }
 
 /* The host shut its sending side (read returned 0). */
@@ -529,23 +529,23 @@ static void host_eof(struct conn *c)
 	c->host_readable = false;
 	if (poll(&p, 1, 0) == 1 && (p.revents & POLLHUP)) {
 		/* Fully gone: nothing we queue will ever be read. */
-		vsx__conn_why(c, VSX_REASON_HOST_CLOSED, 0);
+		vsxb__conn_why(c, VSXB_REASON_HOST_CLOSED, 0);
 		c->host_wr_dead = true;
 		c->fwd_cnt += (uint32_t)c->q.bytes;
-		vsx__txq_clear(&c->q);
-		vsx__host_close(c);
-		vsx__conn_shutdown(c, ENG_SHUT_BOTH);
+		vsxb__txq_clear(&c->q);
+		vsxb__host_close(c);
+		vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
 		return;
 	}
-	vsx__conn_why(c, VSX_REASON_HOST_EOF, 0);
-	vsx__conn_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_SEND);
+	vsxb__conn_why(c, VSXB_REASON_HOST_EOF, 0);
+	vsxb__conn_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_SEND);
 	host_watch(c);
 }
 
 /* Pop RX chains until their payload room reaches @want (or limits);
  * slices go to vm->riov, capacities to @cap. Returns chains popped, -1 if
  * the device broke. */
-static int rx_gather(struct vsx_vm *vm, size_t want, uint32_t *cap, unsigned *niov,
+static int rx_gather(struct vsxb_vm *vm, size_t want, uint32_t *cap, unsigned *niov,
 		     size_t *have)
 {
 	unsigned n = 0;
@@ -558,7 +558,7 @@ static int rx_gather(struct vsx_vm *vm, size_t want, uint32_t *cap, unsigned *ni
 		size_t room;
 		unsigned k;
 
-		rc = vsx__rx_pop(vm, e);
+		rc = vsxb__rx_pop(vm, e);
 		if (rc < 0)
 			return -1;
 		if (rc == 0)
@@ -579,7 +579,7 @@ static int rx_gather(struct vsx_vm *vm, size_t want, uint32_t *cap, unsigned *ni
 }
 
 /* Publish @got bytes read into the first chains; give back the others. */
-static void rx_scatter(struct vsx_vm *vm, struct conn *c, const uint32_t *cap,
+static void rx_scatter(struct vsxb_vm *vm, struct conn *c, const uint32_t *cap,
 		       unsigned n, size_t got, unsigned last_flags)
 {
 	unsigned i;
@@ -588,7 +588,7 @@ static void rx_scatter(struct vsx_vm *vm, struct conn *c, const uint32_t *cap,
 		uint32_t len = got < cap[i] ? (uint32_t)got : cap[i];
 
 		got -= len;
-		vsx__rx_put(vm, c, &vm->rxe[i], len, got ? 0 : last_flags);
+		vsxb__rx_put(vm, c, &vm->rxe[i], len, got ? 0 : last_flags);
 	}
 	if (i < n)
 		vsx_vq_unpop(vm->rxq, n - i);
@@ -603,16 +603,16 @@ static int host_read_error(struct conn *c, int err)
 	}
 	if (err == EINTR)
 		return EMIT_MORE;
-	vsx__log(c->vm->r, VSX_LOG_INFO, "vm %s: connection %llu: host socket: %s",
+	vsxb__log(c->vm->r, VSXB_LOG_INFO, "vm %s: connection %llu: host socket: %s",
 		 c->vm->name, (unsigned long long)c->id, strerror(err));
-	vsx__conn_why(c, VSX_REASON_ERROR, err);
-	vsx__conn_reset(c, false);
+	vsxb__conn_why(c, VSXB_REASON_ERROR, err);
+	vsxb__conn_reset(c, false);
 	return EMIT_DONE;
 }
 
 static int host_emit_seq(struct conn *c, uint32_t credit)
 {
-	struct vsx_vm *vm = c->vm;
+	struct vsxb_vm *vm = c->vm;
 	uint32_t cap[ENG_RX_BATCH];
 	struct msghdr mh = { 0 };
 	unsigned niov;
@@ -637,18 +637,18 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 		return EMIT_MORE;
 	}
 	if ((size_t)m > c->peer_buf_alloc) {
-		vsx__vm_warn(vm, "connection %llu: host message of %zd bytes exceeds the "
+		vsxb__vm_warn(vm, "connection %llu: host message of %zd bytes exceeds the "
 			     "guest's buffer (%u): reset", (unsigned long long)c->id, m,
 			     c->peer_buf_alloc);
-		vsx__conn_why(c, VSX_REASON_ERROR, EMSGSIZE);
-		vsx__conn_reset(c, false);
+		vsxb__conn_why(c, VSXB_REASON_ERROR, EMSGSIZE);
+		vsxb__conn_reset(c, false);
 		return EMIT_DONE;
 	}
 	if ((size_t)m > credit) {
 		/* A message goes whole; ask for the room rather than stall. */
 		if (!c->credit_req_sent) {
 			c->credit_req_sent = true;
-			vsx__conn_ctrl(c, C_CREDIT_REQUEST);
+			vsxb__conn_ctrl(c, C_CREDIT_REQUEST);
 		}
 		return EMIT_DONE;
 	}
@@ -663,11 +663,11 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 			vsx_vq_unpop(vm->rxq, (unsigned)n);
 		if (!never)
 			return EMIT_NOBUF;
-		vsx__vm_warn(vm, "connection %llu: host message of %zd bytes does not "
+		vsxb__vm_warn(vm, "connection %llu: host message of %zd bytes does not "
 			     "fit the guest's RX buffers: reset",
 			     (unsigned long long)c->id, m);
-		vsx__conn_why(c, VSX_REASON_ERROR, EMSGSIZE);
-		vsx__conn_reset(c, false);
+		vsxb__conn_why(c, VSXB_REASON_ERROR, EMSGSIZE);
+		vsxb__conn_reset(c, false);
 		return EMIT_DONE;
 	}
 	mh.msg_iov = vm->riov;
@@ -680,26 +680,26 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 		vsx_vq_unpop(vm->rxq, (unsigned)n);
 		if (r < 0)
 			return host_read_error(c, errno);
-		vsx__conn_why(c, VSX_REASON_ERROR, EIO);
-		vsx__conn_reset(c, false);
+		vsxb__conn_why(c, VSXB_REASON_ERROR, EIO);
+		vsxb__conn_reset(c, false);
 		return EMIT_DONE;
 	}
 	rx_scatter(vm, c, cap, (unsigned)n, (size_t)r, VIRTIO_VSOCK_SEQ_EOM);
 	return EMIT_MORE;
 }
 
-int vsx__host_emit(struct conn *c)
+int vsxb__host_emit(struct conn *c)
 {
-	struct vsx_vm *vm = c->vm;
+	struct vsxb_vm *vm = c->vm;
 	uint32_t cap[ENG_RX_BATCH], credit;
 	unsigned niov;
 	size_t want, have;
 	ssize_t r;
 	int n;
 
-	if (!c->host_readable || !vsx__host_can_read(c))
+	if (!c->host_readable || !vsxb__host_can_read(c))
 		return EMIT_DONE;
-	credit = vsx__conn_peer_free(c);
+	credit = vsxb__conn_peer_free(c);
 	if (!credit)
 		return EMIT_DONE; /* the guest's next credit update resumes us */
 	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET)
@@ -751,28 +751,28 @@ static void connecting_readable(struct conn *c)
 	}
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	vsx__conn_why(c, VSX_REASON_HOST_CLOSED, 0);
-	vsx__conn_reset(c, false);
+	vsxb__conn_why(c, VSXB_REASON_HOST_CLOSED, 0);
+	vsxb__conn_reset(c, false);
 }
 
 static void host_cb(int fd, int events, void *arg)
 {
 	struct conn *c = arg;
-	struct vsx_router *r = c->vm->r;
+	struct vsxb_router *r = c->vm->r;
 
 	(void)fd;
-	if (!c->dead && c->state == VSX_CONN_CONNECTING && (events & VSX_EV_READ)) {
+	if (!c->dead && c->state == VSXB_CONN_CONNECTING && (events & VSX_EV_READ)) {
 		connecting_readable(c);
-		vsx__router_round(r);
+		vsxb__router_round(r);
 		return;
 	}
 	if (events & VSX_EV_WRITE)
-		vsx__host_flush(c);
+		vsxb__host_flush(c);
 	if (!c->dead && (events & VSX_EV_READ)) {
 		c->host_readable = true;
-		vsx__host_sync(c);
+		vsxb__host_sync(c);
 	}
-	vsx__router_round(r);
+	vsxb__router_round(r);
 }
 
 /*
@@ -788,12 +788,12 @@ static void host_cb(int fd, int events, void *arg)
  * theirs: TCP sizes its own buffer and setting SO_SNDBUF would switch that
  * off. Best effort: a failure leaves the buffer as it was, only slower.
  */
-void vsx__host_size_sndbuf(struct conn *c)
+void vsxb__host_size_sndbuf(struct conn *c)
 {
 	int domain, cur, want;
 	socklen_t len = sizeof(domain);
 
-	if (c->fd < 0 || c->buf_alloc <= VSX_DEFAULT_BUF_ALLOC ||
+	if (c->fd < 0 || c->buf_alloc <= VSXB_DEFAULT_BUF_ALLOC ||
 	    c->buf_alloc > INT32_MAX / 2 ||
 	    getsockopt(c->fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0 ||
 	    domain != AF_UNIX)
@@ -812,7 +812,7 @@ static int host_attach(struct conn *c, int fd)
 	const struct vsx_loop *l = vm_loop(c->vm);
 
 	c->fd = fd;
-	vsx__host_size_sndbuf(c);
+	vsxb__host_size_sndbuf(c);
 	c->w = l->watch(l->ctx, fd, 0, host_cb, c);
 	if (!c->w)
 		return -ENOMEM;
@@ -821,7 +821,7 @@ static int host_attach(struct conn *c, int fd)
 	return 0;
 }
 
-int vsx__host_established(struct conn *c)
+int vsxb__host_established(struct conn *c)
 {
 	char line[24];
 	int n;
@@ -838,18 +838,18 @@ int vsx__host_established(struct conn *c)
 	return 0;
 }
 
-void vsx__host_connect(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
+void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 {
 	bool seq = h->type == VIRTIO_VSOCK_TYPE_SEQPACKET;
 	struct sockaddr_un un;
 	char path[sizeof(un.sun_path) + 16];
-	struct vsx_port *p;
+	struct vsxb_port *p;
 	struct conn *c;
 	int fd, err = ENOENT;
 
-	p = vsx__port_find(vm->r, vm, h->dst_port);
+	p = vsxb__port_find(vm->r, vm, h->dst_port);
 	if (p) {
-		vsx__host_port_request(vm, p, h);
+		vsxb__host_port_request(vm, p, h);
 		return;
 	}
 	if (!vm->uds_path)
@@ -863,19 +863,19 @@ void vsx__host_connect(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
 		    SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		err = errno;
-		vsx__vm_warn(vm, "connect to host port %u: socket: %s", h->dst_port,
+		vsxb__vm_warn(vm, "connect to host port %u: socket: %s", h->dst_port,
 			     strerror(errno));
 		goto refuse;
 	}
 	if (connect(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
 		err = errno;
-		vsx__log(vm->r, VSX_LOG_DEBUG, "vm %s: guest port %u -> host port %u: "
+		vsxb__log(vm->r, VSXB_LOG_DEBUG, "vm %s: guest port %u -> host port %u: "
 			 "%s: %s", vm->name, h->src_port, h->dst_port, path,
 			 strerror(errno));
 		close(fd);
 		goto refuse;
 	}
-	c = vsx__conn_new(vm, PEER_HOST, h->type, h->src_port, VSOCK_CID_HOST,
+	c = vsxb__conn_new(vm, PEER_HOST, h->type, h->src_port, VSOCK_CID_HOST,
 			  h->dst_port);
 	if (!c) {
 		close(fd);
@@ -885,25 +885,25 @@ void vsx__host_connect(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
 	c->guest_initiated = true;
 	c->peer_buf_alloc = h->buf_alloc;
 	c->peer_fwd_cnt = h->fwd_cnt;
-	c->state = VSX_CONN_ESTABLISHED;
+	c->state = VSXB_CONN_ESTABLISHED;
 	if (host_attach(c, fd) < 0) {
-		vsx__conn_why(c, VSX_REASON_ERROR, ENOMEM);
-		vsx__conn_reset(c, false);
+		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_reset(c, false);
 		return;
 	}
-	vsx__conn_opened(c);
-	vsx__conn_ctrl(c, C_RESPONSE);
+	vsxb__conn_opened(c);
+	vsxb__conn_ctrl(c, C_RESPONSE);
 	host_watch(c);
 	return;
 refuse:
-	vsx__refuse(vm, h->type, h->src_port, VSOCK_CID_HOST, h->dst_port, true,
-		    err == ENOMEM ? VSX_REASON_ERROR : VSX_REASON_REFUSED, err, 0);
-	vsx__orphan_rst(vm, h);
+	vsxb__refuse(vm, h->type, h->src_port, VSOCK_CID_HOST, h->dst_port, true,
+		    err == ENOMEM ? VSXB_REASON_ERROR : VSXB_REASON_REFUSED, err, 0);
+	vsxb__orphan_rst(vm, h);
 }
 
 /* ---- Descriptors handed over (vsxd forwards, backend.h) ---- */
 
-static uint32_t host_port_alloc(struct vsx_vm *vm, uint32_t gport);
+static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport);
 
 static int set_nonblock(int fd)
 {
@@ -915,53 +915,53 @@ static int set_nonblock(int fd)
 }
 
 /* A guest REQUEST to a port with a handler: the connection waits,
- * CONNECTING, for vsx__host_attach_fd (or the connect timer's RST). */
-void vsx__host_port_request(struct vsx_vm *vm, struct vsx_port *p,
+ * CONNECTING, for vsxb__host_attach_fd (or the connect timer's RST). */
+void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 			    const struct virtio_vsock_hdr *h)
 {
 	struct conn *c;
 	int rc;
 
 	if (h->type != VIRTIO_VSOCK_TYPE_STREAM) {
-		vsx__orphan_rst(vm, h);
+		vsxb__orphan_rst(vm, h);
 		return;
 	}
-	c = vsx__conn_new(vm, PEER_HOST, h->type, h->src_port, VSOCK_CID_HOST,
+	c = vsxb__conn_new(vm, PEER_HOST, h->type, h->src_port, VSOCK_CID_HOST,
 			  h->dst_port);
 	if (!c) {
-		vsx__orphan_rst(vm, h);
+		vsxb__orphan_rst(vm, h);
 		return;
 	}
 	c->guest_initiated = true;
 	c->peer_buf_alloc = h->buf_alloc;
 	c->peer_fwd_cnt = h->fwd_cnt;
 	memcpy(c->tag, p->tag, sizeof(c->tag));
-	vsx__conn_timer(c, T_CONNECT, vm->r->connect_ms);
+	vsxb__conn_timer(c, T_CONNECT, vm->r->connect_ms);
 	rc = p->cb(p->arg, vm, c->id, h->src_port, h->dst_port);
 	if (rc < 0 && !c->dead) {
-		vsx__conn_why(c, VSX_REASON_REFUSED, -rc);
-		vsx__conn_reset(c, false);
+		vsxb__conn_why(c, VSXB_REASON_REFUSED, -rc);
+		vsxb__conn_reset(c, false);
 	}
 }
 
-int vsx__host_attach_fd(struct conn *c, int fd)
+int vsxb__host_attach_fd(struct conn *c, int fd)
 {
 	if (c->dead || c->kind != PEER_HOST || !c->guest_initiated ||
-	    c->state != VSX_CONN_CONNECTING || c->fd >= 0)
+	    c->state != VSXB_CONN_CONNECTING || c->fd >= 0)
 		return -ENOENT;
 	if (set_nonblock(fd) < 0 || host_attach(c, fd) < 0) {
 		c->fd = -1;
 		return -ENOMEM;
 	}
-	vsx__conn_timer(c, T_NONE, 0);
-	c->state = VSX_CONN_ESTABLISHED;
-	vsx__conn_opened(c);
-	vsx__conn_ctrl(c, C_RESPONSE);
+	vsxb__conn_timer(c, T_NONE, 0);
+	c->state = VSXB_CONN_ESTABLISHED;
+	vsxb__conn_opened(c);
+	vsxb__conn_ctrl(c, C_RESPONSE);
 	host_watch(c);
 	return 0;
 }
 
-int vsx__host_connect_fd(struct vsx_vm *vm, int fd, uint32_t port, const char *tag,
+int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char *tag,
 			 uint64_t *id)
 {
 	struct conn *c;
@@ -974,21 +974,21 @@ int vsx__host_connect_fd(struct vsx_vm *vm, int fd, uint32_t port, const char *t
 		close(fd);
 		return -EINVAL;
 	}
-	c = vsx__conn_new(vm, PEER_HOST, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
+	c = vsxb__conn_new(vm, PEER_HOST, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
 			  host_port_alloc(vm, port));
 	if (!c) {
 		close(fd);
 		return -EBUSY;
 	}
-	vsx__set_tag(c->tag, tag);
+	vsxb__set_tag(c->tag, tag);
 	if (host_attach(c, fd) < 0) {
-		vsx__conn_kill(c);   /* closes @fd */
+		vsxb__conn_kill(c);   /* closes @fd */
 		return -ENOMEM;
 	}
 	if (id)
 		*id = c->id;
-	vsx__conn_timer(c, T_CONNECT, vm->r->connect_ms);
-	vsx__conn_ctrl(c, C_REQUEST);
+	vsxb__conn_timer(c, T_CONNECT, vm->r->connect_ms);
+	vsxb__conn_ctrl(c, C_REQUEST);
 	return 0;
 }
 
@@ -1010,7 +1010,7 @@ static void hs_free(struct hs *h)
 }
 
 /* "CONNECT <decimal port>\n", nothing else (engine.h). */
-int vsx__host_parse_connect(const char *s, size_t n, uint32_t *port)
+int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port)
 {
 	uint64_t v = 0;
 	size_t i;
@@ -1028,11 +1028,11 @@ int vsx__host_parse_connect(const char *s, size_t n, uint32_t *port)
 	return 0;
 }
 
-static bool host_port_used(struct vsx_vm *vm, uint32_t gport, uint32_t p)
+static bool host_port_used(struct vsxb_vm *vm, uint32_t gport, uint32_t p)
 {
 	struct eng_list *n;
 
-	if (vsx__conn_find(vm, gport, VSOCK_CID_HOST, p))
+	if (vsxb__conn_find(vm, gport, VSOCK_CID_HOST, p))
 		return true;
 	if (!vm->host_port_wrapped)
 		return false;
@@ -1045,7 +1045,7 @@ static bool host_port_used(struct vsx_vm *vm, uint32_t gport, uint32_t p)
 	return false;
 }
 
-static uint32_t host_port_alloc(struct vsx_vm *vm, uint32_t gport)
+static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport)
 {
 	uint32_t p;
 
@@ -1061,40 +1061,40 @@ static uint32_t host_port_alloc(struct vsx_vm *vm, uint32_t gport)
 	}
 }
 
-static void hybrid_connect(struct vsx_vm *vm, int fd, uint32_t port)
+static void hybrid_connect(struct vsxb_vm *vm, int fd, uint32_t port)
 {
 	struct conn *c;
-	int lim = vsx__conn_limit(vm, 1);
+	int lim = vsxb__conn_limit(vm, 1);
 
 	if (lim) {
 		/* closed without "OK": the program sees a refusal */
-		vsx__refuse(vm, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
-			    VSX_PORT_UNKNOWN, false, VSX_REASON_LIMIT, 0, lim);
+		vsxb__refuse(vm, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
+			    VSXB_PORT_UNKNOWN, false, VSXB_REASON_LIMIT, 0, lim);
 		close(fd);
 		return;
 	}
-	c = vsx__conn_new(vm, PEER_HOST, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
+	c = vsxb__conn_new(vm, PEER_HOST, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
 			  host_port_alloc(vm, port));
 	if (!c) {
-		vsx__refuse(vm, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
-			    VSX_PORT_UNKNOWN, false, VSX_REASON_ERROR, ENOMEM, 0);
+		vsxb__refuse(vm, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
+			    VSXB_PORT_UNKNOWN, false, VSXB_REASON_ERROR, ENOMEM, 0);
 		close(fd);
 		return;
 	}
 	c->hybrid = true;
 	if (host_attach(c, fd) < 0) {
-		vsx__conn_why(c, VSX_REASON_ERROR, ENOMEM);
-		vsx__conn_kill(c);
+		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_kill(c);
 		return;
 	}
-	vsx__conn_timer(c, T_CONNECT, vm->r->connect_ms);
-	vsx__conn_ctrl(c, C_REQUEST);
+	vsxb__conn_timer(c, T_CONNECT, vm->r->connect_ms);
+	vsxb__conn_ctrl(c, C_REQUEST);
 }
 
 static void hs_cb(int fd, int events, void *arg)
 {
 	struct hs *h = arg;
-	struct vsx_vm *vm = h->vm;
+	struct vsxb_vm *vm = h->vm;
 	char tmp[ENG_CONNECT_LINE];
 	size_t want = sizeof(h->buf) - h->n, take;
 	uint32_t port;
@@ -1118,12 +1118,12 @@ static void hs_cb(int fd, int events, void *arg)
 			goto drop;
 		return;
 	}
-	if (vsx__host_parse_connect(h->buf, h->n, &port) < 0 || !vm->live || vm->broken)
+	if (vsxb__host_parse_connect(h->buf, h->n, &port) < 0 || !vm->live || vm->broken)
 		goto drop;
 	h->fd = -1;
 	hs_free(h);
 	hybrid_connect(vm, fd, port);
-	vsx__router_round(vm->r);
+	vsxb__router_round(vm->r);
 	return;
 drop:
 	hs_free(h);
@@ -1133,12 +1133,12 @@ static void hs_timeout(void *arg)
 {
 	struct hs *h = arg;
 
-	vsx__refuse(h->vm, VIRTIO_VSOCK_TYPE_STREAM, VSX_PORT_UNKNOWN, VSOCK_CID_HOST,
-		    VSX_PORT_UNKNOWN, false, VSX_REASON_HANDSHAKE_TIMEOUT, 0, 0);
+	vsxb__refuse(h->vm, VIRTIO_VSOCK_TYPE_STREAM, VSXB_PORT_UNKNOWN, VSOCK_CID_HOST,
+		    VSXB_PORT_UNKNOWN, false, VSXB_REASON_HANDSHAKE_TIMEOUT, 0, 0);
 	hs_free(h);
 }
 
-static void hs_new(struct vsx_vm *vm, int fd)
+static void hs_new(struct vsxb_vm *vm, int fd)
 {
 	const struct vsx_loop *l = vm_loop(vm);
 	struct hs *h;
@@ -1163,7 +1163,7 @@ static void hs_new(struct vsx_vm *vm, int fd)
 
 static void listen_resume(void *arg)
 {
-	struct vsx_vm *vm = arg;
+	struct vsxb_vm *vm = arg;
 
 	if (vm->lw)
 		vm_loop(vm)->watch_set(vm->lw, VSX_EV_READ);
@@ -1171,7 +1171,7 @@ static void listen_resume(void *arg)
 
 static void accept_cb(int lfd, int events, void *arg)
 {
-	struct vsx_vm *vm = arg;
+	struct vsxb_vm *vm = arg;
 	int i, fd;
 
 	(void)events;
@@ -1183,7 +1183,7 @@ static void accept_cb(int lfd, int events, void *arg)
 				/* Do not spin on a listener we cannot serve; retry
 				 * every 100 ms, say so once and then every 10 s. */
 				if (vm->accept_fails++ % 100 == 0)
-					vsx__log(vm->r, VSX_LOG_WARNING, "vm %s: accept: %s "
+					vsxb__log(vm->r, VSXB_LOG_WARNING, "vm %s: accept: %s "
 						 "(host connections wait; retried every "
 						 "100 ms, %u time(s) so far)", vm->name,
 						 strerror(errno), vm->accept_fails - 1);
@@ -1194,7 +1194,7 @@ static void accept_cb(int lfd, int events, void *arg)
 			break;
 		}
 		if (vm->accept_fails) {
-			vsx__log(vm->r, VSX_LOG_INFO, "vm %s: accepting host connections "
+			vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: accepting host connections "
 				 "again after %u failed attempt(s)", vm->name, vm->accept_fails);
 			vm->accept_fails = 0;
 		}
@@ -1206,7 +1206,7 @@ static void accept_cb(int lfd, int events, void *arg)
 	}
 }
 
-int vsx__host_listen(struct vsx_vm *vm)
+int vsxb__host_listen(struct vsxb_vm *vm)
 {
 	const struct vsx_loop *l = vm_loop(vm);
 	int rc;
@@ -1217,13 +1217,13 @@ int vsx__host_listen(struct vsx_vm *vm)
 	vm->lw = l->watch(l->ctx, vm->lfd, VSX_EV_READ, accept_cb, vm);
 	vm->ltimer = l->timer(l->ctx, listen_resume, vm);
 	if (!vm->lw || !vm->ltimer) {
-		vsx__host_unlisten(vm);
+		vsxb__host_unlisten(vm);
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-void vsx__host_unlisten(struct vsx_vm *vm)
+void vsxb__host_unlisten(struct vsxb_vm *vm)
 {
 	const struct vsx_loop *l = vm_loop(vm);
 

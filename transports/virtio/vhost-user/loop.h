@@ -3,7 +3,7 @@
  *
  * The vhost-user backend and the vsock engine own no event loop (like QEMU's
  * libvhost-user): they ask their host program to watch descriptors and run
- * timers through this table. vsxd adapts it to libevent (daemon/evloop.c);
+ * timers through this table. vsxd adapts it to libevent (transports/virtio/vhost-user/loop-event.c);
  * tests and benchmarks use the same adapter.
  */
 #ifndef VSX_LOOP_H

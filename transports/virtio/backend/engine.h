@@ -2,13 +2,13 @@
  * The virtio-vsock engine's private header: what vsock.c (device, packets,
  * credit), host.c (hybrid Unix-socket side), router.c (VMs, siblings,
  * control) and txbuf.c (per-connection byte queue) share. Nothing here is
- * part of backend.h's contract; the vsx__ functions at the end exist for
+ * part of backend.h's contract; the vsxb__ functions at the end exist for
  * the backend tests (tests/backend/) and the benchmarks.
  *
  * The design is written once, at the top of vsock.c.
  */
-#ifndef VSX_ENGINE_H
-#define VSX_ENGINE_H
+#ifndef VSXB_ENGINE_H
+#define VSXB_ENGINE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,9 +16,9 @@
 #include <sys/uio.h>
 
 #include "backend.h"
-#include "loop.h"
-#include "vhost_user.h"
-#include "vq.h"
+#include "vhost-user/loop.h"
+#include "vhost-user/vhost_user.h"
+#include "vhost-user/vq.h"
 #include "vsock_wire.h"
 
 /* ---- Limits ---- */
@@ -37,12 +37,12 @@
 #define ENG_TRIM_THRESHOLD (4u << 20) /* free heap top malloc keeps */
 #define ENG_MMAP_THRESHOLD (1u << 20) /* malloc's mmap threshold */
 #define ENG_ORPHAN_MAX 64         /* RSTs for packets without a connection */
-#define ENG_MAX_CONNS VSX_DEFAULT_MAX_CONNS_PER_VM /* per VM, default */
+#define ENG_MAX_CONNS VSXB_DEFAULT_MAX_CONNS_PER_VM /* per VM, default */
 #define ENG_MAX_HANDSHAKES 64     /* hybrid clients still sending CONNECT */
 #define ENG_CONNECT_LINE 32       /* longest "CONNECT <port>\n" */
 #define ENG_MAX_BUF (1u << 30)    /* largest buf_alloc */
 #define ENG_HOST_PORT_FIRST 1024  /* host ports of hybrid connections */
-#define VSX_NAME_LEN 65           /* VM names: 64 bytes and a NUL */
+#define VSXB_NAME_LEN 65           /* VM names: 64 bytes and a NUL */
 #define ENG_LOG_BUDGET 20         /* guest-caused warnings per VM session */
 #define ENG_REFUSE_BURST 20       /* refusals logged at once per VM ... */
 #define ENG_REFUSE_MS 1000        /* ... then one per this */
@@ -51,7 +51,6 @@
 
 #define ENG_HANDSHAKE_MS 5000     /* CONNECT line must arrive within */
 #define ENG_CONNECT_MS 5000       /* the guest must answer a REQUEST within */
-#define ENG_LINGER_MS 8000        /* bounded close, as Linux's VSOCK_CLOSE_TIMEOUT */
 
 #define ENG_SHUT_BOTH (VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND)
 
@@ -126,29 +125,29 @@ struct txq {
 	struct txq_pool *pool; /* NULL: every chunk is malloc'd and freed */
 };
 
-void vsx__txq_init(struct txq *q, bool seq);
+void vsxb__txq_init(struct txq *q, bool seq);
 /* Copy @len bytes of @iov into the queue; @room is how many more bytes may
  * follow (sizes a new chunk). With @eom_flags (VIRTIO_VSOCK_SEQ_*), the
  * last byte ends a message. 0 or -ENOMEM (nothing queued). */
-int vsx__txq_append(struct txq *q, const struct iovec *iov, unsigned n,
+int vsxb__txq_append(struct txq *q, const struct iovec *iov, unsigned n,
 		    size_t len, size_t room, unsigned eom_flags);
 /* seq: end the open message at its last byte; false if none is open. */
-bool vsx__txq_end_msg(struct txq *q, unsigned eom_flags);
+bool vsxb__txq_end_msg(struct txq *q, unsigned eom_flags);
 /* iovecs over at most @max bytes from the head, stopping after the first
  * message end (seq); *@flags gets the end's flags if the range ends one.
  * Returns the bytes covered. */
-size_t vsx__txq_peek(const struct txq *q, struct iovec *iov, unsigned max_iov,
+size_t vsxb__txq_peek(const struct txq *q, struct iovec *iov, unsigned max_iov,
 		     unsigned *niov, size_t max, unsigned *flags);
 /* seq: length of the first complete message, 0 if there is none. */
-size_t vsx__txq_msg_len(const struct txq *q);
-void vsx__txq_consume(struct txq *q, size_t n);
-void vsx__txq_clear(struct txq *q);
+size_t vsxb__txq_msg_len(const struct txq *q);
+void vsxb__txq_consume(struct txq *q, size_t n);
+void vsxb__txq_clear(struct txq *q);
 /* Free the pool's chunks unless it was used since the last sweep; then
  * true when queues gave enough memory back to malloc since the previous
  * quiet sweep that a malloc_trim is worth it. */
-bool vsx__txq_pool_sweep(struct txq_pool *p);
+bool vsxb__txq_pool_sweep(struct txq_pool *p);
 /* Free every chunk of the pool now. */
-void vsx__txq_pool_drain(struct txq_pool *p);
+void vsxb__txq_pool_drain(struct txq_pool *p);
 
 /* ---- Connections ---- */
 
@@ -172,11 +171,11 @@ enum conn_timer_kind {
 	T_DRAIN,     /* guest side gone; give the host reader this long */
 };
 
-struct vsx_vm;
+struct vsxb_vm;
 
 struct conn {
 	uint64_t id;
-	struct vsx_vm *vm;
+	struct vsxb_vm *vm;
 	struct eng_list node;        /* vm->conns (until freed) */
 	struct eng_list pnode;       /* vm->pending while it waits for RX */
 	struct conn *hnext;          /* hash chain */
@@ -184,7 +183,7 @@ struct conn {
 
 	enum conn_kind kind;
 	uint16_t type;               /* VIRTIO_VSOCK_TYPE_* */
-	int state;                   /* enum vsx_conn_state */
+	int state;                   /* enum vsxb_conn_state */
 	bool guest_initiated;
 	uint32_t guest_port;
 	uint64_t peer_cid;
@@ -232,21 +231,21 @@ struct conn {
 
 	struct vsx_timer *timer;
 	enum conn_timer_kind tkind;
-	char tag[VSX_TAG_MAX];       /* vsx_conn_info.tag ("": none) */
+	char tag[VSXB_TAG_MAX];       /* vsxb_conn_info.tag ("": none) */
 
 	/* Events (backend.h): OPEN reported, the first decisive end cause. */
 	bool opened;
 	uint64_t opened_ms;          /* CLOCK_MONOTONIC */
-	int why;                     /* enum vsx_conn_reason, 0: none yet */
-	int why_err;                 /* errno for VSX_REASON_ERROR */
-	int why_limit;               /* enum vsx_limit_kind */
+	int why;                     /* enum vsxb_conn_reason, 0: none yet */
+	int why_err;                 /* errno for VSXB_REASON_ERROR */
+	int why_limit;               /* enum vsxb_limit_kind */
 };
 
 /* ---- VMs and the router ---- */
 
 struct hs;  /* host.c: a hybrid client sending its CONNECT line */
 
-struct vsx_engine_stats {
+struct vsxb_engine_stats {
 	uint64_t tx_pkts;         /* packets taken from the TX queue */
 	uint64_t rx_pkts;         /* packets put into the RX queue */
 	uint64_t tx_rounds;       /* TX processing rounds (one used flush each) */
@@ -263,8 +262,8 @@ struct vsx_engine_stats {
 	uint64_t queued_bytes;    /* guest payload bytes that had to be copied */
 };
 
-struct vsx_vm {
-	struct vsx_router *r;
+struct vsxb_vm {
+	struct vsxb_router *r;
 	struct eng_list node;        /* r->vms */
 	char *name;
 	uint64_t cid;
@@ -319,7 +318,7 @@ struct vsx_vm {
 
 	unsigned log_budget;
 	unsigned accept_fails;       /* hybrid accepts failed in a row (no fds) */
-	struct vsx_engine_stats st;
+	struct vsxb_engine_stats st;
 
 	/* spare queue chunks (txbuf.c), swept by ptimer (vsock.c) */
 	struct txq_pool pool;
@@ -332,98 +331,98 @@ struct vsx_vm {
 	uint64_t refuse_suppressed;  /* since the last one to log */
 };
 
-struct vsx_router {
+struct vsxb_router {
 	const struct vsx_loop *loop;
-	vsx_log_fn log;
+	vsxb_log_fn log;
 	void *log_arg;
 	struct eng_list vms;
 	struct eng_list dirty;       /* VMs touched this round */
 	uint64_t next_id;
 	unsigned handshake_ms, connect_ms, linger_ms;
 	uint32_t counter_base;       /* tests: new connections' counters start here */
-	struct eng_list ports;       /* struct vsx_port: vsx_router_listen_port */
+	struct eng_list ports;       /* struct vsxb_port: vsxb_router_listen_port */
 	int in_round;
-	bool polling;                /* vsx_router_poll: the loop polls, TX kicks off */
+	bool polling;                /* vsxb_router_poll: the loop polls, TX kicks off */
 
 	/* Limits and events (backend.h) */
 	unsigned max_conns, max_conns_vm;
 	uint64_t max_conn_mem;       /* 0: none */
 	unsigned nconns;             /* live connections, all VMs */
-	vsx_conn_event_fn ev_fn;
+	vsxb_conn_event_fn ev_fn;
 	void *ev_arg;
-	struct vsx_router_stats st;  /* conns unused here (nconns) */
+	struct vsxb_router_stats st;  /* conns unused here (nconns) */
 };
 
 /* ---- router.c ---- */
-void vsx__log(struct vsx_router *r, int prio, const char *fmt, ...)
+void vsxb__log(struct vsxb_router *r, int prio, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* A guest-caused warning, rate limited per VM session. */
-void vsx__vm_warn(struct vsx_vm *vm, const char *fmt, ...)
+void vsxb__vm_warn(struct vsxb_vm *vm, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-void vsx__vm_touch(struct vsx_vm *vm);
+void vsxb__vm_touch(struct vsxb_vm *vm);
 /* End of a processing round: RX scheduling, used-ring flushes, deferred
  * frees, for every VM touched. Every entry point calls it last. */
-void vsx__router_round(struct vsx_router *r);
+void vsxb__router_round(struct vsxb_router *r);
 /* The VM reachable as @cid from @from (common group, live), or NULL. */
-struct vsx_vm *vsx__sibling(struct vsx_vm *from, uint64_t cid);
+struct vsxb_vm *vsxb__sibling(struct vsxb_vm *from, uint64_t cid);
 
 /* ---- vsock.c ---- */
-extern const struct vsx_vu_ops vsx__vsock_ops;
-struct conn *vsx__conn_new(struct vsx_vm *vm, enum conn_kind kind, uint16_t type,
+extern const struct vsx_vu_ops vsxb__vsock_ops;
+struct conn *vsxb__conn_new(struct vsxb_vm *vm, enum conn_kind kind, uint16_t type,
 			   uint32_t guest_port, uint64_t peer_cid, uint32_t peer_port);
-struct conn *vsx__conn_find(struct vsx_vm *vm, uint32_t guest_port,
+struct conn *vsxb__conn_find(struct vsxb_vm *vm, uint32_t guest_port,
 			    uint64_t peer_cid, uint32_t peer_port);
-void vsx__conn_unhash(struct conn *c);
+void vsxb__conn_unhash(struct conn *c);
 /* Free the connection at the end of the round (closes its host socket,
  * unlinks its sibling without telling it). */
-void vsx__conn_kill(struct conn *c);
+void vsxb__conn_kill(struct conn *c);
 /* Abort: RST to the guest (unless @quiet), host socket closed, sibling
  * told (RST). */
-void vsx__conn_reset(struct conn *c, bool quiet);
-void vsx__conn_ctrl(struct conn *c, unsigned bits);
-void vsx__conn_shutdown(struct conn *c, unsigned flags);
+void vsxb__conn_reset(struct conn *c, bool quiet);
+void vsxb__conn_ctrl(struct conn *c, unsigned bits);
+void vsxb__conn_shutdown(struct conn *c, unsigned flags);
 /* Put @c on its VM's RX schedule (or serve it right away). */
-void vsx__conn_schedule(struct conn *c);
-void vsx__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
-void vsx__conn_credit_check(struct conn *c);
-uint32_t vsx__conn_peer_free(const struct conn *c);
-uint32_t vsx__conn_adv_fwd(const struct conn *c);
-uint32_t vsx__conn_adv_buf(const struct conn *c);
-void vsx__conn_set_buffer(struct conn *c, uint32_t bytes);
+void vsxb__conn_schedule(struct conn *c);
+void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
+void vsxb__conn_credit_check(struct conn *c);
+uint32_t vsxb__conn_peer_free(const struct conn *c);
+uint32_t vsxb__conn_adv_fwd(const struct conn *c);
+uint32_t vsxb__conn_adv_buf(const struct conn *c);
+void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes);
 /* Close: SHUTDOWN both ways, RST after linger. */
-void vsx__conn_close(struct conn *c);
+void vsxb__conn_close(struct conn *c);
 /* What vsxctl shows of @c (router.c). */
-void vsx__conn_info(const struct conn *c, struct vsx_conn_info *ci);
-/* Record why @c ends (enum vsx_conn_reason; @err a positive errno or 0).
+void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci);
+/* Record why @c ends (enum vsxb_conn_reason; @err a positive errno or 0).
  * The first cause wins, except that a hard one (a timeout, an error, a
  * limit, control-reset, vm-gone, protocol) overrides a graceful one; a
  * guest or peer RST never does. Reported when @c is freed (conn_kill). */
-void vsx__conn_why(struct conn *c, int reason, int err);
+void vsxb__conn_why(struct conn *c, int reason, int err);
 /* @c just became ESTABLISHED: report OPEN. */
-void vsx__conn_opened(struct conn *c);
-/* A limit that forbids @n more connections in @vm (enum vsx_limit_kind),
- * counted in the router's stats when not VSX_LIMIT_NONE. */
-int vsx__conn_limit(struct vsx_vm *vm, unsigned n);
+void vsxb__conn_opened(struct conn *c);
+/* A limit that forbids @n more connections in @vm (enum vsxb_limit_kind),
+ * counted in the router's stats when not VSXB_LIMIT_NONE. */
+int vsxb__conn_limit(struct vsxb_vm *vm, unsigned n);
 /* A refused attempt that has no connection (id 0): REFUSE event. */
-void vsx__refuse(struct vsx_vm *vm, uint16_t type, uint32_t guest_port,
+void vsxb__refuse(struct vsxb_vm *vm, uint16_t type, uint32_t guest_port,
 		 uint64_t peer_cid, uint32_t peer_port, bool guest_initiated,
 		 int reason, int err, int limit);
 /* @holder's queue grew: false (and @holder reset, reason limit) when its
  * memory is above the router's max_conn_memory. */
-bool vsx__conn_mem_ok(struct conn *holder);
+bool vsxb__conn_mem_ok(struct conn *holder);
 /* buf_alloc allowed by max_conn_memory (@bytes or less). */
-uint32_t vsx__buf_cap(const struct vsx_router *r, uint32_t bytes);
+uint32_t vsxb__buf_cap(const struct vsxb_router *r, uint32_t bytes);
 /* RX helpers for data paths: pop one RX chain; 1, 0 (none), <0 broken. */
-int vsx__rx_pop(struct vsx_vm *vm, struct vsx_vq_elem *e);
-void vsx__rx_put(struct vsx_vm *vm, struct conn *c, struct vsx_vq_elem *e,
+int vsxb__rx_pop(struct vsxb_vm *vm, struct vsx_vq_elem *e);
+void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsx_vq_elem *e,
 		 uint32_t len, unsigned flags);
-void vsx__vm_broken(struct vsx_vm *vm, const char *why);
-void vsx__vm_round(struct vsx_vm *vm);
-void vsx__vm_resume(struct vsx_vm *vm);
-/* vsx_router_poll for one VM: true when its TX ring had packets. */
-bool vsx__vm_poll(struct vsx_vm *vm, bool sleeping);
-void vsx__orphan_rst(struct vsx_vm *vm, const struct virtio_vsock_hdr *h);
-void vsx__vm_drop_all(struct vsx_vm *vm, bool tell_guest);
+void vsxb__vm_broken(struct vsxb_vm *vm, const char *why);
+void vsxb__vm_round(struct vsxb_vm *vm);
+void vsxb__vm_resume(struct vsxb_vm *vm);
+/* vsxb_router_poll for one VM: true when its TX ring had packets. */
+bool vsxb__vm_poll(struct vsxb_vm *vm, bool sleeping);
+void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
+void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest);
 
 /* Emission results */
 #define EMIT_DONE 0   /* nothing more to send now */
@@ -431,69 +430,69 @@ void vsx__vm_drop_all(struct vsx_vm *vm, bool tell_guest);
 #define EMIT_NOBUF 2  /* RX buffers ran out */
 
 /* ---- host.c ---- */
-int vsx__host_listen(struct vsx_vm *vm);
+int vsxb__host_listen(struct vsxb_vm *vm);
 /* "CONNECT <decimal port>\n" (exactly @n bytes): 0 and *@port, or -1.
  * Pure; also fuzz/fuzz_connect.c's target. */
-int vsx__host_parse_connect(const char *s, size_t n, uint32_t *port);
-void vsx__host_unlisten(struct vsx_vm *vm);
+int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port);
+void vsxb__host_unlisten(struct vsxb_vm *vm);
 /* Guest REQUEST to host port: connect to uds_path_<port>. */
-void vsx__host_connect(struct vsx_vm *vm, const struct virtio_vsock_hdr *h);
+void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
 /* The guest accepted a hybrid connection: "OK <port>\n". */
-int vsx__host_established(struct conn *c);
+int vsxb__host_established(struct conn *c);
 /* Guest payload for the host: batched (vsock.c flushes). */
-void vsx__host_rw(struct conn *c, const struct iovec *iov, unsigned n,
+void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n,
 		  uint32_t len, unsigned flags);
-void vsx__host_batch_flush(struct vsx_vm *vm);
-int vsx__host_emit(struct conn *c);          /* host -> guest data */
-int vsx__host_flush(struct conn *c);         /* queued data -> host */
-void vsx__host_sync(struct conn *c);         /* watch mask, RX schedule */
-void vsx__host_guest_shut(struct conn *c);   /* apply guest SHUTDOWN flags */
-void vsx__host_close(struct conn *c);        /* close the socket now */
+void vsxb__host_batch_flush(struct vsxb_vm *vm);
+int vsxb__host_emit(struct conn *c);          /* host -> guest data */
+int vsxb__host_flush(struct conn *c);         /* queued data -> host */
+void vsxb__host_sync(struct conn *c);         /* watch mask, RX schedule */
+void vsxb__host_guest_shut(struct conn *c);   /* apply guest SHUTDOWN flags */
+void vsxb__host_close(struct conn *c);        /* close the socket now */
 /* The guest side is gone: deliver what is queued, then close. */
-void vsx__host_drain(struct conn *c);
-bool vsx__host_can_read(const struct conn *c);
+void vsxb__host_drain(struct conn *c);
+bool vsxb__host_can_read(const struct conn *c);
 /* SO_SNDBUF of a Unix host socket raised to a buf_alloc above the default
  * (attach, set_buffer). */
-void vsx__host_size_sndbuf(struct conn *c);
+void vsxb__host_size_sndbuf(struct conn *c);
 
-/* ---- Descriptors handed over (backend.h: vsx_vm_connect_fd, ports) ---- */
-struct vsx_port {
+/* ---- Descriptors handed over (backend.h: vsxb_vm_connect_fd, ports) ---- */
+struct vsxb_port {
 	struct eng_list node;        /* r->ports */
-	struct vsx_router *r;
-	char vm[VSX_NAME_LEN];
+	struct vsxb_router *r;
+	char vm[VSXB_NAME_LEN];
 	uint32_t port;
-	char tag[VSX_TAG_MAX];
-	vsx_port_cb cb;
+	char tag[VSXB_TAG_MAX];
+	vsxb_port_cb cb;
 	void *arg;
 };
 
 /* router.c: the handler of @vm's host port @port, or NULL. */
-struct vsx_port *vsx__port_find(struct vsx_router *r, const struct vsx_vm *vm,
+struct vsxb_port *vsxb__port_find(struct vsxb_router *r, const struct vsxb_vm *vm,
 				uint32_t port);
 /* host.c: a guest REQUEST for @p's port (REFUSE or a waiting connection). */
-void vsx__host_port_request(struct vsx_vm *vm, struct vsx_port *p,
+void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 			    const struct virtio_vsock_hdr *h);
-/* host.c: backend.h's vsx_vm_connect_fd and vsx_router_conn_attach_fd. */
-int vsx__host_connect_fd(struct vsx_vm *vm, int fd, uint32_t port, const char *tag,
+/* host.c: backend.h's vsxb_vm_connect_fd and vsxb_router_conn_attach_fd. */
+int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char *tag,
 			 uint64_t *id);
-int vsx__host_attach_fd(struct conn *c, int fd);
-void vsx__set_tag(char *dst, const char *tag);
+int vsxb__host_attach_fd(struct conn *c, int fd);
+void vsxb__set_tag(char *dst, const char *tag);
 
 /* ---- router.c: siblings ---- */
-void vsx__sib_request(struct vsx_vm *vm, struct vsx_vm *to,
+void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		      const struct virtio_vsock_hdr *h);
-void vsx__sib_rw(struct conn *c, const struct iovec *iov, unsigned n,
+void vsxb__sib_rw(struct conn *c, const struct iovec *iov, unsigned n,
 		 uint32_t len, unsigned flags);
-int vsx__sib_emit(struct conn *c);           /* peer's queued data -> guest */
+int vsxb__sib_emit(struct conn *c);           /* peer's queued data -> guest */
 
 /* ---- for tests and benchmarks ---- */
-void vsx__router_set_timeouts(struct vsx_router *r, unsigned handshake_ms,
+void vsxb__router_set_timeouts(struct vsxb_router *r, unsigned handshake_ms,
 			      unsigned connect_ms, unsigned linger_ms);
 /* New connections start their byte counters (rx_cnt, fwd_cnt, tx_cnt) at
  * @base, so a test guest starting its own there crosses 2^32 quickly. */
-void vsx__router_set_counter_base(struct vsx_router *r, uint32_t base);
-void vsx__vm_stats(const struct vsx_vm *vm, struct vsx_engine_stats *st);
+void vsxb__router_set_counter_base(struct vsxb_router *r, uint32_t base);
+void vsxb__vm_stats(const struct vsxb_vm *vm, struct vsxb_engine_stats *st);
 /* Memory held for connection @id's queued data (chunk accounting). */
-int vsx__conn_mem(struct vsx_router *r, uint64_t id, size_t *mem);
+int vsxb__conn_mem(struct vsxb_router *r, uint64_t id, size_t *mem);
 
 #endif

@@ -32,7 +32,7 @@
 
 #include <event2/event.h>
 
-#include "evloop.h"
+#include "loop-event.h"
 
 #define VSX_EV_ALL (VSX_EV_READ | VSX_EV_WRITE)
 

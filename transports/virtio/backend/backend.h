@@ -7,27 +7,29 @@
  * No event loop is owned here: everything runs on the vsx_loop given.
  * Single-threaded: call these from the loop's thread only.
  */
-#ifndef VSX_BACKEND_H
-#define VSX_BACKEND_H
+#ifndef VSXB_BACKEND_H
+#define VSXB_BACKEND_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "loop.h"
+#include <vsx/vsx.h>
 
-#define VSX_DEFAULT_BUF_ALLOC (256u * 1024)   /* tx-buffer-size default */
-#define VSX_DEFAULT_QUEUE_SIZE 1024           /* largest ring accepted */
-#define VSX_GROUP_DEFAULT "default"
+#include "vhost-user/loop.h"
+
+#define VSXB_DEFAULT_BUF_ALLOC (256u * 1024)   /* tx-buffer-size default */
+#define VSXB_DEFAULT_QUEUE_SIZE 1024           /* largest ring accepted */
+#define VSXB_GROUP_DEFAULT "default"
 
 /* Log priorities (syslog's values). */
-#define VSX_LOG_ERR 3
-#define VSX_LOG_WARNING 4
-#define VSX_LOG_INFO 6
-#define VSX_LOG_DEBUG 7
+#define VSXB_LOG_ERR 3
+#define VSXB_LOG_WARNING 4
+#define VSXB_LOG_INFO 6
+#define VSXB_LOG_DEBUG 7
 
-typedef void (*vsx_log_fn)(void *arg, int prio, const char *msg);
+typedef void (*vsxb_log_fn)(void *arg, int prio, const char *msg);
 
-struct vsx_vm_config {
+struct vsxb_vm_config {
 	const char *name;          /* vm:NAME and vsxctl; NULL: "cid<N>" */
 	uint64_t guest_cid;        /* 3 .. 0xFFFFFFFE */
 	const char *socket_path;   /* vhost-user socket QEMU connects to */
@@ -38,42 +40,42 @@ struct vsx_vm_config {
 	const char *groups;        /* "a+b"; NULL: "default" */
 };
 
-struct vsx_router;
-struct vsx_vm;
+struct vsxb_router;
+struct vsxb_vm;
 
 /* A router: the VMs of one process, for sibling routing and lookup.
  * @log may be NULL (silence). */
-int vsx_router_new(const struct vsx_loop *loop, vsx_log_fn log, void *log_arg,
-		   struct vsx_router **out);
+int vsxb_router_new(const struct vsx_loop *loop, vsxb_log_fn log, void *log_arg,
+		   struct vsxb_router **out);
 /* Frees every VM still attached, then the router. */
-void vsx_router_free(struct vsx_router *r);
+void vsxb_router_free(struct vsxb_router *r);
 
 /* Validate @cfg, bind its sockets, attach the VM to @r. Errors: -EINVAL
  * (bad config, with a log line saying why), -EEXIST (CID or name taken),
  * -EADDRINUSE (a socket path in use), -ENOTSOCK (a path is a file of
  * another kind: only stale sockets are replaced), other negative errno. */
-int vsx_vm_new(struct vsx_router *r, const struct vsx_vm_config *cfg,
-	       struct vsx_vm **out);
+int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
+	       struct vsxb_vm **out);
 /* Reset every connection, notify host peers, close sockets, unlink paths. */
-void vsx_vm_free(struct vsx_vm *vm);
+void vsxb_vm_free(struct vsxb_vm *vm);
 
-struct vsx_vm *vsx_router_vm_by_name(struct vsx_router *r, const char *name);
-struct vsx_vm *vsx_router_vm_by_cid(struct vsx_router *r, uint64_t cid);
-const char *vsx_vm_name(const struct vsx_vm *vm);
+struct vsxb_vm *vsxb_router_vm_by_name(struct vsxb_router *r, const char *name);
+struct vsxb_vm *vsxb_router_vm_by_cid(struct vsxb_router *r, uint64_t cid);
+const char *vsxb_vm_name(const struct vsxb_vm *vm);
 
 /* ---- Introspection and control (vsxctl) ---- */
 
-enum vsx_conn_state {
-	VSX_CONN_CONNECTING = 1, /* REQUEST sent or received, no RESPONSE yet */
-	VSX_CONN_ESTABLISHED,
-	VSX_CONN_CLOSING,        /* a SHUTDOWN seen or sent; see shut flags */
+enum vsxb_conn_state {
+	VSXB_CONN_CONNECTING = 1, /* REQUEST sent or received, no RESPONSE yet */
+	VSXB_CONN_ESTABLISHED,
+	VSXB_CONN_CLOSING,        /* a SHUTDOWN seen or sent; see shut flags */
 };
 
-struct vsx_conn_info {
+struct vsxb_conn_info {
 	uint64_t id;               /* unique in the process, never reused */
 	const char *vm;            /* VM name (valid during the callback) */
 	int type;                  /* 1 stream, 2 seqpacket (wire values) */
-	int state;                 /* enum vsx_conn_state */
+	int state;                 /* enum vsxb_conn_state */
 	uint64_t guest_cid;
 	uint32_t guest_port;
 	uint64_t peer_cid;         /* 2 for host programs, a sibling's CID */
@@ -94,25 +96,25 @@ struct vsx_conn_info {
 				      "" for none; valid during the callback */
 };
 
-typedef int (*vsx_conn_cb)(const struct vsx_conn_info *ci, void *arg);
+typedef int (*vsxb_conn_cb)(const struct vsxb_conn_info *ci, void *arg);
 
 /* Call @cb for each connection of @vm (every VM when @vm is NULL); a
  * non-zero return stops the walk and is returned. */
-int vsx_router_foreach_conn(struct vsx_router *r, struct vsx_vm *vm,
-			    vsx_conn_cb cb, void *arg);
+int vsxb_router_foreach_conn(struct vsxb_router *r, struct vsxb_vm *vm,
+			    vsxb_conn_cb cb, void *arg);
 /* Set buf_alloc of connection @id (a CREDIT_UPDATE tells the guest).
  * -ENOENT: no such connection; -EINVAL: @bytes is 0, above 1 GiB, or
- * above half of max_conn_memory (vsx_router_set_limits). */
-int vsx_router_conn_set_buffer(struct vsx_router *r, uint64_t id, uint32_t bytes);
+ * above half of max_conn_memory (vsxb_router_set_limits). */
+int vsxb_router_conn_set_buffer(struct vsxb_router *r, uint64_t id, uint32_t bytes);
 /* Close (SHUTDOWN both ways, RST after 8 s) or reset (RST now) @id. */
-int vsx_router_conn_close(struct vsx_router *r, uint64_t id, bool reset);
+int vsxb_router_conn_close(struct vsxb_router *r, uint64_t id, bool reset);
 /* buf_alloc for @vm's new connections; -EINVAL as set_buffer. (New
  * connections never get more than half of max_conn_memory.) */
-int vsx_vm_set_default_buffer(struct vsx_vm *vm, uint32_t bytes);
+int vsxb_vm_set_default_buffer(struct vsxb_vm *vm, uint32_t bytes);
 
 /* What vsxctl shows of a VM. The strings are the VM's: valid until it is
  * freed. */
-struct vsx_vm_info {
+struct vsxb_vm_info {
 	const char *name;
 	uint64_t guest_cid;
 	const char *socket_path;   /* vhost-user socket */
@@ -123,11 +125,11 @@ struct vsx_vm_info {
 	unsigned conns;            /* live connections */
 };
 
-void vsx_vm_get_info(const struct vsx_vm *vm, struct vsx_vm_info *out);
+void vsxb_vm_get_info(const struct vsxb_vm *vm, struct vsxb_vm_info *out);
 
 /* ---- Host connections handed over as descriptors (vsxd forwards) ---- */
 
-#define VSX_TAG_MAX 72             /* vsx_conn_info.tag, NUL included */
+#define VSXB_TAG_MAX 72             /* vsxb_conn_info.tag, NUL included */
 
 /*
  * Hand the connected stream socket @fd (Unix, TCP: anything readv and
@@ -136,61 +138,61 @@ void vsx_vm_get_info(const struct vsx_vm *vm, struct vsx_vm_info *out);
  * "CONNECT <guest_port>". The engine owns @fd from the call on, whatever
  * the result: it is closed when the guest refuses (RST), does not answer
  * within the connect timeout, or the connection ends. @tag (NULL: none;
- * cut at VSX_TAG_MAX - 1 bytes) labels the connection in vsx_conn_info;
+ * cut at VSXB_TAG_MAX - 1 bytes) labels the connection in vsxb_conn_info;
  * *@id (@id may be NULL) gets its id. Errors (@fd closed): -EHOSTDOWN (the
  * guest's device is not running), -EBUSY (connection limit), -ENOMEM.
  */
-int vsx_vm_connect_fd(struct vsx_vm *vm, int fd, uint32_t guest_port, const char *tag,
+int vsxb_vm_connect_fd(struct vsxb_vm *vm, int fd, uint32_t guest_port, const char *tag,
 		      uint64_t *id);
 
-struct vsx_port;
+struct vsxb_port;
 
 /*
  * A guest of VM @vm sent a STREAM REQUEST to host port @port, which a
- * vsx_router_listen_port handler serves. Connection @id exists, CONNECTING
- * (the guest waits for its RESPONSE), until vsx_router_conn_attach_fd gives
- * it a socket, vsx_router_conn_close refuses it (reset: RST), or the
+ * vsxb_router_listen_port handler serves. Connection @id exists, CONNECTING
+ * (the guest waits for its RESPONSE), until vsxb_router_conn_attach_fd gives
+ * it a socket, vsxb_router_conn_close refuses it (reset: RST), or the
  * connect timeout resets it. Return 0 to let it wait, a negative errno to
  * refuse it at once (RST). Runs inside the engine: do not call back into
  * the router from here (attach or refuse later, from the loop).
  */
-typedef int (*vsx_port_cb)(void *arg, struct vsx_vm *vm, uint64_t id,
+typedef int (*vsxb_port_cb)(void *arg, struct vsxb_vm *vm, uint64_t id,
 			   uint32_t guest_port, uint32_t port);
 
 /*
  * Serve guest connections to host port @port of the VM named @vm_name (a
  * VM that may come and go: the name is looked up at each REQUEST). Such
  * REQUESTs go to @cb instead of "<uds-path>_<port>"; SEQPACKET ones are
- * refused. @tag as for vsx_vm_connect_fd. *@out is freed with
- * vsx_port_free (vsx_router_free frees what is left). -EADDRINUSE: that
+ * refused. @tag as for vsxb_vm_connect_fd. *@out is freed with
+ * vsxb_port_free (vsxb_router_free frees what is left). -EADDRINUSE: that
  * name and port already have a handler; -EINVAL; -ENOMEM.
  */
-int vsx_router_listen_port(struct vsx_router *r, const char *vm_name, uint32_t port,
-			   const char *tag, vsx_port_cb cb, void *arg,
-			   struct vsx_port **out);
+int vsxb_router_listen_port(struct vsxb_router *r, const char *vm_name, uint32_t port,
+			   const char *tag, vsxb_port_cb cb, void *arg,
+			   struct vsxb_port **out);
 /* No more calls to the handler; connections already made are not touched. */
-void vsx_port_free(struct vsx_port *p);
+void vsxb_port_free(struct vsxb_port *p);
 
 /*
- * Give the waiting connection @id (see vsx_port_cb) its host socket @fd:
+ * Give the waiting connection @id (see vsxb_port_cb) its host socket @fd:
  * the guest gets its RESPONSE and data flows. 0: @fd is the engine's now
- * (as for vsx_vm_connect_fd). -ENOENT: no such connection waiting (the
+ * (as for vsxb_vm_connect_fd). -ENOENT: no such connection waiting (the
  * guest gave up, or it timed out): @fd stays the caller's. -ENOMEM.
  */
-int vsx_router_conn_attach_fd(struct vsx_router *r, uint64_t id, int fd);
+int vsxb_router_conn_attach_fd(struct vsxb_router *r, uint64_t id, int fd);
 
 /* Close (or reset) every connection whose tag is @tag; returns how many. */
-int vsx_router_close_tagged(struct vsx_router *r, const char *tag, bool reset);
+int vsxb_router_close_tagged(struct vsxb_router *r, const char *tag, bool reset);
 
 /* A fresh connection id, never given to an engine connection: vsxd numbers
  * its relayed connections from the same sequence. */
-uint64_t vsx_router_new_id(struct vsx_router *r);
+uint64_t vsxb_router_new_id(struct vsxb_router *r);
 
-typedef int (*vsx_vm_cb)(struct vsx_vm *vm, void *arg);
+typedef int (*vsxb_vm_cb)(struct vsxb_vm *vm, void *arg);
 
 /* Call @cb for each VM, oldest first; a non-zero return stops the walk and
  * is returned. @cb must not free VMs. */
-int vsx_router_foreach_vm(struct vsx_router *r, vsx_vm_cb cb, void *arg);
+int vsxb_router_foreach_vm(struct vsxb_router *r, vsxb_vm_cb cb, void *arg);
 
 /* ---- Connection events (structured logs) ---- */
 
@@ -203,60 +205,60 @@ int vsx_router_foreach_vm(struct vsx_router *r, vsx_vm_cb cb, void *arg);
  * REFUSE instead; guest-initiated attempts refused before any connection
  * existed have id 0.
  */
-enum vsx_conn_event_type {
-	VSX_CONN_EV_OPEN = 1,
-	VSX_CONN_EV_CLOSE,
-	VSX_CONN_EV_RESET,
-	VSX_CONN_EV_REFUSE,
+enum vsxb_conn_event_type {
+	VSXB_CONN_EV_OPEN = 1,
+	VSXB_CONN_EV_CLOSE,
+	VSXB_CONN_EV_RESET,
+	VSXB_CONN_EV_REFUSE,
 };
 
-/* Why a connection ended (or was refused); vsx_conn_reason_name() gives
+/* Why a connection ended (or was refused); vsxb_conn_reason_name() gives
  * the stable log string. The first decisive cause wins; a guest RST after
  * a graceful close does not turn it into a reset. */
-enum vsx_conn_reason {
-	VSX_REASON_NONE = 0,       /* "none" (OPEN) */
-	VSX_REASON_GUEST_SHUTDOWN, /* "guest-shutdown": the guest shut down first */
-	VSX_REASON_HOST_EOF,       /* "host-eof": the host program shut its writing side */
-	VSX_REASON_HOST_CLOSED,    /* "host-closed": the host program closed its socket */
-	VSX_REASON_PEER_SHUTDOWN,  /* "peer-shutdown": the sibling's guest shut down */
-	VSX_REASON_GUEST_RST,      /* "guest-rst" */
-	VSX_REASON_PEER_RST,       /* "peer-rst": the sibling half went away */
-	VSX_REASON_REFUSED,        /* "refused": no listener, or the guest refused */
-	VSX_REASON_CONNECT_TIMEOUT,/* "connect-timeout": no RESPONSE in time */
-	VSX_REASON_HANDSHAKE_TIMEOUT, /* "handshake-timeout": no CONNECT line in time */
-	VSX_REASON_LINGER_TIMEOUT, /* "linger-timeout": no RST after our close */
-	VSX_REASON_CONTROL_CLOSE,  /* "control-close": vsx_router_conn_close */
-	VSX_REASON_CONTROL_RESET,  /* "control-reset" */
-	VSX_REASON_VM_GONE,        /* "vm-gone": device stopped or broken, VM removed */
-	VSX_REASON_LIMIT,          /* "limit": a connection or memory limit */
-	VSX_REASON_PROTOCOL,       /* "protocol": the guest broke the protocol */
-	VSX_REASON_ERROR,          /* "error": see err */
+enum vsxb_conn_reason {
+	VSXB_REASON_NONE = 0,       /* "none" (OPEN) */
+	VSXB_REASON_GUEST_SHUTDOWN, /* "guest-shutdown": the guest shut down first */
+	VSXB_REASON_HOST_EOF,       /* "host-eof": the host program shut its writing side */
+	VSXB_REASON_HOST_CLOSED,    /* "host-closed": the host program closed its socket */
+	VSXB_REASON_PEER_SHUTDOWN,  /* "peer-shutdown": the sibling's guest shut down */
+	VSXB_REASON_GUEST_RST,      /* "guest-rst" */
+	VSXB_REASON_PEER_RST,       /* "peer-rst": the sibling half went away */
+	VSXB_REASON_REFUSED,        /* "refused": no listener, or the guest refused */
+	VSXB_REASON_CONNECT_TIMEOUT,/* "connect-timeout": no RESPONSE in time */
+	VSXB_REASON_HANDSHAKE_TIMEOUT, /* "handshake-timeout": no CONNECT line in time */
+	VSXB_REASON_LINGER_TIMEOUT, /* "linger-timeout": no RST after our close */
+	VSXB_REASON_CONTROL_CLOSE,  /* "control-close": vsxb_router_conn_close */
+	VSXB_REASON_CONTROL_RESET,  /* "control-reset" */
+	VSXB_REASON_VM_GONE,        /* "vm-gone": device stopped or broken, VM removed */
+	VSXB_REASON_LIMIT,          /* "limit": a connection or memory limit */
+	VSXB_REASON_PROTOCOL,       /* "protocol": the guest broke the protocol */
+	VSXB_REASON_ERROR,          /* "error": see err */
 };
 
-const char *vsx_conn_reason_name(int reason);
-const char *vsx_conn_event_name(int type);
+const char *vsxb_conn_reason_name(int reason);
+const char *vsxb_conn_event_name(int type);
 
-/* Which limit refused a connection (REFUSE with VSX_REASON_LIMIT). */
-enum vsx_limit_kind {
-	VSX_LIMIT_NONE = 0,
-	VSX_LIMIT_VM_CONNS,        /* "conns-per-vm" */
-	VSX_LIMIT_CONNS,           /* "conns": the router's total */
-	VSX_LIMIT_MEMORY,          /* "conn-memory" (RESET) */
+/* Which limit refused a connection (REFUSE with VSXB_REASON_LIMIT). */
+enum vsxb_limit_kind {
+	VSXB_LIMIT_NONE = 0,
+	VSXB_LIMIT_VM_CONNS,        /* "conns-per-vm" */
+	VSXB_LIMIT_CONNS,           /* "conns": the router's total */
+	VSXB_LIMIT_MEMORY,          /* "conn-memory" (RESET) */
 };
 
-const char *vsx_limit_name(int kind);
+const char *vsxb_limit_name(int kind);
 
-#define VSX_PORT_UNKNOWN 0xFFFFFFFFu   /* a port not known (yet) in an event */
+#define VSXB_PORT_UNKNOWN 0xFFFFFFFFu   /* a port not known (yet) in an event */
 
-struct vsx_conn_event {
-	int type;                  /* enum vsx_conn_event_type */
-	struct vsx_conn_info ci;   /* at the event; id 0 for refusals without a
+struct vsxb_conn_event {
+	int type;                  /* enum vsxb_conn_event_type */
+	struct vsxb_conn_info ci;   /* at the event; id 0 for refusals without a
 				      connection; strings valid during the call */
 	const char *origin;        /* "guest", "host" or "sibling" */
-	int reason;                /* enum vsx_conn_reason */
-	int err;                   /* positive errno for VSX_REASON_ERROR and
+	int reason;                /* enum vsxb_conn_reason */
+	int err;                   /* positive errno for VSXB_REASON_ERROR and
 				      some refusals (ECONNREFUSED, ENOENT), or 0 */
-	int limit;                 /* enum vsx_limit_kind for VSX_REASON_LIMIT */
+	int limit;                 /* enum vsxb_limit_kind for VSXB_REASON_LIMIT */
 	uint64_t duration_ms;      /* since OPEN (CLOSE, RESET), else 0 */
 	/* REFUSE only: refusals are rate limited per VM for logging (a burst of
 	 * 20, then one a second); @log_suppressed says this one falls beyond
@@ -266,28 +268,29 @@ struct vsx_conn_event {
 	uint64_t suppressed;
 };
 
-typedef void (*vsx_conn_event_fn)(void *arg, const struct vsx_conn_event *ev);
+typedef void (*vsxb_conn_event_fn)(void *arg, const struct vsxb_conn_event *ev);
 
 /* Report connection events to @fn (NULL: none). @fn runs on the loop
  * thread in the middle of engine work: it must not call back into the
  * router. */
-void vsx_router_set_conn_events(struct vsx_router *r, vsx_conn_event_fn fn, void *arg);
+void vsxb_router_set_conn_events(struct vsxb_router *r, vsxb_conn_event_fn fn, void *arg);
 
 /* ---- Limits ---- */
 
-#define VSX_DEFAULT_MAX_CONNS_PER_VM 4096
-#define VSX_DEFAULT_HANDSHAKE_MS 5000
-#define VSX_DEFAULT_CONNECT_MS 5000
-#define VSX_DEFAULT_LINGER_MS 8000
+#define VSXB_DEFAULT_MAX_CONNS_PER_VM 4096
+#define VSXB_DEFAULT_HANDSHAKE_MS 5000
+#define VSXB_DEFAULT_CONNECT_MS 5000
+/* The bounded close of libvsx (vsx_close), as Linux's VSOCK_CLOSE_TIMEOUT. */
+#define VSXB_DEFAULT_LINGER_MS VSX_DEFAULT_LINGER_MS
 
-struct vsx_router_limits {
+struct vsxb_router_limits {
 	unsigned max_conns;          /* all VMs together; 0: no limit */
-	unsigned max_conns_per_vm;   /* 0: VSX_DEFAULT_MAX_CONNS_PER_VM */
+	unsigned max_conns_per_vm;   /* 0: VSXB_DEFAULT_MAX_CONNS_PER_VM */
 	/* Memory one connection may hold for a slow peer (its queue): 0, no
 	 * cap beyond its credit window. Otherwise a connection's buf_alloc
 	 * (tx-buffer-size, set_buffer) is at most half of it, so a guest that
 	 * keeps to its credit stays below; a queue that still outgrows it is
-	 * reset (VSX_REASON_LIMIT, VSX_LIMIT_MEMORY). At least 8 KiB. */
+	 * reset (VSXB_REASON_LIMIT, VSXB_LIMIT_MEMORY). At least 8 KiB. */
 	uint64_t max_conn_memory;
 	unsigned handshake_ms;       /* hybrid CONNECT line; 0: default */
 	unsigned connect_ms;         /* RESPONSE to our REQUEST; 0: default */
@@ -297,9 +300,9 @@ struct vsx_router_limits {
 /* Apply to new connections (and new handshakes, timers armed from now
  * on); existing connections keep what they have. -EINVAL: memory cap
  * below 8 KiB, or a timeout above an hour. */
-int vsx_router_set_limits(struct vsx_router *r, const struct vsx_router_limits *l);
+int vsxb_router_set_limits(struct vsxb_router *r, const struct vsxb_router_limits *l);
 /* What is in force (defaults filled in). */
-void vsx_router_get_limits(const struct vsx_router *r, struct vsx_router_limits *out);
+void vsxb_router_get_limits(const struct vsxb_router *r, struct vsxb_router_limits *out);
 
 /*
  * For a host program whose event loop busy-polls (vsxd --poll-us): call
@@ -311,10 +314,10 @@ void vsx_router_get_limits(const struct vsx_router *r, struct vsx_router_limits 
  * true when it found packets (and served them). A loop that never calls
  * it keeps every kick. Must not be called from inside a backend callback.
  */
-bool vsx_router_poll(struct vsx_router *r, bool sleeping);
+bool vsxb_router_poll(struct vsxb_router *r, bool sleeping);
 
 /* Counters since the router was created (vsxctl status). */
-struct vsx_router_stats {
+struct vsxb_router_stats {
 	unsigned conns;                 /* live connections, all VMs */
 	uint64_t opened;                /* OPEN events */
 	uint64_t refused;               /* REFUSE events, every reason */
@@ -323,6 +326,6 @@ struct vsx_router_stats {
 	uint64_t reset_limit_memory;    /* reset: max_conn_memory */
 };
 
-void vsx_router_get_stats(const struct vsx_router *r, struct vsx_router_stats *out);
+void vsxb_router_get_stats(const struct vsxb_router *r, struct vsxb_router_stats *out);
 
 #endif

@@ -72,7 +72,7 @@ static size_t bit_find(const uint8_t *map, size_t from, size_t to)
 	return to;
 }
 
-void vsx__txq_init(struct txq *q, bool seq)
+void vsxb__txq_init(struct txq *q, bool seq)
 {
 	memset(q, 0, sizeof(*q));
 	q->seq = seq;
@@ -123,7 +123,7 @@ static struct txq_chunk *pool_get(struct txq *q, size_t cap)
 	return NULL;
 }
 
-bool vsx__txq_pool_sweep(struct txq_pool *p)
+bool vsxb__txq_pool_sweep(struct txq_pool *p)
 {
 	struct txq_chunk *k;
 	bool trim;
@@ -146,10 +146,10 @@ bool vsx__txq_pool_sweep(struct txq_pool *p)
 	return trim;
 }
 
-void vsx__txq_pool_drain(struct txq_pool *p)
+void vsxb__txq_pool_drain(struct txq_pool *p)
 {
 	p->used = false;
-	vsx__txq_pool_sweep(p);
+	vsxb__txq_pool_sweep(p);
 	p->freed = 0;
 }
 
@@ -213,7 +213,7 @@ static size_t chunk_cap(size_t left, size_t room)
 	return cap - left > room ? left + room : cap;
 }
 
-int vsx__txq_append(struct txq *q, const struct iovec *iov, unsigned n,
+int vsxb__txq_append(struct txq *q, const struct iovec *iov, unsigned n,
 		    size_t len, size_t room, unsigned eom_flags)
 {
 	struct txq_chunk *t = q->tail, *head = NULL, *last = NULL, *k;
@@ -262,11 +262,11 @@ int vsx__txq_append(struct txq *q, const struct iovec *iov, unsigned n,
 	if (q->seq) {
 		q->open += len;
 		if (eom_flags & VIRTIO_VSOCK_SEQ_EOM)
-			vsx__txq_end_msg(q, eom_flags);
+			vsxb__txq_end_msg(q, eom_flags);
 	}
 	return 0;
 }
-bool vsx__txq_end_msg(struct txq *q, unsigned eom_flags)
+bool vsxb__txq_end_msg(struct txq *q, unsigned eom_flags)
 {
 	struct txq_chunk *t = q->tail;
 
@@ -289,7 +289,7 @@ bool vsx__txq_end_msg(struct txq *q, unsigned eom_flags)
 	return true;
 }
 
-size_t vsx__txq_peek(const struct txq *q, struct iovec *iov, unsigned max_iov,
+size_t vsxb__txq_peek(const struct txq *q, struct iovec *iov, unsigned max_iov,
 		     unsigned *niov, size_t max, unsigned *flags)
 {
 	const struct txq_chunk *k;
@@ -322,7 +322,7 @@ size_t vsx__txq_peek(const struct txq *q, struct iovec *iov, unsigned max_iov,
 	return total;
 }
 
-size_t vsx__txq_msg_len(const struct txq *q)
+size_t vsxb__txq_msg_len(const struct txq *q)
 {
 	const struct txq_chunk *k;
 	size_t total = 0, end;
@@ -338,7 +338,7 @@ size_t vsx__txq_msg_len(const struct txq *q)
 	return 0;
 }
 
-void vsx__txq_consume(struct txq *q, size_t n)
+void vsxb__txq_consume(struct txq *q, size_t n)
 {
 	struct txq_chunk *k;
 
@@ -362,7 +362,7 @@ void vsx__txq_consume(struct txq *q, size_t n)
 		q->open = q->bytes;
 }
 
-void vsx__txq_clear(struct txq *q)
+void vsxb__txq_clear(struct txq *q)
 {
 	struct txq_chunk *k, *next;
 

@@ -28,7 +28,7 @@
 
 /* ---- Logging ---- */
 
-static void vlog(struct vsx_router *r, int prio, const char *fmt, va_list ap)
+static void vlog(struct vsxb_router *r, int prio, const char *fmt, va_list ap)
 {
 	char msg[512];
 
@@ -38,7 +38,7 @@ static void vlog(struct vsx_router *r, int prio, const char *fmt, va_list ap)
 	r->log(r->log_arg, prio, msg);
 }
 
-void vsx__log(struct vsx_router *r, int prio, const char *fmt, ...)
+void vsxb__log(struct vsxb_router *r, int prio, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -47,7 +47,7 @@ void vsx__log(struct vsx_router *r, int prio, const char *fmt, ...)
 	va_end(ap);
 }
 
-void vsx__vm_warn(struct vsx_vm *vm, const char *fmt, ...)
+void vsxb__vm_warn(struct vsxb_vm *vm, const char *fmt, ...)
 {
 	char msg[400];
 	va_list ap;
@@ -58,14 +58,14 @@ void vsx__vm_warn(struct vsx_vm *vm, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	vsx__log(vm->r, VSX_LOG_WARNING, "vm %s: guest: %s%s", vm->name, msg,
+	vsxb__log(vm->r, VSXB_LOG_WARNING, "vm %s: guest: %s%s", vm->name, msg,
 		 vm->log_budget ? "" : " (further guest errors not logged until "
 		 "the device restarts)");
 }
 
 /* ---- Rounds ---- */
 
-void vsx__vm_touch(struct vsx_vm *vm)
+void vsxb__vm_touch(struct vsxb_vm *vm)
 {
 	if (vm->dirty)
 		return;
@@ -73,7 +73,7 @@ void vsx__vm_touch(struct vsx_vm *vm)
 	eng_list_add_tail(&vm->r->dirty, &vm->dnode);
 }
 
-void vsx__router_round(struct vsx_router *r)
+void vsxb__router_round(struct vsxb_router *r)
 {
 	unsigned guard = 0;
 
@@ -81,39 +81,39 @@ void vsx__router_round(struct vsx_router *r)
 		return;
 	r->in_round = 1;
 	while (!eng_list_empty(&r->dirty) && guard++ < 10000) {
-		struct vsx_vm *vm = eng_container_of(r->dirty.next, struct vsx_vm, dnode);
+		struct vsxb_vm *vm = eng_container_of(r->dirty.next, struct vsxb_vm, dnode);
 
 		eng_list_del(&vm->dnode);
 		vm->dirty = false;
-		vsx__vm_round(vm);
+		vsxb__vm_round(vm);
 	}
 	r->in_round = 0;
 }
 
-bool vsx_router_poll(struct vsx_router *r, bool sleeping)
+bool vsxb_router_poll(struct vsxb_router *r, bool sleeping)
 {
 	struct eng_list *n;
 	bool found = false;
 
 	r->polling = !sleeping;
 	for (n = r->vms.next; n != &r->vms; n = n->next)
-		found |= vsx__vm_poll(eng_container_of(n, struct vsx_vm, node), sleeping);
+		found |= vsxb__vm_poll(eng_container_of(n, struct vsxb_vm, node), sleeping);
 	if (found)
-		vsx__router_round(r);
+		vsxb__router_round(r);
 	return found;
 }
 
 static void vm_resume_cb(void *arg)
 {
-	struct vsx_vm *vm = arg;
+	struct vsxb_vm *vm = arg;
 
-	vsx__vm_resume(vm);
-	vsx__router_round(vm->r);
+	vsxb__vm_resume(vm);
+	vsxb__router_round(vm->r);
 }
 
 /* ---- Siblings ---- */
 
-static bool share_group(const struct vsx_vm *a, const struct vsx_vm *b)
+static bool share_group(const struct vsxb_vm *a, const struct vsxb_vm *b)
 {
 	unsigned i, j;
 
@@ -124,9 +124,9 @@ static bool share_group(const struct vsx_vm *a, const struct vsx_vm *b)
 	return false;
 }
 
-struct vsx_vm *vsx__sibling(struct vsx_vm *from, uint64_t cid)
+struct vsxb_vm *vsxb__sibling(struct vsxb_vm *from, uint64_t cid)
 {
-	struct vsx_vm *to = vsx_router_vm_by_cid(from->r, cid);
+	struct vsxb_vm *to = vsxb_router_vm_by_cid(from->r, cid);
 
 	if (!to || to == from || !to->live || to->broken || to->freeing ||
 	    !share_group(from, to))
@@ -134,42 +134,42 @@ struct vsx_vm *vsx__sibling(struct vsx_vm *from, uint64_t cid)
 	return to;
 }
 
-void vsx__sib_request(struct vsx_vm *vm, struct vsx_vm *to,
+void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		      const struct virtio_vsock_hdr *h)
 {
-	struct vsx_router *r = vm->r;
+	struct vsxb_router *r = vm->r;
 	struct conn *a, *b;
 	int lim;
 
 	if ((h->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !to->seqpacket) ||
-	    vsx__conn_find(to, h->dst_port, vm->cid, h->src_port)) {
-		vsx__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSX_REASON_REFUSED, 0, 0);
+	    vsxb__conn_find(to, h->dst_port, vm->cid, h->src_port)) {
+		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSXB_REASON_REFUSED, 0, 0);
 		goto refuse;
 	}
 	/* two connections: one in each VM */
-	lim = vsx__conn_limit(to, 1);
+	lim = vsxb__conn_limit(to, 1);
 	if (!lim && r->max_conns && r->nconns + 2 > r->max_conns) {
 		r->st.refused_limit_conns++;
-		lim = VSX_LIMIT_CONNS;
+		lim = VSXB_LIMIT_CONNS;
 	}
 	if (lim) {
-		vsx__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSX_REASON_LIMIT, 0, lim);
+		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSXB_REASON_LIMIT, 0, lim);
 		goto refuse;
 	}
-	a = vsx__conn_new(vm, PEER_SIBLING, h->type, h->src_port, h->dst_cid,
+	a = vsxb__conn_new(vm, PEER_SIBLING, h->type, h->src_port, h->dst_cid,
 			  h->dst_port);
 	if (!a) {
-		vsx__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSX_REASON_ERROR, ENOMEM, 0);
+		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSXB_REASON_ERROR, ENOMEM, 0);
 		goto refuse;
 	}
-	b = vsx__conn_new(to, PEER_SIBLING, h->type, h->dst_port, vm->cid, h->src_port);
+	b = vsxb__conn_new(to, PEER_SIBLING, h->type, h->dst_port, vm->cid, h->src_port);
 	if (!b) {
 		a->guest_initiated = true;
-		vsx__conn_why(a, VSX_REASON_ERROR, ENOMEM);
-		vsx__conn_kill(a);
+		vsxb__conn_why(a, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_kill(a);
 		goto refuse;
 	}
 	a->guest_initiated = true;
@@ -177,11 +177,11 @@ void vsx__sib_request(struct vsx_vm *vm, struct vsx_vm *to,
 	b->peer = a;
 	a->peer_buf_alloc = h->buf_alloc;
 	a->peer_fwd_cnt = h->fwd_cnt;
-	vsx__conn_timer(b, T_CONNECT, vm->r->connect_ms);
-	vsx__conn_ctrl(b, C_REQUEST);
+	vsxb__conn_timer(b, T_CONNECT, vm->r->connect_ms);
+	vsxb__conn_ctrl(b, C_REQUEST);
 	return;
 refuse:
-	vsx__orphan_rst(vm, h);
+	vsxb__orphan_rst(vm, h);
 }
 
 /* Copy @len bytes from @src (skipping @soff) into @dst (skipping @doff). */
@@ -213,7 +213,7 @@ static void iov_copy(const struct iovec *dst, unsigned dn, size_t doff,
 
 static bool sib_can_direct(const struct conn *b)
 {
-	const struct vsx_vm *to = b->vm;
+	const struct vsxb_vm *to = b->vm;
 
 	return to->live && !to->broken && !to->emitting && !to->orphan_n &&
 	       eng_list_empty(&to->pending) && !b->q.bytes && !b->eom_pending;
@@ -223,13 +223,13 @@ static bool sib_can_direct(const struct conn *b)
 static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
 			 size_t len, unsigned flags)
 {
-	struct vsx_vm *to = b->vm;
+	struct vsxb_vm *to = b->vm;
 	struct vsx_vq_elem *e = &to->rxe[0];
-	uint32_t credit = vsx__conn_peer_free(b);
+	uint32_t credit = vsxb__conn_peer_free(b);
 	size_t off = 0, k;
 
 	while (off < len && credit) {
-		if (vsx__rx_pop(to, e) <= 0)
+		if (vsxb__rx_pop(to, e) <= 0)
 			break;
 		k = e->in_len - HDR_LEN;
 		if (k > len - off)
@@ -239,12 +239,12 @@ static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
 		iov_copy(e->iov + e->out_num, e->in_num, HDR_LEN, iov, n, off, k);
 		off += k;
 		credit -= (uint32_t)k;
-		vsx__rx_put(to, b, e, (uint32_t)k, off == len ? flags : 0);
+		vsxb__rx_put(to, b, e, (uint32_t)k, off == len ? flags : 0);
 	}
 	return off;
 }
 
-void vsx__sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t len,
+void vsxb__sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t len,
 		 unsigned flags)
 {
 	struct conn *b = a->peer;
@@ -260,18 +260,18 @@ void vsx__sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t l
 	if (!len) {
 		if (!(flags & VIRTIO_VSOCK_SEQ_EOM) || !a->msg_open)
 			return; /* nothing, or an empty message: dropped */
-		if (vsx__txq_end_msg(&b->q, flags)) {
-			vsx__conn_schedule(b);
+		if (vsxb__txq_end_msg(&b->q, flags)) {
+			vsxb__conn_schedule(b);
 			return;
 		}
 		/* The message's bytes are already in the guest: end it there. */
 		e = &b->vm->rxe[0];
-		if (sib_can_direct(b) && vsx__rx_pop(b->vm, e) > 0) {
-			vsx__rx_put(b->vm, b, e, 0, flags);
+		if (sib_can_direct(b) && vsxb__rx_pop(b->vm, e) > 0) {
+			vsxb__rx_put(b->vm, b, e, 0, flags);
 			return;
 		}
 		b->eom_pending = flags;
-		vsx__conn_schedule(b);
+		vsxb__conn_schedule(b);
 		return;
 	}
 	if (sib_can_direct(b))
@@ -280,23 +280,23 @@ void vsx__sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t l
 		return;
 	k = vsx_iov_slice(rest, VSX_VQ_MAX_IOV, iov, n, off, len - off);
 	room = (int32_t)(a->rx_limit - a->rx_cnt);
-	if (vsx__txq_append(&b->q, rest, k, len - off, room > 0 ? (size_t)room : 0,
+	if (vsxb__txq_append(&b->q, rest, k, len - off, room > 0 ? (size_t)room : 0,
 			    flags) < 0) {
-		vsx__log(a->vm->r, VSX_LOG_ERR, "vm %s: connection %llu: out of memory",
+		vsxb__log(a->vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out of memory",
 			 a->vm->name, (unsigned long long)a->id);
-		vsx__conn_why(a, VSX_REASON_ERROR, ENOMEM);
-		vsx__conn_reset(a, false);
+		vsxb__conn_why(a, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_reset(a, false);
 		return;
 	}
 	b->vm->st.queued_bytes += len - off;
-	if (!vsx__conn_mem_ok(b))
+	if (!vsxb__conn_mem_ok(b))
 		return;
-	vsx__conn_schedule(b);
+	vsxb__conn_schedule(b);
 }
 
-int vsx__sib_emit(struct conn *b)
+int vsxb__sib_emit(struct conn *b)
 {
-	struct vsx_vm *vm = b->vm;
+	struct vsxb_vm *vm = b->vm;
 	struct vsx_vq_elem *e = &vm->rxe[0];
 	size_t sent = 0, k, room;
 	unsigned niov, fl, i;
@@ -304,30 +304,30 @@ int vsx__sib_emit(struct conn *b)
 	size_t doff;
 
 	if (b->eom_pending) {
-		if (vsx__rx_pop(vm, e) <= 0)
+		if (vsxb__rx_pop(vm, e) <= 0)
 			return EMIT_NOBUF;
-		vsx__rx_put(vm, b, e, 0, b->eom_pending);
+		vsxb__rx_put(vm, b, e, 0, b->eom_pending);
 		b->eom_pending = 0;
 	}
 	while (b->q.bytes) {
-		credit = vsx__conn_peer_free(b);
+		credit = vsxb__conn_peer_free(b);
 		if (!credit)
 			return EMIT_DONE; /* resumed when the guest's credit moves */
 		if (sent >= VSOCK_MAX_PKT_PAYLOAD)
 			return EMIT_MORE;
-		if (vsx__rx_pop(vm, e) <= 0)
+		if (vsxb__rx_pop(vm, e) <= 0)
 			return EMIT_NOBUF;
 		room = e->in_len - HDR_LEN;
 		if (room > credit)
 			room = credit;
-		k = vsx__txq_peek(&b->q, vm->fiov, ENG_IOV_MAX, &niov, room, &fl);
+		k = vsxb__txq_peek(&b->q, vm->fiov, ENG_IOV_MAX, &niov, room, &fl);
 		for (i = 0, doff = HDR_LEN; i < niov; i++) {
 			vsx_iov_from_buf(e->iov + e->out_num, e->in_num, doff,
 					 vm->fiov[i].iov_base, vm->fiov[i].iov_len);
 			doff += vm->fiov[i].iov_len;
 		}
-		vsx__rx_put(vm, b, e, (uint32_t)k, fl);
-		vsx__txq_consume(&b->q, k);
+		vsxb__rx_put(vm, b, e, (uint32_t)k, fl);
+		vsxb__txq_consume(&b->q, k);
 		sent += k;
 	}
 	return EMIT_DONE;
@@ -335,10 +335,10 @@ int vsx__sib_emit(struct conn *b)
 
 /* ---- Router and VMs ---- */
 
-int vsx_router_new(const struct vsx_loop *loop, vsx_log_fn log, void *log_arg,
-		   struct vsx_router **out)
+int vsxb_router_new(const struct vsx_loop *loop, vsxb_log_fn log, void *log_arg,
+		   struct vsxb_router **out)
 {
-	struct vsx_router *r;
+	struct vsxb_router *r;
 
 	if (!loop || !out)
 		return -EINVAL;
@@ -354,24 +354,24 @@ int vsx_router_new(const struct vsx_loop *loop, vsx_log_fn log, void *log_arg,
 	r->next_id = 1;
 	r->handshake_ms = ENG_HANDSHAKE_MS;
 	r->connect_ms = ENG_CONNECT_MS;
-	r->linger_ms = ENG_LINGER_MS;
+	r->linger_ms = VSXB_DEFAULT_LINGER_MS;
 	r->max_conns_vm = ENG_MAX_CONNS;
 	*out = r;
 	return 0;
 }
 
-void vsx_router_free(struct vsx_router *r)
+void vsxb_router_free(struct vsxb_router *r)
 {
 	if (!r)
 		return;
 	while (!eng_list_empty(&r->vms))
-		vsx_vm_free(eng_container_of(r->vms.next, struct vsx_vm, node));
+		vsxb_vm_free(eng_container_of(r->vms.next, struct vsxb_vm, node));
 	while (!eng_list_empty(&r->ports))
-		vsx_port_free(eng_container_of(r->ports.next, struct vsx_port, node));
+		vsxb_port_free(eng_container_of(r->ports.next, struct vsxb_port, node));
 	free(r);
 }
 
-void vsx__router_set_timeouts(struct vsx_router *r, unsigned handshake_ms,
+void vsxb__router_set_timeouts(struct vsxb_router *r, unsigned handshake_ms,
 			      unsigned connect_ms, unsigned linger_ms)
 {
 	if (handshake_ms)
@@ -382,13 +382,13 @@ void vsx__router_set_timeouts(struct vsx_router *r, unsigned handshake_ms,
 		r->linger_ms = linger_ms;
 }
 
-void vsx_router_set_conn_events(struct vsx_router *r, vsx_conn_event_fn fn, void *arg)
+void vsxb_router_set_conn_events(struct vsxb_router *r, vsxb_conn_event_fn fn, void *arg)
 {
 	r->ev_fn = fn;
 	r->ev_arg = arg;
 }
 
-int vsx_router_set_limits(struct vsx_router *r, const struct vsx_router_limits *l)
+int vsxb_router_set_limits(struct vsxb_router *r, const struct vsxb_router_limits *l)
 {
 	if (!l || (l->max_conn_memory && l->max_conn_memory < ENG_MIN_CONN_MEMORY) ||
 	    l->handshake_ms > ENG_MAX_TIMEOUT_MS || l->connect_ms > ENG_MAX_TIMEOUT_MS ||
@@ -399,11 +399,11 @@ int vsx_router_set_limits(struct vsx_router *r, const struct vsx_router_limits *
 	r->max_conn_mem = l->max_conn_memory;
 	r->handshake_ms = l->handshake_ms ? l->handshake_ms : ENG_HANDSHAKE_MS;
 	r->connect_ms = l->connect_ms ? l->connect_ms : ENG_CONNECT_MS;
-	r->linger_ms = l->linger_ms ? l->linger_ms : ENG_LINGER_MS;
+	r->linger_ms = l->linger_ms ? l->linger_ms : VSXB_DEFAULT_LINGER_MS;
 	return 0;
 }
 
-void vsx_router_get_limits(const struct vsx_router *r, struct vsx_router_limits *out)
+void vsxb_router_get_limits(const struct vsxb_router *r, struct vsxb_router_limits *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->max_conns = r->max_conns;
@@ -414,25 +414,25 @@ void vsx_router_get_limits(const struct vsx_router *r, struct vsx_router_limits 
 	out->linger_ms = r->linger_ms;
 }
 
-void vsx_router_get_stats(const struct vsx_router *r, struct vsx_router_stats *out)
+void vsxb_router_get_stats(const struct vsxb_router *r, struct vsxb_router_stats *out)
 {
 	*out = r->st;
 	out->conns = r->nconns;
 }
 
-void vsx__router_set_counter_base(struct vsx_router *r, uint32_t base)
+void vsxb__router_set_counter_base(struct vsxb_router *r, uint32_t base)
 {
 	r->counter_base = base;
 }
 
-struct vsx_vm *vsx_router_vm_by_name(struct vsx_router *r, const char *name)
+struct vsxb_vm *vsxb_router_vm_by_name(struct vsxb_router *r, const char *name)
 {
 	struct eng_list *n;
 
 	if (!name)
 		return NULL;
 	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		struct vsx_vm *vm = eng_container_of(n, struct vsx_vm, node);
+		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
 
 		if (!strcmp(vm->name, name))
 			return vm;
@@ -440,12 +440,12 @@ struct vsx_vm *vsx_router_vm_by_name(struct vsx_router *r, const char *name)
 	return NULL;
 }
 
-struct vsx_vm *vsx_router_vm_by_cid(struct vsx_router *r, uint64_t cid)
+struct vsxb_vm *vsxb_router_vm_by_cid(struct vsxb_router *r, uint64_t cid)
 {
 	struct eng_list *n;
 
 	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		struct vsx_vm *vm = eng_container_of(n, struct vsx_vm, node);
+		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
 
 		if (vm->cid == cid)
 			return vm;
@@ -453,7 +453,7 @@ struct vsx_vm *vsx_router_vm_by_cid(struct vsx_router *r, uint64_t cid)
 	return NULL;
 }
 
-const char *vsx_vm_name(const struct vsx_vm *vm)
+const char *vsxb_vm_name(const struct vsxb_vm *vm)
 {
 	return vm->name;
 }
@@ -475,7 +475,7 @@ static bool name_ok(const char *s, size_t max)
 }
 
 /* "a+b" -> {"a", "b"}; the array and strings are the VM's. */
-static int parse_groups(struct vsx_vm *vm, const char *spec)
+static int parse_groups(struct vsxb_vm *vm, const char *spec)
 {
 	char *copy, *p, *tok, *save = NULL;
 	unsigned n = 1;
@@ -507,7 +507,7 @@ static int parse_groups(struct vsx_vm *vm, const char *spec)
 	return rc;
 }
 
-static void vm_release(struct vsx_vm *vm)
+static void vm_release(struct vsxb_vm *vm)
 {
 	unsigned i;
 
@@ -526,9 +526,9 @@ static void vm_release(struct vsx_vm *vm)
 	free(vm);
 }
 
-static int bad_config(struct vsx_router *r, const char *what)
+static int bad_config(struct vsxb_router *r, const char *what)
 {
-	vsx__log(r, VSX_LOG_ERR, "vm config: %s", what);
+	vsxb__log(r, VSXB_LOG_ERR, "vm config: %s", what);
 	return -EINVAL;
 }
 
@@ -545,12 +545,12 @@ static const char *listen_error(int rc)
 	}
 }
 
-int vsx_vm_new(struct vsx_router *r, const struct vsx_vm_config *cfg,
-	       struct vsx_vm **out)
+int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
+	       struct vsxb_vm **out)
 {
 	const struct vsx_loop *l = r->loop;
 	struct sockaddr_un un;
-	struct vsx_vm *vm;
+	struct vsxb_vm *vm;
 	char name[32];
 	int rc;
 
@@ -573,8 +573,8 @@ int vsx_vm_new(struct vsx_router *r, const struct vsx_vm_config *cfg,
 				cfg->queue_size > VSX_VQ_MAX_SIZE))
 		return bad_config(r, "queue-size must be a power of two up to 32768");
 	snprintf(name, sizeof(name), "cid%llu", (unsigned long long)cfg->guest_cid);
-	if (vsx_router_vm_by_cid(r, cfg->guest_cid) ||
-	    vsx_router_vm_by_name(r, cfg->name ? cfg->name : name))
+	if (vsxb_router_vm_by_cid(r, cfg->guest_cid) ||
+	    vsxb_router_vm_by_name(r, cfg->name ? cfg->name : name))
 		return -EEXIST;
 
 	vm = calloc(1, sizeof(*vm));
@@ -584,8 +584,8 @@ int vsx_vm_new(struct vsx_router *r, const struct vsx_vm_config *cfg,
 	vm->cid = cfg->guest_cid;
 	vm->lfd = -1;
 	vm->buf_default = cfg->tx_buffer_size ? cfg->tx_buffer_size
-					      : VSX_DEFAULT_BUF_ALLOC;
-	vm->queue_size = cfg->queue_size ? cfg->queue_size : VSX_DEFAULT_QUEUE_SIZE;
+					      : VSXB_DEFAULT_BUF_ALLOC;
+	vm->queue_size = cfg->queue_size ? cfg->queue_size : VSXB_DEFAULT_QUEUE_SIZE;
 	vm->next_host_port = ENG_HOST_PORT_FIRST;
 	eng_list_init(&vm->node);
 	eng_list_init(&vm->dnode);
@@ -604,7 +604,7 @@ int vsx_vm_new(struct vsx_router *r, const struct vsx_vm_config *cfg,
 	if (!vm->name || !vm->socket_path || (cfg->uds_path && !vm->uds_path) ||
 	    !vm->txe || !vm->rxe || !vm->iov || !vm->riov || !vm->fiov)
 		goto err_vm;
-	rc = parse_groups(vm, cfg->groups ? cfg->groups : VSX_GROUP_DEFAULT);
+	rc = parse_groups(vm, cfg->groups ? cfg->groups : VSXB_GROUP_DEFAULT);
 	if (rc < 0) {
 		if (rc == -EINVAL)
 			bad_config(r, "groups must be names joined by '+'");
@@ -614,16 +614,16 @@ int vsx_vm_new(struct vsx_router *r, const struct vsx_vm_config *cfg,
 	if (!vm->resume)
 		goto err_vm;
 	if (vm->uds_path) {
-		rc = vsx__host_listen(vm);
+		rc = vsxb__host_listen(vm);
 		if (rc < 0) {
-			vsx__log(r, VSX_LOG_ERR, "vm %s: cannot listen on %s: %s",
+			vsxb__log(r, VSXB_LOG_ERR, "vm %s: cannot listen on %s: %s",
 				 vm->name, vm->uds_path, listen_error(rc));
 			goto err_timer;
 		}
 	}
-	rc = vsx_vu_new(vm->socket_path, l, &vsx__vsock_ops, vm, &vm->vu);
+	rc = vsx_vu_new(vm->socket_path, l, &vsxb__vsock_ops, vm, &vm->vu);
 	if (rc < 0) {
-		vsx__log(r, VSX_LOG_ERR, "vm %s: cannot listen on %s: %s", vm->name,
+		vsxb__log(r, VSXB_LOG_ERR, "vm %s: cannot listen on %s: %s", vm->name,
 			 vm->socket_path, listen_error(rc));
 		goto err_listen;
 	}
@@ -638,7 +638,7 @@ int vsx_vm_new(struct vsx_router *r, const struct vsx_vm_config *cfg,
 
 err_listen:
 	if (vm->uds_path)
-		vsx__host_unlisten(vm);
+		vsxb__host_unlisten(vm);
 err_timer:
 	l->timer_free(vm->resume);
 err_vm:
@@ -646,29 +646,29 @@ err_vm:
 	return rc;
 }
 
-void vsx_vm_free(struct vsx_vm *vm)
+void vsxb_vm_free(struct vsxb_vm *vm)
 {
-	struct vsx_router *r;
+	struct vsxb_router *r;
 	struct eng_list *n;
 
 	if (!vm)
 		return;
 	r = vm->r;
 	/* RSTs to a live guest while its queues are still ours. */
-	vsx__vm_drop_all(vm, true);
-	vsx__vm_touch(vm);
-	vsx__router_round(r);
+	vsxb__vm_drop_all(vm, true);
+	vsxb__vm_touch(vm);
+	vsxb__router_round(r);
 	vm->freeing = true;
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
 		struct conn *c = eng_container_of(n, struct conn, node);
 
 		if (!c->dead)
-			vsx__conn_reset(c, true);
+			vsxb__conn_reset(c, true);
 	}
-	vsx__vm_touch(vm);
-	vsx__router_round(r);
+	vsxb__vm_touch(vm);
+	vsxb__router_round(r);
 	if (vm->uds_path)
-		vsx__host_unlisten(vm);
+		vsxb__host_unlisten(vm);
 	vsx_vu_free(vm->vu);   /* may call stop: nothing is left to drop */
 	vm->vu = NULL;
 	vm->live = false;
@@ -677,7 +677,7 @@ void vsx_vm_free(struct vsx_vm *vm)
 		eng_list_del(&vm->dnode);
 		vm->dirty = false;
 	}
-	vsx__vm_round(vm);
+	vsxb__vm_round(vm);
 	if (vm->dirty) {
 		eng_list_del(&vm->dnode);
 		vm->dirty = false;
@@ -685,14 +685,14 @@ void vsx_vm_free(struct vsx_vm *vm)
 	r->loop->timer_free(vm->resume);
 	eng_list_del(&vm->node);
 	vm_release(vm);
-	vsx__router_round(r); /* siblings told of the resets */
+	vsxb__router_round(r); /* siblings told of the resets */
 }
 
 /* ---- Introspection and control ---- */
 
-void vsx__conn_info(const struct conn *c, struct vsx_conn_info *ci)
+void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci)
 {
-	uint32_t fwd = vsx__conn_adv_fwd(c), buf = vsx__conn_adv_buf(c);
+	uint32_t fwd = vsxb__conn_adv_fwd(c), buf = vsxb__conn_adv_buf(c);
 	uint32_t held = c->rx_cnt - fwd;
 
 	memset(ci, 0, sizeof(*ci));
@@ -713,7 +713,7 @@ void vsx__conn_info(const struct conn *c, struct vsx_conn_info *ci)
 	ci->fwd_cnt = fwd;
 	ci->peer_buf_alloc = c->peer_buf_alloc;
 	ci->peer_fwd_cnt = c->peer_fwd_cnt;
-	ci->tx_free = vsx__conn_peer_free(c);
+	ci->tx_free = vsxb__conn_peer_free(c);
 	ci->rx_free = held < buf ? buf - held : 0;
 	if (c->kind == PEER_HOST)
 		ci->queued = (uint32_t)c->q.bytes;
@@ -722,9 +722,9 @@ void vsx__conn_info(const struct conn *c, struct vsx_conn_info *ci)
 	ci->tag = c->tag;
 }
 
-static int vm_foreach(struct vsx_vm *vm, vsx_conn_cb cb, void *arg)
+static int vm_foreach(struct vsxb_vm *vm, vsxb_conn_cb cb, void *arg)
 {
-	struct vsx_conn_info ci;
+	struct vsxb_conn_info ci;
 	struct eng_list *n;
 	int rc;
 
@@ -735,7 +735,7 @@ static int vm_foreach(struct vsx_vm *vm, vsx_conn_cb cb, void *arg)
 
 		if (c->dead)
 			continue;
-		vsx__conn_info(c, &ci);
+		vsxb__conn_info(c, &ci);
 		rc = cb(&ci, arg);
 		if (rc)
 			return rc;
@@ -743,8 +743,8 @@ static int vm_foreach(struct vsx_vm *vm, vsx_conn_cb cb, void *arg)
 	return 0;
 }
 
-int vsx_router_foreach_conn(struct vsx_router *r, struct vsx_vm *vm,
-			    vsx_conn_cb cb, void *arg)
+int vsxb_router_foreach_conn(struct vsxb_router *r, struct vsxb_vm *vm,
+			    vsxb_conn_cb cb, void *arg)
 {
 	struct eng_list *n;
 	int rc = 0;
@@ -755,19 +755,19 @@ int vsx_router_foreach_conn(struct vsx_router *r, struct vsx_vm *vm,
 		rc = vm_foreach(vm, cb, arg);
 	} else {
 		for (n = r->vms.next; n != &r->vms && !rc; n = n->next)
-			rc = vm_foreach(eng_container_of(n, struct vsx_vm, node), cb,
+			rc = vm_foreach(eng_container_of(n, struct vsxb_vm, node), cb,
 					arg);
 	}
-	vsx__router_round(r);
+	vsxb__router_round(r);
 	return rc;
 }
 
-static struct conn *conn_by_id(struct vsx_router *r, uint64_t id)
+static struct conn *conn_by_id(struct vsxb_router *r, uint64_t id)
 {
 	struct eng_list *n, *m;
 
 	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		struct vsx_vm *vm = eng_container_of(n, struct vsx_vm, node);
+		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
 
 		for (m = vm->conns.next; m != &vm->conns; m = m->next) {
 			struct conn *c = eng_container_of(m, struct conn, node);
@@ -779,49 +779,49 @@ static struct conn *conn_by_id(struct vsx_router *r, uint64_t id)
 	return NULL;
 }
 
-int vsx_router_conn_set_buffer(struct vsx_router *r, uint64_t id, uint32_t bytes)
+int vsxb_router_conn_set_buffer(struct vsxb_router *r, uint64_t id, uint32_t bytes)
 {
 	struct conn *c;
 
-	if (!bytes || bytes > ENG_MAX_BUF || vsx__buf_cap(r, bytes) != bytes)
+	if (!bytes || bytes > ENG_MAX_BUF || vsxb__buf_cap(r, bytes) != bytes)
 		return -EINVAL;
 	c = conn_by_id(r, id);
 	if (!c)
 		return -ENOENT;
-	vsx__conn_set_buffer(c, bytes);
-	vsx__router_round(r);
+	vsxb__conn_set_buffer(c, bytes);
+	vsxb__router_round(r);
 	return 0;
 }
 
-int vsx_router_conn_close(struct vsx_router *r, uint64_t id, bool reset)
+int vsxb_router_conn_close(struct vsxb_router *r, uint64_t id, bool reset)
 {
 	struct conn *c = conn_by_id(r, id);
 
 	if (!c)
 		return -ENOENT;
-	vsx__conn_why(c, reset ? VSX_REASON_CONTROL_RESET : VSX_REASON_CONTROL_CLOSE, 0);
+	vsxb__conn_why(c, reset ? VSXB_REASON_CONTROL_RESET : VSXB_REASON_CONTROL_CLOSE, 0);
 	if (reset)
-		vsx__conn_reset(c, false);
+		vsxb__conn_reset(c, false);
 	else
-		vsx__conn_close(c);
-	vsx__router_round(r);
+		vsxb__conn_close(c);
+	vsxb__router_round(r);
 	return 0;
 }
 
 /* ---- Descriptors handed over (vsxd forwards) ---- */
 
-void vsx__set_tag(char *dst, const char *tag)
+void vsxb__set_tag(char *dst, const char *tag)
 {
-	snprintf(dst, VSX_TAG_MAX, "%s", tag ? tag : "");
+	snprintf(dst, VSXB_TAG_MAX, "%s", tag ? tag : "");
 }
 
-struct vsx_port *vsx__port_find(struct vsx_router *r, const struct vsx_vm *vm,
+struct vsxb_port *vsxb__port_find(struct vsxb_router *r, const struct vsxb_vm *vm,
 				uint32_t port)
 {
 	struct eng_list *n;
 
 	for (n = r->ports.next; n != &r->ports; n = n->next) {
-		struct vsx_port *p = eng_container_of(n, struct vsx_port, node);
+		struct vsxb_port *p = eng_container_of(n, struct vsxb_port, node);
 
 		if (p->port == port && !strcmp(p->vm, vm->name))
 			return p;
@@ -829,18 +829,18 @@ struct vsx_port *vsx__port_find(struct vsx_router *r, const struct vsx_vm *vm,
 	return NULL;
 }
 
-int vsx_router_listen_port(struct vsx_router *r, const char *vm_name, uint32_t port,
-			   const char *tag, vsx_port_cb cb, void *arg,
-			   struct vsx_port **out)
+int vsxb_router_listen_port(struct vsxb_router *r, const char *vm_name, uint32_t port,
+			   const char *tag, vsxb_port_cb cb, void *arg,
+			   struct vsxb_port **out)
 {
 	struct eng_list *n;
-	struct vsx_port *p;
+	struct vsxb_port *p;
 
-	if (!r || !vm_name || !name_ok(vm_name, VSX_NAME_LEN - 1) || !cb || !out ||
+	if (!r || !vm_name || !name_ok(vm_name, VSXB_NAME_LEN - 1) || !cb || !out ||
 	    port == UINT32_MAX)
 		return -EINVAL;
 	for (n = r->ports.next; n != &r->ports; n = n->next) {
-		p = eng_container_of(n, struct vsx_port, node);
+		p = eng_container_of(n, struct vsxb_port, node);
 		if (p->port == port && !strcmp(p->vm, vm_name))
 			return -EADDRINUSE;
 	}
@@ -850,7 +850,7 @@ int vsx_router_listen_port(struct vsx_router *r, const char *vm_name, uint32_t p
 	p->r = r;
 	snprintf(p->vm, sizeof(p->vm), "%s", vm_name);
 	p->port = port;
-	vsx__set_tag(p->tag, tag);
+	vsxb__set_tag(p->tag, tag);
 	p->cb = cb;
 	p->arg = arg;
 	eng_list_add_tail(&r->ports, &p->node);
@@ -858,7 +858,7 @@ int vsx_router_listen_port(struct vsx_router *r, const char *vm_name, uint32_t p
 	return 0;
 }
 
-void vsx_port_free(struct vsx_port *p)
+void vsxb_port_free(struct vsxb_port *p)
 {
 	if (!p)
 		return;
@@ -866,7 +866,7 @@ void vsx_port_free(struct vsx_port *p)
 	free(p);
 }
 
-int vsx_vm_connect_fd(struct vsx_vm *vm, int fd, uint32_t guest_port, const char *tag,
+int vsxb_vm_connect_fd(struct vsxb_vm *vm, int fd, uint32_t guest_port, const char *tag,
 		      uint64_t *id)
 {
 	int rc;
@@ -876,24 +876,24 @@ int vsx_vm_connect_fd(struct vsx_vm *vm, int fd, uint32_t guest_port, const char
 			close(fd);
 		return -EINVAL;
 	}
-	rc = vsx__host_connect_fd(vm, fd, guest_port, tag, id);
-	vsx__router_round(vm->r);
+	rc = vsxb__host_connect_fd(vm, fd, guest_port, tag, id);
+	vsxb__router_round(vm->r);
 	return rc;
 }
 
-int vsx_router_conn_attach_fd(struct vsx_router *r, uint64_t id, int fd)
+int vsxb_router_conn_attach_fd(struct vsxb_router *r, uint64_t id, int fd)
 {
 	struct conn *c = conn_by_id(r, id);
 	int rc;
 
 	if (!c || fd < 0)
 		return -ENOENT;
-	rc = vsx__host_attach_fd(c, fd);
-	vsx__router_round(r);
+	rc = vsxb__host_attach_fd(c, fd);
+	vsxb__router_round(r);
 	return rc;
 }
 
-int vsx_router_close_tagged(struct vsx_router *r, const char *tag, bool reset)
+int vsxb_router_close_tagged(struct vsxb_router *r, const char *tag, bool reset)
 {
 	struct eng_list *n, *m;
 	int count = 0;
@@ -901,7 +901,7 @@ int vsx_router_close_tagged(struct vsx_router *r, const char *tag, bool reset)
 	if (!tag || !*tag)
 		return 0;
 	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		struct vsx_vm *vm = eng_container_of(n, struct vsx_vm, node);
+		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
 
 		/* killed connections stay listed until the round ends */
 		for (m = vm->conns.next; m != &vm->conns; m = m->next) {
@@ -909,31 +909,31 @@ int vsx_router_close_tagged(struct vsx_router *r, const char *tag, bool reset)
 
 			if (c->dead || strcmp(c->tag, tag))
 				continue;
-			if (reset || c->state == VSX_CONN_CONNECTING)
-				vsx__conn_reset(c, false);
+			if (reset || c->state == VSXB_CONN_CONNECTING)
+				vsxb__conn_reset(c, false);
 			else
-				vsx__conn_close(c);
+				vsxb__conn_close(c);
 			count++;
 		}
 	}
-	vsx__router_round(r);
+	vsxb__router_round(r);
 	return count;
 }
 
-uint64_t vsx_router_new_id(struct vsx_router *r)
+uint64_t vsxb_router_new_id(struct vsxb_router *r)
 {
 	return r->next_id++;
 }
 
-int vsx_vm_set_default_buffer(struct vsx_vm *vm, uint32_t bytes)
+int vsxb_vm_set_default_buffer(struct vsxb_vm *vm, uint32_t bytes)
 {
-	if (!bytes || bytes > ENG_MAX_BUF || vsx__buf_cap(vm->r, bytes) != bytes)
+	if (!bytes || bytes > ENG_MAX_BUF || vsxb__buf_cap(vm->r, bytes) != bytes)
 		return -EINVAL;
 	vm->buf_default = bytes;
 	return 0;
 }
 
-void vsx_vm_get_info(const struct vsx_vm *vm, struct vsx_vm_info *out)
+void vsxb_vm_get_info(const struct vsxb_vm *vm, struct vsxb_vm_info *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->name = vm->name;
@@ -946,7 +946,7 @@ void vsx_vm_get_info(const struct vsx_vm *vm, struct vsx_vm_info *out)
 	out->conns = vm->nconns;
 }
 
-int vsx_router_foreach_vm(struct vsx_router *r, vsx_vm_cb cb, void *arg)
+int vsxb_router_foreach_vm(struct vsxb_router *r, vsxb_vm_cb cb, void *arg)
 {
 	struct eng_list *n;
 	int rc;
@@ -954,19 +954,19 @@ int vsx_router_foreach_vm(struct vsx_router *r, vsx_vm_cb cb, void *arg)
 	if (!cb)
 		return -EINVAL;
 	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		rc = cb(eng_container_of(n, struct vsx_vm, node), arg);
+		rc = cb(eng_container_of(n, struct vsxb_vm, node), arg);
 		if (rc)
 			return rc;
 	}
 	return 0;
 }
 
-void vsx__vm_stats(const struct vsx_vm *vm, struct vsx_engine_stats *st)
+void vsxb__vm_stats(const struct vsxb_vm *vm, struct vsxb_engine_stats *st)
 {
 	*st = vm->st;
 }
 
-int vsx__conn_mem(struct vsx_router *r, uint64_t id, size_t *mem)
+int vsxb__conn_mem(struct vsxb_router *r, uint64_t id, size_t *mem)
 {
 	struct conn *c = conn_by_id(r, id);
 

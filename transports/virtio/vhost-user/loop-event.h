@@ -1,5 +1,5 @@
 /*
- * The libevent adapter for struct vsx_loop (transports/virtio/loop.h).
+ * The libevent adapter for struct vsx_loop (transports/virtio/vhost-user/loop.h).
  *
  * The backend asks its host program to watch descriptors and run timers;
  * vsxd, the backend tests and the benchmarks all answer through this one
@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../transports/virtio/loop.h"
+#include "loop.h"
 
 struct event_base;
 
@@ -64,7 +64,7 @@ void vsx_evloop_set_poll(struct vsx_evloop *ev, unsigned max_us);
 /*
  * Give the polling something to look at besides the descriptors: while a
  * window is open, @poller(@arg, false) runs after every round, and true
- * from it counts as activity (vsxd: vsx_router_poll, which reads the
+ * from it counts as activity (vsxd: vsxb_router_poll, which reads the
  * guests' rings with their kicks off). Before the loop sleeps again it
  * calls @poller(@arg, true), once; true from that keeps it polling
  * instead. NULL removes it (after its sleeping call, if one is due).

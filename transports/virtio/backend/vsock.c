@@ -11,7 +11,7 @@
  * (PEER_SIBLING: one connection in each VM).
  *
  * Processing rounds. Every entry point (a kick, a host socket event, a
- * timer, a control call) does its work and ends with vsx__router_round(),
+ * timer, a control call) does its work and ends with vsxb__router_round(),
  * which serves the RX schedule of every VM it touched and publishes used
  * entries with one flush per queue per round (push many, flush once).
  * Connections are freed at the end of a round, never under a caller.
@@ -62,9 +62,9 @@
  * Close. A guest SHUTDOWN is applied to the host socket per direction
  * (SEND: shutdown(SHUT_WR) once the queue drained; RCV: SHUT_RD, we stop
  * reading). When the guest has shut down both ways we answer RST, as Linux
- * does, and the host side keeps draining the queue for up to ENG_LINGER_MS.
+ * does, and the host side keeps draining the queue for up to VSXB_DEFAULT_LINGER_MS.
  * A host EOF sends SHUTDOWN(SEND); a host that is fully gone (POLLHUP)
- * SHUTDOWN(RCV|SEND), and if the guest does not RST within ENG_LINGER_MS we
+ * SHUTDOWN(RCV|SEND), and if the guest does not RST within VSXB_DEFAULT_LINGER_MS we
  * do. Nothing answers an RST with an RST.
  *
  * Broken guests. A chain vq.c rejects marks the device broken: logged
@@ -90,7 +90,7 @@
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 
-static void vm_tx_run(struct vsx_vm *vm);
+static void vm_tx_run(struct vsxb_vm *vm);
 static int conn_emit(struct conn *c);
 
 /* ---- Headers ---- */
@@ -115,14 +115,14 @@ static uint32_t u32min(uint32_t a, uint32_t b)
 	return a < b ? a : b;
 }
 
-uint32_t vsx__conn_adv_fwd(const struct conn *c)
+uint32_t vsxb__conn_adv_fwd(const struct conn *c)
 {
 	if (c->kind == PEER_SIBLING)
 		return c->peer ? c->peer->peer_fwd_cnt : c->last_fwd_sent;
 	return c->fwd_cnt;
 }
 
-uint32_t vsx__conn_adv_buf(const struct conn *c)
+uint32_t vsxb__conn_adv_buf(const struct conn *c)
 {
 	if (c->kind == PEER_SIBLING)
 		return c->peer ? u32min(c->peer->peer_buf_alloc, c->buf_alloc)
@@ -131,7 +131,7 @@ uint32_t vsx__conn_adv_buf(const struct conn *c)
 }
 
 /* What we may still send to the guest. */
-uint32_t vsx__conn_peer_free(const struct conn *c)
+uint32_t vsxb__conn_peer_free(const struct conn *c)
 {
 	uint32_t inflight = c->tx_cnt - c->peer_fwd_cnt;
 
@@ -155,8 +155,8 @@ static uint32_t conn_rx_room(const struct conn *c)
  */
 static void conn_adv(const struct conn *c, uint32_t *fwd, uint32_t *buf)
 {
-	*fwd = vsx__conn_adv_fwd(c);
-	*buf = vsx__conn_adv_buf(c);
+	*fwd = vsxb__conn_adv_fwd(c);
+	*buf = vsxb__conn_adv_buf(c);
 	if (c->advertised && (int32_t)(*fwd + *buf - c->rx_limit) < 0 &&
 	    (int32_t)(c->rx_limit - *fwd) > 0)
 		*buf = c->rx_limit - *fwd;
@@ -188,7 +188,7 @@ static void conn_hdr(struct conn *c, struct virtio_vsock_hdr *h, uint16_t op,
 
 /* ---- RX queue ---- */
 
-int vsx__rx_pop(struct vsx_vm *vm, struct vsx_vq_elem *e)
+int vsxb__rx_pop(struct vsxb_vm *vm, struct vsx_vq_elem *e)
 {
 	int rc;
 
@@ -196,20 +196,20 @@ int vsx__rx_pop(struct vsx_vm *vm, struct vsx_vq_elem *e)
 		return -EIO;
 	rc = vsx_vq_pop(vm->rxq, e);
 	if (rc < 0) {
-		vsx__vm_broken(vm, "RX queue: invalid descriptor chain");
+		vsxb__vm_broken(vm, "RX queue: invalid descriptor chain");
 		return rc;
 	}
 	if (rc == 0)
 		return 0;
 	if (e->in_len <= HDR_LEN) {
 		vsx_vq_push(vm->rxq, e, 0);
-		vsx__vm_broken(vm, "RX queue: buffer without room for a payload");
+		vsxb__vm_broken(vm, "RX queue: buffer without room for a payload");
 		return -EINVAL;
 	}
 	return 1;
 }
 
-static void rx_push(struct vsx_vm *vm, struct vsx_vq_elem *e,
+static void rx_push(struct vsxb_vm *vm, struct vsx_vq_elem *e,
 		    struct virtio_vsock_hdr *h)
 {
 	uint32_t len = h->len;
@@ -218,12 +218,12 @@ static void rx_push(struct vsx_vm *vm, struct vsx_vq_elem *e,
 	vsx_iov_from_buf(e->iov + e->out_num, e->in_num, 0, h, HDR_LEN);
 	vsx_vq_push(vm->rxq, e, HDR_LEN + len);
 	vm->st.rx_pkts++;
-	vsx__vm_touch(vm);
+	vsxb__vm_touch(vm);
 	vm->rx_pushed = true;
 }
 
 /* A data packet of @len payload bytes already in @e. */
-void vsx__rx_put(struct vsx_vm *vm, struct conn *c, struct vsx_vq_elem *e,
+void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsx_vq_elem *e,
 		 uint32_t len, unsigned flags)
 {
 	struct virtio_vsock_hdr h;
@@ -235,11 +235,11 @@ void vsx__rx_put(struct vsx_vm *vm, struct conn *c, struct vsx_vq_elem *e,
 }
 
 /* One header-only packet into the RX queue; false without a buffer. */
-static bool rx_send_hdr(struct vsx_vm *vm, struct virtio_vsock_hdr *h)
+static bool rx_send_hdr(struct vsxb_vm *vm, struct virtio_vsock_hdr *h)
 {
 	struct vsx_vq_elem *e = &vm->rxe[0];
 
-	if (vsx__rx_pop(vm, e) <= 0)
+	if (vsxb__rx_pop(vm, e) <= 0)
 		return false;
 	if (vm->direct)
 		vm->st.ctrl_direct++;
@@ -273,7 +273,7 @@ static bool rx_ctrl(struct conn *c, uint16_t op, uint32_t flags)
 }
 
 /* An RST for a packet that has no connection (CPU-order @h from the guest). */
-static void orphan_rst(struct vsx_vm *vm, const struct virtio_vsock_hdr *in)
+static void orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *in)
 {
 	struct virtio_vsock_hdr h = {
 		.src_cid = in->dst_cid,
@@ -286,7 +286,7 @@ static void orphan_rst(struct vsx_vm *vm, const struct virtio_vsock_hdr *in)
 
 	if (in->op == VIRTIO_VSOCK_OP_RST || !vm->live || vm->broken)
 		return;
-	vsx__vm_touch(vm);
+	vsxb__vm_touch(vm);
 	if (!vm->orphan_n && eng_list_empty(&vm->pending) && !vm->emitting) {
 		vm->direct = true;
 		if (rx_send_hdr(vm, &h)) {
@@ -303,14 +303,14 @@ static void orphan_rst(struct vsx_vm *vm, const struct virtio_vsock_hdr *in)
 	vm->orphan_n++;
 }
 
-void vsx__orphan_rst(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
+void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 {
 	orphan_rst(vm, h);
 }
 
 /* ---- Connection table ---- */
 
-static unsigned conn_hash(const struct vsx_vm *vm, uint32_t gport, uint64_t pcid,
+static unsigned conn_hash(const struct vsxb_vm *vm, uint32_t gport, uint64_t pcid,
 			  uint32_t pport)
 {
 	uint64_t k = ((uint64_t)gport << 32 | pport) ^ (pcid * 0x9E3779B97F4A7C15ull)
@@ -324,7 +324,7 @@ static unsigned conn_hash(const struct vsx_vm *vm, uint32_t gport, uint64_t pcid
 	return (unsigned)k & (vm->hash_size - 1);
 }
 
-struct conn *vsx__conn_find(struct vsx_vm *vm, uint32_t gport, uint64_t pcid,
+struct conn *vsxb__conn_find(struct vsxb_vm *vm, uint32_t gport, uint64_t pcid,
 			    uint32_t pport)
 {
 	struct conn *c;
@@ -338,7 +338,7 @@ struct conn *vsx__conn_find(struct vsx_vm *vm, uint32_t gport, uint64_t pcid,
 	return NULL;
 }
 
-static void hash_grow(struct vsx_vm *vm)
+static void hash_grow(struct vsxb_vm *vm)
 {
 	unsigned nsize = vm->hash_size ? vm->hash_size * 2 : 64, i;
 	struct conn **old = vm->hash, **nh, *c, *next;
@@ -370,7 +370,7 @@ static void hash_grow(struct vsx_vm *vm)
 
 static void conn_hash_add(struct conn *c)
 {
-	struct vsx_vm *vm = c->vm;
+	struct vsxb_vm *vm = c->vm;
 	unsigned b;
 
 	if (vm->hashed >= vm->hash_size)
@@ -384,9 +384,9 @@ static void conn_hash_add(struct conn *c)
 	vm->hashed++;
 }
 
-void vsx__conn_unhash(struct conn *c)
+void vsxb__conn_unhash(struct conn *c)
 {
-	struct vsx_vm *vm = c->vm;
+	struct vsxb_vm *vm = c->vm;
 	struct conn **pp;
 
 	if (!c->hashed)
@@ -406,55 +406,55 @@ void vsx__conn_unhash(struct conn *c)
 /* ---- Connection events and limits ---- */
 
 static const char *const reason_names[] = {
-	[VSX_REASON_NONE] = "none",
-	[VSX_REASON_GUEST_SHUTDOWN] = "guest-shutdown",
-	[VSX_REASON_HOST_EOF] = "host-eof",
-	[VSX_REASON_HOST_CLOSED] = "host-closed",
-	[VSX_REASON_PEER_SHUTDOWN] = "peer-shutdown",
-	[VSX_REASON_GUEST_RST] = "guest-rst",
-	[VSX_REASON_PEER_RST] = "peer-rst",
-	[VSX_REASON_REFUSED] = "refused",
-	[VSX_REASON_CONNECT_TIMEOUT] = "connect-timeout",
-	[VSX_REASON_HANDSHAKE_TIMEOUT] = "handshake-timeout",
-	[VSX_REASON_LINGER_TIMEOUT] = "linger-timeout",
-	[VSX_REASON_CONTROL_CLOSE] = "control-close",
-	[VSX_REASON_CONTROL_RESET] = "control-reset",
-	[VSX_REASON_VM_GONE] = "vm-gone",
-	[VSX_REASON_LIMIT] = "limit",
-	[VSX_REASON_PROTOCOL] = "protocol",
-	[VSX_REASON_ERROR] = "error",
+	[VSXB_REASON_NONE] = "none",
+	[VSXB_REASON_GUEST_SHUTDOWN] = "guest-shutdown",
+	[VSXB_REASON_HOST_EOF] = "host-eof",
+	[VSXB_REASON_HOST_CLOSED] = "host-closed",
+	[VSXB_REASON_PEER_SHUTDOWN] = "peer-shutdown",
+	[VSXB_REASON_GUEST_RST] = "guest-rst",
+	[VSXB_REASON_PEER_RST] = "peer-rst",
+	[VSXB_REASON_REFUSED] = "refused",
+	[VSXB_REASON_CONNECT_TIMEOUT] = "connect-timeout",
+	[VSXB_REASON_HANDSHAKE_TIMEOUT] = "handshake-timeout",
+	[VSXB_REASON_LINGER_TIMEOUT] = "linger-timeout",
+	[VSXB_REASON_CONTROL_CLOSE] = "control-close",
+	[VSXB_REASON_CONTROL_RESET] = "control-reset",
+	[VSXB_REASON_VM_GONE] = "vm-gone",
+	[VSXB_REASON_LIMIT] = "limit",
+	[VSXB_REASON_PROTOCOL] = "protocol",
+	[VSXB_REASON_ERROR] = "error",
 };
 
-const char *vsx_conn_reason_name(int reason)
+const char *vsxb_conn_reason_name(int reason)
 {
 	if (reason < 0 || (size_t)reason >= sizeof(reason_names) / sizeof(reason_names[0]))
 		return "?";
 	return reason_names[reason];
 }
 
-const char *vsx_conn_event_name(int type)
+const char *vsxb_conn_event_name(int type)
 {
 	switch (type) {
-	case VSX_CONN_EV_OPEN:
+	case VSXB_CONN_EV_OPEN:
 		return "open";
-	case VSX_CONN_EV_CLOSE:
+	case VSXB_CONN_EV_CLOSE:
 		return "close";
-	case VSX_CONN_EV_RESET:
+	case VSXB_CONN_EV_RESET:
 		return "reset";
-	case VSX_CONN_EV_REFUSE:
+	case VSXB_CONN_EV_REFUSE:
 		return "refuse";
 	}
 	return "?";
 }
 
-const char *vsx_limit_name(int kind)
+const char *vsxb_limit_name(int kind)
 {
 	switch (kind) {
-	case VSX_LIMIT_VM_CONNS:
+	case VSXB_LIMIT_VM_CONNS:
 		return "conns-per-vm";
-	case VSX_LIMIT_CONNS:
+	case VSXB_LIMIT_CONNS:
 		return "conns";
-	case VSX_LIMIT_MEMORY:
+	case VSXB_LIMIT_MEMORY:
 		return "conn-memory";
 	}
 	return "none";
@@ -470,17 +470,17 @@ static uint64_t mono_ms(void)
 
 static bool reason_graceful(int why)
 {
-	return why == VSX_REASON_GUEST_SHUTDOWN || why == VSX_REASON_HOST_EOF ||
-	       why == VSX_REASON_HOST_CLOSED || why == VSX_REASON_PEER_SHUTDOWN ||
-	       why == VSX_REASON_CONTROL_CLOSE;
+	return why == VSXB_REASON_GUEST_SHUTDOWN || why == VSXB_REASON_HOST_EOF ||
+	       why == VSXB_REASON_HOST_CLOSED || why == VSXB_REASON_PEER_SHUTDOWN ||
+	       why == VSXB_REASON_CONTROL_CLOSE;
 }
 
-void vsx__conn_why(struct conn *c, int reason, int err)
+void vsxb__conn_why(struct conn *c, int reason, int err)
 {
 	if (c->dead)
 		return;
 	if (c->why && (!reason_graceful(c->why) || reason_graceful(reason) ||
-		       reason == VSX_REASON_GUEST_RST || reason == VSX_REASON_PEER_RST))
+		       reason == VSXB_REASON_GUEST_RST || reason == VSXB_REASON_PEER_RST))
 		return;
 	c->why = reason;
 	c->why_err = err;
@@ -494,7 +494,7 @@ static const char *conn_origin(const struct conn *c)
 }
 
 /* The rate limit for logging refusals: a burst, then one per ENG_REFUSE_MS. */
-static void refuse_rate(struct vsx_vm *vm, struct vsx_conn_event *ev)
+static void refuse_rate(struct vsxb_vm *vm, struct vsxb_conn_event *ev)
 {
 	uint64_t now = mono_ms();
 
@@ -524,45 +524,45 @@ static void refuse_rate(struct vsx_vm *vm, struct vsx_conn_event *ev)
 
 static void conn_event(struct conn *c, int type)
 {
-	struct vsx_router *r = c->vm->r;
-	struct vsx_conn_event ev = { .type = type };
+	struct vsxb_router *r = c->vm->r;
+	struct vsxb_conn_event ev = { .type = type };
 
-	if (type == VSX_CONN_EV_OPEN)
+	if (type == VSXB_CONN_EV_OPEN)
 		r->st.opened++;
-	else if (type == VSX_CONN_EV_REFUSE)
+	else if (type == VSXB_CONN_EV_REFUSE)
 		r->st.refused++;
 	if (!r->ev_fn)
 		return;
-	vsx__conn_info(c, &ev.ci);
+	vsxb__conn_info(c, &ev.ci);
 	ev.origin = conn_origin(c);
-	if (type != VSX_CONN_EV_OPEN) {
+	if (type != VSXB_CONN_EV_OPEN) {
 		ev.reason = c->why;
 		ev.err = c->why_err;
 		ev.limit = c->why_limit;
 	}
-	if (c->opened && type != VSX_CONN_EV_OPEN)
+	if (c->opened && type != VSXB_CONN_EV_OPEN)
 		ev.duration_ms = mono_ms() - c->opened_ms;
-	if (type == VSX_CONN_EV_REFUSE)
+	if (type == VSXB_CONN_EV_REFUSE)
 		refuse_rate(c->vm, &ev);
 	r->ev_fn(r->ev_arg, &ev);
 }
 
-void vsx__conn_opened(struct conn *c)
+void vsxb__conn_opened(struct conn *c)
 {
 	if (c->opened || c->dead)
 		return;
 	c->opened = true;
 	c->opened_ms = mono_ms();
-	conn_event(c, VSX_CONN_EV_OPEN);
+	conn_event(c, VSXB_CONN_EV_OPEN);
 }
 
-void vsx__refuse(struct vsx_vm *vm, uint16_t type, uint32_t guest_port,
+void vsxb__refuse(struct vsxb_vm *vm, uint16_t type, uint32_t guest_port,
 		 uint64_t peer_cid, uint32_t peer_port, bool guest_initiated,
 		 int reason, int err, int limit)
 {
-	struct vsx_router *r = vm->r;
-	struct vsx_conn_event ev = {
-		.type = VSX_CONN_EV_REFUSE,
+	struct vsxb_router *r = vm->r;
+	struct vsxb_conn_event ev = {
+		.type = VSXB_CONN_EV_REFUSE,
 		.reason = reason,
 		.err = err,
 		.limit = limit,
@@ -573,7 +573,7 @@ void vsx__refuse(struct vsx_vm *vm, uint16_t type, uint32_t guest_port,
 		return;
 	ev.ci.vm = vm->name;
 	ev.ci.type = type;
-	ev.ci.state = VSX_CONN_CONNECTING;
+	ev.ci.state = VSXB_CONN_CONNECTING;
 	ev.ci.guest_cid = vm->cid;
 	ev.ci.guest_port = guest_port;
 	ev.ci.peer_cid = peer_cid;
@@ -585,58 +585,58 @@ void vsx__refuse(struct vsx_vm *vm, uint16_t type, uint32_t guest_port,
 	r->ev_fn(r->ev_arg, &ev);
 }
 
-int vsx__conn_limit(struct vsx_vm *vm, unsigned n)
+int vsxb__conn_limit(struct vsxb_vm *vm, unsigned n)
 {
-	struct vsx_router *r = vm->r;
+	struct vsxb_router *r = vm->r;
 
 	if (vm->nconns + n > r->max_conns_vm) {
 		r->st.refused_limit_vm++;
-		vsx__log(r, VSX_LOG_DEBUG, "vm %s: connection refused: max-conns-per-vm "
+		vsxb__log(r, VSXB_LOG_DEBUG, "vm %s: connection refused: max-conns-per-vm "
 			 "(%u) reached", vm->name, r->max_conns_vm);
-		return VSX_LIMIT_VM_CONNS;
+		return VSXB_LIMIT_VM_CONNS;
 	}
 	if (r->max_conns && r->nconns + n > r->max_conns) {
 		r->st.refused_limit_conns++;
-		vsx__log(r, VSX_LOG_DEBUG, "vm %s: connection refused: max-conns (%u) "
+		vsxb__log(r, VSXB_LOG_DEBUG, "vm %s: connection refused: max-conns (%u) "
 			 "reached", vm->name, r->max_conns);
-		return VSX_LIMIT_CONNS;
+		return VSXB_LIMIT_CONNS;
 	}
-	return VSX_LIMIT_NONE;
+	return VSXB_LIMIT_NONE;
 }
 
-uint32_t vsx__buf_cap(const struct vsx_router *r, uint32_t bytes)
+uint32_t vsxb__buf_cap(const struct vsxb_router *r, uint32_t bytes)
 {
 	if (r->max_conn_mem && bytes > r->max_conn_mem / 2)
 		return (uint32_t)(r->max_conn_mem / 2);
 	return bytes;
 }
 
-bool vsx__conn_mem_ok(struct conn *c)
+bool vsxb__conn_mem_ok(struct conn *c)
 {
-	struct vsx_router *r = c->vm->r;
+	struct vsxb_router *r = c->vm->r;
 
 	if (!r->max_conn_mem || c->dead || c->q.mem <= r->max_conn_mem)
 		return true;
 	r->st.reset_limit_memory++;
-	vsx__log(r, VSX_LOG_WARNING, "vm %s: connection %llu: queue memory %zu above "
+	vsxb__log(r, VSXB_LOG_WARNING, "vm %s: connection %llu: queue memory %zu above "
 		 "max-conn-memory (%llu): reset", c->vm->name, (unsigned long long)c->id,
 		 c->q.mem, (unsigned long long)r->max_conn_mem);
-	vsx__conn_why(c, VSX_REASON_LIMIT, 0);
-	c->why_limit = VSX_LIMIT_MEMORY;
-	vsx__conn_reset(c, false);
+	vsxb__conn_why(c, VSXB_REASON_LIMIT, 0);
+	c->why_limit = VSXB_LIMIT_MEMORY;
+	vsxb__conn_reset(c, false);
 	return false;
 }
 
 /* ---- Connection life ---- */
 
-struct conn *vsx__conn_new(struct vsx_vm *vm, enum conn_kind kind, uint16_t type,
+struct conn *vsxb__conn_new(struct vsxb_vm *vm, enum conn_kind kind, uint16_t type,
 			   uint32_t guest_port, uint64_t peer_cid, uint32_t peer_port)
 {
 	struct conn *c;
 
 	if (vm->nconns >= vm->r->max_conns_vm ||
 	    (vm->r->max_conns && vm->r->nconns >= vm->r->max_conns)) {
-		vsx__vm_warn(vm, "connection limit reached");
+		vsxb__vm_warn(vm, "connection limit reached");
 		return NULL;
 	}
 	c = calloc(1, sizeof(*c));
@@ -647,15 +647,15 @@ struct conn *vsx__conn_new(struct vsx_vm *vm, enum conn_kind kind, uint16_t type
 	eng_list_init(&c->pnode);
 	c->kind = kind;
 	c->type = type;
-	c->state = VSX_CONN_CONNECTING;
+	c->state = VSXB_CONN_CONNECTING;
 	c->guest_port = guest_port;
 	c->peer_cid = peer_cid;
 	c->peer_port = peer_port;
-	c->buf_alloc = vsx__buf_cap(vm->r, vm->buf_default);
+	c->buf_alloc = vsxb__buf_cap(vm->r, vm->buf_default);
 	c->rx_cnt = c->fwd_cnt = c->tx_cnt = vm->r->counter_base;
 	c->last_fwd_sent = c->peer_fwd_cnt = vm->r->counter_base;
 	c->fd = -1;
-	vsx__txq_init(&c->q, type == VIRTIO_VSOCK_TYPE_SEQPACKET);
+	vsxb__txq_init(&c->q, type == VIRTIO_VSOCK_TYPE_SEQPACKET);
 	c->q.pool = &vm->pool;
 	eng_list_add_tail(&vm->conns, &c->node);
 	vm->nconns++;
@@ -667,7 +667,7 @@ struct conn *vsx__conn_new(struct vsx_vm *vm, enum conn_kind kind, uint16_t type
 static void conn_timer_cb(void *arg)
 {
 	struct conn *c = arg;
-	struct vsx_router *r = c->vm->r;
+	struct vsxb_router *r = c->vm->r;
 	enum conn_timer_kind k = c->tkind;
 
 	c->tkind = T_NONE;
@@ -675,26 +675,26 @@ static void conn_timer_cb(void *arg)
 	case T_CONNECT:
 		/* debug only: the refuse event (reason connect-timeout) is the
 		 * rate-limited line operators see */
-		vsx__log(r, VSX_LOG_DEBUG, "vm %s: connection %llu: no answer to REQUEST "
+		vsxb__log(r, VSXB_LOG_DEBUG, "vm %s: connection %llu: no answer to REQUEST "
 			 "in %u ms", c->vm->name, (unsigned long long)c->id,
 			 r->connect_ms);
-		vsx__conn_why(c, VSX_REASON_CONNECT_TIMEOUT, 0);
-		vsx__conn_reset(c, false);
+		vsxb__conn_why(c, VSXB_REASON_CONNECT_TIMEOUT, 0);
+		vsxb__conn_reset(c, false);
 		break;
 	case T_LINGER:
-		vsx__conn_why(c, VSX_REASON_LINGER_TIMEOUT, 0);
-		vsx__conn_reset(c, false);
+		vsxb__conn_why(c, VSXB_REASON_LINGER_TIMEOUT, 0);
+		vsxb__conn_reset(c, false);
 		break;
 	case T_DRAIN:
-		vsx__conn_kill(c);
+		vsxb__conn_kill(c);
 		break;
 	case T_NONE:
 		break;
 	}
-	vsx__router_round(r);
+	vsxb__router_round(r);
 }
 
-void vsx__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms)
+void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms)
 {
 	const struct vsx_loop *l = c->vm->r->loop;
 
@@ -715,32 +715,32 @@ void vsx__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms)
 	l->timer_arm(c->timer, ms);
 }
 
-void vsx__conn_kill(struct conn *c)
+void vsxb__conn_kill(struct conn *c)
 {
-	struct vsx_vm *vm = c->vm;
+	struct vsxb_vm *vm = c->vm;
 
 	if (c->dead)
 		return;
 	/* The one place every connection ends: report it. */
 	if (c->opened)
-		conn_event(c, reason_graceful(c->why) ? VSX_CONN_EV_CLOSE
-						      : VSX_CONN_EV_RESET);
+		conn_event(c, reason_graceful(c->why) ? VSXB_CONN_EV_CLOSE
+						      : VSXB_CONN_EV_RESET);
 	else
-		conn_event(c, VSX_CONN_EV_REFUSE);
+		conn_event(c, VSXB_CONN_EV_REFUSE);
 	c->dead = true;
-	vsx__conn_unhash(c);
+	vsxb__conn_unhash(c);
 	eng_list_del(&c->pnode);
 	if (c->peer) {
 		c->peer->peer = NULL;
 		c->peer = NULL;
 	}
 	if (c->kind == PEER_HOST)
-		vsx__host_close(c);
+		vsxb__host_close(c);
 	if (c->timer) {
 		vm->r->loop->timer_free(c->timer);
 		c->timer = NULL;
 	}
-	vsx__txq_clear(&c->q);
+	vsxb__txq_clear(&c->q);
 	if (vm->batch == c) {
 		vm->batch = NULL;
 		vm->batch_niov = 0;
@@ -752,7 +752,7 @@ void vsx__conn_kill(struct conn *c)
 	vm->nconns--;
 	vm->r->nconns--;
 	vm->ndead++;
-	vsx__vm_touch(vm);
+	vsxb__vm_touch(vm);
 }
 
 /* The sibling half @c goes away: its peer ends with an RST once the data
@@ -767,36 +767,36 @@ static void sib_detach(struct conn *c)
 	p->peer = NULL;
 	if (p->dead)
 		return;
-	vsx__conn_why(p, p->state == VSX_CONN_CONNECTING && p->guest_initiated ?
-			 VSX_REASON_REFUSED : VSX_REASON_PEER_RST, 0);
-	if (p->state == VSX_CONN_CONNECTING) {
-		vsx__conn_reset(p, false);
+	vsxb__conn_why(p, p->state == VSXB_CONN_CONNECTING && p->guest_initiated ?
+			 VSXB_REASON_REFUSED : VSXB_REASON_PEER_RST, 0);
+	if (p->state == VSXB_CONN_CONNECTING) {
+		vsxb__conn_reset(p, false);
 		return;
 	}
-	p->state = VSX_CONN_CLOSING;
-	vsx__conn_unhash(p);
+	p->state = VSXB_CONN_CLOSING;
+	vsxb__conn_unhash(p);
 	p->ctrl = (p->ctrl & C_RST) | C_RST;
 	if (p->q.bytes || p->eom_pending)
-		vsx__conn_timer(p, T_LINGER, p->vm->r->linger_ms);
-	vsx__conn_schedule(p);
+		vsxb__conn_timer(p, T_LINGER, p->vm->r->linger_ms);
+	vsxb__conn_schedule(p);
 }
 
-void vsx__conn_reset(struct conn *c, bool quiet)
+void vsxb__conn_reset(struct conn *c, bool quiet)
 {
-	struct vsx_vm *vm = c->vm;
+	struct vsxb_vm *vm = c->vm;
 
 	if (c->dead)
 		return;
 	if (c->draining) {
 		/* The guest already had its RST: just let the host side go. */
-		vsx__conn_kill(c);
+		vsxb__conn_kill(c);
 		return;
 	}
 	if (c->kind == PEER_SIBLING)
 		sib_detach(c);
 	else
-		vsx__host_close(c);
-	vsx__txq_clear(&c->q);
+		vsxb__host_close(c);
+	vsxb__txq_clear(&c->q);
 	c->eom_pending = 0;
 	if (vm->batch == c) {
 		vm->batch = NULL;
@@ -805,62 +805,62 @@ void vsx__conn_reset(struct conn *c, bool quiet)
 		vm->batch_flags = 0;
 	}
 	if (quiet || !vm->live || vm->broken) {
-		vsx__conn_kill(c);
+		vsxb__conn_kill(c);
 		return;
 	}
-	vsx__conn_unhash(c);
-	vsx__conn_timer(c, T_NONE, 0);
-	c->state = VSX_CONN_CLOSING;
+	vsxb__conn_unhash(c);
+	vsxb__conn_timer(c, T_NONE, 0);
+	c->state = VSXB_CONN_CLOSING;
 	c->shut_pending = 0;
 	c->ctrl = C_RST;
-	vsx__conn_schedule(c);
+	vsxb__conn_schedule(c);
 }
 
-void vsx__conn_ctrl(struct conn *c, unsigned bits)
+void vsxb__conn_ctrl(struct conn *c, unsigned bits)
 {
 	if (c->dead || c->draining)
 		return;
 	c->ctrl |= bits;
-	vsx__conn_schedule(c);
+	vsxb__conn_schedule(c);
 }
 
-void vsx__conn_shutdown(struct conn *c, unsigned flags)
+void vsxb__conn_shutdown(struct conn *c, unsigned flags)
 {
 	if (c->dead || c->draining)
 		return;
 	flags &= ~c->host_shut;
 	c->shut_pending |= flags & ENG_SHUT_BOTH;
-	if (c->state == VSX_CONN_ESTABLISHED)
-		c->state = VSX_CONN_CLOSING;
+	if (c->state == VSXB_CONN_ESTABLISHED)
+		c->state = VSXB_CONN_CLOSING;
 	if ((c->host_shut | c->shut_pending) == 3 && c->tkind != T_LINGER &&
 	    !(c->ctrl & C_RST))
-		vsx__conn_timer(c, T_LINGER, c->vm->r->linger_ms);
+		vsxb__conn_timer(c, T_LINGER, c->vm->r->linger_ms);
 	if (c->kind == PEER_HOST)
-		vsx__host_sync(c);
-	vsx__conn_schedule(c);
+		vsxb__host_sync(c);
+	vsxb__conn_schedule(c);
 }
 
-void vsx__conn_close(struct conn *c)
+void vsxb__conn_close(struct conn *c)
 {
 	struct conn *p = c->peer;
 
 	if (c->dead)
 		return;
-	if (c->state == VSX_CONN_CONNECTING) {
-		vsx__conn_reset(c, false);
+	if (c->state == VSXB_CONN_CONNECTING) {
+		vsxb__conn_reset(c, false);
 		return;
 	}
-	vsx__conn_shutdown(c, ENG_SHUT_BOTH);
+	vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
 	if (p)
-		vsx__conn_shutdown(p, ENG_SHUT_BOTH);
+		vsxb__conn_shutdown(p, ENG_SHUT_BOTH);
 }
 
-void vsx__conn_set_buffer(struct conn *c, uint32_t bytes)
+void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes)
 {
 	c->buf_alloc = bytes;
-	vsx__host_size_sndbuf(c);
-	if (c->state != VSX_CONN_CONNECTING)
-		vsx__conn_ctrl(c, C_CREDIT_REPLY);
+	vsxb__host_size_sndbuf(c);
+	if (c->state != VSXB_CONN_CONNECTING)
+		vsxb__conn_ctrl(c, C_CREDIT_REPLY);
 }
 
 /* The guest may not know our latest fwd_cnt / buf_alloc. */
@@ -872,12 +872,12 @@ static bool credit_news(const struct conn *c)
 	return fwd != c->last_fwd_sent || buf != c->last_buf_sent;
 }
 
-void vsx__conn_credit_check(struct conn *c)
+void vsxb__conn_credit_check(struct conn *c)
 {
 	uint32_t win;
 	int64_t seen;
 
-	if (c->dead || c->draining || c->state == VSX_CONN_CONNECTING ||
+	if (c->dead || c->draining || c->state == VSXB_CONN_CONNECTING ||
 	    (c->ctrl & C_RST) ||
 	    (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) || !credit_news(c))
 		return;
@@ -890,7 +890,7 @@ void vsx__conn_credit_check(struct conn *c)
 		win = c->peer_buf_alloc;
 	seen = (int64_t)win - (uint32_t)(c->rx_cnt - c->last_fwd_sent);
 	if (seen < VSOCK_MAX_PKT_PAYLOAD)
-		vsx__conn_ctrl(c, C_CREDIT_UPDATE);
+		vsxb__conn_ctrl(c, C_CREDIT_UPDATE);
 }
 
 /* ---- Emission to the guest ---- */
@@ -925,8 +925,8 @@ static int conn_emit_locked(struct conn *c)
 			c->ctrl &= ~C_CREDIT_UPDATE;
 	}
 
-	if (c->state != VSX_CONN_CONNECTING) {
-		r = c->kind == PEER_HOST ? vsx__host_emit(c) : vsx__sib_emit(c);
+	if (c->state != VSXB_CONN_CONNECTING) {
+		r = c->kind == PEER_HOST ? vsxb__host_emit(c) : vsxb__sib_emit(c);
 		if (r != EMIT_DONE || c->dead)
 			return c->dead ? EMIT_DONE : r;
 		data_left = c->kind == PEER_SIBLING && (c->q.bytes || c->eom_pending);
@@ -947,16 +947,16 @@ static int conn_emit_locked(struct conn *c)
 			return EMIT_NOBUF;
 		c->ctrl = 0;
 		if (c->kind == PEER_HOST && c->fd >= 0 && c->q.bytes && !c->host_wr_dead)
-			vsx__host_drain(c);
+			vsxb__host_drain(c);
 		else
-			vsx__conn_kill(c);
+			vsxb__conn_kill(c);
 	}
 	return EMIT_DONE;
 }
 
 static int conn_emit(struct conn *c)
 {
-	struct vsx_vm *vm = c->vm;
+	struct vsxb_vm *vm = c->vm;
 	bool was = vm->emitting;
 	int r;
 
@@ -968,14 +968,14 @@ static int conn_emit(struct conn *c)
 	return r;
 }
 
-void vsx__conn_schedule(struct conn *c)
+void vsxb__conn_schedule(struct conn *c)
 {
-	struct vsx_vm *vm = c->vm;
+	struct vsxb_vm *vm = c->vm;
 	int r;
 
 	if (c->dead || c->draining)
 		return;
-	vsx__vm_touch(vm);
+	vsxb__vm_touch(vm);
 	if (!eng_list_empty(&c->pnode))
 		return;
 	if (eng_list_empty(&vm->pending) && !vm->orphan_n && !vm->emitting &&
@@ -992,7 +992,7 @@ void vsx__conn_schedule(struct conn *c)
 }
 
 /* Serve the pending list while RX buffers last. */
-static void vm_rx_run(struct vsx_vm *vm)
+static void vm_rx_run(struct vsxb_vm *vm)
 {
 	unsigned budget = 4 * ENG_TX_BATCH;
 	struct conn *c;
@@ -1029,7 +1029,7 @@ static void vm_rx_run(struct vsx_vm *vm)
 	}
 }
 
-static void vm_send_event(struct vsx_vm *vm)
+static void vm_send_event(struct vsxb_vm *vm)
 {
 	struct vsx_vq_elem *e = &vm->rxe[0];
 	uint32_t id = htole32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET);
@@ -1040,7 +1040,7 @@ static void vm_send_event(struct vsx_vm *vm)
 		return;
 	rc = vsx_vq_pop(vm->evq, e);
 	if (rc < 0) {
-		vsx__vm_broken(vm, "event queue: invalid descriptor chain");
+		vsxb__vm_broken(vm, "event queue: invalid descriptor chain");
 		return;
 	}
 	if (rc == 0)
@@ -1048,7 +1048,7 @@ static void vm_send_event(struct vsx_vm *vm)
 	if (e->in_len < sizeof(id)) {
 		vsx_vq_push(vm->evq, e, 0);
 		vsx_vq_flush(vm->evq);
-		vsx__vm_broken(vm, "event queue: buffer too small");
+		vsxb__vm_broken(vm, "event queue: buffer too small");
 		return;
 	}
 	vsx_iov_from_buf(e->iov + e->out_num, e->in_num, 0, &id, sizeof(id));
@@ -1085,10 +1085,10 @@ static void malloc_tune(void)
 
 static void pool_timer_cb(void *arg)
 {
-	struct vsx_vm *vm = arg;
+	struct vsxb_vm *vm = arg;
 
 	vm->ptimer_armed = false;
-	if (vsx__txq_pool_sweep(&vm->pool))
+	if (vsxb__txq_pool_sweep(&vm->pool))
 		malloc_trim(0);
 	if (vm->pool.n || vm->pool.freed) {
 		vm->r->loop->timer_arm(vm->ptimer, ENG_POOL_SWEEP_MS);
@@ -1096,13 +1096,13 @@ static void pool_timer_cb(void *arg)
 	}
 }
 
-static void pool_tend(struct vsx_vm *vm)
+static void pool_tend(struct vsxb_vm *vm)
 {
 	const struct vsx_loop *l = vm->r->loop;
 
 	if (!vm->live) {
 		if (vm->pool.n || vm->pool.freed >= ENG_TRIM_MIN) {
-			vsx__txq_pool_drain(&vm->pool);
+			vsxb__txq_pool_drain(&vm->pool);
 			malloc_trim(0);
 		}
 		if (vm->ptimer)
@@ -1122,7 +1122,7 @@ static void pool_tend(struct vsx_vm *vm)
 }
 
 /* End of a round for @vm (router.c calls it for every touched VM). */
-void vsx__vm_round(struct vsx_vm *vm)
+void vsxb__vm_round(struct vsxb_vm *vm)
 {
 	struct eng_list *n, *next;
 
@@ -1155,40 +1155,40 @@ static void credit_moved(struct conn *c)
 {
 	c->credit_req_sent = false;
 	if (c->kind == PEER_HOST) {
-		vsx__host_sync(c);
+		vsxb__host_sync(c);
 	} else {
 		if (c->q.bytes || c->eom_pending)
-			vsx__conn_schedule(c);
+			vsxb__conn_schedule(c);
 		if (c->peer)
-			vsx__conn_credit_check(c->peer);
+			vsxb__conn_credit_check(c->peer);
 	}
 }
 
-static void tx_rw(struct vsx_vm *vm, struct conn *c, const struct vsx_vq_elem *e,
+static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsx_vq_elem *e,
 		  const struct virtio_vsock_hdr *h)
 {
 	struct iovec iov[VSX_VQ_MAX_IOV];
 	unsigned n, flags = 0;
 
-	if (c->state == VSX_CONN_CONNECTING) {
-		vsx__vm_warn(vm, "RW before the connection was established (port %u)",
+	if (c->state == VSXB_CONN_CONNECTING) {
+		vsxb__vm_warn(vm, "RW before the connection was established (port %u)",
 			     h->src_port);
-		vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
-		vsx__conn_reset(c, false);
+		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+		vsxb__conn_reset(c, false);
 		return;
 	}
 	if (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) {
-		vsx__vm_warn(vm, "RW after SHUTDOWN(SEND) (port %u)", h->src_port);
-		vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
-		vsx__conn_reset(c, false);
+		vsxb__vm_warn(vm, "RW after SHUTDOWN(SEND) (port %u)", h->src_port);
+		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+		vsxb__conn_reset(c, false);
 		return;
 	}
 	/* The edge we announced last is the limit (it never moved back). */
 	if (!c->advertised || (int32_t)(c->rx_cnt + h->len - c->rx_limit) > 0) {
-		vsx__vm_warn(vm, "RW beyond the credit given (port %u: %u bytes, "
+		vsxb__vm_warn(vm, "RW beyond the credit given (port %u: %u bytes, "
 			     "room %u)", h->src_port, h->len, conn_rx_room(c));
-		vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
-		vsx__conn_reset(c, false);
+		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+		vsxb__conn_reset(c, false);
 		return;
 	}
 	c->rx_cnt += h->len;
@@ -1200,13 +1200,13 @@ static void tx_rw(struct vsx_vm *vm, struct conn *c, const struct vsx_vq_elem *e
 	}
 	n = vsx_iov_slice(iov, VSX_VQ_MAX_IOV, e->iov, e->out_num, HDR_LEN, h->len);
 	if (c->kind == PEER_HOST) {
-		vsx__host_rw(c, iov, n, h->len, flags);
+		vsxb__host_rw(c, iov, n, h->len, flags);
 	} else {
-		vsx__sib_rw(c, iov, n, h->len, flags);
+		vsxb__sib_rw(c, iov, n, h->len, flags);
 		/* The other guest's credit news may have been held back while
 		 * this one had room; now that it used some, pass it on. */
 		if (!c->dead)
-			vsx__conn_credit_check(c);
+			vsxb__conn_credit_check(c);
 	}
 	if (!c->dead && c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
 		if (flags & VIRTIO_VSOCK_SEQ_EOM)
@@ -1216,93 +1216,93 @@ static void tx_rw(struct vsx_vm *vm, struct conn *c, const struct vsx_vq_elem *e
 	}
 }
 
-static void tx_response(struct vsx_vm *vm, struct conn *c)
+static void tx_response(struct vsxb_vm *vm, struct conn *c)
 {
 	struct conn *p = c->peer;
 
-	if (c->state != VSX_CONN_CONNECTING || c->guest_initiated) {
-		vsx__vm_warn(vm, "unexpected RESPONSE (port %u)", c->guest_port);
-		vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
-		vsx__conn_reset(c, false);
+	if (c->state != VSXB_CONN_CONNECTING || c->guest_initiated) {
+		vsxb__vm_warn(vm, "unexpected RESPONSE (port %u)", c->guest_port);
+		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+		vsxb__conn_reset(c, false);
 		return;
 	}
-	vsx__conn_timer(c, T_NONE, 0);
-	c->state = VSX_CONN_ESTABLISHED;
+	vsxb__conn_timer(c, T_NONE, 0);
+	c->state = VSXB_CONN_ESTABLISHED;
 	if (c->kind == PEER_HOST) {
-		if (vsx__host_established(c) < 0) {
+		if (vsxb__host_established(c) < 0) {
 			/* the program went away before the guest accepted */
-			vsx__conn_why(c, VSX_REASON_HOST_CLOSED, 0);
-			vsx__conn_reset(c, false);
+			vsxb__conn_why(c, VSXB_REASON_HOST_CLOSED, 0);
+			vsxb__conn_reset(c, false);
 		} else {
-			vsx__conn_opened(c);
+			vsxb__conn_opened(c);
 		}
 		return;
 	}
 	if (!p) {
-		vsx__conn_why(c, VSX_REASON_PEER_RST, 0);
-		vsx__conn_reset(c, false);
+		vsxb__conn_why(c, VSXB_REASON_PEER_RST, 0);
+		vsxb__conn_reset(c, false);
 		return;
 	}
-	p->state = VSX_CONN_ESTABLISHED;
-	vsx__conn_timer(p, T_NONE, 0);
-	vsx__conn_ctrl(p, C_RESPONSE);
-	vsx__conn_opened(p);
-	vsx__conn_opened(c);
+	p->state = VSXB_CONN_ESTABLISHED;
+	vsxb__conn_timer(p, T_NONE, 0);
+	vsxb__conn_ctrl(p, C_RESPONSE);
+	vsxb__conn_opened(p);
+	vsxb__conn_opened(c);
 }
 
 static void tx_rst(struct conn *c)
 {
-	vsx__conn_why(c, c->state == VSX_CONN_CONNECTING ? VSX_REASON_REFUSED
-							 : VSX_REASON_GUEST_RST, 0);
+	vsxb__conn_why(c, c->state == VSXB_CONN_CONNECTING ? VSXB_REASON_REFUSED
+							 : VSXB_REASON_GUEST_RST, 0);
 	if (c->kind == PEER_SIBLING) {
 		sib_detach(c);
-		vsx__conn_kill(c);
+		vsxb__conn_kill(c);
 		return;
 	}
 	/* Never answered. What the guest sent before still goes to the host. */
 	if (c->fd >= 0 && c->q.bytes && !c->host_wr_dead &&
-	    c->state != VSX_CONN_CONNECTING)
-		vsx__host_drain(c);
+	    c->state != VSXB_CONN_CONNECTING)
+		vsxb__host_drain(c);
 	else
-		vsx__conn_kill(c);
+		vsxb__conn_kill(c);
 }
 
 static void tx_shutdown(struct conn *c, uint32_t flags)
 {
 	flags &= ENG_SHUT_BOTH;
-	if (c->state == VSX_CONN_CONNECTING) {
-		vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
-		vsx__conn_reset(c, false);
+	if (c->state == VSXB_CONN_CONNECTING) {
+		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+		vsxb__conn_reset(c, false);
 		return;
 	}
 	if (!flags)
 		return;
 	c->guest_shut |= flags;
-	c->state = VSX_CONN_CLOSING;
-	vsx__conn_why(c, VSX_REASON_GUEST_SHUTDOWN, 0);
+	c->state = VSXB_CONN_CLOSING;
+	vsxb__conn_why(c, VSXB_REASON_GUEST_SHUTDOWN, 0);
 	if (c->kind == PEER_SIBLING) {
 		if (c->peer) {
-			vsx__conn_why(c->peer, VSX_REASON_PEER_SHUTDOWN, 0);
-			vsx__conn_shutdown(c->peer, flags);
+			vsxb__conn_why(c->peer, VSXB_REASON_PEER_SHUTDOWN, 0);
+			vsxb__conn_shutdown(c->peer, flags);
 		}
 		return;
 	}
 	if (c->guest_shut == ENG_SHUT_BOTH) {
 		/* The guest is done: RST (as Linux answers), host side drains. */
-		vsx__host_guest_shut(c);
-		vsx__conn_unhash(c);
-		vsx__conn_timer(c, T_NONE, 0);
+		vsxb__host_guest_shut(c);
+		vsxb__conn_unhash(c);
+		vsxb__conn_timer(c, T_NONE, 0);
 		c->shut_pending = 0;
 		c->ctrl = C_RST;
-		vsx__conn_schedule(c);
+		vsxb__conn_schedule(c);
 		return;
 	}
-	vsx__host_guest_shut(c);
+	vsxb__host_guest_shut(c);
 }
 
-static void tx_no_conn(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
+static void tx_no_conn(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 {
-	struct vsx_vm *to;
+	struct vsxb_vm *to;
 
 	int lim;
 
@@ -1310,28 +1310,28 @@ static void tx_no_conn(struct vsx_vm *vm, const struct virtio_vsock_hdr *h)
 		orphan_rst(vm, h);
 		return;
 	}
-	lim = vsx__conn_limit(vm, 1);
+	lim = vsxb__conn_limit(vm, 1);
 	if (lim) {
-		vsx__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSX_REASON_LIMIT, 0, lim);
+		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSXB_REASON_LIMIT, 0, lim);
 		orphan_rst(vm, h);
 		return;
 	}
 	if (h->dst_cid == VSOCK_CID_HOST) {
-		vsx__host_connect(vm, h);
+		vsxb__host_connect(vm, h);
 		return;
 	}
-	to = vsx__sibling(vm, h->dst_cid);
+	to = vsxb__sibling(vm, h->dst_cid);
 	if (to) {
-		vsx__sib_request(vm, to, h);
+		vsxb__sib_request(vm, to, h);
 		return;
 	}
-	vsx__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-		    VSX_REASON_REFUSED, EHOSTUNREACH, 0);
+	vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+		    VSXB_REASON_REFUSED, EHOSTUNREACH, 0);
 	orphan_rst(vm, h);
 }
 
-static void tx_packet(struct vsx_vm *vm, const struct vsx_vq_elem *e)
+static void tx_packet(struct vsxb_vm *vm, const struct vsx_vq_elem *e)
 {
 	struct virtio_vsock_hdr h;
 	const char *bad = NULL;
@@ -1341,7 +1341,7 @@ static void tx_packet(struct vsx_vm *vm, const struct vsx_vq_elem *e)
 	vm->st.tx_pkts++;
 	if (e->out_len < HDR_LEN) {
 		vm->st.dropped++;
-		vsx__vm_warn(vm, "TX packet shorter than a header (%u bytes): dropped",
+		vsxb__vm_warn(vm, "TX packet shorter than a header (%u bytes): dropped",
 			     e->out_len);
 		return;
 	}
@@ -1349,11 +1349,11 @@ static void tx_packet(struct vsx_vm *vm, const struct vsx_vq_elem *e)
 	hdr_swap(&h);
 	if (h.src_cid != vm->cid) {
 		vm->st.dropped++;
-		vsx__vm_warn(vm, "packet from CID %llu, not the guest's: dropped",
+		vsxb__vm_warn(vm, "packet from CID %llu, not the guest's: dropped",
 			     (unsigned long long)h.src_cid);
 		return;
 	}
-	c = vsx__conn_find(vm, h.src_port, h.dst_cid, h.dst_port);
+	c = vsxb__conn_find(vm, h.src_port, h.dst_cid, h.dst_port);
 	if (h.len > VSOCK_MAX_PKT_PAYLOAD)
 		bad = "payload above 64 KiB";
 	else if (h.len > e->out_len - HDR_LEN)
@@ -1367,14 +1367,14 @@ static void tx_packet(struct vsx_vm *vm, const struct vsx_vq_elem *e)
 		bad = "socket type differs from the connection's";
 	if (bad) {
 		vm->st.dropped++;
-		vsx__vm_warn(vm, "bad packet (%s: type %u op %u len %u, port %u -> "
+		vsxb__vm_warn(vm, "bad packet (%s: type %u op %u len %u, port %u -> "
 			     "%llu:%u)", bad, h.type, h.op, h.len, h.src_port,
 			     (unsigned long long)h.dst_cid, h.dst_port);
 		if (c) {
 			if (vm->batch == c)
-				vsx__host_batch_flush(vm);
-			vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
-			vsx__conn_reset(c, false);
+				vsxb__host_batch_flush(vm);
+			vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+			vsxb__conn_reset(c, false);
 		} else {
 			orphan_rst(vm, &h);
 		}
@@ -1385,7 +1385,7 @@ static void tx_packet(struct vsx_vm *vm, const struct vsx_vq_elem *e)
 		return;
 	}
 	if (h.op != VIRTIO_VSOCK_OP_RW && vm->batch == c)
-		vsx__host_batch_flush(vm);
+		vsxb__host_batch_flush(vm);
 	if (c->dead)
 		return;
 
@@ -1397,10 +1397,10 @@ static void tx_packet(struct vsx_vm *vm, const struct vsx_vq_elem *e)
 	}
 	switch (h.op) {
 	case VIRTIO_VSOCK_OP_REQUEST:
-		vsx__vm_warn(vm, "REQUEST on an existing connection (port %u)",
+		vsxb__vm_warn(vm, "REQUEST on an existing connection (port %u)",
 			     h.src_port);
-		vsx__conn_why(c, VSX_REASON_PROTOCOL, 0);
-		vsx__conn_reset(c, false);
+		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+		vsxb__conn_reset(c, false);
 		return;
 	case VIRTIO_VSOCK_OP_RESPONSE:
 		tx_response(vm, c);
@@ -1417,16 +1417,16 @@ static void tx_packet(struct vsx_vm *vm, const struct vsx_vq_elem *e)
 	case VIRTIO_VSOCK_OP_CREDIT_UPDATE:
 		break;
 	case VIRTIO_VSOCK_OP_CREDIT_REQUEST:
-		vsx__conn_ctrl(c, C_CREDIT_REPLY);
+		vsxb__conn_ctrl(c, C_CREDIT_REPLY);
 		if (c->peer)
-			vsx__conn_ctrl(c->peer, C_CREDIT_REQUEST);
+			vsxb__conn_ctrl(c->peer, C_CREDIT_REQUEST);
 		break;
 	}
 	if (moved && !c->dead)
 		credit_moved(c);
 }
 
-static void vm_tx_run(struct vsx_vm *vm)
+static void vm_tx_run(struct vsxb_vm *vm)
 {
 	unsigned budget = ENG_TX_BUDGET, n, i;
 	int rc;
@@ -1437,7 +1437,7 @@ static void vm_tx_run(struct vsx_vm *vm)
 		for (n = 0; n < ENG_TX_BATCH; n++) {
 			rc = vsx_vq_pop(vm->txq, &vm->txe[n]);
 			if (rc < 0) {
-				vsx__vm_broken(vm, "TX queue: invalid descriptor chain");
+				vsxb__vm_broken(vm, "TX queue: invalid descriptor chain");
 				return;
 			}
 			if (rc == 0)
@@ -1445,7 +1445,7 @@ static void vm_tx_run(struct vsx_vm *vm)
 		}
 		for (i = 0; i < n && !vm->broken; i++)
 			tx_packet(vm, &vm->txe[i]);
-		vsx__host_batch_flush(vm);
+		vsxb__host_batch_flush(vm);
 		if (vm->broken || !vm->live)
 			return;
 		for (i = 0; i < n; i++)
@@ -1456,7 +1456,7 @@ static void vm_tx_run(struct vsx_vm *vm)
 		}
 		budget -= n < budget ? n : budget;
 		if (n < ENG_TX_BATCH) {
-			/* the loop polls the ring (vsx_router_poll): no kick */
+			/* the loop polls the ring (vsxb_router_poll): no kick */
 			if (vm->r->polling)
 				return;
 			vsx_vq_set_notify(vm->txq, true);
@@ -1473,7 +1473,7 @@ static void vm_tx_run(struct vsx_vm *vm)
 	}
 }
 
-bool vsx__vm_poll(struct vsx_vm *vm, bool sleeping)
+bool vsxb__vm_poll(struct vsxb_vm *vm, bool sleeping)
 {
 	if (!vm->live || vm->broken || !vm->txq || !vsx_vq_ready(vm->txq))
 		return false;
@@ -1482,21 +1482,21 @@ bool vsx__vm_poll(struct vsx_vm *vm, bool sleeping)
 	if (!vsx_vq_avail(vm->txq))
 		return false;
 	vm_tx_run(vm);
-	vsx__vm_touch(vm);
+	vsxb__vm_touch(vm);
 	return true;
 }
 
-void vsx__vm_resume(struct vsx_vm *vm)
+void vsxb__vm_resume(struct vsxb_vm *vm)
 {
 	vm->rx_more = false;
 	if (vm->tx_more)
 		vm_tx_run(vm);
-	vsx__vm_touch(vm);
+	vsxb__vm_touch(vm);
 }
 
 /* ---- Device-wide ---- */
 
-void vsx__vm_drop_all(struct vsx_vm *vm, bool tell_guest)
+void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest)
 {
 	struct eng_list *n;
 
@@ -1504,8 +1504,8 @@ void vsx__vm_drop_all(struct vsx_vm *vm, bool tell_guest)
 		struct conn *c = eng_container_of(n, struct conn, node);
 
 		if (!c->dead) {
-			vsx__conn_why(c, VSX_REASON_VM_GONE, 0);
-			vsx__conn_reset(c, !tell_guest);
+			vsxb__conn_why(c, VSXB_REASON_VM_GONE, 0);
+			vsxb__conn_reset(c, !tell_guest);
 		}
 	}
 	if (!tell_guest) {
@@ -1518,20 +1518,20 @@ void vsx__vm_drop_all(struct vsx_vm *vm, bool tell_guest)
 	vm->batch_flags = 0;
 }
 
-void vsx__vm_broken(struct vsx_vm *vm, const char *why)
+void vsxb__vm_broken(struct vsxb_vm *vm, const char *why)
 {
 	if (vm->broken)
 		return;
 	vm->broken = true;
-	vsx__log(vm->r, VSX_LOG_ERR, "vm %s: %s: device stopped until the guest resets "
+	vsxb__log(vm->r, VSXB_LOG_ERR, "vm %s: %s: device stopped until the guest resets "
 		 "it; %u connection(s) reset", vm->name, why, vm->nconns);
-	vsx__vm_drop_all(vm, false);
-	vsx__vm_touch(vm);
+	vsxb__vm_drop_all(vm, false);
+	vsxb__vm_touch(vm);
 }
 
 static int op_get_config(void *dev, uint32_t off, void *buf, uint32_t len)
 {
-	struct vsx_vm *vm = dev;
+	struct vsxb_vm *vm = dev;
 	uint64_t cid = htole64(vm->cid);
 	uint8_t cfg[8];
 
@@ -1546,7 +1546,7 @@ static int op_get_config(void *dev, uint32_t off, void *buf, uint32_t len)
 
 static void op_kick(void *dev, unsigned q)
 {
-	struct vsx_vm *vm = dev;
+	struct vsxb_vm *vm = dev;
 
 	if (!vm->live || vm->broken)
 		return;
@@ -1554,13 +1554,13 @@ static void op_kick(void *dev, unsigned q)
 		vm_tx_run(vm);
 	else if (q == VSOCK_VQ_EVENT)
 		vm_send_event(vm);
-	vsx__vm_touch(vm); /* RX: buffers came; the round serves them */
-	vsx__router_round(vm->r);
+	vsxb__vm_touch(vm); /* RX: buffers came; the round serves them */
+	vsxb__router_round(vm->r);
 }
 
 static void op_start(void *dev)
 {
-	struct vsx_vm *vm = dev;
+	struct vsxb_vm *vm = dev;
 	struct vsx_vq *q[VSOCK_NUM_QUEUES];
 	unsigned i;
 
@@ -1578,7 +1578,7 @@ static void op_start(void *dev)
 	vm->log_budget = ENG_LOG_BUDGET;
 	vm->orphan_n = 0;
 	vm->orphan_head = 0;
-	vsx__log(vm->r, VSX_LOG_INFO, "vm %s: device started (cid %llu%s)", vm->name,
+	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device started (cid %llu%s)", vm->name,
 		 (unsigned long long)vm->cid, vm->seqpacket ? ", seqpacket" : "");
 	/* Always: a front-end that reconnects to a restarted vsxd keeps a
 	 * guest whose sockets belong to a device session this process never
@@ -1586,20 +1586,20 @@ static void op_start(void *dev)
 	vm->event_pending = true;
 	vm_send_event(vm);
 	vm_tx_run(vm);
-	vsx__vm_touch(vm);
-	vsx__router_round(vm->r);
+	vsxb__vm_touch(vm);
+	vsxb__router_round(vm->r);
 }
 
 static void op_stop(void *dev)
 {
-	struct vsx_vm *vm = dev;
+	struct vsxb_vm *vm = dev;
 
 	if (!vm->live)
 		return;
 	if (vm->nconns)
-		vsx__log(vm->r, VSX_LOG_INFO, "vm %s: device stopped: %u connection(s) "
+		vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device stopped: %u connection(s) "
 			 "reset", vm->name, vm->nconns);
-	vsx__vm_drop_all(vm, false);
+	vsxb__vm_drop_all(vm, false);
 	vm->live = false;
 	vm->broken = false;
 	vm->event_pending = false;
@@ -1608,18 +1608,18 @@ static void op_stop(void *dev)
 	vm->rxq = vm->txq = vm->evq = NULL;
 	if (vm->resume)
 		vm->r->loop->timer_disarm(vm->resume);
-	vsx__vm_touch(vm);
-	vsx__router_round(vm->r);
+	vsxb__vm_touch(vm);
+	vsxb__router_round(vm->r);
 }
 
 static void op_log(void *dev, const char *msg)
 {
-	struct vsx_vm *vm = dev;
+	struct vsxb_vm *vm = dev;
 
-	vsx__log(vm->r, VSX_LOG_WARNING, "vm %s: %s", vm->name, msg);
+	vsxb__log(vm->r, VSXB_LOG_WARNING, "vm %s: %s", vm->name, msg);
 }
 
-const struct vsx_vu_ops vsx__vsock_ops = {
+const struct vsx_vu_ops vsxb__vsock_ops = {
 	.features = 1ull << VIRTIO_VSOCK_F_SEQPACKET,
 	.nqueues = VSOCK_NUM_QUEUES,
 	.min_queues = 2, /* rx, tx; QEMU keeps the event queue itself */

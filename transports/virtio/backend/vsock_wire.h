@@ -2,8 +2,8 @@
  * virtio-vsock on the wire (virtio spec, "Socket Device"): the packet
  * header, ops, flags, features. Little-endian, packed, 44 bytes.
  */
-#ifndef VSX_VSOCK_WIRE_H
-#define VSX_VSOCK_WIRE_H
+#ifndef VSXB_VSOCK_WIRE_H
+#define VSXB_VSOCK_WIRE_H
 
 #include <stdint.h>
 
