@@ -53,7 +53,7 @@
 
 #include <vsx/vsx.h>
 
-#include "../daemon/config.h"
+#include "util.h"
 
 #define PERIOD 65521u
 #define SIZE_MAX_IO (1u << 20)
@@ -172,17 +172,12 @@ static void conn_close(struct conn *c)
 /* Decimal, at most @max. */
 static int parse_uint(const char *s, unsigned long max, unsigned long *out)
 {
-	char *end;
-	unsigned long v;
+	uint64_t v;
+	int r = vsx__parse_dec(s, strlen(s), max, &v);
 
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
+	if (r == 0)
+		*out = (unsigned long)v;
+	return r;
 }
 
 /* "tcp:HOST:PORT" into @a. 0, or -EINVAL with a message on stderr. */
@@ -464,7 +459,7 @@ static int bad_arg(const char *what, const char *arg, const char *want)
  * vsxd reads sizes (daemon/config.c). */
 static int parse_bytes(const char *s, uint64_t *out)
 {
-	return vsxd_parse_size(s, strlen(s), UINT64_MAX, out);
+	return vsx__parse_size(s, strlen(s), UINT64_MAX, out);
 }
 
 int main(int argc, char **argv)

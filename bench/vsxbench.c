@@ -85,7 +85,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../daemon/config.h"
+#include "util.h"
 #include "../tests/driver/driver.h"
 
 #define WAIT_MS 20000              /* "should have happened by now" */
@@ -1462,8 +1462,8 @@ static unsigned long long parse_num(const char *name, const char *s, unsigned lo
 	uint64_t v;
 	int r;
 
-	r = suffix ? vsxd_parse_size(s, strlen(s), max, &v)
-		   : vsxd_parse_uint(s, strlen(s), max, &v);
+	r = suffix ? vsx__parse_size(s, strlen(s), max, &v)
+		   : vsx__parse_uint(s, strlen(s), max, &v);
 	if (r == -EINVAL)
 		bad_opt("--%s '%s': not a number%s", name, s,
 			suffix ? " (with an optional K, M or G)" : "");

@@ -130,85 +130,6 @@ const char *vsxd_quote(char *buf, const char *s, size_t len)
 
 /* ---- Values ---- */
 
-int vsxd_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
-{
-	uint64_t v = 0;
-	unsigned base = 10, d;
-	size_t i = 0;
-
-	if (len > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-		base = 16;
-		i = 2;
-	}
-	if (i >= len)
-		return -EINVAL;
-	for (; i < len; i++) {
-		char c = s[i];
-
-		if (c >= '0' && c <= '9')
-			d = (unsigned)(c - '0');
-		else if (base == 16 && c >= 'a' && c <= 'f')
-			d = (unsigned)(c - 'a' + 10);
-		else if (base == 16 && c >= 'A' && c <= 'F')
-			d = (unsigned)(c - 'A' + 10);
-		else
-			return -EINVAL;
-		if (v > (UINT64_MAX - d) / base) {
-			/* keep checking that the rest are digits */
-			for (i++; i < len; i++)
-				if (!(s[i] >= '0' && s[i] <= '9') &&
-				    !(base == 16 && ((s[i] >= 'a' && s[i] <= 'f') ||
-						     (s[i] >= 'A' && s[i] <= 'F'))))
-					return -EINVAL;
-			return -ERANGE;
-		}
-		v = v * base + d;
-	}
-	if (v > max)
-		return -ERANGE;
-	*out = v;
-	return 0;
-}
-
-int vsxd_parse_size(const char *s, size_t len, uint64_t max, uint64_t *out)
-{
-	static const struct {
-		const char *suffix;
-		unsigned shift;
-	} suffixes[] = {
-		{ "K", 10 }, { "k", 10 }, { "KiB", 10 }, { "kiB", 10 },
-		{ "M", 20 }, { "m", 20 }, { "MiB", 20 }, { "miB", 20 },
-		{ "G", 30 }, { "g", 30 }, { "GiB", 30 }, { "giB", 30 },
-	};
-	size_t n = 0, i;
-	uint64_t v;
-	int r;
-
-	if (len > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
-		return vsxd_parse_uint(s, len, max, out);
-	while (n < len && s[n] >= '0' && s[n] <= '9')
-		n++;
-	if (n == 0)
-		return -EINVAL;
-	if (n == len)
-		return vsxd_parse_uint(s, len, max, out);
-	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
-		size_t sl = strlen(suffixes[i].suffix);
-
-		if (len - n != sl || memcmp(s + n, suffixes[i].suffix, sl))
-			continue;
-		r = vsxd_parse_uint(s, n, UINT64_MAX >> suffixes[i].shift, &v);
-		if (r < 0)
-			return r;
-		v <<= suffixes[i].shift;
-		if (v > max)
-			return -ERANGE;
-		*out = v;
-		return 0;
-	}
-	return -EINVAL;
-}
-
 int vsxd_parse_uid_list(const char *s, size_t len, struct vsxd_config *cfg,
 			struct vsxd_err *err)
 {
@@ -226,7 +147,7 @@ int vsxd_parse_uid_list(const char *s, size_t len, struct vsxd_config *cfg,
 			break;
 		for (w = p; w < end && *w != ',' && *w != ' ' && *w != '\t'; w++)
 			;
-		r = vsxd_parse_uint(p, (size_t)(w - p), 0xFFFFFFFEu, &uid);
+		r = vsx__parse_uint(p, (size_t)(w - p), 0xFFFFFFFEu, &uid);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "control-allow-uid '%s' is not a uid (a number)",
 				       vsxd_quote(q, p, (size_t)(w - p)));
@@ -324,7 +245,7 @@ int vsxd_parse_duration(const char *s, size_t len, uint64_t max_ms, uint64_t *ou
 		return -EINVAL;
 	if (n == len)
 		i = 1;  /* seconds */
-	r = vsxd_parse_uint(s, n, UINT64_MAX / 60000, &v);
+	r = vsx__parse_uint(s, n, UINT64_MAX / 60000, &v);
 	if (r < 0)
 		return r;
 	v *= units[i].ms;
@@ -364,7 +285,7 @@ int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t v
 	switch (limit) {
 	case VSXD_LIMIT_MAX_CONNS:
 	case VSXD_LIMIT_MAX_CONNS_PER_VM:
-		r = vsxd_parse_uint(val, vallen, VSXD_CONNS_MAX, &v);
+		r = vsx__parse_uint(val, vallen, VSXD_CONNS_MAX, &v);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "%s '%s' is not a number", name,
 				       vsxd_quote(q, val, vallen));
@@ -373,7 +294,7 @@ int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t v
 				       vsxd_quote(q, val, vallen), VSXD_CONNS_MAX);
 		break;
 	case VSXD_LIMIT_MAX_CONN_MEMORY:
-		r = vsxd_parse_size(val, vallen, VSXD_CONN_MEMORY_MAX, &v);
+		r = vsx__parse_size(val, vallen, VSXD_CONN_MEMORY_MAX, &v);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "%s '%s' is not a size (a number with an "
 				       "optional K, M or G suffix)", name,
@@ -395,7 +316,7 @@ int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t v
 				       vsxd_quote(q, val, vallen));
 		break;
 	case VSXD_LIMIT_POLL_US:
-		r = vsxd_parse_uint(val, vallen, VSXD_POLL_US_MAX, &v);
+		r = vsx__parse_uint(val, vallen, VSXD_POLL_US_MAX, &v);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "%s '%s' is not a number (of microseconds)",
 				       name, vsxd_quote(q, val, vallen));
@@ -543,7 +464,7 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 
 	switch (k->bit) {
 	case VSXD_VM_CID:
-		r = vsxd_parse_uint(val, vallen, UINT64_MAX, &n);
+		r = vsx__parse_uint(val, vallen, UINT64_MAX, &n);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "guest-cid '%s' is not a number",
 				       vsxd_quote(q, val, vallen));
@@ -567,7 +488,7 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 			return -ENOMEM;
 		break;
 	case VSXD_VM_TX:
-		r = vsxd_parse_size(val, vallen, VSXD_TX_BUFFER_MAX, &n);
+		r = vsx__parse_size(val, vallen, VSXD_TX_BUFFER_MAX, &n);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "tx-buffer-size '%s' is not a size (a number with "
 				       "an optional K, M or G suffix)", vsxd_quote(q, val, vallen));
@@ -577,7 +498,7 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 		vm->tx_buffer_size = (uint32_t)n;
 		break;
 	case VSXD_VM_QUEUE:
-		r = vsxd_parse_size(val, vallen, VSXD_QUEUE_SIZE_MAX, &n);
+		r = vsx__parse_size(val, vallen, VSXD_QUEUE_SIZE_MAX, &n);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "queue-size '%s' is not a number",
 				       vsxd_quote(q, val, vallen));

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util.h"
+
 #define VSXD_ERR_LEN 512
 
 /* One error message, without the "vsxd: " prefix. */
@@ -137,12 +139,7 @@ struct vsxd_opts {
 
 /* ---- Values ---- */
 
-/* A decimal number, or hex with 0x. -EINVAL: not a number; -ERANGE:
- * above @max. */
-int vsxd_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out);
-/* A number with an optional K, M or G suffix (powers of 1024; "KiB" and
- * "k" are accepted too). Errors as vsxd_parse_uint. */
-int vsxd_parse_size(const char *s, size_t len, uint64_t max, uint64_t *out);
+/* Numbers and sizes: vsx__parse_uint and vsx__parse_size (libvsx/util.h). */
 /* A list of uids (decimal, 0 to 4294967294) separated by commas and/or
  * blanks, appended to @cfg->control_allow_uids (duplicates dropped), and
  * control_allow_set set. An empty list is allowed (it only sets the flag).
@@ -150,7 +147,7 @@ int vsxd_parse_size(const char *s, size_t len, uint64_t max, uint64_t *out);
 int vsxd_parse_uid_list(const char *s, size_t len, struct vsxd_config *cfg,
 			struct vsxd_err *err);
 /* A duration: a number with an optional unit, ms, s or m (no unit:
- * seconds), in milliseconds. Errors as vsxd_parse_uint (-ERANGE above
+ * seconds), in milliseconds. Errors as vsx__parse_uint (-ERANGE above
  * @max_ms). */
 int vsxd_parse_duration(const char *s, size_t len, uint64_t max_ms, uint64_t *out);
 /* The enum vsxd_limit of a key (either spelling), or -1. */

@@ -49,6 +49,7 @@
 #include "control.h"
 #include "vhost-user/loop-event.h"
 #include "forward.h"
+#include "util.h"
 
 #define CTL_OUT_HIGH (256u * 1024)  /* stop reading while more is unsent */
 #define CTL_LINGER_MS 2000          /* a closing client's last chance */
@@ -332,11 +333,11 @@ static int find_conn(struct vsxd_control *c, uint64_t id, struct evbuffer *b,
 static int parse_id(struct req *q, uint64_t *id)
 {
 	const char *s = arg(q, "id");
-	unsigned long long v;
+	uint64_t v;
 
 	if (!s)
 		return fail(q, EINVAL, "missing id=ID");
-	if (vsx__ctl_u64(s, &v) < 0)
+	if (vsx__parse_dec(s, strlen(s), UINT64_MAX, &v) < 0)
 		return fail(q, EINVAL, "id '%s' is not a connection id (a decimal number)", s);
 	*id = v;
 	return 0;
@@ -543,10 +544,10 @@ static int by_port_cb(const struct vsxb_conn_info *ci, void *arg)
 static int conn_by_port(struct req *q, struct vsxb_vm *vm, const char *port_s,
 			uint64_t *id)
 {
-	unsigned long long port;
 	struct by_port p = { 0 };
+	uint64_t port;
 
-	if (vsx__ctl_u64(port_s, &port) < 0 || port > 0xFFFFFFFFull)
+	if (vsx__parse_dec(port_s, strlen(port_s), UINT32_MAX, &port) < 0)
 		return fail(q, EINVAL, "host-port '%s' is not a port (0 to 4294967295)",
 			    port_s);
 	p.port = (uint32_t)port;
@@ -561,9 +562,10 @@ static int conn_by_port(struct req *q, struct vsxb_vm *vm, const char *port_s,
 	}
 	if (p.nhost + p.nguest == 0)
 		return fail(q, ENOENT, "VM %s has no connection with host port %llu",
-			    vsxb_vm_name(vm), port);
+			    vsxb_vm_name(vm), (unsigned long long)port);
 	return fail(q, ENOTUNIQ, "VM %s has %u connections with host port %llu; "
-		    "give id=ID (vsxctl list)", vsxb_vm_name(vm), p.nhost + p.nguest, port);
+		    "give id=ID (vsxctl list)", vsxb_vm_name(vm), p.nhost + p.nguest,
+		    (unsigned long long)port);
 }
 
 static int cmd_set_buffer(struct req *q, struct evbuffer *b)
@@ -571,7 +573,7 @@ static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 	const char *id_s = arg(q, "id"), *vm_s = arg(q, "vm"), *uds = arg(q, "uds-path");
 	const char *port_s = arg(q, "host-port"), *rx_s = arg(q, "rx");
 	struct vsxd_control *c = q->c;
-	unsigned long long rx;
+	uint64_t rx;
 	struct find_conn f;
 	struct vsxb_vm *vm;
 	uint64_t id = 0;
@@ -587,7 +589,7 @@ static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 			    "or uds-path=PATH host-port=P, and rx=BYTES");
 	if (!rx_s)
 		return fail(q, EINVAL, "missing rx=BYTES");
-	r = vsx__ctl_u64(rx_s, &rx);
+	r = vsx__parse_dec(rx_s, strlen(rx_s), UINT64_MAX, &rx);
 	if (r == -EINVAL)
 		return fail(q, EINVAL, "rx '%s' is not a number of bytes (decimal)", rx_s);
 	if (r < 0 || rx == 0 || rx > ONE_GIB)
@@ -601,9 +603,9 @@ static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 		if (r < 0)
 			return fail(q, -r, "VM %s: %s", vm_s, strerror(-r));
 		ctl_log(c, VSXB_LOG_INFO, "control: set-buffer vm=%s rx=%llu scope=new-connections "
-			"uid=%u", vm_s, rx, q->uid);
+			"uid=%u", vm_s, (unsigned long long)rx, q->uid);
 		put_str(b, "vm", vm_s);
-		put(b, "rx", "%llu", rx);
+		put(b, "rx", "%llu", (unsigned long long)rx);
 		put_str(b, "scope", "new-connections");
 		return 0;
 	}
@@ -633,16 +635,17 @@ static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 	if (r == -ENOENT)
 		return fail(q, ENOENT, "no connection %llu", (unsigned long long)id);
 	if (r == -EINVAL)
-		return fail(q, EINVAL, "rx %llu is above half of max-conn-memory", rx);
+		return fail(q, EINVAL, "rx %llu is above half of max-conn-memory",
+			    (unsigned long long)rx);
 	if (r < 0)
 		return fail(q, -r, "connection %llu: %s", (unsigned long long)id, strerror(-r));
 	if (!find_conn(c, id, NULL, &f))
 		return fail(q, ENOENT, "connection %llu went away", (unsigned long long)id);
 	ctl_log(c, VSXB_LOG_INFO, "control: set-buffer conn=%llu vm=%s rx=%llu uid=%u",
-		(unsigned long long)id, f.vm, rx, q->uid);
+		(unsigned long long)id, f.vm, (unsigned long long)rx, q->uid);
 	put(b, "conn", "%llu", (unsigned long long)id);
 	put_str(b, "vm", f.vm);
-	put(b, "rx", "%llu", rx);
+	put(b, "rx", "%llu", (unsigned long long)rx);
 	put(b, "buf-alloc", "%u", f.ci.buf_alloc);
 	put_str(b, "scope", "connection");
 	return 0;
@@ -761,7 +764,7 @@ static int run(struct req *q, char *req, size_t len, struct evbuffer *b)
 	char copy[VSX_CTL_REQ_MAX];
 	const struct ctl_cmd *cmd = NULL;
 	struct vsx_kvs kvs;
-	unsigned long long ver;
+	uint64_t ver;
 	const char *name;
 	unsigned i, j, k;
 	int r;
@@ -782,7 +785,7 @@ static int run(struct req *q, char *req, size_t len, struct evbuffer *b)
 	if (kvs.n == 0 || strcmp(kvs.kv[0].key, VSX_CTL_MAGIC))
 		return fail(q, EINVAL, "a request starts with " VSX_CTL_MAGIC "=%d",
 			    VSX_CTL_VERSION);
-	if (vsx__ctl_u64(kvs.kv[0].value, &ver) < 0)
+	if (vsx__parse_dec(kvs.kv[0].value, strlen(kvs.kv[0].value), UINT64_MAX, &ver) < 0)
 		return fail(q, EINVAL, VSX_CTL_MAGIC " '%s' is not a version number",
 			    kvs.kv[0].value);
 	if (ver != VSX_CTL_VERSION)
@@ -1141,44 +1144,21 @@ static int make_parent(const char *path)
 	return 0;
 }
 
-static int bind_socket(struct vsxd_control *c, const struct sockaddr_un *un)
+/* Bind the listener (mode 0600 before anyone can connect), replacing only
+ * a stale socket; note which file is ours (vsxd_control_free unlinks it
+ * only if it is still that one). */
+static int bind_socket(struct vsxd_control *c)
 {
 	struct stat st;
-	mode_t old;
-	int probe, r, live;
+	bool replaced;
+	int r;
 
-	old = umask(0177);  /* the socket is born 0600 */
-	r = bind(c->lfd, (const struct sockaddr *)un, sizeof(*un));
-	if (r < 0 && errno == EADDRINUSE) {
-		/* Replace a stale socket only: one nobody accepts on. */
-		if (lstat(un->sun_path, &st) < 0 || !S_ISSOCK(st.st_mode)) {
-			umask(old);
-			return -EEXIST;
-		}
-		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (probe < 0) {
-			r = -errno;
-			umask(old);
-			return r;
-		}
-		live = connect(probe, (const struct sockaddr *)un, sizeof(*un)) == 0 ||
-		       errno != ECONNREFUSED;
-		close(probe);
-		if (live) {
-			umask(old);
-			return -EADDRINUSE;
-		}
-		ctl_log(c, VSXB_LOG_INFO, "control: replacing the stale socket %s",
-			un->sun_path);
-		unlink(un->sun_path);
-		r = bind(c->lfd, (const struct sockaddr *)un, sizeof(*un));
-	}
-	if (r < 0)
-		r = -errno;
-	umask(old);
+	r = vsx__unix_bind(c->lfd, c->path, 0600, &replaced);
 	if (r < 0)
 		return r;
-	if (lstat(un->sun_path, &st) == 0) {
+	if (replaced)
+		ctl_log(c, VSXB_LOG_INFO, "control: replacing the stale socket %s", c->path);
+	if (lstat(c->path, &st) == 0) {
 		c->dev = st.st_dev;
 		c->ino = st.st_ino;
 	}
@@ -1204,15 +1184,15 @@ int vsxd_control_set_allowed(struct vsxd_control *c, const uint32_t *uids, size_
 int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 		     const struct vsxd_control_opts *o, struct vsxd_control **out)
 {
-	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	struct sockaddr_un un;
 	struct vsxd_control *c;
 	int rc;
 
 	if (!base || !r || !o || !o->path || !*o->path || !out)
 		return -EINVAL;
-	if (strlen(o->path) >= sizeof(un.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(un.sun_path, o->path, strlen(o->path) + 1);
+	rc = vsx__unix_addr(&un, o->path);
+	if (rc < 0)
+		return rc;
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -1242,7 +1222,7 @@ int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 		rc = -errno;
 		goto err_free;
 	}
-	rc = bind_socket(c, &un);
+	rc = bind_socket(c);
 	if (rc < 0)
 		goto err_close;
 	if (listen(c->lfd, 64) < 0) {

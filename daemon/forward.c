@@ -63,6 +63,7 @@
 
 #include "forward.h"
 #include "backend/backend.h"
+#include "util.h"
 
 #define FWD_BUF (64u * 1024)       /* per direction of a relay */
 #define FWD_MAX_JOBS 64            /* libvsx connects/handshakes at once */
@@ -174,15 +175,6 @@ static void flog(struct vsxd_fwds *fs, int prio, const char *fmt, ...)
 
 /* ---- Small socket helpers ---- */
 
-static int set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -errno;
-	return 0;
-}
-
 static void sa_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t n)
 {
 	char host[INET6_ADDRSTRLEN] = "?";
@@ -212,16 +204,9 @@ static void sa_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t 
 
 static int unix_sa(const char *path, struct sockaddr_storage *ss, socklen_t *len)
 {
-	struct sockaddr_un *un = (struct sockaddr_un *)ss;
-	size_t n = strlen(path);
-
-	if (!n || n >= sizeof(un->sun_path))
-		return -ENAMETOOLONG;
 	memset(ss, 0, sizeof(*ss));
-	un->sun_family = AF_UNIX;
-	memcpy(un->sun_path, path, n + 1);
-	*len = (socklen_t)sizeof(*un);
-	return 0;
+	*len = (socklen_t)sizeof(struct sockaddr_un);
+	return vsx__unix_addr((struct sockaddr_un *)ss, path);
 }
 
 static int tcp_sa(const char *host, uint32_t port, bool passive,
@@ -242,25 +227,6 @@ static int tcp_sa(const char *host, uint32_t port, bool passive,
 	*len = res->ai_addrlen;
 	freeaddrinfo(res);
 	return 0;
-}
-
-/* A socket file nobody listens on. */
-static bool stale_socket(const struct sockaddr_storage *ss, socklen_t len,
-			 const char *path)
-{
-	struct stat st;
-	bool stale = false;
-	int fd;
-
-	if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
-		return false;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return false;
-	if (connect(fd, (const struct sockaddr *)ss, len) < 0 && errno == ECONNREFUSED)
-		stale = true;
-	close(fd);
-	return stale;
 }
 
 /* ---- Workers ---- */
@@ -608,7 +574,7 @@ static void target_ready(struct relay *rl, int fd, vsx_sock *vs)
 			relay_free(rl, "the guest gave up");
 			return;
 		}
-		set_nonblock(sp[1]);
+		vsx__set_nonblock(sp[1], true);
 		rl->s[0].fd = sp[1];
 	}
 	relay_start(rl);
@@ -807,7 +773,7 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 			close(sp[1]);
 			goto drop;
 		}
-		set_nonblock(sp[1]);
+		vsx__set_nonblock(sp[1], true);
 		rl->s[0].vs = vs;
 		rl->s[0].fd = vsx_fd(vs);
 		rl->s[1].fd = sp[1];
@@ -1092,11 +1058,14 @@ static int fwd_listen_fd(struct fwd *f, struct vsxd_err *err)
 		goto fail;
 	if (ep->kind == VSXD_EP_TCP)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
-		if (errno != EADDRINUSE || ep->kind != VSXD_EP_UNIX ||
-		    !stale_socket(&ss, len, ep->host) || unlink(ep->host) < 0 ||
-		    bind(fd, (struct sockaddr *)&ss, len) < 0)
+	if (ep->kind == VSXD_EP_UNIX) {
+		r = vsx__unix_bind(fd, ep->host, 0, NULL);
+		if (r < 0) {
+			errno = r == -ENOTSOCK ? EADDRINUSE : -r;
 			goto fail;
+		}
+	} else if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
+		goto fail;
 	}
 	if (ep->kind == VSXD_EP_UNIX && !(f->unlink_path = strdup(ep->host)))
 		goto fail;

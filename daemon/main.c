@@ -471,7 +471,7 @@ static const char *control_error(int r)
 	switch (r) {
 	case -EADDRINUSE:
 		return "in use (another vsxd is running?)";
-	case -EEXIST:
+	case -ENOTSOCK:
 		return "a file that is not a socket is in the way";
 	default:
 		return strerror(-r);

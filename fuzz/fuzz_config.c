@@ -105,9 +105,9 @@ static void fz_values(const uint8_t *p, size_t n)
 	if (!s)
 		return;
 	memcpy(s, p, n);
-	if (vsxd_parse_size(s, n, VSXD_TX_BUFFER_MAX, &v) == 0 && v > VSXD_TX_BUFFER_MAX)
+	if (vsx__parse_size(s, n, VSXD_TX_BUFFER_MAX, &v) == 0 && v > VSXD_TX_BUFFER_MAX)
 		abort();
-	if (vsxd_parse_uint(s, n, VSXD_CID_MAX, &v) == 0 && v > VSXD_CID_MAX)
+	if (vsx__parse_uint(s, n, VSXD_CID_MAX, &v) == 0 && v > VSXD_CID_MAX)
 		abort();
 	lv = vsxd_parse_log_level(s, n);
 	if (lv >= 0 && !vsxd_log_level_name(lv))

@@ -20,13 +20,14 @@
 #include "../daemon/control.h"
 #include "backend/backend.h"
 #include "ctl-proto.h"
+#include "util.h"
 #include "fuzz.h"
 
 static void check_kvs(const struct vsx_kvs *kvs, const char *buf, size_t len)
 {
 	for (unsigned i = 0; i < kvs->n; i++) {
 		const char *k = kvs->kv[i].key, *v = kvs->kv[i].value;
-		unsigned long long u;
+		uint64_t u;
 
 		if (k < buf || k >= buf + len || v < buf || v > buf + len)
 			abort();
@@ -34,7 +35,7 @@ static void check_kvs(const struct vsx_kvs *kvs, const char *buf, size_t len)
 			abort();
 		if (vsx__ctl_get(kvs, k) == NULL)
 			abort();
-		vsx__ctl_u64(v, &u);
+		vsx__parse_dec(v, strlen(v), UINT64_MAX, &u);
 	}
 }
 

@@ -11,17 +11,9 @@
 
 static int parse_u32(const char *s, size_t n, uint32_t *out)
 {
-	uint64_t v = 0;
-	size_t i;
+	uint64_t v;
 
-	if (n == 0 || n > 10)
-		return -1;
-	for (i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (v > UINT32_MAX)
+	if (n > 10 || vsx__parse_dec(s, n, UINT32_MAX, &v) < 0)
 		return -1;
 	*out = (uint32_t)v;
 	return 0;

@@ -88,8 +88,6 @@ const char *vsx__ctl_get(const struct vsx_kvs *kvs, const char *key);
  * none is complete yet. */
 size_t vsx__ctl_block_end(const char *buf, size_t len);
 
-/* A strict decimal u64 (no sign, no spaces, no hex); 0 or -EINVAL/-ERANGE. */
-int vsx__ctl_u64(const char *s, unsigned long long *out);
 
 /*
  * Client: send @request (a complete block, version line included) to the

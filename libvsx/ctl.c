@@ -134,23 +134,6 @@ size_t vsx__ctl_block_end(const char *buf, size_t len)
 	return 0;
 }
 
-int vsx__ctl_u64(const char *s, unsigned long long *out)
-{
-	unsigned long long v = 0;
-
-	if (!s || !*s)
-		return -EINVAL;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return -EINVAL;
-		if (v > (~0ULL - (unsigned)(*s - '0')) / 10)
-			return -ERANGE;
-		v = v * 10 + (unsigned)(*s - '0');
-	}
-	*out = v;
-	return 0;
-}
-
 static int send_all(int fd, const char *p, size_t n, int64_t deadline)
 {
 	ssize_t w;
@@ -181,7 +164,7 @@ int vsx__ctl_call(const char *path, const char *request, int timeout_ms,
 	struct sockaddr_un un = { .sun_family = AF_UNIX };
 	size_t cap = 4096, len = 0, end;
 	struct vsx_kvs kvs;
-	unsigned long long e;
+	uint64_t e;
 	const char *ev_s;
 	char *buf = NULL, *nb;
 	ssize_t r;
@@ -255,7 +238,7 @@ int vsx__ctl_call(const char *path, const char *request, int timeout_ms,
 	}
 	rc = vsx__ctl_parse_reply(nb, end - 1, &kvs);
 	ev_s = rc == 0 ? vsx__ctl_get(&kvs, "errno") : NULL;
-	if (!ev_s || vsx__ctl_u64(ev_s, &e) < 0 || e > 4095) {
+	if (!ev_s || vsx__parse_dec(ev_s, strlen(ev_s), 4095, &e) < 0) {
 		vsx__ctl_kvs_free(&kvs);
 		free(nb);
 		rc = rc == -ENOMEM ? rc : -EPROTO;

@@ -1,9 +1,15 @@
-/* Small helpers shared by the core and the transports. */
+/* Helpers with one job each (util.h). */
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "vsx-int.h"
+#include "util.h"
 
 int64_t vsx__now_ms(void)
 {
@@ -36,7 +42,7 @@ int vsx__wait_fd(int fd, short events, int64_t deadline_ms)
 	}
 }
 
-int vsx__set_nonblock(int fd, int on)
+int vsx__set_nonblock(int fd, bool on)
 {
 	int fl = fcntl(fd, F_GETFL);
 
@@ -44,4 +50,163 @@ int vsx__set_nonblock(int fd, int on)
 		return -errno;
 	fl = on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK;
 	return fcntl(fd, F_SETFL, fl) < 0 ? -errno : 0;
+}
+
+/* ---- Numbers and sizes ---- */
+
+static int digit(char c, unsigned base)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (base == 16 && c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (base == 16 && c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Digits of @base only; an overflow is -ERANGE once the rest are digits. */
+static int parse_base(const char *s, size_t n, unsigned base, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	bool over = false;
+	size_t i;
+	int d;
+
+	if (n == 0)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		d = digit(s[i], base);
+		if (d < 0)
+			return -EINVAL;
+		if (v > (UINT64_MAX - (unsigned)d) / base)
+			over = true;
+		else
+			v = v * base + (unsigned)d;
+	}
+	if (over || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int vsx__parse_dec(const char *s, size_t n, uint64_t max, uint64_t *out)
+{
+	return parse_base(s, n, 10, max, out);
+}
+
+int vsx__parse_uint(const char *s, size_t n, uint64_t max, uint64_t *out)
+{
+	if (n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+		return parse_base(s + 2, n - 2, 16, max, out);
+	return parse_base(s, n, 10, max, out);
+}
+
+int vsx__parse_size(const char *s, size_t n, uint64_t max, uint64_t *out)
+{
+	static const struct {
+		const char *suffix;
+		unsigned shift;
+	} suffixes[] = {
+		{ "K", 10 }, { "k", 10 }, { "KiB", 10 }, { "kiB", 10 },
+		{ "M", 20 }, { "m", 20 }, { "MiB", 20 }, { "miB", 20 },
+		{ "G", 30 }, { "g", 30 }, { "GiB", 30 }, { "giB", 30 },
+	};
+	size_t digits = 0, i, sl;
+	uint64_t v;
+	int r;
+
+	if (n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+		return vsx__parse_uint(s, n, max, out);
+	while (digits < n && s[digits] >= '0' && s[digits] <= '9')
+		digits++;
+	if (digits == 0)
+		return -EINVAL;
+	if (digits == n)
+		return vsx__parse_dec(s, n, max, out);
+	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		sl = strlen(suffixes[i].suffix);
+		if (n - digits != sl || memcmp(s + digits, suffixes[i].suffix, sl))
+			continue;
+		r = vsx__parse_dec(s, digits, UINT64_MAX >> suffixes[i].shift, &v);
+		if (r < 0)
+			return r;
+		v <<= suffixes[i].shift;
+		if (v > max)
+			return -ERANGE;
+		*out = v;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* ---- Unix sockets ---- */
+
+int vsx__unix_addr(struct sockaddr_un *un, const char *path)
+{
+	size_t n = path ? strlen(path) : 0;
+
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	if (!n || n >= sizeof(un->sun_path))
+		return -ENAMETOOLONG;
+	memcpy(un->sun_path, path, n + 1);
+	return 0;
+}
+
+/* A socket file at @un that nobody accepts on (a probe of @type is refused). */
+static bool stale_socket(const struct sockaddr_un *un, int type)
+{
+	struct stat st;
+	bool stale = false;
+	int fd;
+
+	if (lstat(un->sun_path, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return false;
+	fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	if (connect(fd, (const struct sockaddr *)un, sizeof(*un)) < 0 && errno == ECONNREFUSED)
+		stale = true;
+	close(fd);
+	return stale;
+}
+
+int vsx__unix_bind(int fd, const char *path, mode_t mode, bool *replaced)
+{
+	struct sockaddr_un un;
+	socklen_t tl = sizeof(int);
+	struct stat st;
+	int rc, type = SOCK_STREAM;
+
+	if (replaced)
+		*replaced = false;
+	rc = vsx__unix_addr(&un, path);
+	if (rc < 0)
+		return rc;
+	/* The file takes the socket inode's mode (minus the umask) at bind. */
+	if (mode)
+		(void)fchmod(fd, mode);
+	if (bind(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
+		rc = -errno;
+		if (rc != -EADDRINUSE)
+			return rc;
+		if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+			return -ENOTSOCK;      /* a file of another kind: never replaced */
+		(void)getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl);
+		if (!stale_socket(&un, type))
+			return -EADDRINUSE;
+		if (unlink(path) < 0 && errno != ENOENT)
+			return -EADDRINUSE;
+		if (bind(fd, (struct sockaddr *)&un, sizeof(un)) < 0)
+			return -errno;
+		if (replaced)
+			*replaced = true;
+	}
+	if (mode && chmod(path, mode) < 0) {
+		rc = -errno;
+		unlink(path);
+		return rc;
+	}
+	return 0;
 }

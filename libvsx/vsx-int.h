@@ -14,6 +14,8 @@
 
 #include <vsx/vsx.h>
 
+#include "util.h"
+
 struct vsx_transport;
 
 struct vsx_sock {
@@ -84,13 +86,6 @@ int vsx__err(int err, const char *fmt, ...)
 /* vsx__err(-errno, "@what: strerror(errno)"), errno read first. */
 int vsx__errno(const char *what);
 void vsx__err_clear(void);
-
-/* util.c */
-int64_t vsx__now_ms(void);
-/* Poll @fd for @events until @deadline_ms (vsx__now_ms clock); <0: forever.
- * Returns revents, 0 on timeout, or a negative errno. */
-int vsx__wait_fd(int fd, short events, int64_t deadline_ms);
-int vsx__set_nonblock(int fd, int on);
 
 extern const struct vsx_transport vsx__virtio_kernel;
 extern const struct vsx_transport vsx__hybrid;

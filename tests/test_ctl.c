@@ -97,19 +97,11 @@ Test(ctl, parse_reply_grows)
 	vsx__ctl_kvs_free(&kvs);
 }
 
-Test(ctl, block_end_and_numbers)
+Test(ctl, block_end)
 {
-	unsigned long long v;
-
 	cr_assert_eq(vsx__ctl_block_end("a=1\n", 4), 0);
 	cr_assert_eq(vsx__ctl_block_end("a=1\n\nb", 6), 5);
 	cr_assert_eq(vsx__ctl_block_end("\n", 1), 1);
-	cr_assert_eq(vsx__ctl_u64("18446744073709551615", &v), 0);
-	cr_assert_eq(v, ~0ULL);
-	cr_assert_eq(vsx__ctl_u64("18446744073709551616", &v), -ERANGE);
-	cr_assert_eq(vsx__ctl_u64("-1", &v), -EINVAL);
-	cr_assert_eq(vsx__ctl_u64("", &v), -EINVAL);
-	cr_assert_eq(vsx__ctl_u64("1 ", &v), -EINVAL);
 }
 
 /* ---- A fake vsxd: answers one request per connection from a script. ---- */

@@ -32,6 +32,8 @@
 
 #include <vsx/vsx.h>
 
+#include "util.h"
+
 #define CHUNK (256 * 1024)
 #define HELLO_LEN 16
 
@@ -156,15 +158,12 @@ static int recv_pattern(int fd, uint64_t seed, uint64_t size, uint8_t *buf,
 
 static uint64_t size_arg(const char *s)
 {
-	char *e;
-	uint64_t v = strtoull(s, &e, 0);
+	uint64_t v;
 
-	if (*e == 'K')
-		v <<= 10;
-	else if (*e == 'M')
-		v <<= 20;
-	else if (*e == 'G')
-		v <<= 30;
+	if (vsx__parse_size(s, strlen(s), UINT64_MAX, &v) < 0) {
+		fprintf(stderr, "tcp_peer: '%s' is not a size\n", s);
+		exit(2);
+	}
 	return v;
 }
 

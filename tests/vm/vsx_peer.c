@@ -74,6 +74,8 @@
 
 #include <vsx/vsx.h>
 
+#include "util.h"
+
 #define WHY_LEN 512
 #define KiB ((uint64_t)1024)
 #define MiB (1024 * KiB)
@@ -842,23 +844,7 @@ static int do_listen(struct conn *conns, int *nserved, int *strays)
 
 static int parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -1;
-	if (*end == 'K' || *end == 'k')
-		v *= 1024, end++;
-	else if (*end == 'M')
-		v *= 1024 * 1024, end++;
-	else if (*end == 'G')
-		v *= 1024ull * 1024 * 1024, end++;
-	if (*end)
-		return -1;
-	*out = v;
-	return 0;
+	return vsx__parse_size(s, strlen(s), UINT64_MAX, out) < 0 ? -1 : 0;
 }
 
 static int parse_steps(char *text)

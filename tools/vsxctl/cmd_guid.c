@@ -17,6 +17,8 @@
 
 #include <vsx/vsx.h>
 
+#include "util.h"
+
 int guid_main(int argc, char **argv);
 
 static int usage(FILE *f)
@@ -27,29 +29,11 @@ static int usage(FILE *f)
 	return f == stdout ? 0 : 2;
 }
 
-/* Strict decimal, 1 to 10 digits, at most 4294967295. */
-static int parse_port(const char *s, uint32_t *port)
-{
-	uint64_t v = 0;
-	size_t i, n = strlen(s);
-
-	if (n == 0 || n > 10)
-		return -1;
-	for (i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (v > UINT32_MAX)
-		return -1;
-	*port = (uint32_t)v;
-	return 0;
-}
-
 int guid_main(int argc, char **argv)
 {
 	char text[VSX_GUID_STRLEN];
 	uint8_t guid[16];
+	uint64_t dec;
 	uint32_t port;
 	int rc;
 
@@ -57,8 +41,8 @@ int guid_main(int argc, char **argv)
 		return usage(stdout);
 	if (argc != 2)
 		return usage(stderr);
-	if (parse_port(argv[1], &port) == 0) {
-		vsx_guid_from_port(port, guid);
+	if (vsx__parse_dec(argv[1], strlen(argv[1]), UINT32_MAX, &dec) == 0) {
+		vsx_guid_from_port((uint32_t)dec, guid);
 		vsx_guid_format(guid, 0, text, sizeof(text));
 		printf("%s\n", text);
 		return 0;

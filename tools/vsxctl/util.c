@@ -31,38 +31,12 @@ int err_msg(const char *cmd, const char *fmt, ...)
 
 int parse_u64(const char *s, uint64_t *out)
 {
-	unsigned long long v;
-	int rc = vsx__ctl_u64(s, &v);
-
-	if (rc == 0)
-		*out = v;
-	return rc;
+	return vsx__parse_dec(s, strlen(s), UINT64_MAX, out);
 }
 
 int parse_size(const char *s, uint64_t *out)
 {
-	char num[24];
-	size_t n = strlen(s);
-	unsigned shift = 0;
-	uint64_t v = 0;
-
-	if (n == 0 || n >= sizeof(num))
-		return -EINVAL;
-	switch (s[n - 1]) {
-	case 'K': case 'k': shift = 10; break;
-	case 'M': case 'm': shift = 20; break;
-	case 'G': case 'g': shift = 30; break;
-	}
-	if (shift)
-		n--;
-	memcpy(num, s, n);
-	num[n] = '\0';
-	if (parse_u64(num, &v) < 0)
-		return -EINVAL;
-	if (v > (UINT64_MAX >> shift))
-		return -ERANGE;
-	*out = v << shift;
-	return 0;
+	return vsx__parse_size(s, strlen(s), UINT64_MAX, out);
 }
 
 int ctl_request(const char *cmd, const char *const *args, unsigned nargs,

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "ctl-proto.h"
+#include "util.h"
 
 struct vsxctl_command {
 	const char *name;

@@ -65,14 +65,9 @@ static struct hy *hy_state(vsx_sock *s, const struct vsx_opts *o)
 
 static int unix_addr(struct sockaddr_un *un, const char *path)
 {
-	size_t n = strlen(path);
-
-	memset(un, 0, sizeof(*un));
-	un->sun_family = AF_UNIX;
-	if (n >= sizeof(un->sun_path))
-		return vsx__err(-ENAMETOOLONG, "hybrid: socket path '%.40s...' is longer "
-				"than %zu bytes", path, sizeof(un->sun_path) - 1);
-	memcpy(un->sun_path, path, n + 1);
+	if (vsx__unix_addr(un, path) < 0)
+		return vsx__err(-ENAMETOOLONG, "hybrid: socket path '%.40s...' is empty or "
+				"longer than %zu bytes", path, sizeof(un->sun_path) - 1);
 	return 0;
 }
 
@@ -205,8 +200,7 @@ static int hy_listen(vsx_sock *s, const struct vsx_addr *a,
 {
 	struct sockaddr_un un;
 	char path[VSX_PATH_MAX + 16];
-	struct stat st;
-	int rc, probe;
+	int rc;
 
 	(void)o;
 	if (s->type != SOCK_STREAM && s->type != SOCK_SEQPACKET)
@@ -220,20 +214,12 @@ static int hy_listen(vsx_sock *s, const struct vsx_addr *a,
 	s->fd = socket(AF_UNIX, s->type | SOCK_CLOEXEC, 0);
 	if (s->fd < 0)
 		return vsx__errno("hybrid: socket");
-	if (bind(s->fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
-		if (errno != EADDRINUSE)
-			return vsx__err(-errno, "hybrid: bind %s: %s", path, strerror(errno));
-		/* Replace a stale socket file only: nobody accepts on it. */
-		probe = socket(AF_UNIX, s->type | SOCK_CLOEXEC, 0);
-		rc = probe >= 0 && lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) &&
-		     connect(probe, (struct sockaddr *)&un, sizeof(un)) < 0 &&
-		     errno == ECONNREFUSED;
-		if (probe >= 0)
-			close(probe);
-		if (!rc || unlink(path) < 0 ||
-		    bind(s->fd, (struct sockaddr *)&un, sizeof(un)) < 0)
-			return vsx__err(-EADDRINUSE, "hybrid: %s is in use", path);
-	}
+	/* Replace a stale socket file only: nobody accepts on it. */
+	rc = vsx__unix_bind(s->fd, path, 0, NULL);
+	if (rc == -EADDRINUSE || rc == -ENOTSOCK)
+		return vsx__err(-EADDRINUSE, "hybrid: %s is in use", path);
+	if (rc < 0)
+		return vsx__err(rc, "hybrid: bind %s: %s", path, strerror(-rc));
 	if (!hy_state(s, o) || !(((struct hy *)s->trans)->bound = strdup(path))) {
 		unlink(path);
 		return vsx__err(-ENOMEM, "out of memory");

@@ -56,6 +56,7 @@
 
 #include "vhost_user.h"
 #include "vhost_user_proto.h"
+#include "util.h"
 
 /* ---- Protocol (vhost_user_proto.h) ---- */
 
@@ -962,62 +963,22 @@ static void vu_kick_cb(int fd, int events, void *arg)
 
 /* ---- Listener ---- */
 
-/* Is something listening on @path? (-1 error, 0 stale, 1 live) */
-static int vu_path_live(const char *path, const struct sockaddr_un *sa)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	int r;
-
-	if (fd < 0)
-		return -1;
-	r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
-	if (r == 0)
-		r = 1;
-	else if (errno == ECONNREFUSED)
-		r = 0;
-	else
-		r = -1;
-	close(fd);
-	return r;
-}
-
 static int vu_listen(struct vsx_vu *vu, const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
 	int fd, err;
 
 	if (!path || !*path)
 		return -EINVAL;
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		err = -errno;
-		if (err != -EADDRINUSE)
-			goto fail;
-		/* replace a stale socket only, never a file or a live one */
-		if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
-			err = -ENOTSOCK;
-			goto fail;
-		}
-		if (lstat(path, &st) < 0 || vu_path_live(path, &sa) != 0)
-			goto fail;
-		if (unlink(path) < 0 && errno != ENOENT) {
-			err = -errno;
-			goto fail;
-		}
-		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-			err = -errno;
-			goto fail;
-		}
-	}
-	/* nobody can connect before listen(): set the mode first */
-	if (chmod(path, 0600) < 0 || stat(path, &st) < 0 || listen(fd, 4) < 0) {
+	/* a stale socket is replaced, never a file or a live one; the mode is
+	 * 0600 before anyone can connect */
+	err = vsx__unix_bind(fd, path, 0600, NULL);
+	if (err < 0)
+		goto fail;
+	if (stat(path, &st) < 0 || listen(fd, 4) < 0) {
 		err = -errno;
 		unlink(path);
 		goto fail;

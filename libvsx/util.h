@@ -1,0 +1,50 @@
+/*
+ * Helpers with one job each, shared by libvsx's internals, the backend,
+ * vsxd, vsxctl, the tests and the benchmarks (libvsxcommon.la; hidden from
+ * libvsx.so's ABI). Every function returns 0 or a negative errno and
+ * prints nothing.
+ *
+ * Numbers and sizes (the grammar every vsx program accepts, documented
+ * once in vsx(7), NUMBERS AND SIZES):
+ *   decimal  one or more digits 0-9: no sign, no spaces, no other base;
+ *   uint     a decimal, or hex after 0x / 0X;
+ *   size     a uint, or a decimal followed by one of K, M, G (also k, m,
+ *            g, KiB, MiB, GiB): powers of 1024.
+ * Errors: -EINVAL (not of the grammar), -ERANGE (above the maximum given).
+ */
+#ifndef VSX_UTIL_H
+#define VSX_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct sockaddr_un;
+
+int64_t vsx__now_ms(void);
+/* Poll @fd for @events until @deadline_ms (vsx__now_ms clock); <0: forever.
+ * Returns revents, 0 on timeout, or a negative errno. */
+int vsx__wait_fd(int fd, short events, int64_t deadline_ms);
+/* O_NONBLOCK on (@on true) or off. */
+int vsx__set_nonblock(int fd, bool on);
+
+/* The @n bytes at @s (not NUL-terminated), at most @max. */
+int vsx__parse_dec(const char *s, size_t n, uint64_t max, uint64_t *out);
+int vsx__parse_uint(const char *s, size_t n, uint64_t max, uint64_t *out);
+int vsx__parse_size(const char *s, size_t n, uint64_t max, uint64_t *out);
+
+/* @un for @path: -ENAMETOOLONG when empty or too long for sun_path. */
+int vsx__unix_addr(struct sockaddr_un *un, const char *path);
+/*
+ * Bind the AF_UNIX socket @fd (any type) to @path. A path already taken by
+ * a stale socket (a socket file nobody accepts on: connecting to it is
+ * refused) is replaced, and *@replaced (may be NULL) says so; a live
+ * socket never is (-EADDRINUSE), nor a file of another kind (-ENOTSOCK).
+ * @mode (0: leave it to the umask) is the file's permission bits, in
+ * force before anyone can connect (set on the socket before bind and on
+ * the file after it; listen() is the caller's, after this call).
+ */
+int vsx__unix_bind(int fd, const char *path, mode_t mode, bool *replaced);
+
+#endif /* VSX_UTIL_H */

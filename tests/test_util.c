@@ -1,0 +1,179 @@
+/*
+ * The helpers with one job each (libvsx/util.h): numbers, sizes, and the
+ * stale-socket-aware Unix bind every listener of vsx uses. Real sockets in
+ * a private temporary directory.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "util.h"
+
+Test(util, numbers_and_sizes)
+{
+	uint64_t v;
+
+	cr_assert_eq(vsx__parse_uint("42", 2, 100, &v), 0);
+	cr_assert_eq(v, 42);
+	cr_assert_eq(vsx__parse_uint("0xfffffffe", 10, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 0xfffffffeull);
+	cr_assert_eq(vsx__parse_uint("101", 3, 100, &v), -ERANGE);
+	cr_assert_eq(vsx__parse_uint("18446744073709551616", 20, UINT64_MAX, &v), -ERANGE);
+	cr_assert_eq(vsx__parse_uint("18446744073709551616x", 21, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsx__parse_uint("", 0, 100, &v), -EINVAL);
+	cr_assert_eq(vsx__parse_uint("0x", 2, 100, &v), -EINVAL);
+	cr_assert_eq(vsx__parse_uint("-1", 2, 100, &v), -EINVAL);
+	cr_assert_eq(vsx__parse_uint(" 1", 2, 100, &v), -EINVAL);
+	cr_assert_eq(vsx__parse_uint("1x", 2, 100, &v), -EINVAL);
+
+	cr_assert_eq(vsx__parse_size("64K", 3, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 65536);
+	cr_assert_eq(vsx__parse_size("64k", 3, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 65536);
+	cr_assert_eq(vsx__parse_size("2MiB", 4, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 2u << 20);
+	cr_assert_eq(vsx__parse_size("1G", 2, 1u << 30, &v), 0);
+	cr_assert_eq(v, 1u << 30);
+	cr_assert_eq(vsx__parse_size("2G", 2, 1u << 30, &v), -ERANGE);
+	cr_assert_eq(vsx__parse_size("4096", 4, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 4096);
+	cr_assert_eq(vsx__parse_size("0x1000", 6, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 4096);
+	cr_assert_eq(vsx__parse_size("K", 1, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsx__parse_size("1T", 2, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsx__parse_size("1KB", 3, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsx__parse_size("1 K", 3, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsx__parse_size("99999999999999999G", 18, UINT64_MAX, &v), -ERANGE);
+
+	/* every spelling the size grammar documents */
+	cr_assert_eq(vsx__parse_size("2M", 2, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 2u << 20);
+	cr_assert_eq(vsx__parse_size("3g", 2, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 3ull << 30);
+	cr_assert_eq(vsx__parse_size("1GiB", 4, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 1ull << 30);
+	cr_assert_eq(vsx__parse_size("8KiB", 4, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 8192);
+	cr_assert_eq(vsx__parse_size("0x10K", 5, UINT64_MAX, &v), -EINVAL);
+
+	/* strict decimal: no hex, no sign */
+	cr_assert_eq(vsx__parse_dec("18446744073709551615", 20, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, UINT64_MAX);
+	cr_assert_eq(vsx__parse_dec("18446744073709551616", 20, UINT64_MAX, &v), -ERANGE);
+	cr_assert_eq(vsx__parse_dec("4294967296", 10, UINT32_MAX, &v), -ERANGE);
+	cr_assert_eq(vsx__parse_dec("0x10", 4, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsx__parse_dec("+1", 2, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsx__parse_dec("1 ", 2, UINT64_MAX, &v), -EINVAL);
+	cr_assert_eq(vsx__parse_dec("", 0, UINT64_MAX, &v), -EINVAL);
+	/* only the @n bytes given count */
+	cr_assert_eq(vsx__parse_dec("12junk", 2, UINT64_MAX, &v), 0);
+	cr_assert_eq(v, 12);
+}
+
+static char dir[64];
+
+static void mkdir_tmp(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/vsx-util.XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void rm_tmp(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+static int new_sock(int type)
+{
+	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+
+	cr_assert_geq(fd, 0);
+	return fd;
+}
+
+TestSuite(unix_bind, .init = mkdir_tmp, .fini = rm_tmp);
+
+Test(unix_bind, fresh_path_gets_mode)
+{
+	char path[128];
+	struct stat st;
+	bool replaced = true;
+	int fd = new_sock(SOCK_STREAM);
+
+	snprintf(path, sizeof(path), "%s/a.sock", dir);
+	cr_assert_eq(vsx__unix_bind(fd, path, 0600, &replaced), 0);
+	cr_assert_eq(replaced, false);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert(S_ISSOCK(st.st_mode));
+	cr_assert_eq(st.st_mode & 0777, 0600);
+	close(fd);
+}
+
+Test(unix_bind, stale_replaced_live_kept)
+{
+	struct sockaddr_un un;
+	char path[128];
+	bool replaced = false;
+	int a = new_sock(SOCK_STREAM), b = new_sock(SOCK_STREAM), c;
+
+	snprintf(path, sizeof(path), "%s/b.sock", dir);
+	cr_assert_eq(vsx__unix_bind(a, path, 0, NULL), 0);
+	cr_assert_eq(listen(a, 1), 0);
+	/* live: someone accepts there */
+	cr_assert_eq(vsx__unix_bind(b, path, 0, &replaced), -EADDRINUSE);
+	cr_assert_eq(replaced, false);
+	close(a);
+	/* stale now: the file is left, nobody listens */
+	cr_assert_eq(access(path, F_OK), 0);
+	cr_assert_eq(vsx__unix_bind(b, path, 0, &replaced), 0);
+	cr_assert_eq(replaced, true);
+	cr_assert_eq(listen(b, 1), 0);
+	c = new_sock(SOCK_STREAM);
+	cr_assert_eq(vsx__unix_addr(&un, path), 0);
+	cr_assert_eq(connect(c, (struct sockaddr *)&un, sizeof(un)), 0);
+	close(c);
+	close(b);
+}
+
+Test(unix_bind, seqpacket_listener_is_live)
+{
+	char path[128];
+	int a = new_sock(SOCK_SEQPACKET), b = new_sock(SOCK_SEQPACKET);
+
+	snprintf(path, sizeof(path), "%s/c.sock", dir);
+	cr_assert_eq(vsx__unix_bind(a, path, 0, NULL), 0);
+	cr_assert_eq(listen(a, 1), 0);
+	cr_assert_eq(vsx__unix_bind(b, path, 0, NULL), -EADDRINUSE);
+	close(a);
+	close(b);
+}
+
+Test(unix_bind, other_files_never_replaced)
+{
+	char path[128], big[200];
+	FILE *f;
+	int fd = new_sock(SOCK_STREAM);
+
+	snprintf(path, sizeof(path), "%s/file", dir);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs("keep me\n", f);
+	fclose(f);
+	cr_assert_eq(vsx__unix_bind(fd, path, 0600, NULL), -ENOTSOCK);
+	cr_assert_eq(access(path, F_OK), 0);
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	cr_assert_eq(vsx__unix_bind(fd, big, 0600, NULL), -ENAMETOOLONG);
+	cr_assert_eq(vsx__unix_bind(fd, "", 0600, NULL), -ENAMETOOLONG);
+	close(fd);
+}
