@@ -69,21 +69,30 @@ static void sock_free(vsx_sock *s)
 	free(s);
 }
 
+/* The start of a call that makes a socket: the error cleared, @arg (the
+ * call's input) and @out checked, *@out NULL, *@opts the defaults when NULL
+ * and checked. */
+static int call_begin(const void *arg, const struct vsx_opts **opts, vsx_sock **out)
+{
+	static const struct vsx_opts defaults;
+
+	vsx__err_clear();
+	if (!arg || !out)
+		return vsx__err(-EINVAL, "NULL argument");
+	*out = NULL;
+	if (!*opts)
+		*opts = &defaults;
+	return opts_check(*opts);
+}
+
 /* Resolve text + options into a transport and a fresh socket. */
 static int sock_open(const char *addr, const struct vsx_opts *opts,
 		     struct vsx_addr *a, vsx_sock **out)
 {
-	static const struct vsx_opts defaults;
 	const struct vsx_transport *t;
 	int rc;
 
-	vsx__err_clear();
-	if (!addr || !out)
-		return vsx__err(-EINVAL, "NULL argument");
-	*out = NULL;
-	if (!opts)
-		opts = &defaults;
-	rc = opts_check(opts);
+	rc = call_begin(addr, &opts, out);
 	if (rc < 0)
 		return rc;
 	rc = vsx_addr_parse(addr, a);
@@ -202,20 +211,13 @@ VSX_EXPORT int vsx_accept(vsx_sock *l, vsx_sock **out)
 
 VSX_EXPORT int vsx_adopt(int fd, const struct vsx_opts *opts, vsx_sock **out)
 {
-	static const struct vsx_opts defaults;
 	struct sockaddr_storage ss;
 	struct sockaddr_vm *vm = (struct sockaddr_vm *)&ss;
 	socklen_t len = sizeof(ss);
 	int type, listening = 0, rc;
 	vsx_sock *s;
 
-	vsx__err_clear();
-	if (!out)
-		return vsx__err(-EINVAL, "NULL argument");
-	*out = NULL;
-	if (!opts)
-		opts = &defaults;
-	rc = opts_check(opts);
+	rc = call_begin(&fd, &opts, out);
 	if (rc < 0)
 		return rc;
 	rc = vsx__auth_setup(NULL, opts);

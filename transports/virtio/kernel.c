@@ -31,6 +31,9 @@ static void to_addr(const struct sockaddr_vm *sa, struct vsx_addr *a)
 	a->port = sa->svm_port;
 }
 
+static int apply_opts(vsx_sock *s);
+
+/* The socket of @s, with the buffer options applied. */
 static int open_socket(vsx_sock *s)
 {
 	s->fd = socket(AF_VSOCK, s->type | SOCK_CLOEXEC, 0);
@@ -42,7 +45,7 @@ static int open_socket(vsx_sock *s)
 			return vsx__err(-ESOCKTNOSUPPORT, "virtio: socket type not supported");
 		return vsx__errno("virtio: socket");
 	}
-	return 0;
+	return apply_opts(s);
 }
 
 static int set_u64(int fd, int opt, uint64_t v)
@@ -110,9 +113,6 @@ static int vk_connect(vsx_sock *s, const struct vsx_addr *a,
 	rc = open_socket(s);
 	if (rc < 0)
 		return rc;
-	rc = apply_opts(s);
-	if (rc < 0)
-		return rc;
 	setsockopt(s->fd, AF_VSOCK, SO_VM_SOCKETS_CONNECT_TIMEOUT, &tv, sizeof(tv));
 	vsx__set_nonblock(s->fd, 1);
 
@@ -161,9 +161,6 @@ static int vk_listen(vsx_sock *s, const struct vsx_addr *a,
 
 	(void)o;
 	rc = open_socket(s);
-	if (rc < 0)
-		return rc;
-	rc = apply_opts(s);
 	if (rc < 0)
 		return rc;
 	sa.svm_cid = a->cid;
