@@ -1,6 +1,6 @@
 /*
  * Unit tests: peer authentication (vsx_auth(7)) over the vmbus transport,
- * against the hv_sock simulator (transports/vmbus/sim.h), whose "host" end
+ * against the hv_sock simulator (tests/vmbus/sim.h), whose "host" end
  * is a plain AF_UNIX socket: the host plays the other side of the handshake
  * with the test's own implementation of the wire format. This is the path
  * where the transport has its own send and recv hooks (16 KiB MTU, no

@@ -3,7 +3,7 @@
  * rule; each fails if libvsx ignores the rule.
  *
  * NO HYPER-V HOST IS INVOLVED: the transport runs against the hv_sock
- * simulator (transports/vmbus/sim.c), which enforces the documented hv_sock
+ * simulator (tests/vmbus/sim.c), which enforces the documented hv_sock
  * behaviour (hyperv_transport.c) over AF_UNIX sockets in this process, and
  * can play several kernel generations. Nothing here opens AF_VSOCK.
  */
