@@ -22,6 +22,7 @@
 #include <criterion/criterion.h>
 #include <vsx/vsx.h>
 
+#include "common/check.h"
 #include "sim.h"
 
 #ifdef HAVE_OPENSSL
@@ -30,13 +31,6 @@
 #endif
 
 #define WAIT_MS 10000
-
-#define EQ_INT(got, want, ctx)                                                   \
-	do {                                                                     \
-		long long g_ = (long long)(got), w_ = (long long)(want);         \
-		cr_assert_eq(g_, w_, "%s: %s = %lld, want %s = %lld", (ctx), #got, \
-			     g_, #want, w_);                                     \
-	} while (0)
 
 static uint8_t key_a[32], key_b[32];
 
