@@ -13,6 +13,19 @@
 #include <criterion/criterion.h>
 #include <vsx/vsx.h>
 
+/* @got == @want, as integers; EQ without a context (anything after @want
+ * is ignored). */
+#define EQ(got, want, ...)                                                       \
+	do {                                                                     \
+		long long g_ = (long long)(got), w_ = (long long)(want);         \
+		cr_assert_eq(g_, w_, "%s = %lld, want %s = %lld", #got, g_, #want, w_); \
+	} while (0)
+/* @hay is not NULL and contains @needle; HAS without a context. */
+#define HAS(hay, needle)                                                         \
+	do {                                                                     \
+		const char *h_ = (hay);                                          \
+		cr_assert(h_ && strstr(h_, (needle)), "\"%s\" lacks \"%s\"", h_, (needle)); \
+	} while (0)
 /* @got == @want, as integers. */
 #define EQ_INT(got, want, ctx)                                                   \
 	do {                                                                     \
