@@ -20,7 +20,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -40,6 +39,7 @@
 
 #include "common/check.h"
 #include "common/pattern.h"
+#include "common/tmpdir.h"
 
 #ifdef HAVE_OPENSSL
 #include <openssl/evp.h>
@@ -55,27 +55,17 @@
 
 static char dir[64]; /* /tmp/vsx-auth-XXXXXX */
 
-static int rm_one(const char *p, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	return remove(p);
-}
-
 static void dir_init(void)
 {
 	/* A hang fails the test (SIGALRM), without Criterion's .timeout. */
 	alarm(TEST_ALARM_S);
 	signal(SIGPIPE, SIG_DFL); /* a SIGPIPE from libvsx must kill the test */
-	snprintf(dir, sizeof(dir), "/tmp/vsx-auth-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	tmpdir_make(dir, sizeof(dir), "/tmp/vsx-auth-XXXXXX");
 }
 
 static void dir_fini(void)
 {
-	if (dir[0])
-		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(dir);
 }
 
 TestSuite(auth, .init = dir_init, .fini = dir_fini);
@@ -90,9 +80,7 @@ static int64_t now_ms(void)
 
 static void path_in_dir(char *buf, size_t len, const char *name)
 {
-	int n = snprintf(buf, len, "%s/%s", dir, name);
-
-	cr_assert(n > 0 && (size_t)n < len, "path %s/%s does not fit", dir, name);
+	tmpdir_path(buf, len, dir, name);
 }
 
 static int exists(const char *path)

@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -31,6 +30,7 @@
 
 #include "common/check.h"
 #include "common/pattern.h"
+#include "common/tmpdir.h"
 
 #define MiB (1024 * 1024)
 #define SERVER_WAIT_MS 10000 /* no server wait is longer than this */
@@ -38,14 +38,6 @@
 #define TEST_ALARM_S 60      /* a test still running after this has hung */
 
 static char dir[64]; /* /tmp/vsx-hy-XXXXXX */
-
-static int rm_one(const char *p, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	return remove(p);
-}
 
 static void dir_init(void)
 {
@@ -57,14 +49,12 @@ static void dir_init(void)
 	alarm(TEST_ALARM_S);
 	/* a SIGPIPE must kill the test, so leave it at its default */
 	signal(SIGPIPE, SIG_DFL);
-	snprintf(dir, sizeof(dir), "/tmp/vsx-hy-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	tmpdir_make(dir, sizeof(dir), "/tmp/vsx-hy-XXXXXX");
 }
 
 static void dir_fini(void)
 {
-	if (dir[0])
-		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(dir);
 }
 
 TestSuite(hybrid, .init = dir_init, .fini = dir_fini);
@@ -88,9 +78,7 @@ static void sleep_ms(int ms)
 
 static void path_in_dir(char *buf, size_t len, const char *name)
 {
-	int n = snprintf(buf, len, "%s/%s", dir, name);
-
-	cr_assert(n > 0 && (size_t)n < len, "path %s/%s does not fit", dir, name);
+	tmpdir_path(buf, len, dir, name);
 }
 
 static int file_kind(const char *path)
