@@ -92,7 +92,7 @@ extern const struct vsx_transport vsx__hybrid;
 extern const struct vsx_transport vsx__vm;
 extern const struct vsx_transport vsx__vmbus;
 
-/* transports/vmbus/guid.c: @guid is of the hv_sock service template. */
+/* libvsx/guid.c: @guid is of the hv_sock service template. */
 int vsx__guid_is_service(const uint8_t guid[16]);
 
 #endif /* VSX_INT_H */

@@ -17,25 +17,7 @@
 #include <criterion/criterion.h>
 #include <vsx/vsx.h>
 
-/* Assertions that print both sides. */
-#define EQ_INT(got, want, ctx)                                                   \
-	do {                                                                     \
-		long long g_ = (long long)(got), w_ = (long long)(want);         \
-		cr_assert_eq(g_, w_, "%s: %s = %lld, want %s = %lld", (ctx), #got, \
-			     g_, #want, w_);                                     \
-	} while (0)
-#define EQ_STR(got, want, ctx)                                                   \
-	do {                                                                     \
-		const char *g_ = (got), *w_ = (want);                            \
-		cr_assert_str_eq(g_, w_, "%s: %s = \"%s\", want \"%s\"", (ctx), #got, \
-				 g_, w_);                                        \
-	} while (0)
-#define HAS_STR(hay, needle, ctx)                                                \
-	do {                                                                     \
-		const char *h_ = (hay), *n_ = (needle);                          \
-		cr_assert(h_ && strstr(h_, n_), "%s: \"%s\" does not contain \"%s\"", \
-			  (ctx), h_ ? h_ : "(null)", n_);                        \
-	} while (0)
+#include "common/check.h"
 
 static const char *kind_name(int k)
 {

@@ -20,7 +20,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -38,6 +37,10 @@
 #include <criterion/criterion.h>
 #include <vsx/vsx.h>
 
+#include "common/check.h"
+#include "common/pattern.h"
+#include "common/tmpdir.h"
+
 #ifdef HAVE_OPENSSL
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -50,56 +53,19 @@
 #define PORT 5000
 #define SHORT_TIMEOUT_MS 400 /* for the tests where a timeout must fire */
 
-#define EQ_INT(got, want, ctx)                                                   \
-	do {                                                                     \
-		long long g_ = (long long)(got), w_ = (long long)(want);         \
-		cr_assert_eq(g_, w_, "%s: %s = %lld, want %s = %lld", (ctx), #got, \
-			     g_, #want, w_);                                     \
-	} while (0)
-#define HAS_STR(hay, needle, ctx)                                                \
-	do {                                                                     \
-		const char *h_ = (hay), *n_ = (needle);                          \
-		cr_assert(h_ && strstr(h_, n_), "%s: \"%s\" does not contain \"%s\"", \
-			  (ctx), h_ ? h_ : "(null)", n_);                        \
-	} while (0)
-#define RC_OK(expr, ctx)                                                         \
-	do {                                                                     \
-		long long r_ = (long long)(expr);                                \
-		cr_assert(r_ >= 0, "%s: %s = %lld (%s)", (ctx), #expr, r_,       \
-			  vsx_strerror((int)r_));                                \
-	} while (0)
-/* A call that must fail with @err; its vsx_strerror detail into @msg. */
-#define RC_ERR(expr, err, msg, ctx)                                              \
-	do {                                                                     \
-		long long r_ = (long long)(expr);                                \
-		snprintf((msg), sizeof(msg), "%s", vsx_strerror((int)r_));       \
-		cr_assert_eq(r_, (long long)(err), "%s: %s = %lld (%s), want %s", \
-			     (ctx), #expr, r_, (msg), #err);                     \
-	} while (0)
-
 static char dir[64]; /* /tmp/vsx-auth-XXXXXX */
-
-static int rm_one(const char *p, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	return remove(p);
-}
 
 static void dir_init(void)
 {
 	/* A hang fails the test (SIGALRM), without Criterion's .timeout. */
 	alarm(TEST_ALARM_S);
 	signal(SIGPIPE, SIG_DFL); /* a SIGPIPE from libvsx must kill the test */
-	snprintf(dir, sizeof(dir), "/tmp/vsx-auth-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	tmpdir_make(dir, sizeof(dir), "/tmp/vsx-auth-XXXXXX");
 }
 
 static void dir_fini(void)
 {
-	if (dir[0])
-		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(dir);
 }
 
 TestSuite(auth, .init = dir_init, .fini = dir_fini);
@@ -112,40 +78,9 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Position-keyed test data: any chunking can be checked. */
-static uint8_t pat(uint32_t seed, size_t i)
-{
-	uint32_t x = (uint32_t)i * 2654435761u ^ seed;
-
-	x ^= x >> 15;
-	x *= 0x2c1b3c6du;
-	x ^= x >> 12;
-	return (uint8_t)x;
-}
-
-static void fill(uint8_t *p, size_t n, uint32_t seed, size_t off)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		p[i] = pat(seed, off + i);
-}
-
-static size_t mismatch(const uint8_t *p, size_t n, uint32_t seed, size_t off)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (p[i] != pat(seed, off + i))
-			return off + i;
-	return SIZE_MAX;
-}
-
 static void path_in_dir(char *buf, size_t len, const char *name)
 {
-	int n = snprintf(buf, len, "%s/%s", dir, name);
-
-	cr_assert(n > 0 && (size_t)n < len, "path %s/%s does not fit", dir, name);
+	tmpdir_path(buf, len, dir, name);
 }
 
 static int exists(const char *path)
@@ -173,8 +108,8 @@ static uint8_t key_a[64], key_b[64];
 
 static void keys_init(void)
 {
-	fill(key_a, sizeof(key_a), 0xa, 0);
-	fill(key_b, sizeof(key_b), 0xb, 0);
+	pat32_fill(key_a, sizeof(key_a), 0xa, 0);
+	pat32_fill(key_b, sizeof(key_b), 0xb, 0);
 }
 
 /* ---- raw sockets (never asserting: usable from any thread) ---------------- */
@@ -492,7 +427,7 @@ static size_t recv_verify(vsx_sock *s, uint32_t seed, size_t *bad, uint8_t *firs
 			memcpy(first + got, buf,
 			       (size_t)r < first_len - got ? (size_t)r : first_len - got);
 		if (*bad == SIZE_MAX)
-			*bad = mismatch(buf, (size_t)r, seed, got);
+			*bad = pat32_mismatch(buf, (size_t)r, seed, got);
 		got += (size_t)r;
 	}
 	return got;
@@ -623,7 +558,7 @@ static ssize_t send_pattern(vsx_sock *s, uint32_t seed, size_t n)
 
 	while (off < n) {
 		k = n - off < sizeof(buf) ? n - off : sizeof(buf);
-		fill(buf, k, seed, off);
+		pat32_fill(buf, k, seed, off);
 		r = vsx_send(s, buf, k);
 		if (r < 0)
 			return r;
@@ -700,7 +635,6 @@ static void play_echo(struct acc *a, vsx_sock *c)
 			break;
 	}
 }
-
 
 /* ---- the wire format, as the test implements it from vsx_auth(7) --------- */
 
@@ -845,8 +779,8 @@ Test(auth, matching_keys_16mib)
 	t_mac(key_a, 32, 'R', PORT, rl.d[0].rec, rl.d[1].rec, want);
 	cr_assert(memcmp(want, rl.d[1].rec + 48, 32) == 0,
 		  "PROOF_R is not HMAC(K, label 'R' port HELLO CHALLENGE)");
-	EQ_INT(mismatch(rl.d[0].rec + 80, 48, 1, 0), SIZE_MAX, "application after PROOF_I");
-	EQ_INT(mismatch(rl.d[1].rec + 80, 48, 2, 0), SIZE_MAX, "application after PROOF_R");
+	EQ_INT(pat32_mismatch(rl.d[0].rec + 80, 48, 1, 0), SIZE_MAX, "application after PROOF_I");
+	EQ_INT(pat32_mismatch(rl.d[1].rec + 80, 48, 2, 0), SIZE_MAX, "application after PROOF_R");
 }
 
 /* Another key: both sides fail with -EACCES; the responder sends no proof,
@@ -1091,7 +1025,7 @@ static void *rawsrv_main(void *arg)
 		rs_fail(rs, "CONNECT, OK and HELLO");
 		goto out;
 	}
-	fill(nr, sizeof(nr), 0x77, 0);
+	pat32_fill(nr, sizeof(nr), 0x77, 0);
 	t_msg(ch, T_CHALLENGE, nr);
 	switch (rs->mode) {
 	case R_SILENT:
@@ -1209,7 +1143,7 @@ Test(auth, raw_responder_interop)
 	{
 		uint8_t nr[32], ch[T_MSG];
 
-		fill(nr, sizeof(nr), 0x77, 0);
+		pat32_fill(nr, sizeof(nr), 0x77, 0);
 		t_msg(ch, T_CHALLENGE, nr);
 		t_mac(key_a, 32, 'I', PORT, rs.hello, ch, want);
 	}
@@ -1279,7 +1213,7 @@ static int raw_hello(uint8_t hello[T_MSG], uint8_t ch[T_MSG], uint32_t seed)
 	uint8_t ni[32];
 	int fd;
 
-	fill(ni, sizeof(ni), seed, 0);
+	pat32_fill(ni, sizeof(ni), seed, 0);
 	t_msg(hello, T_HELLO, ni);
 	fd = raw_connect(listener_path());
 	cr_assert(fd >= 0, "raw connect %s: %s", listener_path(), strerror(errno));
@@ -1480,7 +1414,7 @@ Test(auth, raw_initiator_bad_hello)
 	int fd, how;
 	size_t n;
 
-	fill(ni, sizeof(ni), 0x33, 0);
+	pat32_fill(ni, sizeof(ni), 0x33, 0);
 	t_msg(hello, T_HELLO, ni);
 
 	/* garbage: rejected at once, nothing sent back */
@@ -1617,7 +1551,7 @@ Test(auth, key_file_checks)
 	size_t i;
 	int lfd;
 
-	fill(big, sizeof(big), 0xc, 0);
+	pat32_fill(big, sizeof(big), 0xc, 0);
 	path_in_dir(rpath, sizeof(rpath), "vm.sock");
 	lfd = raw_listen(rpath);
 	cr_assert(lfd >= 0, "listen");
@@ -1653,7 +1587,7 @@ Test(auth, key_file_accepted)
 	struct vsx_opts o = { 0 };
 	vsx_sock *l;
 
-	fill(big, sizeof(big), 0xd, 0);
+	pat32_fill(big, sizeof(big), 0xd, 0);
 	key_file(k32, sizeof(k32), "k32", big, 32, 0400);
 	key_file(k1024, sizeof(k1024), "k1024", big, 1024, 0600);
 	path_in_dir(link, sizeof(link), "link");

@@ -1,6 +1,6 @@
 /*
  * Unit tests: peer authentication (vsx_auth(7)) over the vmbus transport,
- * against the hv_sock simulator (transports/vmbus/sim.h), whose "host" end
+ * against the hv_sock simulator (tests/vmbus/sim.h), whose "host" end
  * is a plain AF_UNIX socket: the host plays the other side of the handshake
  * with the test's own implementation of the wire format. This is the path
  * where the transport has its own send and recv hooks (16 KiB MTU, no
@@ -22,6 +22,7 @@
 #include <criterion/criterion.h>
 #include <vsx/vsx.h>
 
+#include "common/check.h"
 #include "sim.h"
 
 #ifdef HAVE_OPENSSL
@@ -30,13 +31,6 @@
 #endif
 
 #define WAIT_MS 10000
-
-#define EQ_INT(got, want, ctx)                                                   \
-	do {                                                                     \
-		long long g_ = (long long)(got), w_ = (long long)(want);         \
-		cr_assert_eq(g_, w_, "%s: %s = %lld, want %s = %lld", (ctx), #got, \
-			     g_, #want, w_);                                     \
-	} while (0)
 
 static uint8_t key_a[32], key_b[32];
 

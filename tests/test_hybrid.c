@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -29,46 +28,16 @@
 #include <criterion/criterion.h>
 #include <vsx/vsx.h>
 
+#include "common/check.h"
+#include "common/pattern.h"
+#include "common/tmpdir.h"
+
 #define MiB (1024 * 1024)
 #define SERVER_WAIT_MS 10000 /* no server wait is longer than this */
 #define SLACK_MS 1000        /* how late a timeout may fire */
 #define TEST_ALARM_S 60      /* a test still running after this has hung */
 
-/* Assertions that print both sides. */
-#define EQ_INT(got, want, ctx)                                                   \
-	do {                                                                     \
-		long long g_ = (long long)(got), w_ = (long long)(want);         \
-		cr_assert_eq(g_, w_, "%s: %s = %lld, want %s = %lld", (ctx), #got, \
-			     g_, #want, w_);                                     \
-	} while (0)
-#define EQ_STR(got, want, ctx)                                                   \
-	do {                                                                     \
-		const char *g_ = (got), *w_ = (want);                            \
-		cr_assert_str_eq(g_, w_, "%s: %s = \"%s\", want \"%s\"", (ctx), #got, \
-				 g_, w_);                                        \
-	} while (0)
-#define HAS_STR(hay, needle, ctx)                                                \
-	do {                                                                     \
-		const char *h_ = (hay), *n_ = (needle);                          \
-		cr_assert(h_ && strstr(h_, n_), "%s: \"%s\" does not contain \"%s\"", \
-			  (ctx), h_ ? h_ : "(null)", n_);                        \
-	} while (0)
-#define RC_OK(expr, ctx)                                                         \
-	do {                                                                     \
-		long long r_ = (long long)(expr);                                \
-		cr_assert(r_ >= 0, "%s: %s = %lld (%s)", (ctx), #expr, r_,       \
-			  vsx_strerror((int)r_));                                \
-	} while (0)
-
 static char dir[64]; /* /tmp/vsx-hy-XXXXXX */
-
-static int rm_one(const char *p, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	return remove(p);
-}
 
 static void dir_init(void)
 {
@@ -80,14 +49,12 @@ static void dir_init(void)
 	alarm(TEST_ALARM_S);
 	/* a SIGPIPE must kill the test, so leave it at its default */
 	signal(SIGPIPE, SIG_DFL);
-	snprintf(dir, sizeof(dir), "/tmp/vsx-hy-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	tmpdir_make(dir, sizeof(dir), "/tmp/vsx-hy-XXXXXX");
 }
 
 static void dir_fini(void)
 {
-	if (dir[0])
-		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(dir);
 }
 
 TestSuite(hybrid, .init = dir_init, .fini = dir_fini);
@@ -109,41 +76,9 @@ static void sleep_ms(int ms)
 		;
 }
 
-/* Position-keyed test data: any chunking can be checked. */
-static uint8_t pat(uint32_t seed, size_t i)
-{
-	uint32_t x = (uint32_t)i * 2654435761u ^ seed;
-
-	x ^= x >> 15;
-	x *= 0x2c1b3c6du;
-	x ^= x >> 12;
-	return (uint8_t)x;
-}
-
-static void fill(uint8_t *p, size_t n, uint32_t seed, size_t off)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		p[i] = pat(seed, off + i);
-}
-
-/* Offset of the first byte off the pattern, or SIZE_MAX. */
-static size_t mismatch(const uint8_t *p, size_t n, uint32_t seed, size_t off)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (p[i] != pat(seed, off + i))
-			return off + i;
-	return SIZE_MAX;
-}
-
 static void path_in_dir(char *buf, size_t len, const char *name)
 {
-	int n = snprintf(buf, len, "%s/%s", dir, name);
-
-	cr_assert(n > 0 && (size_t)n < len, "path %s/%s does not fit", dir, name);
+	tmpdir_path(buf, len, dir, name);
 }
 
 static int file_kind(const char *path)
@@ -357,7 +292,7 @@ static void srv_drain(struct server *sv, int fd, int verify)
 			       (size_t)r < at ? (size_t)r : at);
 		}
 		if (verify && sv->rx_bad == SIZE_MAX)
-			sv->rx_bad = mismatch(buf, (size_t)r, sv->seed_in, sv->rx_bytes);
+			sv->rx_bad = pat32_mismatch(buf, (size_t)r, sv->seed_in, sv->rx_bytes);
 		sv->rx_bytes += (size_t)r;
 	}
 }
@@ -504,7 +439,7 @@ static void *bulk_writer(void *arg)
 
 	while (off < sv->bulk) {
 		n = sv->bulk - off < sizeof(buf) ? sv->bulk - off : sizeof(buf);
-		fill(buf, n, sv->seed_out, off);
+		pat32_fill(buf, n, sv->seed_out, off);
 		if (srv_send(sv, sv->cfd, buf, n) < 0) {
 			srv_fail(sv, "bulk send");
 			break;
@@ -715,7 +650,7 @@ Test(hybrid, bulk_4mib_each_way)
 	out = malloc(n);
 	in = malloc(n);
 	cr_assert(out && in, "malloc");
-	fill(out, n, 0x1111, 0);
+	pat32_fill(out, n, 0x1111, 0);
 	server_start(&sv, "vm.sock");
 	RC_OK(vsx_connect(addr_of(&sv, 1234), NULL, &s), "connect");
 
@@ -724,10 +659,10 @@ Test(hybrid, bulk_4mib_each_way)
 	/* odd chunk sizes on the way back */
 	r = recv_exact(s, in, n, 7777);
 	EQ_INT(r, n, "recv 4 MiB");
-	bad = mismatch(in, n, 0x2222, 0);
+	bad = pat32_mismatch(in, n, 0x2222, 0);
 	cr_assert_eq(bad, SIZE_MAX, "client: byte %zu differs (0x%02x, want 0x%02x)",
 		     bad, bad == SIZE_MAX ? 0 : in[bad],
-		     bad == SIZE_MAX ? 0 : pat(0x2222, bad));
+		     bad == SIZE_MAX ? 0 : pat32(0x2222, bad));
 
 	RC_OK(vsx_info(s, &info), "info");
 	EQ_INT(info.bytes_sent, n, "info");
@@ -760,7 +695,7 @@ static void ok_with_data(size_t datalen)
 	cr_assert(reply && in, "malloc");
 	snprintf(ctx, sizeof(ctx), "OK + %zu data bytes in one write", datalen);
 	memcpy(reply, OK_5678, strlen(OK_5678));
-	fill((uint8_t *)reply + strlen(OK_5678), datalen, 0x3333, 0);
+	pat32_fill((uint8_t *)reply + strlen(OK_5678), datalen, 0x3333, 0);
 	server_start(&sv, "vm.sock");
 	RC_OK(vsx_connect(addr_of(&sv, 1234), NULL, &s), ctx);
 	RC_OK(vsx_info(s, &info), ctx);
@@ -768,7 +703,7 @@ static void ok_with_data(size_t datalen)
 	EQ_STR(info.local, want, ctx);
 	r = recv_exact(s, in, datalen, 1000);
 	EQ_INT(r, datalen, ctx);
-	bad = mismatch(in, datalen, 0x3333, 0);
+	bad = pat32_mismatch(in, datalen, 0x3333, 0);
 	cr_assert_eq(bad, SIZE_MAX, "%s: byte %zu differs", ctx, bad);
 	EQ_INT(vsx_close(s), 0, ctx);
 	server_finish(&sv);
@@ -896,7 +831,7 @@ Test(hybrid, overlong_and_binary_replies)
 	reply_fails(line, sizeof(line), -EPROTO, "too long");
 	/* binary junk without a newline */
 	for (i = 0; i < sizeof(junk); i++)
-		junk[i] = (char)(pat(0x4444, i) == '\n' ? 0 : pat(0x4444, i));
+		junk[i] = (char)(pat32(0x4444, i) == '\n' ? 0 : pat32(0x4444, i));
 	reply_fails(junk, sizeof(junk), -EPROTO, "too long");
 	/* exactly the 24-byte peek window, no newline */
 	memset(line, 'x', 24);
@@ -1285,7 +1220,7 @@ Test(hybrid, nonblocking_send_partial)
 
 	out = malloc(n);
 	cr_assert_not_null(out, "malloc");
-	fill(out, n, 0x5555, 0);
+	pat32_fill(out, n, 0x5555, 0);
 	server_start(&sv, "vm.sock");
 	RC_OK(vsx_connect(addr_of(&sv, 1234), &o, &s), "connect");
 
@@ -1397,8 +1332,8 @@ Test(hybrid_listen, binds_path_port_and_serves)
 	EQ_STR(info.transport, "hybrid", "accepted info");
 	EQ_INT(info.state, VSX_STATE_CONNECTED, "accepted info");
 
-	fill(up, sizeof(up), 0x6666, 0);
-	fill(down, sizeof(down), 0x7777, 0);
+	pat32_fill(up, sizeof(up), 0x6666, 0);
+	pat32_fill(down, sizeof(down), 0x7777, 0);
 	raw_write_all(fd, up, sizeof(up));
 	EQ_INT(recv_exact(a, got, sizeof(got), 4096), sizeof(got), "vsx_recv");
 	cr_assert(memcmp(got, up, sizeof(up)) == 0, "accepted side got other bytes");
@@ -1642,7 +1577,7 @@ Test(hybrid_listen, seqpacket_keeps_records)
 	cr_assert_geq(fd, 0, "socket");
 	cr_assert_eq(connect(fd, (struct sockaddr *)&un, sizeof(un)), 0, "seqpacket connect");
 	for (i = 0; i < 3; i++) {
-		fill(msg[i], len[i], 0x1000u * (unsigned)(i + 1), 0);
+		pat32_fill(msg[i], len[i], 0x1000u * (unsigned)(i + 1), 0);
 		cr_assert_eq(send(fd, msg[i], len[i], 0), (ssize_t)len[i], "send %d", i);
 	}
 	RC_OK(vsx_accept(l, &a), "accept");

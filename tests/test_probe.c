@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,8 @@
 
 #include <criterion/criterion.h>
 #include <vsx/vsx.h>
+
+#include "common/tmpdir.h"
 
 static char root[PATH_MAX];
 
@@ -59,14 +60,6 @@ static void put(const char *rel, const char *content)
 	fclose(f);
 }
 
-static int rm_one(const char *p, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	return remove(p);
-}
-
 static void tree_init(void)
 {
 	alarm(30); /* a hang fails the test (no .timeout: see test_hybrid.c) */
@@ -78,8 +71,7 @@ static void tree_init(void)
 
 static void tree_fini(void)
 {
-	if (root[0])
-		nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(root);
 	unsetenv("VSX_SYSROOT");
 }
 

@@ -1,9 +1,9 @@
 /*
- * The libevent adapter (transports/virtio/vhost-user/loop-event.c) as the backend uses it: real
- * socketpairs watched, interest changed on the fly, watches and timers
- * freed from inside their own callbacks, timers firing in deadline order,
- * and vsx_evloop_run's adaptive polling (its window read back as it grows
- * and shrinks).
+ * The libevent adapter (transports/virtio/vhost-user/loop-event.c) as the
+ * backend uses it: real socketpairs watched, interest changed on the fly,
+ * watches and timers freed from inside their own callbacks, timers firing
+ * in deadline order, and vsx_evloop_run's adaptive polling (its window read
+ * back as it grows and shrinks).
  *
  * libevent runs in debug mode here (event_enable_debug_mode), so any
  * misuse of an event (re-assigning a pending event, freeing one twice,

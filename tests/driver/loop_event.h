@@ -1,7 +1,8 @@
 /*
- * A libevent loop in a thread of its own, with vsxd's vsx_loop adapter
- * (transports/virtio/vhost-user/loop-event.c), for tests and benchmarks: the backend lives on the
- * loop thread, the test (or the driver) on its own.
+ * A libevent loop in a thread of its own, with the vsx_loop adapter for
+ * libevent that vsxd uses (transports/virtio/vhost-user/loop-event.c), for
+ * tests and benchmarks: the backend lives on the loop thread, the test (or
+ * the driver) on its own.
  */
 #ifndef VSX_TEST_LOOP_EVENT_H
 #define VSX_TEST_LOOP_EVENT_H

@@ -32,6 +32,8 @@
 
 #include <vsx/vsx.h>
 
+#include "pattern.h"
+
 #define WHY_LEN 512
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
@@ -141,59 +143,20 @@ static void close_all(vsx_sock *l, vsx_sock *c, vsx_sock *a)
 	vsx_close(l);
 }
 
-/* ---- The byte pattern --------------------------------------------------- */
-
-/*
- * Byte i of stream @seed is byte (i % 8) of mix64(key ^ i / 8), key derived
- * from the seed: any offset can be produced, so a receiver checks every byte
- * it gets, whatever the sizes of its reads.
- */
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static void pattern_fill(uint64_t seed, uint64_t off, uint8_t *b, size_t n)
-{
-	uint64_t key = mix64(seed), w;
-	unsigned sh;
-
-	while (n) {
-		w = mix64(key ^ (off >> 3));
-		sh = off & 7;
-		if (!sh && n >= 8) {
-			b[0] = (uint8_t)w;
-			b[1] = (uint8_t)(w >> 8);
-			b[2] = (uint8_t)(w >> 16);
-			b[3] = (uint8_t)(w >> 24);
-			b[4] = (uint8_t)(w >> 32);
-			b[5] = (uint8_t)(w >> 40);
-			b[6] = (uint8_t)(w >> 48);
-			b[7] = (uint8_t)(w >> 56);
-			b += 8, off += 8, n -= 8;
-			continue;
-		}
-		for (; sh < 8 && n; sh++, n--, off++)
-			*b++ = (uint8_t)(w >> (8 * sh));
-	}
-}
+/* ---- The byte pattern (tests/common/pattern.h) ----------------------------- */
 
 /* Compare @n received bytes at stream offset @off; @scratch holds n bytes. */
 static int pattern_check(uint64_t seed, uint64_t off, const uint8_t *got, size_t n,
 			 uint8_t *scratch, char *why)
 {
+	uint64_t bad = pattern_mismatch(seed, off, got, n, scratch);
 	size_t i;
 
-	pattern_fill(seed, off, scratch, n);
-	if (memcmp(got, scratch, n) == 0)
+	if (bad == UINT64_MAX)
 		return 0;
-	for (i = 0; got[i] == scratch[i]; i++)
-		;
+	i = (size_t)(bad - off);
 	snprintf(why, WHY_LEN, "byte %" PRIu64 " of the stream is 0x%02x, expected 0x%02x",
-		 off + i, got[i], scratch[i]);
+		 bad, got[i], scratch[i]);
 	return -1;
 }
 

@@ -32,33 +32,11 @@
 
 #include <vsx/vsx.h>
 
+#include "pattern.h"
 #include "util.h"
 
 #define CHUNK (256 * 1024)
 #define HELLO_LEN 16
-
-/* The pattern, as vsx_peer.c and guest_tests.c have it. */
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static uint8_t pat(uint64_t key, uint64_t off)
-{
-	return (uint8_t)(mix64(key ^ (off >> 3)) >> (8 * (off & 7)));
-}
-
-static void fill(uint64_t seed, uint64_t off, uint8_t *b, size_t n)
-{
-	uint64_t key = mix64(seed);
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		b[i] = pat(key, off + i);
-}
 
 static int die(const char *what)
 {
@@ -113,7 +91,7 @@ static int send_pattern(int fd, uint64_t seed, uint64_t size, uint8_t *buf)
 
 	for (off = 0; off < size; off += k) {
 		k = size - off < CHUNK ? (size_t)(size - off) : CHUNK;
-		fill(seed, off, buf, k);
+		pattern_fill(seed, off, buf, k);
 		if (send_all(fd, buf, k) < 0)
 			return -1;
 	}
@@ -124,9 +102,10 @@ static int send_pattern(int fd, uint64_t seed, uint64_t size, uint8_t *buf)
 static int recv_pattern(int fd, uint64_t seed, uint64_t size, uint8_t *buf,
 			char *why, size_t wl)
 {
-	uint64_t key = mix64(seed), off = 0;
+	static uint8_t scratch[CHUNK]; /* static: nothing to free (LSan) */
+	uint64_t off = 0, bad;
 	ssize_t r;
-	size_t i;
+	size_t n;
 
 	for (;;) {
 		r = io_recv(fd, buf, CHUNK);
@@ -139,13 +118,16 @@ static int recv_pattern(int fd, uint64_t seed, uint64_t size, uint8_t *buf,
 		}
 		if (r == 0)
 			break;
-		for (i = 0; i < (size_t)r; i++)
-			if (off + i >= size || buf[i] != pat(key, off + i)) {
-				snprintf(why, wl, "byte %llu is %s",
-					 (unsigned long long)(off + i),
-					 off + i >= size ? "too many" : "wrong");
-				return -1;
-			}
+		/* the bytes up to @size must be the pattern; any beyond are too many */
+		n = off >= size ? 0 : size - off < (uint64_t)r ? (size_t)(size - off) : (size_t)r;
+		bad = pattern_mismatch(seed, off, buf, n, scratch);
+		if (bad == UINT64_MAX && n < (size_t)r)
+			bad = off + n;
+		if (bad != UINT64_MAX) {
+			snprintf(why, wl, "byte %llu is %s", (unsigned long long)bad,
+				 bad >= size ? "too many" : "wrong");
+			return -1;
+		}
 		off += (uint64_t)r;
 	}
 	if (off != size) {

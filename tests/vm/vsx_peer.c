@@ -74,6 +74,7 @@
 
 #include <vsx/vsx.h>
 
+#include "pattern.h"
 #include "util.h"
 
 #define WHY_LEN 512
@@ -204,41 +205,6 @@ static double mib(uint64_t n)
 	return (double)n / (double)MiB;
 }
 
-/* ---- The pattern (as in guest_tests.c) --------------------------------------- */
-
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static void pattern_fill(uint64_t seed, uint64_t off, uint8_t *b, size_t n)
-{
-	uint64_t key = mix64(seed), w;
-	unsigned sh;
-
-	while (n) {
-		w = mix64(key ^ (off >> 3));
-		sh = off & 7;
-		if (!sh && n >= 8) {
-			b[0] = (uint8_t)w;
-			b[1] = (uint8_t)(w >> 8);
-			b[2] = (uint8_t)(w >> 16);
-			b[3] = (uint8_t)(w >> 24);
-			b[4] = (uint8_t)(w >> 32);
-			b[5] = (uint8_t)(w >> 40);
-			b[6] = (uint8_t)(w >> 48);
-			b[7] = (uint8_t)(w >> 56);
-			b += 8, off += 8, n -= 8;
-			continue;
-		}
-		for (; sh < 8 && n; sh++, n--, off++)
-			*b++ = (uint8_t)(w >> (8 * sh));
-	}
-}
-
 /* ---- One connection ----------------------------------------------------------- */
 
 struct conn {
@@ -264,15 +230,14 @@ struct conn {
 
 static int check_bytes(struct conn *c, const uint8_t *got, size_t n)
 {
+	uint64_t bad = pattern_mismatch(c->rx_seed, c->rx_off, got, n, c->scratch);
 	size_t i;
 
-	pattern_fill(c->rx_seed, c->rx_off, c->scratch, n);
-	if (memcmp(got, c->scratch, n) == 0)
+	if (bad == UINT64_MAX)
 		return 0;
-	for (i = 0; got[i] == c->scratch[i]; i++)
-		;
-	FAIL(c, "byte %" PRIu64 " of the stream is 0x%02x, expected 0x%02x", c->rx_off + i,
-	     got[i], c->scratch[i]);
+	i = (size_t)(bad - c->rx_off);
+	FAIL(c, "byte %" PRIu64 " of the stream is 0x%02x, expected 0x%02x", bad, got[i],
+	     c->scratch[i]);
 }
 
 /* Wait for @events on the socket; 0 on time, -1 (why set) when stalled. */

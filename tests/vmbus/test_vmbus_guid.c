@@ -13,13 +13,9 @@
 #include <criterion/criterion.h>
 #include <vsx/vsx.h>
 
-int guid_main(int argc, char **argv);
+#include "check.h"
 
-#define EQ(got, want)                                                            \
-	do {                                                                     \
-		long long g_ = (long long)(got), w_ = (long long)(want);         \
-		cr_assert_eq(g_, w_, "%s = %lld, want %s = %lld", #got, g_, #want, w_); \
-	} while (0)
+int guid_main(int argc, char **argv);
 
 static const uint8_t g808[16] = {
 	0x00, 0x00, 0x08, 0x08, 0xfa, 0xcb, 0x11, 0xe6,

@@ -3,7 +3,7 @@
  * rule; each fails if libvsx ignores the rule.
  *
  * NO HYPER-V HOST IS INVOLVED: the transport runs against the hv_sock
- * simulator (transports/vmbus/sim.c), which enforces the documented hv_sock
+ * simulator (tests/vmbus/sim.c), which enforces the documented hv_sock
  * behaviour (hyperv_transport.c) over AF_UNIX sockets in this process, and
  * can play several kernel generations. Nothing here opens AF_VSOCK.
  */
@@ -20,6 +20,7 @@
 #include <criterion/criterion.h>
 #include <vsx/vsx.h>
 
+#include "check.h"
 #include "sim.h"
 #include "vmbus-sys.h"
 
@@ -29,17 +30,6 @@
 #define MTU 16384
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
-
-#define EQ(got, want, ...)                                                       \
-	do {                                                                     \
-		long long g_ = (long long)(got), w_ = (long long)(want);         \
-		cr_assert_eq(g_, w_, "%s = %lld, want %s = %lld", #got, g_, #want, w_); \
-	} while (0)
-#define HAS(hay, needle)                                                         \
-	do {                                                                     \
-		const char *h_ = (hay);                                          \
-		cr_assert(h_ && strstr(h_, (needle)), "\"%s\" lacks \"%s\"", h_, (needle)); \
-	} while (0)
 
 static void start(const char *kernel, int close_timeout_ms)
 {

@@ -4,7 +4,7 @@
  * hvsock:SERVICE-GUID addresses.
  *
  * NO HYPER-V HOST IS INVOLVED: the vmbus transport runs against the hv_sock
- * simulator (transports/vmbus/sim.c), which enforces the documented hv_sock
+ * simulator (tests/vmbus/sim.c), which enforces the documented hv_sock
  * rules over real AF_UNIX sockets in this process; the peer is the
  * simulator's host end. Nothing here opens AF_VSOCK. The same cases run
  * over the virtio transport in the lab guest (tests/common/suite-virtio.c).

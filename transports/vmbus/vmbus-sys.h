@@ -6,9 +6,10 @@
  * (sys-kernel.c), which is the C library's own functions and nothing else,
  * so the real path stays as thin as the code that cannot be run here (no
  * Hyper-V host is reachable, and AF_VSOCK must not be opened on the build
- * machine). The tests link the hv_sock simulator (sim.c, never part of
- * libvsx) and point vsx__vmbus_sys at it before the first socket is made:
- * there is no environment variable or other run-time switch in the library.
+ * machine). The tests link the hv_sock simulator (tests/vmbus/sim.c, never
+ * part of libvsx) and point vsx__vmbus_sys at it before the first socket is
+ * made: there is no environment variable or other run-time switch in the
+ * library.
  *
  * Every hook has the C library's signature and convention: -1 and errno on
  * failure.
