@@ -151,11 +151,6 @@ void vsxb__txq_pool_drain(struct txq_pool *p);
 
 /* ---- Connections ---- */
 
-enum conn_kind {
-	PEER_HOST = 1,    /* a host program on a Unix socket */
-	PEER_SIBLING,     /* a connection of another VM (sibling routing) */
-};
-
 /* Control packets waiting for an RX buffer: at most one of each. */
 #define C_REQUEST        0x01
 #define C_RESPONSE       0x02
@@ -172,6 +167,82 @@ enum conn_timer_kind {
 };
 
 struct vsxb_vm;
+struct conn;
+struct vsxb_conn_info;
+
+/*
+ * A peer kind: what is at the other end of a guest's connection (a host
+ * program on a Unix socket, a connection of a sibling VM, ...). One
+ * static const table per kind, in the kind's own file, which also creates
+ * its connections (vsxb__conn_new with its table) and alone touches
+ * c->priv. The engine calls through the table and never asks which kind
+ * it holds. Hooks marked optional may be NULL: the engine then does what
+ * the comment says.
+ */
+struct vsxb_peer_ops {
+	const char *name;            /* event origin of peer-initiated connections */
+	size_t priv_size;            /* c->priv, allocated zeroed with the connection */
+
+	/* Guest -> peer */
+	/* @len payload bytes of one RW packet (@flags: SEQ_EOM/EOR), as iovecs
+	 * into guest memory valid until the TX round ends; credit was checked.
+	 * The peer may gather consecutive packets in the VM's TX batch. */
+	void (*rw)(struct conn *c, const struct iovec *iov, unsigned n,
+		   uint32_t len, unsigned flags);
+	/* Optional: deliver the TX batch @c gathered (vm->batch == @c) now:
+	 * before any other packet of @c and at the end of every TX round. */
+	void (*flush)(struct conn *c);
+	/* Optional: the guest sent SHUTDOWN (@flags new, c->guest_shut all). */
+	void (*guest_shutdown)(struct conn *c, unsigned flags);
+	/* Optional: the guest sent CREDIT_REQUEST (answered by the engine). */
+	void (*credit_request)(struct conn *c);
+	/* Optional: the guest's buf_alloc or fwd_cnt changed. */
+	void (*credit_changed)(struct conn *c);
+	/* Optional: the guest answered our REQUEST (@c is ESTABLISHED now).
+	 * <0: the peer cannot go on (its reason recorded): @c is reset. */
+	int (*established)(struct conn *c);
+
+	/* Peer -> guest */
+	/* Data for the guest while it has RX buffers and credit (EMIT_*);
+	 * called for connections past CONNECTING on the VM's RX schedule. */
+	int (*emit)(struct conn *c);
+	/* Optional: data still owed to the guest, which a SHUTDOWN(SEND) or an
+	 * RST must wait for (NULL: none). */
+	bool (*pending)(const struct conn *c);
+	/* Optional: the engine queued a SHUTDOWN for the guest: re-evaluate
+	 * what to read. */
+	void (*sync)(struct conn *c);
+
+	/* Credit */
+	/* Optional: the fwd_cnt and buf_alloc to announce (NULL: ours). */
+	void (*window)(const struct conn *c, uint32_t *fwd, uint32_t *buf);
+	/* Optional: c->buf_alloc was set (vsxb_router_conn_set_buffer). */
+	void (*set_buffer)(struct conn *c);
+
+	/* Ends */
+	/* Optional: close gracefully (control close): shut @c down both ways
+	 * and whatever is behind it (NULL: vsxb__conn_shutdown both ways). */
+	void (*close)(struct conn *c);
+	/* Optional: @c is aborted (vsxb__conn_reset): drop the peer side, and
+	 * tell it if it has someone to tell. */
+	void (*reset)(struct conn *c);
+	/* Optional: the guest side is over (its RST, or ours went out):
+	 * deliver what is queued for the peer, then vsxb__conn_kill (NULL:
+	 * vsxb__conn_kill now). */
+	void (*gone)(struct conn *c);
+	/* Optional: @c is being killed: release what the peer holds, telling
+	 * nobody. c->priv stays valid until @c is freed at the end of the
+	 * round. */
+	void (*release)(struct conn *c);
+
+	/* Control */
+	/* Optional: the queue vsxctl shows as @c's queued bytes (NULL: c->q;
+	 * the hook may return NULL: none). */
+	const struct txq *(*queue)(const struct conn *c);
+	/* Optional: take over @fd for a guest-initiated connection still
+	 * CONNECTING (vsxb_router_conn_attach_fd; NULL: -ENOENT). */
+	int (*attach_fd)(struct conn *c, int fd);
+};
 
 struct conn {
 	uint64_t id;
@@ -181,7 +252,6 @@ struct conn {
 	struct conn *hnext;          /* hash chain */
 	bool hashed, dead, draining;
 
-	enum conn_kind kind;
 	uint16_t type;               /* VIRTIO_VSOCK_TYPE_* */
 	int state;                   /* enum vsxb_conn_state */
 	bool guest_initiated;
@@ -207,25 +277,16 @@ struct conn {
 	uint32_t tx_cnt;             /* sent to the guest */
 	bool credit_req_sent;        /* asked once; cleared when credit moves */
 	bool msg_open;               /* seq: the guest's current message has bytes */
-	unsigned eom_pending;        /* sibling seq: an empty EOM/EOR still owed */
 	uint64_t to_guest, from_guest;
 
-	/* PEER_HOST */
-	int fd;
-	struct vsx_watch *w;
-	int wev;                     /* events watched */
-	bool hybrid;                 /* host-initiated: "OK <port>" owed on RESPONSE */
-	bool host_readable;          /* the socket had data last we looked */
-	bool host_early;             /* data came before the guest answered */
-	bool host_eof;               /* the host shut its sending side */
-	bool host_wr_shut;           /* we shut down our sending side */
-	bool host_wr_dead;           /* the host no longer takes data */
+	/* The peer: its table, and its private state (ops->priv_size bytes
+	 * allocated with the connection), which only the peer's file touches. */
+	const struct vsxb_peer_ops *ops;
+	void *priv;
 
-	/* PEER_SIBLING: the other half (another VM's connection) or NULL */
-	struct conn *peer;
-
-	/* PEER_HOST: guest payload the host socket has not taken yet.
-	 * PEER_SIBLING: the other guest's payload waiting for our guest's RX
+	/* Bytes in flight through us, copied out of guest memory: the host
+	 * peer queues here guest payload its socket has not taken yet; the
+	 * sibling peer the other guest's payload waiting for this guest's RX
 	 * buffers (bounded by the credit the other guest was given). */
 	struct txq q;
 
@@ -368,8 +429,10 @@ struct vsxb_vm *vsxb__sibling(struct vsxb_vm *from, uint64_t cid);
 
 /* ---- vsock.c ---- */
 extern const struct vsx_vu_ops vsxb__vsock_ops;
-struct conn *vsxb__conn_new(struct vsxb_vm *vm, enum conn_kind kind, uint16_t type,
-			   uint32_t guest_port, uint64_t peer_cid, uint32_t peer_port);
+/* A connection of @vm whose peer is @ops (c->priv zeroed), or NULL. */
+struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
+			   uint16_t type, uint32_t guest_port, uint64_t peer_cid,
+			   uint32_t peer_port);
 struct conn *vsxb__conn_find(struct vsxb_vm *vm, uint32_t guest_port,
 			    uint64_t peer_cid, uint32_t peer_port);
 void vsxb__conn_unhash(struct conn *c);
@@ -379,6 +442,12 @@ void vsxb__conn_kill(struct conn *c);
 /* Abort: RST to the guest (unless @quiet), host socket closed, sibling
  * told (RST). */
 void vsxb__conn_reset(struct conn *c, bool quiet);
+/* @c's peer went away (the other half of a sibling pair): RST to the
+ * guest once the data queued for it (ops->pending) is out, bounded by the
+ * linger time; a connection still CONNECTING is refused at once. */
+void vsxb__conn_peer_reset(struct conn *c);
+/* @c's guest still reads what its peer sends (no RST, no SHUTDOWN(RCV)). */
+bool vsxb__conn_takes_data(const struct conn *c);
 void vsxb__conn_ctrl(struct conn *c, unsigned bits);
 void vsxb__conn_shutdown(struct conn *c, unsigned flags);
 /* Put @c on its VM's RX schedule (or serve it right away). */
@@ -386,11 +455,30 @@ void vsxb__conn_schedule(struct conn *c);
 void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
 void vsxb__conn_credit_check(struct conn *c);
 uint32_t vsxb__conn_peer_free(const struct conn *c);
-uint32_t vsxb__conn_adv_fwd(const struct conn *c);
-uint32_t vsxb__conn_adv_buf(const struct conn *c);
+/* The fwd_cnt and buf_alloc @c's peer would announce now (ops->window). */
+void vsxb__conn_window(const struct conn *c, uint32_t *fwd, uint32_t *buf);
 void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes);
 /* Close: SHUTDOWN both ways, RST after linger. */
 void vsxb__conn_close(struct conn *c);
+/* The guest side of @c is over (its RST, or ours is out): ops->gone. */
+void vsxb__conn_gone(struct conn *c);
+/* The guest shut down both ways: answer RST (as Linux does); the peer
+ * side drains meanwhile. */
+void vsxb__conn_answer_rst(struct conn *c);
+/* The peer accepted a connection the guest asked for: ESTABLISHED,
+ * RESPONSE to the guest, OPEN reported. */
+void vsxb__conn_accept(struct conn *c);
+/* The VM's TX batch (vm->batch) to its connection's peer: ops->flush. */
+void vsxb__batch_flush(struct vsxb_vm *vm);
+/* Nothing waits for @c's guest's RX buffers: a packet for it may go
+ * straight into the RX queue. */
+bool vsxb__conn_rx_direct_ok(const struct conn *c);
+/* Append payload for the peer or the guest to @holder's queue (@room: how
+ * much more may follow); counted in the VM's stats. 0; -ENOMEM: nothing
+ * queued; -ENOBUFS: queued, but @holder went above max_conn_memory and
+ * was reset. */
+int vsxb__conn_enqueue(struct conn *holder, const struct iovec *iov, unsigned n,
+		       size_t len, size_t room, unsigned flags);
 /* What vsxctl shows of @c (router.c). */
 void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci);
 /* Record why @c ends (enum vsxb_conn_reason; @err a positive errno or 0).
@@ -429,7 +517,7 @@ void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest);
 #define EMIT_MORE 1   /* sent some, more is ready */
 #define EMIT_NOBUF 2  /* RX buffers ran out */
 
-/* ---- host.c ---- */
+/* ---- host.c: the host socket peer ---- */
 int vsxb__host_listen(struct vsxb_vm *vm);
 /* "CONNECT <decimal port>\n" (exactly @n bytes): 0 and *@port, or -1.
  * Pure; also fuzz/fuzz_connect.c's target. */
@@ -437,23 +525,6 @@ int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port);
 void vsxb__host_unlisten(struct vsxb_vm *vm);
 /* Guest REQUEST to host port: connect to uds_path_<port>. */
 void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
-/* The guest accepted a hybrid connection: "OK <port>\n". */
-int vsxb__host_established(struct conn *c);
-/* Guest payload for the host: batched (vsock.c flushes). */
-void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n,
-		  uint32_t len, unsigned flags);
-void vsxb__host_batch_flush(struct vsxb_vm *vm);
-int vsxb__host_emit(struct conn *c);          /* host -> guest data */
-int vsxb__host_flush(struct conn *c);         /* queued data -> host */
-void vsxb__host_sync(struct conn *c);         /* watch mask, RX schedule */
-void vsxb__host_guest_shut(struct conn *c);   /* apply guest SHUTDOWN flags */
-void vsxb__host_close(struct conn *c);        /* close the socket now */
-/* The guest side is gone: deliver what is queued, then close. */
-void vsxb__host_drain(struct conn *c);
-bool vsxb__host_can_read(const struct conn *c);
-/* SO_SNDBUF of a Unix host socket raised to a buf_alloc above the default
- * (attach, set_buffer). */
-void vsxb__host_size_sndbuf(struct conn *c);
 
 /* ---- Descriptors handed over (backend.h: vsxb_vm_connect_fd, ports) ---- */
 struct vsxb_port {
@@ -475,15 +546,11 @@ void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 /* host.c: backend.h's vsxb_vm_connect_fd and vsxb_router_conn_attach_fd. */
 int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char *tag,
 			 uint64_t *id);
-int vsxb__host_attach_fd(struct conn *c, int fd);
 void vsxb__set_tag(char *dst, const char *tag);
 
 /* ---- router.c: siblings ---- */
 void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		      const struct virtio_vsock_hdr *h);
-void vsxb__sib_rw(struct conn *c, const struct iovec *iov, unsigned n,
-		 uint32_t len, unsigned flags);
-int vsxb__sib_emit(struct conn *c);           /* peer's queued data -> guest */
 
 /* ---- for tests and benchmarks ---- */
 void vsxb__router_set_timeouts(struct vsxb_router *r, unsigned handshake_ms,

@@ -134,205 +134,6 @@ struct vsxb_vm *vsxb__sibling(struct vsxb_vm *from, uint64_t cid)
 	return to;
 }
 
-void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
-		      const struct virtio_vsock_hdr *h)
-{
-	struct vsxb_router *r = vm->r;
-	struct conn *a, *b;
-	int lim;
-
-	if ((h->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !to->seqpacket) ||
-	    vsxb__conn_find(to, h->dst_port, vm->cid, h->src_port)) {
-		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSXB_REASON_REFUSED, 0, 0);
-		goto refuse;
-	}
-	/* two connections: one in each VM */
-	lim = vsxb__conn_limit(to, 1);
-	if (!lim && r->max_conns && r->nconns + 2 > r->max_conns) {
-		r->st.refused_limit_conns++;
-		lim = VSXB_LIMIT_CONNS;
-	}
-	if (lim) {
-		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSXB_REASON_LIMIT, 0, lim);
-		goto refuse;
-	}
-	a = vsxb__conn_new(vm, PEER_SIBLING, h->type, h->src_port, h->dst_cid,
-			  h->dst_port);
-	if (!a) {
-		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSXB_REASON_ERROR, ENOMEM, 0);
-		goto refuse;
-	}
-	b = vsxb__conn_new(to, PEER_SIBLING, h->type, h->dst_port, vm->cid, h->src_port);
-	if (!b) {
-		a->guest_initiated = true;
-		vsxb__conn_why(a, VSXB_REASON_ERROR, ENOMEM);
-		vsxb__conn_kill(a);
-		goto refuse;
-	}
-	a->guest_initiated = true;
-	a->peer = b;
-	b->peer = a;
-	a->peer_buf_alloc = h->buf_alloc;
-	a->peer_fwd_cnt = h->fwd_cnt;
-	vsxb__conn_timer(b, T_CONNECT, vm->r->connect_ms);
-	vsxb__conn_ctrl(b, C_REQUEST);
-	return;
-refuse:
-	vsxb__orphan_rst(vm, h);
-}
-
-/* Copy @len bytes from @src (skipping @soff) into @dst (skipping @doff). */
-static void iov_copy(const struct iovec *dst, unsigned dn, size_t doff,
-		     const struct iovec *src, unsigned sn, size_t soff, size_t len)
-{
-	unsigned si = 0;
-
-	while (len && si < sn) {
-		size_t k;
-
-		if (soff >= src[si].iov_len) {
-			soff -= src[si].iov_len;
-			si++;
-			continue;
-		}
-		k = src[si].iov_len - soff;
-		if (k > len)
-			k = len;
-		k = vsx_iov_from_buf(dst, dn, doff,
-				     (const char *)src[si].iov_base + soff, k);
-		if (!k)
-			return;
-		doff += k;
-		soff += k;
-		len -= k;
-	}
-}
-
-static bool sib_can_direct(const struct conn *b)
-{
-	const struct vsxb_vm *to = b->vm;
-
-	return to->live && !to->broken && !to->emitting && !to->orphan_n &&
-	       eng_list_empty(&to->pending) && !b->q.bytes && !b->eom_pending;
-}
-
-/* From the sender's TX buffers straight into @b's guest's RX buffers. */
-static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
-			 size_t len, unsigned flags)
-{
-	struct vsxb_vm *to = b->vm;
-	struct vsx_vq_elem *e = &to->rxe[0];
-	uint32_t credit = vsxb__conn_peer_free(b);
-	size_t off = 0, k;
-
-	while (off < len && credit) {
-		if (vsxb__rx_pop(to, e) <= 0)
-			break;
-		k = e->in_len - HDR_LEN;
-		if (k > len - off)
-			k = len - off;
-		if (k > credit)
-			k = credit;
-		iov_copy(e->iov + e->out_num, e->in_num, HDR_LEN, iov, n, off, k);
-		off += k;
-		credit -= (uint32_t)k;
-		vsxb__rx_put(to, b, e, (uint32_t)k, off == len ? flags : 0);
-	}
-	return off;
-}
-
-void vsxb__sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t len,
-		 unsigned flags)
-{
-	struct conn *b = a->peer;
-	struct iovec rest[VSX_VQ_MAX_IOV];
-	struct vsx_vq_elem *e;
-	size_t off = 0;
-	int32_t room;
-	unsigned k;
-
-	if (!b || b->dead || (b->ctrl & C_RST) ||
-	    (b->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV))
-		return; /* nobody will read it */
-	if (!len) {
-		if (!(flags & VIRTIO_VSOCK_SEQ_EOM) || !a->msg_open)
-			return; /* nothing, or an empty message: dropped */
-		if (vsxb__txq_end_msg(&b->q, flags)) {
-			vsxb__conn_schedule(b);
-			return;
-		}
-		/* The message's bytes are already in the guest: end it there. */
-		e = &b->vm->rxe[0];
-		if (sib_can_direct(b) && vsxb__rx_pop(b->vm, e) > 0) {
-			vsxb__rx_put(b->vm, b, e, 0, flags);
-			return;
-		}
-		b->eom_pending = flags;
-		vsxb__conn_schedule(b);
-		return;
-	}
-	if (sib_can_direct(b))
-		off = sib_direct(b, iov, n, len, flags);
-	if (off == len)
-		return;
-	k = vsx_iov_slice(rest, VSX_VQ_MAX_IOV, iov, n, off, len - off);
-	room = (int32_t)(a->rx_limit - a->rx_cnt);
-	if (vsxb__txq_append(&b->q, rest, k, len - off, room > 0 ? (size_t)room : 0,
-			    flags) < 0) {
-		vsxb__log(a->vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out of memory",
-			 a->vm->name, (unsigned long long)a->id);
-		vsxb__conn_why(a, VSXB_REASON_ERROR, ENOMEM);
-		vsxb__conn_reset(a, false);
-		return;
-	}
-	b->vm->st.queued_bytes += len - off;
-	if (!vsxb__conn_mem_ok(b))
-		return;
-	vsxb__conn_schedule(b);
-}
-
-int vsxb__sib_emit(struct conn *b)
-{
-	struct vsxb_vm *vm = b->vm;
-	struct vsx_vq_elem *e = &vm->rxe[0];
-	size_t sent = 0, k, room;
-	unsigned niov, fl, i;
-	uint32_t credit;
-	size_t doff;
-
-	if (b->eom_pending) {
-		if (vsxb__rx_pop(vm, e) <= 0)
-			return EMIT_NOBUF;
-		vsxb__rx_put(vm, b, e, 0, b->eom_pending);
-		b->eom_pending = 0;
-	}
-	while (b->q.bytes) {
-		credit = vsxb__conn_peer_free(b);
-		if (!credit)
-			return EMIT_DONE; /* resumed when the guest's credit moves */
-		if (sent >= VSOCK_MAX_PKT_PAYLOAD)
-			return EMIT_MORE;
-		if (vsxb__rx_pop(vm, e) <= 0)
-			return EMIT_NOBUF;
-		room = e->in_len - HDR_LEN;
-		if (room > credit)
-			room = credit;
-		k = vsxb__txq_peek(&b->q, vm->fiov, ENG_IOV_MAX, &niov, room, &fl);
-		for (i = 0, doff = HDR_LEN; i < niov; i++) {
-			vsx_iov_from_buf(e->iov + e->out_num, e->in_num, doff,
-					 vm->fiov[i].iov_base, vm->fiov[i].iov_len);
-			doff += vm->fiov[i].iov_len;
-		}
-		vsxb__rx_put(vm, b, e, (uint32_t)k, fl);
-		vsxb__txq_consume(&b->q, k);
-		sent += k;
-	}
-	return EMIT_DONE;
-}
-
 /* ---- Router and VMs ---- */
 
 int vsxb_router_new(const struct vsx_loop *loop, vsxb_log_fn log, void *log_arg,
@@ -692,8 +493,11 @@ void vsxb_vm_free(struct vsxb_vm *vm)
 
 void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci)
 {
-	uint32_t fwd = vsxb__conn_adv_fwd(c), buf = vsxb__conn_adv_buf(c);
-	uint32_t held = c->rx_cnt - fwd;
+	const struct txq *q = c->ops->queue ? c->ops->queue(c) : &c->q;
+	uint32_t fwd, buf, held;
+
+	vsxb__conn_window(c, &fwd, &buf);
+	held = c->rx_cnt - fwd;
 
 	memset(ci, 0, sizeof(*ci));
 	ci->id = c->id;
@@ -715,10 +519,7 @@ void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci)
 	ci->peer_fwd_cnt = c->peer_fwd_cnt;
 	ci->tx_free = vsxb__conn_peer_free(c);
 	ci->rx_free = held < buf ? buf - held : 0;
-	if (c->kind == PEER_HOST)
-		ci->queued = (uint32_t)c->q.bytes;
-	else
-		ci->queued = c->peer ? (uint32_t)c->peer->q.bytes : 0;
+	ci->queued = q ? (uint32_t)q->bytes : 0;
 	ci->tag = c->tag;
 }
 
@@ -888,7 +689,7 @@ int vsxb_router_conn_attach_fd(struct vsxb_router *r, uint64_t id, int fd)
 
 	if (!c || fd < 0)
 		return -ENOENT;
-	rc = vsxb__host_attach_fd(c, fd);
+	rc = c->ops->attach_fd ? c->ops->attach_fd(c, fd) : -ENOENT;
 	vsxb__router_round(r);
 	return rc;
 }
@@ -969,12 +770,11 @@ void vsxb__vm_stats(const struct vsxb_vm *vm, struct vsxb_engine_stats *st)
 int vsxb__conn_mem(struct vsxb_router *r, uint64_t id, size_t *mem)
 {
 	struct conn *c = conn_by_id(r, id);
+	const struct txq *q;
 
 	if (!c)
 		return -ENOENT;
-	if (c->kind == PEER_HOST)
-		*mem = c->q.mem;
-	else
-		*mem = c->peer ? c->peer->q.mem : 0;
+	q = c->ops->queue ? c->ops->queue(c) : &c->q;
+	*mem = q ? q->mem : 0;
 	return 0;
 }

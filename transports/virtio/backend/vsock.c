@@ -115,19 +115,14 @@ static uint32_t u32min(uint32_t a, uint32_t b)
 	return a < b ? a : b;
 }
 
-uint32_t vsxb__conn_adv_fwd(const struct conn *c)
+void vsxb__conn_window(const struct conn *c, uint32_t *fwd, uint32_t *buf)
 {
-	if (c->kind == PEER_SIBLING)
-		return c->peer ? c->peer->peer_fwd_cnt : c->last_fwd_sent;
-	return c->fwd_cnt;
-}
-
-uint32_t vsxb__conn_adv_buf(const struct conn *c)
-{
-	if (c->kind == PEER_SIBLING)
-		return c->peer ? u32min(c->peer->peer_buf_alloc, c->buf_alloc)
-			       : c->last_buf_sent;
-	return c->buf_alloc;
+	if (c->ops->window) {
+		c->ops->window(c, fwd, buf);
+		return;
+	}
+	*fwd = c->fwd_cnt;
+	*buf = c->buf_alloc;
 }
 
 /* What we may still send to the guest. */
@@ -155,8 +150,7 @@ static uint32_t conn_rx_room(const struct conn *c)
  */
 static void conn_adv(const struct conn *c, uint32_t *fwd, uint32_t *buf)
 {
-	*fwd = vsxb__conn_adv_fwd(c);
-	*buf = vsxb__conn_adv_buf(c);
+	vsxb__conn_window(c, fwd, buf);
 	if (c->advertised && (int32_t)(*fwd + *buf - c->rx_limit) < 0 &&
 	    (int32_t)(c->rx_limit - *fwd) > 0)
 		*buf = c->rx_limit - *fwd;
@@ -490,7 +484,7 @@ static const char *conn_origin(const struct conn *c)
 {
 	if (c->guest_initiated)
 		return "guest";
-	return c->kind == PEER_SIBLING ? "sibling" : "host";
+	return c->ops->name;
 }
 
 /* The rate limit for logging refusals: a burst, then one per ENG_REFUSE_MS. */
@@ -627,11 +621,32 @@ bool vsxb__conn_mem_ok(struct conn *c)
 	return false;
 }
 
+bool vsxb__conn_rx_direct_ok(const struct conn *c)
+{
+	const struct vsxb_vm *vm = c->vm;
+
+	return vm->live && !vm->broken && !vm->emitting && !vm->orphan_n &&
+	       eng_list_empty(&vm->pending);
+}
+
+int vsxb__conn_enqueue(struct conn *holder, const struct iovec *iov, unsigned n,
+		       size_t len, size_t room, unsigned flags)
+{
+	if (vsxb__txq_append(&holder->q, iov, n, len, room, flags) < 0)
+		return -ENOMEM;
+	holder->vm->st.queued_bytes += len;
+	return vsxb__conn_mem_ok(holder) ? 0 : -ENOBUFS;
+}
+
 /* ---- Connection life ---- */
 
-struct conn *vsxb__conn_new(struct vsxb_vm *vm, enum conn_kind kind, uint16_t type,
-			   uint32_t guest_port, uint64_t peer_cid, uint32_t peer_port)
+struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
+			   uint16_t type, uint32_t guest_port, uint64_t peer_cid,
+			   uint32_t peer_port)
 {
+	/* the peer's private part follows, aligned for anything */
+	size_t off = (sizeof(struct conn) + _Alignof(max_align_t) - 1) &
+		     ~(_Alignof(max_align_t) - 1);
 	struct conn *c;
 
 	if (vm->nconns >= vm->r->max_conns_vm ||
@@ -639,13 +654,14 @@ struct conn *vsxb__conn_new(struct vsxb_vm *vm, enum conn_kind kind, uint16_t ty
 		vsxb__vm_warn(vm, "connection limit reached");
 		return NULL;
 	}
-	c = calloc(1, sizeof(*c));
+	c = calloc(1, off + ops->priv_size);
 	if (!c)
 		return NULL;
 	c->id = vm->r->next_id++;
+	c->ops = ops;
+	c->priv = ops->priv_size ? (char *)c + off : NULL;
 	c->vm = vm;
 	eng_list_init(&c->pnode);
-	c->kind = kind;
 	c->type = type;
 	c->state = VSXB_CONN_CONNECTING;
 	c->guest_port = guest_port;
@@ -654,7 +670,6 @@ struct conn *vsxb__conn_new(struct vsxb_vm *vm, enum conn_kind kind, uint16_t ty
 	c->buf_alloc = vsxb__buf_cap(vm->r, vm->buf_default);
 	c->rx_cnt = c->fwd_cnt = c->tx_cnt = vm->r->counter_base;
 	c->last_fwd_sent = c->peer_fwd_cnt = vm->r->counter_base;
-	c->fd = -1;
 	vsxb__txq_init(&c->q, type == VIRTIO_VSOCK_TYPE_SEQPACKET);
 	c->q.pool = &vm->pool;
 	eng_list_add_tail(&vm->conns, &c->node);
@@ -730,12 +745,8 @@ void vsxb__conn_kill(struct conn *c)
 	c->dead = true;
 	vsxb__conn_unhash(c);
 	eng_list_del(&c->pnode);
-	if (c->peer) {
-		c->peer->peer = NULL;
-		c->peer = NULL;
-	}
-	if (c->kind == PEER_HOST)
-		vsxb__host_close(c);
+	if (c->ops->release)
+		c->ops->release(c);
 	if (c->timer) {
 		vm->r->loop->timer_free(c->timer);
 		c->timer = NULL;
@@ -755,30 +766,28 @@ void vsxb__conn_kill(struct conn *c)
 	vsxb__vm_touch(vm);
 }
 
-/* The sibling half @c goes away: its peer ends with an RST once the data
- * already queued for its guest is out (bounded by the linger time). */
-static void sib_detach(struct conn *c)
+void vsxb__conn_peer_reset(struct conn *c)
 {
-	struct conn *p = c->peer;
-
-	if (!p)
+	if (c->dead)
 		return;
-	c->peer = NULL;
-	p->peer = NULL;
-	if (p->dead)
-		return;
-	vsxb__conn_why(p, p->state == VSXB_CONN_CONNECTING && p->guest_initiated ?
+	vsxb__conn_why(c, c->state == VSXB_CONN_CONNECTING && c->guest_initiated ?
 			 VSXB_REASON_REFUSED : VSXB_REASON_PEER_RST, 0);
-	if (p->state == VSXB_CONN_CONNECTING) {
-		vsxb__conn_reset(p, false);
+	if (c->state == VSXB_CONN_CONNECTING) {
+		vsxb__conn_reset(c, false);
 		return;
 	}
-	p->state = VSXB_CONN_CLOSING;
-	vsxb__conn_unhash(p);
-	p->ctrl = (p->ctrl & C_RST) | C_RST;
-	if (p->q.bytes || p->eom_pending)
-		vsxb__conn_timer(p, T_LINGER, p->vm->r->linger_ms);
-	vsxb__conn_schedule(p);
+	c->state = VSXB_CONN_CLOSING;
+	vsxb__conn_unhash(c);
+	c->ctrl = C_RST;
+	if (c->ops->pending && c->ops->pending(c))
+		vsxb__conn_timer(c, T_LINGER, c->vm->r->linger_ms);
+	vsxb__conn_schedule(c);
+}
+
+bool vsxb__conn_takes_data(const struct conn *c)
+{
+	return !c->dead && !(c->ctrl & C_RST) &&
+	       !(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV);
 }
 
 void vsxb__conn_reset(struct conn *c, bool quiet)
@@ -792,12 +801,9 @@ void vsxb__conn_reset(struct conn *c, bool quiet)
 		vsxb__conn_kill(c);
 		return;
 	}
-	if (c->kind == PEER_SIBLING)
-		sib_detach(c);
-	else
-		vsxb__host_close(c);
+	if (c->ops->reset)
+		c->ops->reset(c);
 	vsxb__txq_clear(&c->q);
-	c->eom_pending = 0;
 	if (vm->batch == c) {
 		vm->batch = NULL;
 		vm->batch_niov = 0;
@@ -835,30 +841,63 @@ void vsxb__conn_shutdown(struct conn *c, unsigned flags)
 	if ((c->host_shut | c->shut_pending) == 3 && c->tkind != T_LINGER &&
 	    !(c->ctrl & C_RST))
 		vsxb__conn_timer(c, T_LINGER, c->vm->r->linger_ms);
-	if (c->kind == PEER_HOST)
-		vsxb__host_sync(c);
+	if (c->ops->sync)
+		c->ops->sync(c);
 	vsxb__conn_schedule(c);
 }
 
 void vsxb__conn_close(struct conn *c)
 {
-	struct conn *p = c->peer;
-
 	if (c->dead)
 		return;
 	if (c->state == VSXB_CONN_CONNECTING) {
 		vsxb__conn_reset(c, false);
 		return;
 	}
-	vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
-	if (p)
-		vsxb__conn_shutdown(p, ENG_SHUT_BOTH);
+	if (c->ops->close)
+		c->ops->close(c);
+	else
+		vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
+}
+
+void vsxb__conn_gone(struct conn *c)
+{
+	if (c->ops->gone)
+		c->ops->gone(c);
+	else
+		vsxb__conn_kill(c);
+}
+
+void vsxb__conn_answer_rst(struct conn *c)
+{
+	vsxb__conn_unhash(c);
+	vsxb__conn_timer(c, T_NONE, 0);
+	c->shut_pending = 0;
+	c->ctrl = C_RST;
+	vsxb__conn_schedule(c);
+}
+
+void vsxb__conn_accept(struct conn *c)
+{
+	c->state = VSXB_CONN_ESTABLISHED;
+	vsxb__conn_timer(c, T_NONE, 0);
+	vsxb__conn_ctrl(c, C_RESPONSE);
+	vsxb__conn_opened(c);
+}
+
+void vsxb__batch_flush(struct vsxb_vm *vm)
+{
+	struct conn *c = vm->batch;
+
+	if (c && c->ops->flush)
+		c->ops->flush(c);
 }
 
 void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes)
 {
 	c->buf_alloc = bytes;
-	vsxb__host_size_sndbuf(c);
+	if (c->ops->set_buffer)
+		c->ops->set_buffer(c);
 	if (c->state != VSXB_CONN_CONNECTING)
 		vsxb__conn_ctrl(c, C_CREDIT_REPLY);
 }
@@ -926,10 +965,10 @@ static int conn_emit_locked(struct conn *c)
 	}
 
 	if (c->state != VSXB_CONN_CONNECTING) {
-		r = c->kind == PEER_HOST ? vsxb__host_emit(c) : vsxb__sib_emit(c);
+		r = c->ops->emit(c);
 		if (r != EMIT_DONE || c->dead)
 			return c->dead ? EMIT_DONE : r;
-		data_left = c->kind == PEER_SIBLING && (c->q.bytes || c->eom_pending);
+		data_left = c->ops->pending && c->ops->pending(c);
 	}
 
 	ready = c->shut_pending;
@@ -946,10 +985,7 @@ static int conn_emit_locked(struct conn *c)
 		if (!rx_ctrl(c, VIRTIO_VSOCK_OP_RST, 0))
 			return EMIT_NOBUF;
 		c->ctrl = 0;
-		if (c->kind == PEER_HOST && c->fd >= 0 && c->q.bytes && !c->host_wr_dead)
-			vsxb__host_drain(c);
-		else
-			vsxb__conn_kill(c);
+		vsxb__conn_gone(c);
 	}
 	return EMIT_DONE;
 }
@@ -1154,14 +1190,8 @@ void vsxb__vm_round(struct vsxb_vm *vm)
 static void credit_moved(struct conn *c)
 {
 	c->credit_req_sent = false;
-	if (c->kind == PEER_HOST) {
-		vsxb__host_sync(c);
-	} else {
-		if (c->q.bytes || c->eom_pending)
-			vsxb__conn_schedule(c);
-		if (c->peer)
-			vsxb__conn_credit_check(c->peer);
-	}
+	if (c->ops->credit_changed)
+		c->ops->credit_changed(c);
 }
 
 static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsx_vq_elem *e,
@@ -1199,15 +1229,7 @@ static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsx_vq_elem *
 			flags = 0;
 	}
 	n = vsx_iov_slice(iov, VSX_VQ_MAX_IOV, e->iov, e->out_num, HDR_LEN, h->len);
-	if (c->kind == PEER_HOST) {
-		vsxb__host_rw(c, iov, n, h->len, flags);
-	} else {
-		vsxb__sib_rw(c, iov, n, h->len, flags);
-		/* The other guest's credit news may have been held back while
-		 * this one had room; now that it used some, pass it on. */
-		if (!c->dead)
-			vsxb__conn_credit_check(c);
-	}
+	c->ops->rw(c, iov, n, h->len, flags);
 	if (!c->dead && c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
 		if (flags & VIRTIO_VSOCK_SEQ_EOM)
 			c->msg_open = false;
@@ -1218,8 +1240,6 @@ static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsx_vq_elem *
 
 static void tx_response(struct vsxb_vm *vm, struct conn *c)
 {
-	struct conn *p = c->peer;
-
 	if (c->state != VSXB_CONN_CONNECTING || c->guest_initiated) {
 		vsxb__vm_warn(vm, "unexpected RESPONSE (port %u)", c->guest_port);
 		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
@@ -1228,25 +1248,10 @@ static void tx_response(struct vsxb_vm *vm, struct conn *c)
 	}
 	vsxb__conn_timer(c, T_NONE, 0);
 	c->state = VSXB_CONN_ESTABLISHED;
-	if (c->kind == PEER_HOST) {
-		if (vsxb__host_established(c) < 0) {
-			/* the program went away before the guest accepted */
-			vsxb__conn_why(c, VSXB_REASON_HOST_CLOSED, 0);
-			vsxb__conn_reset(c, false);
-		} else {
-			vsxb__conn_opened(c);
-		}
-		return;
-	}
-	if (!p) {
-		vsxb__conn_why(c, VSXB_REASON_PEER_RST, 0);
+	if (c->ops->established && c->ops->established(c) < 0) {
 		vsxb__conn_reset(c, false);
 		return;
 	}
-	p->state = VSXB_CONN_ESTABLISHED;
-	vsxb__conn_timer(p, T_NONE, 0);
-	vsxb__conn_ctrl(p, C_RESPONSE);
-	vsxb__conn_opened(p);
 	vsxb__conn_opened(c);
 }
 
@@ -1254,17 +1259,8 @@ static void tx_rst(struct conn *c)
 {
 	vsxb__conn_why(c, c->state == VSXB_CONN_CONNECTING ? VSXB_REASON_REFUSED
 							 : VSXB_REASON_GUEST_RST, 0);
-	if (c->kind == PEER_SIBLING) {
-		sib_detach(c);
-		vsxb__conn_kill(c);
-		return;
-	}
-	/* Never answered. What the guest sent before still goes to the host. */
-	if (c->fd >= 0 && c->q.bytes && !c->host_wr_dead &&
-	    c->state != VSXB_CONN_CONNECTING)
-		vsxb__host_drain(c);
-	else
-		vsxb__conn_kill(c);
+	/* Never answered. What the guest sent before still goes to the peer. */
+	vsxb__conn_gone(c);
 }
 
 static void tx_shutdown(struct conn *c, uint32_t flags)
@@ -1280,24 +1276,8 @@ static void tx_shutdown(struct conn *c, uint32_t flags)
 	c->guest_shut |= flags;
 	c->state = VSXB_CONN_CLOSING;
 	vsxb__conn_why(c, VSXB_REASON_GUEST_SHUTDOWN, 0);
-	if (c->kind == PEER_SIBLING) {
-		if (c->peer) {
-			vsxb__conn_why(c->peer, VSXB_REASON_PEER_SHUTDOWN, 0);
-			vsxb__conn_shutdown(c->peer, flags);
-		}
-		return;
-	}
-	if (c->guest_shut == ENG_SHUT_BOTH) {
-		/* The guest is done: RST (as Linux answers), host side drains. */
-		vsxb__host_guest_shut(c);
-		vsxb__conn_unhash(c);
-		vsxb__conn_timer(c, T_NONE, 0);
-		c->shut_pending = 0;
-		c->ctrl = C_RST;
-		vsxb__conn_schedule(c);
-		return;
-	}
-	vsxb__host_guest_shut(c);
+	if (c->ops->guest_shutdown)
+		c->ops->guest_shutdown(c, flags);
 }
 
 static void tx_no_conn(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
@@ -1372,7 +1352,7 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsx_vq_elem *e)
 			     (unsigned long long)h.dst_cid, h.dst_port);
 		if (c) {
 			if (vm->batch == c)
-				vsxb__host_batch_flush(vm);
+				vsxb__batch_flush(vm);
 			vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
 			vsxb__conn_reset(c, false);
 		} else {
@@ -1385,7 +1365,7 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsx_vq_elem *e)
 		return;
 	}
 	if (h.op != VIRTIO_VSOCK_OP_RW && vm->batch == c)
-		vsxb__host_batch_flush(vm);
+		vsxb__batch_flush(vm);
 	if (c->dead)
 		return;
 
@@ -1418,8 +1398,8 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsx_vq_elem *e)
 		break;
 	case VIRTIO_VSOCK_OP_CREDIT_REQUEST:
 		vsxb__conn_ctrl(c, C_CREDIT_REPLY);
-		if (c->peer)
-			vsxb__conn_ctrl(c->peer, C_CREDIT_REQUEST);
+		if (c->ops->credit_request)
+			c->ops->credit_request(c);
 		break;
 	}
 	if (moved && !c->dead)
@@ -1445,7 +1425,7 @@ static void vm_tx_run(struct vsxb_vm *vm)
 		}
 		for (i = 0; i < n && !vm->broken; i++)
 			tx_packet(vm, &vm->txe[i]);
-		vsxb__host_batch_flush(vm);
+		vsxb__batch_flush(vm);
 		if (vm->broken || !vm->live)
 			return;
 		for (i = 0; i < n; i++)
