@@ -1,15 +1,35 @@
 /*
- * The virtio-vsock engine's private header: what vsock.c (device, packets,
- * credit), host.c (hybrid Unix-socket side), router.c (VMs, siblings,
- * control) and txbuf.c (per-connection byte queue) share. Nothing here is
- * part of backend.h's contract; the vsxb__ functions at the end exist for
- * the backend tests (tests/backend/) and the benchmarks.
+ * The vsock backend's private header: what its rooms share. Nothing here
+ * is part of backend.h's contract; the vsxb__ functions at the end exist
+ * for the backend tests (tests/backend/) and the benchmarks.
  *
- * The design is written once, at the top of vsock.c.
+ * Rooms, and who may call whom (scripts/callgraph checks that the calls
+ * between files form no cycle):
+ *
+ *   lifecycle.c     vsxb_router_new/free, vsxb_vm_new/free: puts the rooms
+ *                   together; calls any of them, none calls it
+ *   device.c        the vhost-user device: callbacks, TX parsing, polling;
+ *                   calls the router and the connection API
+ *   router.c        shared state: VMs, groups, routing of REQUESTs to
+ *                   peers, control and introspection; calls the peers and
+ *                   the connection API
+ *   hybrid.c        the uds_path listener and CONNECT handshake; calls the
+ *                   host peer and the connection API
+ *   peer_host.c     the host socket peer   } call only the connection API;
+ *   peer_sibling.c  the sibling VM peer    } one static ops table each
+ *   conn.c          the connection API: state machine, credit, RX path
+ *                   and schedule, timers, rounds; reaches peers only
+ *                   through their tables
+ *   conn_events.c   logging, connection events, refusals, limits
+ *   txbuf.c         the byte queue
+ *
+ * The design is written once, at the top of conn.c; each file's own
+ * comment says what that room does.
  */
 #ifndef VSXB_ENGINE_H
 #define VSXB_ENGINE_H
 
+#include <endian.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -302,9 +322,7 @@ struct conn {
 	int why_limit;               /* enum vsxb_limit_kind */
 };
 
-/* ---- VMs and the router ---- */
-
-struct hs;  /* host.c: a hybrid client sending its CONNECT line */
+/* ---- VMs (per VM) ---- */
 
 struct vsxb_engine_stats {
 	uint64_t tx_pkts;         /* packets taken from the TX queue */
@@ -323,9 +341,18 @@ struct vsxb_engine_stats {
 	uint64_t queued_bytes;    /* guest payload bytes that had to be copied */
 };
 
+/*
+ * One VM: its device, connections, queues, hash, chunk pool and stats.
+ * Everything here belongs to the VM and is touched only from the VM's
+ * loop (a worker thread per VM, later). The exceptions, named where they
+ * are: @r and the fields the router reads under its own rules (name, cid,
+ * groups, live/broken/freeing for sibling lookup, node), and the other
+ * half of a sibling pair (peer_sibling.c), which reaches this VM only
+ * through vsxb__conn_* calls on its own half's peer.
+ */
 struct vsxb_vm {
-	struct vsxb_router *r;
-	struct eng_list node;        /* r->vms */
+	struct vsxb_router *r;       /* shared: see struct vsxb_router */
+	struct eng_list node;        /* r->vms (the router's) */
 	char *name;
 	uint64_t cid;
 	char *socket_path;
@@ -335,6 +362,7 @@ struct vsxb_vm {
 	char **groups;
 	unsigned ngroups;
 
+	/* The device (device.c) */
 	struct vsx_vu *vu;
 	struct vsx_vq *rxq, *txq, *evq; /* while live */
 	bool live, broken, event_pending, seqpacket, freeing;
@@ -345,6 +373,7 @@ struct vsxb_vm {
 	bool dirty;                  /* needs end-of-round work */
 	struct eng_list dnode;       /* r->dirty */
 
+	/* Connections (conn.c) */
 	struct eng_list conns;       /* every connection, by age */
 	struct eng_list pending;     /* connections waiting for RX buffers */
 	unsigned nconns;             /* live ones */
@@ -356,32 +385,35 @@ struct vsxb_vm {
 	struct virtio_vsock_hdr orphan[ENG_ORPHAN_MAX];
 	unsigned orphan_head, orphan_n;
 
-	/* hybrid */
+	/* The hybrid listener (hybrid.c) and host ports (peer_host.c) */
 	int lfd;
 	struct vsx_watch *lw;
+	struct vsx_timer *ltimer;    /* listener paused (EMFILE) */
 	struct eng_list handshakes;
 	unsigned nhandshakes;
+	unsigned accept_fails;       /* hybrid accepts failed in a row (no fds) */
 	uint32_t next_host_port;
 	bool host_port_wrapped;
 
-	/* TX processing */
+	/* TX processing (device.c) */
 	struct vsx_timer *resume;    /* a budget ran out: continue at once */
-	struct vsx_timer *ltimer;    /* listener paused (EMFILE) */
 	struct vsx_vq_elem *txe;     /* ENG_TX_BATCH */
 	struct vsx_vq_elem *rxe;     /* ENG_RX_BATCH */
-	struct iovec *iov;           /* ENG_IOV_MAX: the current TX batch */
 	struct iovec *riov;          /* ENG_IOV_MAX: RX payload slices */
 	struct iovec *fiov;          /* ENG_IOV_MAX: queue flushes */
+	/* The TX batch: guest payload of consecutive RW packets of one
+	 * connection that its peer gathers (ops->rw) and delivers at once
+	 * (ops->flush, through vsxb__batch_flush). */
+	struct iovec *iov;           /* ENG_IOV_MAX */
 	struct conn *batch;          /* connection the TX batch is for */
 	unsigned batch_niov;
 	size_t batch_len;
 	unsigned batch_flags;        /* EOM/EOR closing the batch (seq) */
 
 	unsigned log_budget;
-	unsigned accept_fails;       /* hybrid accepts failed in a row (no fds) */
 	struct vsxb_engine_stats st;
 
-	/* spare queue chunks (txbuf.c), swept by ptimer (vsock.c) */
+	/* spare queue chunks (txbuf.c), swept by ptimer (conn.c) */
 	struct txq_pool pool;
 	struct vsx_timer *ptimer;
 	bool ptimer_armed;
@@ -392,18 +424,26 @@ struct vsxb_vm {
 	uint64_t refuse_suppressed;  /* since the last one to log */
 };
 
+/* ---- The router (shared between VMs) ---- */
+
+/*
+ * What the VMs of one process share, and the only state that crosses
+ * VMs: the VM list (lookup by name and CID, groups), the id counter, the
+ * limits and timeouts, the handlers of host ports, the connection count
+ * and the totals of backend.h's stats, the log and event callbacks. Under
+ * a worker thread per VM this is what needs a lock (or atomics); the
+ * round fields at the end are the loop's, and each worker would have its
+ * own.
+ */
 struct vsxb_router {
 	const struct vsx_loop *loop;
 	vsxb_log_fn log;
 	void *log_arg;
 	struct eng_list vms;
-	struct eng_list dirty;       /* VMs touched this round */
 	uint64_t next_id;
 	unsigned handshake_ms, connect_ms, linger_ms;
 	uint32_t counter_base;       /* tests: new connections' counters start here */
 	struct eng_list ports;       /* struct vsxb_port: vsxb_router_listen_port */
-	int in_round;
-	bool polling;                /* vsxb_router_poll: the loop polls, TX kicks off */
 
 	/* Limits and events (backend.h) */
 	unsigned max_conns, max_conns_vm;
@@ -412,23 +452,102 @@ struct vsxb_router {
 	vsxb_conn_event_fn ev_fn;
 	void *ev_arg;
 	struct vsxb_router_stats st;  /* conns unused here (nconns) */
+
+	/* Rounds (conn.c): the loop's, not the VMs' */
+	struct eng_list dirty;       /* VMs touched this round */
+	int in_round;
+	bool polling;                /* vsxb_router_poll: the loop polls, TX kicks off */
 };
 
-/* ---- router.c ---- */
+/* ---- Credit arithmetic and wire order (every room) ---- */
+
+static inline uint32_t eng_u32min(uint32_t a, uint32_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Wire (little-endian) <-> CPU order, in place; the same operation. */
+static inline void eng_hdr_swap(struct virtio_vsock_hdr *h)
+{
+	h->src_cid = le64toh(h->src_cid);
+	h->dst_cid = le64toh(h->dst_cid);
+	h->src_port = le32toh(h->src_port);
+	h->dst_port = le32toh(h->dst_port);
+	h->len = le32toh(h->len);
+	h->type = le16toh(h->type);
+	h->op = le16toh(h->op);
+	h->flags = le32toh(h->flags);
+	h->buf_alloc = le32toh(h->buf_alloc);
+	h->fwd_cnt = le32toh(h->fwd_cnt);
+}
+
+/* The fwd_cnt and buf_alloc @c's peer would announce now (ops->window). */
+static inline void vsxb__conn_window(const struct conn *c, uint32_t *fwd,
+				     uint32_t *buf)
+{
+	if (c->ops->window) {
+		c->ops->window(c, fwd, buf);
+		return;
+	}
+	*fwd = c->fwd_cnt;
+	*buf = c->buf_alloc;
+}
+
+/* What we may still send to the guest. */
+static inline uint32_t vsxb__conn_peer_free(const struct conn *c)
+{
+	uint32_t inflight = c->tx_cnt - c->peer_fwd_cnt;
+
+	return inflight >= c->peer_buf_alloc ? 0 : c->peer_buf_alloc - inflight;
+}
+
+/* What the guest may still send us, by the furthest limit we announced. */
+static inline uint32_t vsxb__conn_rx_room(const struct conn *c)
+{
+	int32_t room = (int32_t)(c->rx_limit - c->rx_cnt);
+
+	return c->advertised && room > 0 ? (uint32_t)room : 0;
+}
+
+/* Emission results */
+#define EMIT_DONE 0   /* nothing more to send now */
+#define EMIT_MORE 1   /* sent some, more is ready */
+#define EMIT_NOBUF 2  /* RX buffers ran out */
+
+/*
+ * ---- The connection API: conn.c, conn_events.c ----
+ * What the peers, the device and the router call; it calls nothing above
+ * it (peers only through their tables).
+ */
+
+/* conn_events.c: logging, connection events, refusals, limits */
 void vsxb__log(struct vsxb_router *r, int prio, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* A guest-caused warning, rate limited per VM session. */
 void vsxb__vm_warn(struct vsxb_vm *vm, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-void vsxb__vm_touch(struct vsxb_vm *vm);
-/* End of a processing round: RX scheduling, used-ring flushes, deferred
- * frees, for every VM touched. Every entry point calls it last. */
-void vsxb__router_round(struct vsxb_router *r);
-/* The VM reachable as @cid from @from (common group, live), or NULL. */
-struct vsxb_vm *vsxb__sibling(struct vsxb_vm *from, uint64_t cid);
+/* Record why @c ends (enum vsxb_conn_reason; @err a positive errno or 0).
+ * The first cause wins, except that a hard one (a timeout, an error, a
+ * limit, control-reset, vm-gone, protocol) overrides a graceful one; a
+ * guest or peer RST never does. Reported when @c is freed (conn_kill). */
+void vsxb__conn_why(struct conn *c, int reason, int err);
+/* @c just became ESTABLISHED: report OPEN. */
+void vsxb__conn_opened(struct conn *c);
+/* @c ends (vsxb__conn_kill): CLOSE, RESET or REFUSE by its cause. */
+void vsxb__conn_ended(struct conn *c);
+/* A limit that forbids @n more connections in @vm (enum vsxb_limit_kind),
+ * counted in the router's stats when not VSXB_LIMIT_NONE. */
+int vsxb__conn_limit(struct vsxb_vm *vm, unsigned n);
+/* A refused attempt that has no connection (id 0): REFUSE event. */
+void vsxb__refuse(struct vsxb_vm *vm, uint16_t type, uint32_t guest_port,
+		 uint64_t peer_cid, uint32_t peer_port, bool guest_initiated,
+		 int reason, int err, int limit);
+/* buf_alloc allowed by max_conn_memory (@bytes or less). */
+uint32_t vsxb__buf_cap(const struct vsxb_router *r, uint32_t bytes);
+/* What vsxctl shows of @c. */
+void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci);
 
-/* ---- vsock.c ---- */
-extern const struct vsx_vu_ops vsxb__vsock_ops;
+/* conn.c: connections */
 /* A connection of @vm whose peer is @ops (c->priv zeroed), or NULL. */
 struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 			   uint16_t type, uint32_t guest_port, uint64_t peer_cid,
@@ -436,11 +555,11 @@ struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 struct conn *vsxb__conn_find(struct vsxb_vm *vm, uint32_t guest_port,
 			    uint64_t peer_cid, uint32_t peer_port);
 void vsxb__conn_unhash(struct conn *c);
-/* Free the connection at the end of the round (closes its host socket,
- * unlinks its sibling without telling it). */
+/* Free the connection at the end of the round (ops->release: the peer
+ * lets go of its side without telling it). */
 void vsxb__conn_kill(struct conn *c);
-/* Abort: RST to the guest (unless @quiet), host socket closed, sibling
- * told (RST). */
+/* Abort: RST to the guest (unless @quiet), the peer side dropped and told
+ * (ops->reset). */
 void vsxb__conn_reset(struct conn *c, bool quiet);
 /* @c's peer went away (the other half of a sibling pair): RST to the
  * guest once the data queued for it (ops->pending) is out, bounded by the
@@ -454,9 +573,6 @@ void vsxb__conn_shutdown(struct conn *c, unsigned flags);
 void vsxb__conn_schedule(struct conn *c);
 void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
 void vsxb__conn_credit_check(struct conn *c);
-uint32_t vsxb__conn_peer_free(const struct conn *c);
-/* The fwd_cnt and buf_alloc @c's peer would announce now (ops->window). */
-void vsxb__conn_window(const struct conn *c, uint32_t *fwd, uint32_t *buf);
 void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes);
 /* Close: SHUTDOWN both ways, RST after linger. */
 void vsxb__conn_close(struct conn *c);
@@ -479,54 +595,30 @@ bool vsxb__conn_rx_direct_ok(const struct conn *c);
  * was reset. */
 int vsxb__conn_enqueue(struct conn *holder, const struct iovec *iov, unsigned n,
 		       size_t len, size_t room, unsigned flags);
-/* What vsxctl shows of @c (router.c). */
-void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci);
-/* Record why @c ends (enum vsxb_conn_reason; @err a positive errno or 0).
- * The first cause wins, except that a hard one (a timeout, an error, a
- * limit, control-reset, vm-gone, protocol) overrides a graceful one; a
- * guest or peer RST never does. Reported when @c is freed (conn_kill). */
-void vsxb__conn_why(struct conn *c, int reason, int err);
-/* @c just became ESTABLISHED: report OPEN. */
-void vsxb__conn_opened(struct conn *c);
-/* A limit that forbids @n more connections in @vm (enum vsxb_limit_kind),
- * counted in the router's stats when not VSXB_LIMIT_NONE. */
-int vsxb__conn_limit(struct vsxb_vm *vm, unsigned n);
-/* A refused attempt that has no connection (id 0): REFUSE event. */
-void vsxb__refuse(struct vsxb_vm *vm, uint16_t type, uint32_t guest_port,
-		 uint64_t peer_cid, uint32_t peer_port, bool guest_initiated,
-		 int reason, int err, int limit);
 /* @holder's queue grew: false (and @holder reset, reason limit) when its
  * memory is above the router's max_conn_memory. */
 bool vsxb__conn_mem_ok(struct conn *holder);
-/* buf_alloc allowed by max_conn_memory (@bytes or less). */
-uint32_t vsxb__buf_cap(const struct vsxb_router *r, uint32_t bytes);
+void vsxb__set_tag(char *dst, const char *tag);
 /* RX helpers for data paths: pop one RX chain; 1, 0 (none), <0 broken. */
 int vsxb__rx_pop(struct vsxb_vm *vm, struct vsx_vq_elem *e);
 void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsx_vq_elem *e,
 		 uint32_t len, unsigned flags);
-void vsxb__vm_broken(struct vsxb_vm *vm, const char *why);
-void vsxb__vm_round(struct vsxb_vm *vm);
-void vsxb__vm_resume(struct vsxb_vm *vm);
-/* vsxb_router_poll for one VM: true when its TX ring had packets. */
-bool vsxb__vm_poll(struct vsxb_vm *vm, bool sleeping);
+/* An RST for a guest packet that has no connection (CPU order). */
 void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
+
+/* conn.c: VMs and rounds */
+void vsxb__vm_touch(struct vsxb_vm *vm);
+/* End of a processing round: RX scheduling, used-ring flushes, deferred
+ * frees, for every VM touched. Every entry point calls it last. */
+void vsxb__router_round(struct vsxb_router *r);
+/* vsxb__router_round's work for one VM. */
+void vsxb__vm_round(struct vsxb_vm *vm);
+void vsxb__vm_broken(struct vsxb_vm *vm, const char *why);
 void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest);
 
-/* Emission results */
-#define EMIT_DONE 0   /* nothing more to send now */
-#define EMIT_MORE 1   /* sent some, more is ready */
-#define EMIT_NOBUF 2  /* RX buffers ran out */
+/* ---- Peers: peer_host.c, hybrid.c, peer_sibling.c (call the API above) ---- */
 
-/* ---- host.c: the host socket peer ---- */
-int vsxb__host_listen(struct vsxb_vm *vm);
-/* "CONNECT <decimal port>\n" (exactly @n bytes): 0 and *@port, or -1.
- * Pure; also fuzz/fuzz_connect.c's target. */
-int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port);
-void vsxb__host_unlisten(struct vsxb_vm *vm);
-/* Guest REQUEST to host port: connect to uds_path_<port>. */
-void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
-
-/* ---- Descriptors handed over (backend.h: vsxb_vm_connect_fd, ports) ---- */
+/* Handlers of host ports (backend.h: vsxb_router_listen_port). */
 struct vsxb_port {
 	struct eng_list node;        /* r->ports */
 	struct vsxb_router *r;
@@ -537,20 +629,51 @@ struct vsxb_port {
 	void *arg;
 };
 
-/* router.c: the handler of @vm's host port @port, or NULL. */
-struct vsxb_port *vsxb__port_find(struct vsxb_router *r, const struct vsxb_vm *vm,
-				uint32_t port);
-/* host.c: a guest REQUEST for @p's port (REFUSE or a waiting connection). */
+/* peer_host.c: a guest REQUEST to host port: connect to uds_path_<port>. */
+void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
+/* peer_host.c: a guest REQUEST for @p's port (REFUSE or a waiting
+ * connection, attached later by vsxb_router_conn_attach_fd). */
 void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 			    const struct virtio_vsock_hdr *h);
-/* host.c: backend.h's vsxb_vm_connect_fd and vsxb_router_conn_attach_fd. */
+/* peer_host.c: backend.h's vsxb_vm_connect_fd. */
 int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char *tag,
 			 uint64_t *id);
-void vsxb__set_tag(char *dst, const char *tag);
+/* peer_host.c: a hybrid client asked for guest port @port: REQUEST to the
+ * guest; "OK <host port>" once it answers. Takes @fd. */
+void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port);
+/* peer_host.c: a listening Unix socket at @path (a stale socket file is
+ * replaced, nothing else); 0 and *@fd, or -errno. */
+int vsxb__unix_listen(const char *path, int *fd);
 
-/* ---- router.c: siblings ---- */
+/* hybrid.c: the VM's uds_path listener and CONNECT handshakes. */
+int vsxb__host_listen(struct vsxb_vm *vm);
+void vsxb__host_unlisten(struct vsxb_vm *vm);
+/* "CONNECT <decimal port>\n" (exactly @n bytes): 0 and *@port, or -1.
+ * Pure; also fuzz/fuzz_connect.c's target. */
+int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port);
+
+/* peer_sibling.c: a guest of @vm asks for @to (a sibling VM): a pair of
+ * connections, REQUEST to @to's guest. */
 void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		      const struct virtio_vsock_hdr *h);
+
+/* ---- router.c: VMs, groups, routing, control (calls peers and the API) ---- */
+
+/* A guest REQUEST that has no connection: to a host port handler, a host
+ * socket, a sibling VM, or refused. */
+void vsxb__router_request(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
+/* The handler of @vm's host port @port, or NULL. */
+struct vsxb_port *vsxb__port_find(struct vsxb_router *r, const struct vsxb_vm *vm,
+				uint32_t port);
+/* 1 to @max bytes of [A-Za-z0-9._-] (VM and group names). */
+bool vsxb__name_ok(const char *s, size_t max);
+
+/* ---- device.c: the vhost-user device (calls the router and the API) ---- */
+extern const struct vsx_vu_ops vsxb__vsock_ops;
+/* A budget ran out: continue the VM's TX and RX work. */
+void vsxb__vm_resume(struct vsxb_vm *vm);
+
+/* ---- lifecycle.c: vsxb_router_new/free, vsxb_vm_new/free (calls all) ---- */
 
 /* ---- for tests and benchmarks ---- */
 void vsxb__router_set_timeouts(struct vsxb_router *r, unsigned handshake_ms,

@@ -39,11 +39,6 @@ static struct sib_peer *sp(const struct conn *c)
 	return c->priv;
 }
 
-static uint32_t u32min(uint32_t a, uint32_t b)
-{
-	return a < b ? a : b;
-}
-
 /* Unlink the pair, telling nobody. */
 static void sib_unlink(struct conn *c)
 {
@@ -323,7 +318,7 @@ static void sib_window(const struct conn *c, uint32_t *fwd, uint32_t *buf)
 	const struct conn *p = sp(c)->other;
 
 	*fwd = p ? p->peer_fwd_cnt : c->last_fwd_sent;
-	*buf = p ? u32min(p->peer_buf_alloc, c->buf_alloc) : c->last_buf_sent;
+	*buf = p ? eng_u32min(p->peer_buf_alloc, c->buf_alloc) : c->last_buf_sent;
 }
 
 static void sib_close(struct conn *c)

@@ -1,19 +1,19 @@
 /*
- * Host exposure, compatible with Firecracker / Cloud Hypervisor /
- * vhost-device-vsock hybrid vsock, and the host side of the data path.
+ * The host socket peer: a guest connection whose other end is a host
+ * program on a socket (struct host_peer in c->priv, host_ops below).
+ * Compatible with Firecracker / Cloud Hypervisor / vhost-device-vsock
+ * hybrid vsock.
  *
- * Host -> guest connections: a program connects to the VM's uds_path and
- * writes "CONNECT <port>\n" (decimal, at most ENG_CONNECT_LINE bytes, within
- * ENG_HANDSHAKE_MS; junk, a missing newline, extra spaces, a sign, a value
- * above 2^32-2 close the socket without a reply). The line is consumed
- * exactly (peek, then read up to the newline), so bytes the program sends
- * right behind it stay in the socket for the guest. We send REQUEST; the
- * guest's RESPONSE gets "OK <host port>\n", its RST (or no answer within
- * ENG_CONNECT_MS) closes the socket. A program that gives up while the
- * guest has not answered (its socket reads EOF) ends the connection at
- * once: the guest gets RST, nothing waits for the timeout. Host ports come from a per-VM counter
- * starting at ENG_HOST_PORT_FIRST, skipping ports a connection to the same
- * guest port still uses (after a wrap, any port a connection uses).
+ * Host -> guest connections: hybrid.c hands over a socket whose program
+ * wrote "CONNECT <port>\n" (vsxb__host_hybrid), or vsxd a descriptor of one
+ * of its forwards (vsxb_vm_connect_fd). We send REQUEST; the guest's
+ * RESPONSE gets "OK <host port>\n" on a hybrid socket, its RST (or no
+ * answer within the router's connect timeout) closes the socket. A
+ * program that gives up while the guest has not answered (its socket
+ * reads EOF) ends the connection at once: the guest gets RST, nothing
+ * waits for the timeout. Host ports come from a per-VM counter starting
+ * at ENG_HOST_PORT_FIRST, skipping ports a connection to the same guest
+ * port still uses (after a wrap, any port a connection uses).
  *
  * Guest -> host connections: a REQUEST to CID 2 port P connects
  * (non-blocking) to "<uds_path>_<P>"; success answers RESPONSE, any failure
@@ -23,11 +23,13 @@
  * require, EOM on the last). A host listening with SOCK_STREAM refuses a
  * SEQPACKET connect (EPROTOTYPE) and the guest gets RST. Host -> guest
  * connections through uds_path are always STREAM, as in the other VMMs.
+ * A port with a handler (a vsxd forward, vsxb_router_listen_port) instead
+ * waits, CONNECTING, for the handler's descriptor (attach_fd).
  *
  * Data: guest payload is written with sendmsg (MSG_NOSIGNAL) from iovecs
  * that point into guest memory, consecutive packets of one connection in one
- * call; the rest is queued (txbuf.c). Host data is read with readv directly
- * into the payload parts of guest RX chains.
+ * call (the VM's TX batch); the rest is queued (txbuf.c). Host data is read
+ * with readv directly into the payload parts of guest RX chains.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,16 +46,6 @@
 #include "engine.h"
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
-
-struct hs {
-	struct eng_list node;        /* vm->handshakes */
-	struct vsxb_vm *vm;
-	int fd;
-	struct vsx_watch *w;
-	struct vsx_timer *t;
-	unsigned n;
-	char buf[ENG_CONNECT_LINE];
-};
 
 /* c->priv of a connection to a host socket */
 struct host_peer {
@@ -113,7 +105,7 @@ static bool stale_socket(const char *path)
 	return stale;
 }
 
-static int unix_listen(const char *path, int *out)
+int vsxb__unix_listen(const char *path, int *out)
 {
 	struct sockaddr_un un;
 	struct stat st;
@@ -902,15 +894,9 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 	bool seq = h->type == VIRTIO_VSOCK_TYPE_SEQPACKET;
 	struct sockaddr_un un;
 	char path[sizeof(un.sun_path) + 16];
-	struct vsxb_port *p;
 	struct conn *c;
 	int fd, err = ENOENT;
 
-	p = vsxb__port_find(vm->r, vm, h->dst_port);
-	if (p) {
-		vsxb__host_port_request(vm, p, h);
-		return;
-	}
 	if (!vm->uds_path)
 		goto refuse;
 	snprintf(path, sizeof(path), "%s_%u", vm->uds_path, h->dst_port);
@@ -959,9 +945,42 @@ refuse:
 	vsxb__orphan_rst(vm, h);
 }
 
-/* ---- Descriptors handed over (vsxd forwards, backend.h) ---- */
+/* ---- Host ports ---- */
 
-static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport);
+static bool host_port_used(struct vsxb_vm *vm, uint32_t gport, uint32_t p)
+{
+	struct eng_list *n;
+
+	if (vsxb__conn_find(vm, gport, VSOCK_CID_HOST, p))
+		return true;
+	if (!vm->host_port_wrapped)
+		return false;
+	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		if (!c->dead && c->peer_cid == VSOCK_CID_HOST && c->peer_port == p)
+			return true;
+	}
+	return false;
+}
+
+static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport)
+{
+	uint32_t p;
+
+	for (;;) {
+		p = vm->next_host_port++;
+		if (vm->next_host_port >= UINT32_MAX ||
+		    vm->next_host_port < ENG_HOST_PORT_FIRST) {
+			vm->next_host_port = ENG_HOST_PORT_FIRST;
+			vm->host_port_wrapped = true;
+		}
+		if (p >= ENG_HOST_PORT_FIRST && !host_port_used(vm, gport, p))
+			return p; /* at most ENG_MAX_CONNS ports are in use */
+	}
+}
+
+/* ---- Descriptors handed over (vsxd forwards, backend.h) ---- */
 
 static int set_nonblock(int fd)
 {
@@ -1048,76 +1067,9 @@ int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char 
 	return 0;
 }
 
-/* ---- Hybrid handshake ---- */
+/* ---- Hybrid connections (hybrid.c hands them over) ---- */
 
-static void hs_free(struct hs *h)
-{
-	const struct vsx_loop *l = vm_loop(h->vm);
-
-	if (h->w)
-		l->unwatch(h->w);
-	if (h->t)
-		l->timer_free(h->t);
-	if (h->fd >= 0)
-		close(h->fd);
-	eng_list_del(&h->node);
-	h->vm->nhandshakes--;
-	free(h);
-}
-
-/* "CONNECT <decimal port>\n", nothing else (engine.h). */
-int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	if (n < 10 || memcmp(s, "CONNECT ", 8) != 0 || s[n - 1] != '\n')
-		return -1;
-	for (i = 8; i < n - 1; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-		if (v >= UINT32_MAX) /* 2^32-1 is VMADDR_PORT_ANY */
-			return -1;
-	}
-	*port = (uint32_t)v;
-	return 0;
-}
-
-static bool host_port_used(struct vsxb_vm *vm, uint32_t gport, uint32_t p)
-{
-	struct eng_list *n;
-
-	if (vsxb__conn_find(vm, gport, VSOCK_CID_HOST, p))
-		return true;
-	if (!vm->host_port_wrapped)
-		return false;
-	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
-
-		if (!c->dead && c->peer_cid == VSOCK_CID_HOST && c->peer_port == p)
-			return true;
-	}
-	return false;
-}
-
-static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport)
-{
-	uint32_t p;
-
-	for (;;) {
-		p = vm->next_host_port++;
-		if (vm->next_host_port >= UINT32_MAX ||
-		    vm->next_host_port < ENG_HOST_PORT_FIRST) {
-			vm->next_host_port = ENG_HOST_PORT_FIRST;
-			vm->host_port_wrapped = true;
-		}
-		if (p >= ENG_HOST_PORT_FIRST && !host_port_used(vm, gport, p))
-			return p; /* at most ENG_MAX_CONNS ports are in use */
-	}
-}
-
-static void hybrid_connect(struct vsxb_vm *vm, int fd, uint32_t port)
+void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 {
 	struct conn *c;
 	int lim = vsxb__conn_limit(vm, 1);
@@ -1144,157 +1096,6 @@ static void hybrid_connect(struct vsxb_vm *vm, int fd, uint32_t port)
 	}
 	vsxb__conn_timer(c, T_CONNECT, vm->r->connect_ms);
 	vsxb__conn_ctrl(c, C_REQUEST);
-}
-
-static void hs_cb(int fd, int events, void *arg)
-{
-	struct hs *h = arg;
-	struct vsxb_vm *vm = h->vm;
-	char tmp[ENG_CONNECT_LINE];
-	size_t want = sizeof(h->buf) - h->n, take;
-	uint32_t port;
-	ssize_t r;
-	char *nl;
-
-	(void)events;
-	r = recv(fd, tmp, want, MSG_PEEK | MSG_DONTWAIT);
-	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return;
-	if (r <= 0)
-		goto drop;
-	nl = memchr(tmp, '\n', (size_t)r);
-	take = nl ? (size_t)(nl - tmp) + 1 : (size_t)r;
-	/* Consume the line exactly: what follows belongs to the guest. */
-	if (recv(fd, h->buf + h->n, take, MSG_DONTWAIT) != (ssize_t)take)
-		goto drop;
-	h->n += (unsigned)take;
-	if (!nl) {
-		if (h->n >= sizeof(h->buf))
-			goto drop;
-		return;
-	}
-	if (vsxb__host_parse_connect(h->buf, h->n, &port) < 0 || !vm->live || vm->broken)
-		goto drop;
-	h->fd = -1;
-	hs_free(h);
-	hybrid_connect(vm, fd, port);
-	vsxb__router_round(vm->r);
-	return;
-drop:
-	hs_free(h);
-}
-
-static void hs_timeout(void *arg)
-{
-	struct hs *h = arg;
-
-	vsxb__refuse(h->vm, VIRTIO_VSOCK_TYPE_STREAM, VSXB_PORT_UNKNOWN, VSOCK_CID_HOST,
-		    VSXB_PORT_UNKNOWN, false, VSXB_REASON_HANDSHAKE_TIMEOUT, 0, 0);
-	hs_free(h);
-}
-
-static void hs_new(struct vsxb_vm *vm, int fd)
-{
-	const struct vsx_loop *l = vm_loop(vm);
-	struct hs *h;
-
-	h = calloc(1, sizeof(*h));
-	if (!h) {
-		close(fd);
-		return;
-	}
-	h->vm = vm;
-	h->fd = fd;
-	eng_list_add_tail(&vm->handshakes, &h->node);
-	vm->nhandshakes++;
-	h->w = l->watch(l->ctx, fd, VSX_EV_READ, hs_cb, h);
-	h->t = l->timer(l->ctx, hs_timeout, h);
-	if (!h->w || !h->t) {
-		hs_free(h);
-		return;
-	}
-	l->timer_arm(h->t, vm->r->handshake_ms);
-}
-
-static void listen_resume(void *arg)
-{
-	struct vsxb_vm *vm = arg;
-
-	if (vm->lw)
-		vm_loop(vm)->watch_set(vm->lw, VSX_EV_READ);
-}
-
-static void accept_cb(int lfd, int events, void *arg)
-{
-	struct vsxb_vm *vm = arg;
-	int i, fd;
-
-	(void)events;
-	for (i = 0; i < 16; i++) {
-		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
-				/* Do not spin on a listener we cannot serve; retry
-				 * every 100 ms, say so once and then every 10 s. */
-				if (vm->accept_fails++ % 100 == 0)
-					vsxb__log(vm->r, VSXB_LOG_WARNING, "vm %s: accept: %s "
-						 "(host connections wait; retried every "
-						 "100 ms, %u time(s) so far)", vm->name,
-						 strerror(errno), vm->accept_fails - 1);
-				vm_loop(vm)->watch_set(vm->lw, 0);
-				if (vm->ltimer)
-					vm_loop(vm)->timer_arm(vm->ltimer, 100);
-			}
-			break;
-		}
-		if (vm->accept_fails) {
-			vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: accepting host connections "
-				 "again after %u failed attempt(s)", vm->name, vm->accept_fails);
-			vm->accept_fails = 0;
-		}
-		if (vm->nhandshakes >= ENG_MAX_HANDSHAKES || !vm->live || vm->broken) {
-			close(fd);
-			continue;
-		}
-		hs_new(vm, fd);
-	}
-}
-
-int vsxb__host_listen(struct vsxb_vm *vm)
-{
-	const struct vsx_loop *l = vm_loop(vm);
-	int rc;
-
-	rc = unix_listen(vm->uds_path, &vm->lfd);
-	if (rc < 0)
-		return rc;
-	vm->lw = l->watch(l->ctx, vm->lfd, VSX_EV_READ, accept_cb, vm);
-	vm->ltimer = l->timer(l->ctx, listen_resume, vm);
-	if (!vm->lw || !vm->ltimer) {
-		vsxb__host_unlisten(vm);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-void vsxb__host_unlisten(struct vsxb_vm *vm)
-{
-	const struct vsx_loop *l = vm_loop(vm);
-
-	while (!eng_list_empty(&vm->handshakes))
-		hs_free(eng_container_of(vm->handshakes.next, struct hs, node));
-	if (vm->lw)
-		l->unwatch(vm->lw);
-	vm->lw = NULL;
-	if (vm->ltimer)
-		l->timer_free(vm->ltimer);
-	vm->ltimer = NULL;
-	if (vm->lfd >= 0) {
-		close(vm->lfd);
-		unlink(vm->uds_path);
-	}
-	vm->lfd = -1;
 }
 
 static const struct vsxb_peer_ops host_ops = {
