@@ -509,12 +509,8 @@ void vsxb__conn_kill(struct conn *c)
 		c->timer = NULL;
 	}
 	vsxb__txq_clear(&c->q);
-	if (vm->batch == c) {
-		vm->batch = NULL;
-		vm->batch_niov = 0;
-		vm->batch_len = 0;
-		vm->batch_flags = 0;
-	}
+	if (vm->batch == c)
+		vsxb__batch_drop(vm);
 	c->ctrl = 0;
 	c->shut_pending = 0;
 	vm->nconns--;
@@ -561,12 +557,8 @@ void vsxb__conn_reset(struct conn *c, bool quiet)
 	if (c->ops->reset)
 		c->ops->reset(c);
 	vsxb__txq_clear(&c->q);
-	if (vm->batch == c) {
-		vm->batch = NULL;
-		vm->batch_niov = 0;
-		vm->batch_len = 0;
-		vm->batch_flags = 0;
-	}
+	if (vm->batch == c)
+		vsxb__batch_drop(vm);
 	if (quiet || !vm->live || vm->broken) {
 		vsxb__conn_kill(c);
 		return;
@@ -640,6 +632,14 @@ void vsxb__conn_accept(struct conn *c)
 	vsxb__conn_timer(c, T_NONE, 0);
 	vsxb__conn_ctrl(c, C_RESPONSE);
 	vsxb__conn_opened(c);
+}
+
+void vsxb__batch_drop(struct vsxb_vm *vm)
+{
+	vm->batch = NULL;
+	vm->batch_niov = 0;
+	vm->batch_len = 0;
+	vm->batch_flags = 0;
 }
 
 void vsxb__batch_flush(struct vsxb_vm *vm)
@@ -939,10 +939,7 @@ void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest)
 		vm->orphan_n = 0;
 		vm->orphan_head = 0;
 	}
-	vm->batch = NULL;
-	vm->batch_niov = 0;
-	vm->batch_len = 0;
-	vm->batch_flags = 0;
+	vsxb__batch_drop(vm);
 }
 
 void vsxb__vm_broken(struct vsxb_vm *vm, const char *why)

@@ -586,6 +586,8 @@ void vsxb__conn_answer_rst(struct conn *c);
 void vsxb__conn_accept(struct conn *c);
 /* The VM's TX batch (vm->batch) to its connection's peer: ops->flush. */
 void vsxb__batch_flush(struct vsxb_vm *vm);
+/* Forget the TX batch (its payload is in guest memory: nothing to free). */
+void vsxb__batch_drop(struct vsxb_vm *vm);
 /* Nothing waits for @c's guest's RX buffers: a packet for it may go
  * straight into the RX queue. */
 bool vsxb__conn_rx_direct_ok(const struct conn *c);

@@ -410,10 +410,7 @@ static void host_batch_flush(struct vsxb_vm *vm)
 	size_t len = vm->batch_len, w = 0;
 	bool queued = c && c->q.bytes;
 
-	vm->batch = NULL;
-	vm->batch_niov = 0;
-	vm->batch_len = 0;
-	vm->batch_flags = 0;
+	vsxb__batch_drop(vm);
 	if (!c || c->dead)
 		return;
 
