@@ -100,7 +100,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "conn.h"
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 

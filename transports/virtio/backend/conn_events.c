@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
+#include "conn.h"
 
 /* ---- Logging ---- */
 

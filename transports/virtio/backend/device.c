@@ -12,7 +12,7 @@
 #include <malloc.h>
 #include <string.h>
 
-#include "engine.h"
+#include "router.h"
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 

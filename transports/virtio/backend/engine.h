@@ -23,6 +23,12 @@
  *   conn_events.c   logging, connection events, refusals, limits
  *   txbuf.c         the byte queue
  *
+ * Headers follow the same order: engine.h (this one: the types every
+ * room shares, the credit arithmetic, and what tests and benchmarks call),
+ * conn.h (the connection API), peer.h (the peers' entry points), router.h
+ * (router, device, lifecycle). A room includes the header of its own
+ * level, so it does not even see the declarations of the rooms above it.
+ *
  * The design is written once, at the top of conn.c; each file's own
  * comment says what that room does.
  */
@@ -514,169 +520,6 @@ static inline uint32_t vsxb__conn_rx_room(const struct conn *c)
 #define EMIT_MORE 1   /* sent some, more is ready */
 #define EMIT_NOBUF 2  /* RX buffers ran out */
 
-/*
- * ---- The connection API: conn.c, conn_events.c ----
- * What the peers, the device and the router call; it calls nothing above
- * it (peers only through their tables).
- */
-
-/* conn_events.c: logging, connection events, refusals, limits */
-void vsxb__log(struct vsxb_router *r, int prio, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-/* A guest-caused warning, rate limited per VM session. */
-void vsxb__vm_warn(struct vsxb_vm *vm, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-/* Record why @c ends (enum vsxb_conn_reason; @err a positive errno or 0).
- * The first cause wins, except that a hard one (a timeout, an error, a
- * limit, control-reset, vm-gone, protocol) overrides a graceful one; a
- * guest or peer RST never does. Reported when @c is freed (conn_kill). */
-void vsxb__conn_why(struct conn *c, int reason, int err);
-/* @c just became ESTABLISHED: report OPEN. */
-void vsxb__conn_opened(struct conn *c);
-/* @c ends (vsxb__conn_kill): CLOSE, RESET or REFUSE by its cause. */
-void vsxb__conn_ended(struct conn *c);
-/* A limit that forbids @n more connections in @vm (enum vsxb_limit_kind),
- * counted in the router's stats when not VSXB_LIMIT_NONE. */
-int vsxb__conn_limit(struct vsxb_vm *vm, unsigned n);
-/* A refused attempt that has no connection (id 0): REFUSE event. */
-void vsxb__refuse(struct vsxb_vm *vm, uint16_t type, uint32_t guest_port,
-		 uint64_t peer_cid, uint32_t peer_port, bool guest_initiated,
-		 int reason, int err, int limit);
-/* buf_alloc allowed by max_conn_memory (@bytes or less). */
-uint32_t vsxb__buf_cap(const struct vsxb_router *r, uint32_t bytes);
-/* What vsxctl shows of @c. */
-void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci);
-
-/* conn.c: connections */
-/* A connection of @vm whose peer is @ops (c->priv zeroed), or NULL. */
-struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
-			   uint16_t type, uint32_t guest_port, uint64_t peer_cid,
-			   uint32_t peer_port);
-struct conn *vsxb__conn_find(struct vsxb_vm *vm, uint32_t guest_port,
-			    uint64_t peer_cid, uint32_t peer_port);
-void vsxb__conn_unhash(struct conn *c);
-/* Free the connection at the end of the round (ops->release: the peer
- * lets go of its side without telling it). */
-void vsxb__conn_kill(struct conn *c);
-/* Abort: RST to the guest (unless @quiet), the peer side dropped and told
- * (ops->reset). */
-void vsxb__conn_reset(struct conn *c, bool quiet);
-/* @c's peer went away (the other half of a sibling pair): RST to the
- * guest once the data queued for it (ops->pending) is out, bounded by the
- * linger time; a connection still CONNECTING is refused at once. */
-void vsxb__conn_peer_reset(struct conn *c);
-/* @c's guest still reads what its peer sends (no RST, no SHUTDOWN(RCV)). */
-bool vsxb__conn_takes_data(const struct conn *c);
-void vsxb__conn_ctrl(struct conn *c, unsigned bits);
-void vsxb__conn_shutdown(struct conn *c, unsigned flags);
-/* Put @c on its VM's RX schedule (or serve it right away). */
-void vsxb__conn_schedule(struct conn *c);
-void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
-void vsxb__conn_credit_check(struct conn *c);
-void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes);
-/* Close: SHUTDOWN both ways, RST after linger. */
-void vsxb__conn_close(struct conn *c);
-/* The guest side of @c is over (its RST, or ours is out): ops->gone. */
-void vsxb__conn_gone(struct conn *c);
-/* The guest shut down both ways: answer RST (as Linux does); the peer
- * side drains meanwhile. */
-void vsxb__conn_answer_rst(struct conn *c);
-/* The peer accepted a connection the guest asked for: ESTABLISHED,
- * RESPONSE to the guest, OPEN reported. */
-void vsxb__conn_accept(struct conn *c);
-/* The VM's TX batch (vm->batch) to its connection's peer: ops->flush. */
-void vsxb__batch_flush(struct vsxb_vm *vm);
-/* Forget the TX batch (its payload is in guest memory: nothing to free). */
-void vsxb__batch_drop(struct vsxb_vm *vm);
-/* Nothing waits for @c's guest's RX buffers: a packet for it may go
- * straight into the RX queue. */
-bool vsxb__conn_rx_direct_ok(const struct conn *c);
-/* Append payload for the peer or the guest to @holder's queue (@room: how
- * much more may follow); counted in the VM's stats. 0; -ENOMEM: nothing
- * queued; -ENOBUFS: queued, but @holder went above max_conn_memory and
- * was reset. */
-int vsxb__conn_enqueue(struct conn *holder, const struct iovec *iov, unsigned n,
-		       size_t len, size_t room, unsigned flags);
-/* @holder's queue grew: false (and @holder reset, reason limit) when its
- * memory is above the router's max_conn_memory. */
-bool vsxb__conn_mem_ok(struct conn *holder);
-void vsxb__set_tag(char *dst, const char *tag);
-/* RX helpers for data paths: pop one RX chain; 1, 0 (none), <0 broken. */
-int vsxb__rx_pop(struct vsxb_vm *vm, struct vsx_vq_elem *e);
-void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsx_vq_elem *e,
-		 uint32_t len, unsigned flags);
-/* An RST for a guest packet that has no connection (CPU order). */
-void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
-
-/* conn.c: VMs and rounds */
-void vsxb__vm_touch(struct vsxb_vm *vm);
-/* End of a processing round: RX scheduling, used-ring flushes, deferred
- * frees, for every VM touched. Every entry point calls it last. */
-void vsxb__router_round(struct vsxb_router *r);
-/* vsxb__router_round's work for one VM. */
-void vsxb__vm_round(struct vsxb_vm *vm);
-void vsxb__vm_broken(struct vsxb_vm *vm, const char *why);
-void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest);
-
-/* ---- Peers: peer_host.c, hybrid.c, peer_sibling.c (call the API above) ---- */
-
-/* Handlers of host ports (backend.h: vsxb_router_listen_port). */
-struct vsxb_port {
-	struct eng_list node;        /* r->ports */
-	struct vsxb_router *r;
-	char vm[VSXB_NAME_LEN];
-	uint32_t port;
-	char tag[VSXB_TAG_MAX];
-	vsxb_port_cb cb;
-	void *arg;
-};
-
-/* peer_host.c: a guest REQUEST to host port: connect to uds_path_<port>. */
-void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
-/* peer_host.c: a guest REQUEST for @p's port (REFUSE or a waiting
- * connection, attached later by vsxb_router_conn_attach_fd). */
-void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
-			    const struct virtio_vsock_hdr *h);
-/* peer_host.c: backend.h's vsxb_vm_connect_fd. */
-int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char *tag,
-			 uint64_t *id);
-/* peer_host.c: a hybrid client asked for guest port @port: REQUEST to the
- * guest; "OK <host port>" once it answers. Takes @fd. */
-void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port);
-/* peer_host.c: a listening Unix socket at @path (a stale socket file is
- * replaced, nothing else); 0 and *@fd, or -errno. */
-int vsxb__unix_listen(const char *path, int *fd);
-
-/* hybrid.c: the VM's uds_path listener and CONNECT handshakes. */
-int vsxb__host_listen(struct vsxb_vm *vm);
-void vsxb__host_unlisten(struct vsxb_vm *vm);
-/* "CONNECT <decimal port>\n" (exactly @n bytes): 0 and *@port, or -1.
- * Pure; also fuzz/fuzz_connect.c's target. */
-int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port);
-
-/* peer_sibling.c: a guest of @vm asks for @to (a sibling VM): a pair of
- * connections, REQUEST to @to's guest. */
-void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
-		      const struct virtio_vsock_hdr *h);
-
-/* ---- router.c: VMs, groups, routing, control (calls peers and the API) ---- */
-
-/* A guest REQUEST that has no connection: to a host port handler, a host
- * socket, a sibling VM, or refused. */
-void vsxb__router_request(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
-/* The handler of @vm's host port @port, or NULL. */
-struct vsxb_port *vsxb__port_find(struct vsxb_router *r, const struct vsxb_vm *vm,
-				uint32_t port);
-/* 1 to @max bytes of [A-Za-z0-9._-] (VM and group names). */
-bool vsxb__name_ok(const char *s, size_t max);
-
-/* ---- device.c: the vhost-user device (calls the router and the API) ---- */
-extern const struct vsx_vu_ops vsxb__vsock_ops;
-/* A budget ran out: continue the VM's TX and RX work. */
-void vsxb__vm_resume(struct vsxb_vm *vm);
-
-/* ---- lifecycle.c: vsxb_router_new/free, vsxb_vm_new/free (calls all) ---- */
-
 /* ---- for tests and benchmarks ---- */
 void vsxb__router_set_timeouts(struct vsxb_router *r, unsigned handshake_ms,
 			      unsigned connect_ms, unsigned linger_ms);
@@ -686,5 +529,8 @@ void vsxb__router_set_counter_base(struct vsxb_router *r, uint32_t base);
 void vsxb__vm_stats(const struct vsxb_vm *vm, struct vsxb_engine_stats *st);
 /* Memory held for connection @id's queued data (chunk accounting). */
 int vsxb__conn_mem(struct vsxb_router *r, uint64_t id, size_t *mem);
+/* hybrid.c: "CONNECT <decimal port>\n" (exactly @n bytes): 0 and *@port,
+ * or -1. Pure; also fuzz/fuzz_connect.c's target. */
+int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port);
 
 #endif

@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "peer.h"
 
 struct hs {
 	struct eng_list node;        /* vm->handshakes */

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/un.h>
 
-#include "engine.h"
+#include "router.h"
 
 /* ---- Router ---- */
 

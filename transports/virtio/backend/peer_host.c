@@ -43,7 +43,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "peer.h"
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 

@@ -22,7 +22,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "engine.h"
+#include "peer.h"
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 

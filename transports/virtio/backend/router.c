@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "router.h"
 
 /* ---- Settings and lookups ---- */
 
