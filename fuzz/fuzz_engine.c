@@ -1,6 +1,6 @@
 /*
- * Fuzz target: the virtio-vsock engine (transports/virtio/backend/vsock.c, host.c,
- * router.c, txbuf.c) as vsxd runs it, minus the event loop: a router with
+ * Fuzz target: the virtio-vsock engine (transports/virtio/backend/: device,
+ * connections, router, peers, txbuf) as vsxd runs it, minus the event loop: a router with
  * two VMs (CIDs 3 and 4, one group, so they can reach each other), each
  * brought up by a scripted front-end over its real vhost-user socket, as
  * QEMU 7.2 does (two queues of 64, EVENT_IDX, INDIRECT_DESC, SEQPACKET,

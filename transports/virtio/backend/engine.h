@@ -1,15 +1,41 @@
 /*
- * The virtio-vsock engine's private header: what vsock.c (device, packets,
- * credit), host.c (hybrid Unix-socket side), router.c (VMs, siblings,
- * control) and txbuf.c (per-connection byte queue) share. Nothing here is
- * part of backend.h's contract; the vsxb__ functions at the end exist for
- * the backend tests (tests/backend/) and the benchmarks.
+ * The vsock backend's private header: what its rooms share. Nothing here
+ * is part of backend.h's contract; the vsxb__ functions at the end exist
+ * for the backend tests (tests/backend/) and the benchmarks.
  *
- * The design is written once, at the top of vsock.c.
+ * Rooms, and who may call whom (scripts/callgraph checks that the calls
+ * between files form no cycle):
+ *
+ *   lifecycle.c     vsxb_router_new/free, vsxb_vm_new/free: puts the rooms
+ *                   together; calls any of them, none calls it
+ *   device.c        the vhost-user device: callbacks, TX parsing, polling;
+ *                   calls the router and the connection API
+ *   router.c        shared state: VMs, groups, routing of REQUESTs to
+ *                   peers, control and introspection; calls the peers and
+ *                   the connection API
+ *   hybrid.c        the uds_path listener and CONNECT handshake; calls the
+ *                   host peer and the connection API
+ *   peer_host.c     the host socket peer   } call only the connection API;
+ *   peer_sibling.c  the sibling VM peer    } one static ops table each
+ *   conn.c          the connection API: state machine, credit, RX path
+ *                   and schedule, timers, rounds; reaches peers only
+ *                   through their tables
+ *   conn_events.c   logging, connection events, refusals, limits
+ *   txbuf.c         the byte queue
+ *
+ * Headers follow the same order: engine.h (this one: the types every
+ * room shares, the credit arithmetic, and what tests and benchmarks call),
+ * conn.h (the connection API), peer.h (the peers' entry points), router.h
+ * (router, device, lifecycle). A room includes the header of its own
+ * level, so it does not even see the declarations of the rooms above it.
+ *
+ * The design is written once, at the top of conn.c; each file's own
+ * comment says what that room does.
  */
 #ifndef VSXB_ENGINE_H
 #define VSXB_ENGINE_H
 
+#include <endian.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -151,11 +177,6 @@ void vsxb__txq_pool_drain(struct txq_pool *p);
 
 /* ---- Connections ---- */
 
-enum conn_kind {
-	PEER_HOST = 1,    /* a host program on a Unix socket */
-	PEER_SIBLING,     /* a connection of another VM (sibling routing) */
-};
-
 /* Control packets waiting for an RX buffer: at most one of each. */
 #define C_REQUEST        0x01
 #define C_RESPONSE       0x02
@@ -172,6 +193,82 @@ enum conn_timer_kind {
 };
 
 struct vsxb_vm;
+struct conn;
+struct vsxb_conn_info;
+
+/*
+ * A peer kind: what is at the other end of a guest's connection (a host
+ * program on a Unix socket, a connection of a sibling VM, ...). One
+ * static const table per kind, in the kind's own file, which also creates
+ * its connections (vsxb__conn_new with its table) and alone touches
+ * c->priv. The engine calls through the table and never asks which kind
+ * it holds. Hooks marked optional may be NULL: the engine then does what
+ * the comment says.
+ */
+struct vsxb_peer_ops {
+	const char *name;            /* event origin of peer-initiated connections */
+	size_t priv_size;            /* c->priv, allocated zeroed with the connection */
+
+	/* Guest -> peer */
+	/* @len payload bytes of one RW packet (@flags: SEQ_EOM/EOR), as iovecs
+	 * into guest memory valid until the TX round ends; credit was checked.
+	 * The peer may gather consecutive packets in the VM's TX batch. */
+	void (*rw)(struct conn *c, const struct iovec *iov, unsigned n,
+		   uint32_t len, unsigned flags);
+	/* Optional: deliver the TX batch @c gathered (vm->batch == @c) now:
+	 * before any other packet of @c and at the end of every TX round. */
+	void (*flush)(struct conn *c);
+	/* Optional: the guest sent SHUTDOWN (@flags new, c->guest_shut all). */
+	void (*guest_shutdown)(struct conn *c, unsigned flags);
+	/* Optional: the guest sent CREDIT_REQUEST (answered by the engine). */
+	void (*credit_request)(struct conn *c);
+	/* Optional: the guest's buf_alloc or fwd_cnt changed. */
+	void (*credit_changed)(struct conn *c);
+	/* Optional: the guest answered our REQUEST (@c is ESTABLISHED now).
+	 * <0: the peer cannot go on (its reason recorded): @c is reset. */
+	int (*established)(struct conn *c);
+
+	/* Peer -> guest */
+	/* Data for the guest while it has RX buffers and credit (EMIT_*);
+	 * called for connections past CONNECTING on the VM's RX schedule. */
+	int (*emit)(struct conn *c);
+	/* Optional: data still owed to the guest, which a SHUTDOWN(SEND) or an
+	 * RST must wait for (NULL: none). */
+	bool (*pending)(const struct conn *c);
+	/* Optional: the engine queued a SHUTDOWN for the guest: re-evaluate
+	 * what to read. */
+	void (*sync)(struct conn *c);
+
+	/* Credit */
+	/* Optional: the fwd_cnt and buf_alloc to announce (NULL: ours). */
+	void (*window)(const struct conn *c, uint32_t *fwd, uint32_t *buf);
+	/* Optional: c->buf_alloc was set (vsxb_router_conn_set_buffer). */
+	void (*set_buffer)(struct conn *c);
+
+	/* Ends */
+	/* Optional: close gracefully (control close): shut @c down both ways
+	 * and whatever is behind it (NULL: vsxb__conn_shutdown both ways). */
+	void (*close)(struct conn *c);
+	/* Optional: @c is aborted (vsxb__conn_reset): drop the peer side, and
+	 * tell it if it has someone to tell. */
+	void (*reset)(struct conn *c);
+	/* Optional: the guest side is over (its RST, or ours went out):
+	 * deliver what is queued for the peer, then vsxb__conn_kill (NULL:
+	 * vsxb__conn_kill now). */
+	void (*gone)(struct conn *c);
+	/* Optional: @c is being killed: release what the peer holds, telling
+	 * nobody. c->priv stays valid until @c is freed at the end of the
+	 * round. */
+	void (*release)(struct conn *c);
+
+	/* Control */
+	/* Optional: the queue vsxctl shows as @c's queued bytes (NULL: c->q;
+	 * the hook may return NULL: none). */
+	const struct txq *(*queue)(const struct conn *c);
+	/* Optional: take over @fd for a guest-initiated connection still
+	 * CONNECTING (vsxb_router_conn_attach_fd; NULL: -ENOENT). */
+	int (*attach_fd)(struct conn *c, int fd);
+};
 
 struct conn {
 	uint64_t id;
@@ -181,7 +278,6 @@ struct conn {
 	struct conn *hnext;          /* hash chain */
 	bool hashed, dead, draining;
 
-	enum conn_kind kind;
 	uint16_t type;               /* VIRTIO_VSOCK_TYPE_* */
 	int state;                   /* enum vsxb_conn_state */
 	bool guest_initiated;
@@ -207,25 +303,16 @@ struct conn {
 	uint32_t tx_cnt;             /* sent to the guest */
 	bool credit_req_sent;        /* asked once; cleared when credit moves */
 	bool msg_open;               /* seq: the guest's current message has bytes */
-	unsigned eom_pending;        /* sibling seq: an empty EOM/EOR still owed */
 	uint64_t to_guest, from_guest;
 
-	/* PEER_HOST */
-	int fd;
-	struct vsx_watch *w;
-	int wev;                     /* events watched */
-	bool hybrid;                 /* host-initiated: "OK <port>" owed on RESPONSE */
-	bool host_readable;          /* the socket had data last we looked */
-	bool host_early;             /* data came before the guest answered */
-	bool host_eof;               /* the host shut its sending side */
-	bool host_wr_shut;           /* we shut down our sending side */
-	bool host_wr_dead;           /* the host no longer takes data */
+	/* The peer: its table, and its private state (ops->priv_size bytes
+	 * allocated with the connection), which only the peer's file touches. */
+	const struct vsxb_peer_ops *ops;
+	void *priv;
 
-	/* PEER_SIBLING: the other half (another VM's connection) or NULL */
-	struct conn *peer;
-
-	/* PEER_HOST: guest payload the host socket has not taken yet.
-	 * PEER_SIBLING: the other guest's payload waiting for our guest's RX
+	/* Bytes in flight through us, copied out of guest memory: the host
+	 * peer queues here guest payload its socket has not taken yet; the
+	 * sibling peer the other guest's payload waiting for this guest's RX
 	 * buffers (bounded by the credit the other guest was given). */
 	struct txq q;
 
@@ -241,9 +328,7 @@ struct conn {
 	int why_limit;               /* enum vsxb_limit_kind */
 };
 
-/* ---- VMs and the router ---- */
-
-struct hs;  /* host.c: a hybrid client sending its CONNECT line */
+/* ---- VMs (per VM) ---- */
 
 struct vsxb_engine_stats {
 	uint64_t tx_pkts;         /* packets taken from the TX queue */
@@ -262,9 +347,18 @@ struct vsxb_engine_stats {
 	uint64_t queued_bytes;    /* guest payload bytes that had to be copied */
 };
 
+/*
+ * One VM: its device, connections, queues, hash, chunk pool and stats.
+ * Everything here belongs to the VM and is touched only from the VM's
+ * loop (a worker thread per VM, later). The exceptions, named where they
+ * are: @r and the fields the router reads under its own rules (name, cid,
+ * groups, live/broken/freeing for sibling lookup, node), and the other
+ * half of a sibling pair (peer_sibling.c), which reaches this VM only
+ * through vsxb__conn_* calls on its own half's peer.
+ */
 struct vsxb_vm {
-	struct vsxb_router *r;
-	struct eng_list node;        /* r->vms */
+	struct vsxb_router *r;       /* shared: see struct vsxb_router */
+	struct eng_list node;        /* r->vms (the router's) */
 	char *name;
 	uint64_t cid;
 	char *socket_path;
@@ -274,6 +368,7 @@ struct vsxb_vm {
 	char **groups;
 	unsigned ngroups;
 
+	/* The device (device.c) */
 	struct vsx_vu *vu;
 	struct vsx_vq *rxq, *txq, *evq; /* while live */
 	bool live, broken, event_pending, seqpacket, freeing;
@@ -284,6 +379,7 @@ struct vsxb_vm {
 	bool dirty;                  /* needs end-of-round work */
 	struct eng_list dnode;       /* r->dirty */
 
+	/* Connections (conn.c) */
 	struct eng_list conns;       /* every connection, by age */
 	struct eng_list pending;     /* connections waiting for RX buffers */
 	unsigned nconns;             /* live ones */
@@ -295,32 +391,35 @@ struct vsxb_vm {
 	struct virtio_vsock_hdr orphan[ENG_ORPHAN_MAX];
 	unsigned orphan_head, orphan_n;
 
-	/* hybrid */
+	/* The hybrid listener (hybrid.c) and host ports (peer_host.c) */
 	int lfd;
 	struct vsx_watch *lw;
+	struct vsx_timer *ltimer;    /* listener paused (EMFILE) */
 	struct eng_list handshakes;
 	unsigned nhandshakes;
+	unsigned accept_fails;       /* hybrid accepts failed in a row (no fds) */
 	uint32_t next_host_port;
 	bool host_port_wrapped;
 
-	/* TX processing */
+	/* TX processing (device.c) */
 	struct vsx_timer *resume;    /* a budget ran out: continue at once */
-	struct vsx_timer *ltimer;    /* listener paused (EMFILE) */
 	struct vsx_vq_elem *txe;     /* ENG_TX_BATCH */
 	struct vsx_vq_elem *rxe;     /* ENG_RX_BATCH */
-	struct iovec *iov;           /* ENG_IOV_MAX: the current TX batch */
 	struct iovec *riov;          /* ENG_IOV_MAX: RX payload slices */
 	struct iovec *fiov;          /* ENG_IOV_MAX: queue flushes */
+	/* The TX batch: guest payload of consecutive RW packets of one
+	 * connection that its peer gathers (ops->rw) and delivers at once
+	 * (ops->flush, through vsxb__batch_flush). */
+	struct iovec *iov;           /* ENG_IOV_MAX */
 	struct conn *batch;          /* connection the TX batch is for */
 	unsigned batch_niov;
 	size_t batch_len;
 	unsigned batch_flags;        /* EOM/EOR closing the batch (seq) */
 
 	unsigned log_budget;
-	unsigned accept_fails;       /* hybrid accepts failed in a row (no fds) */
 	struct vsxb_engine_stats st;
 
-	/* spare queue chunks (txbuf.c), swept by ptimer (vsock.c) */
+	/* spare queue chunks (txbuf.c), swept by ptimer (conn.c) */
 	struct txq_pool pool;
 	struct vsx_timer *ptimer;
 	bool ptimer_armed;
@@ -331,18 +430,26 @@ struct vsxb_vm {
 	uint64_t refuse_suppressed;  /* since the last one to log */
 };
 
+/* ---- The router (shared between VMs) ---- */
+
+/*
+ * What the VMs of one process share, and the only state that crosses
+ * VMs: the VM list (lookup by name and CID, groups), the id counter, the
+ * limits and timeouts, the handlers of host ports, the connection count
+ * and the totals of backend.h's stats, the log and event callbacks. Under
+ * a worker thread per VM this is what needs a lock (or atomics); the
+ * round fields at the end are the loop's, and each worker would have its
+ * own.
+ */
 struct vsxb_router {
 	const struct vsx_loop *loop;
 	vsxb_log_fn log;
 	void *log_arg;
 	struct eng_list vms;
-	struct eng_list dirty;       /* VMs touched this round */
 	uint64_t next_id;
 	unsigned handshake_ms, connect_ms, linger_ms;
 	uint32_t counter_base;       /* tests: new connections' counters start here */
 	struct eng_list ports;       /* struct vsxb_port: vsxb_router_listen_port */
-	int in_round;
-	bool polling;                /* vsxb_router_poll: the loop polls, TX kicks off */
 
 	/* Limits and events (backend.h) */
 	unsigned max_conns, max_conns_vm;
@@ -351,139 +458,67 @@ struct vsxb_router {
 	vsxb_conn_event_fn ev_fn;
 	void *ev_arg;
 	struct vsxb_router_stats st;  /* conns unused here (nconns) */
+
+	/* Rounds (conn.c): the loop's, not the VMs' */
+	struct eng_list dirty;       /* VMs touched this round */
+	int in_round;
+	bool polling;                /* vsxb_router_poll: the loop polls, TX kicks off */
 };
 
-/* ---- router.c ---- */
-void vsxb__log(struct vsxb_router *r, int prio, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-/* A guest-caused warning, rate limited per VM session. */
-void vsxb__vm_warn(struct vsxb_vm *vm, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-void vsxb__vm_touch(struct vsxb_vm *vm);
-/* End of a processing round: RX scheduling, used-ring flushes, deferred
- * frees, for every VM touched. Every entry point calls it last. */
-void vsxb__router_round(struct vsxb_router *r);
-/* The VM reachable as @cid from @from (common group, live), or NULL. */
-struct vsxb_vm *vsxb__sibling(struct vsxb_vm *from, uint64_t cid);
+/* ---- Credit arithmetic and wire order (every room) ---- */
 
-/* ---- vsock.c ---- */
-extern const struct vsx_vu_ops vsxb__vsock_ops;
-struct conn *vsxb__conn_new(struct vsxb_vm *vm, enum conn_kind kind, uint16_t type,
-			   uint32_t guest_port, uint64_t peer_cid, uint32_t peer_port);
-struct conn *vsxb__conn_find(struct vsxb_vm *vm, uint32_t guest_port,
-			    uint64_t peer_cid, uint32_t peer_port);
-void vsxb__conn_unhash(struct conn *c);
-/* Free the connection at the end of the round (closes its host socket,
- * unlinks its sibling without telling it). */
-void vsxb__conn_kill(struct conn *c);
-/* Abort: RST to the guest (unless @quiet), host socket closed, sibling
- * told (RST). */
-void vsxb__conn_reset(struct conn *c, bool quiet);
-void vsxb__conn_ctrl(struct conn *c, unsigned bits);
-void vsxb__conn_shutdown(struct conn *c, unsigned flags);
-/* Put @c on its VM's RX schedule (or serve it right away). */
-void vsxb__conn_schedule(struct conn *c);
-void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
-void vsxb__conn_credit_check(struct conn *c);
-uint32_t vsxb__conn_peer_free(const struct conn *c);
-uint32_t vsxb__conn_adv_fwd(const struct conn *c);
-uint32_t vsxb__conn_adv_buf(const struct conn *c);
-void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes);
-/* Close: SHUTDOWN both ways, RST after linger. */
-void vsxb__conn_close(struct conn *c);
-/* What vsxctl shows of @c (router.c). */
-void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci);
-/* Record why @c ends (enum vsxb_conn_reason; @err a positive errno or 0).
- * The first cause wins, except that a hard one (a timeout, an error, a
- * limit, control-reset, vm-gone, protocol) overrides a graceful one; a
- * guest or peer RST never does. Reported when @c is freed (conn_kill). */
-void vsxb__conn_why(struct conn *c, int reason, int err);
-/* @c just became ESTABLISHED: report OPEN. */
-void vsxb__conn_opened(struct conn *c);
-/* A limit that forbids @n more connections in @vm (enum vsxb_limit_kind),
- * counted in the router's stats when not VSXB_LIMIT_NONE. */
-int vsxb__conn_limit(struct vsxb_vm *vm, unsigned n);
-/* A refused attempt that has no connection (id 0): REFUSE event. */
-void vsxb__refuse(struct vsxb_vm *vm, uint16_t type, uint32_t guest_port,
-		 uint64_t peer_cid, uint32_t peer_port, bool guest_initiated,
-		 int reason, int err, int limit);
-/* @holder's queue grew: false (and @holder reset, reason limit) when its
- * memory is above the router's max_conn_memory. */
-bool vsxb__conn_mem_ok(struct conn *holder);
-/* buf_alloc allowed by max_conn_memory (@bytes or less). */
-uint32_t vsxb__buf_cap(const struct vsxb_router *r, uint32_t bytes);
-/* RX helpers for data paths: pop one RX chain; 1, 0 (none), <0 broken. */
-int vsxb__rx_pop(struct vsxb_vm *vm, struct vsx_vq_elem *e);
-void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsx_vq_elem *e,
-		 uint32_t len, unsigned flags);
-void vsxb__vm_broken(struct vsxb_vm *vm, const char *why);
-void vsxb__vm_round(struct vsxb_vm *vm);
-void vsxb__vm_resume(struct vsxb_vm *vm);
-/* vsxb_router_poll for one VM: true when its TX ring had packets. */
-bool vsxb__vm_poll(struct vsxb_vm *vm, bool sleeping);
-void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
-void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest);
+static inline uint32_t eng_u32min(uint32_t a, uint32_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Wire (little-endian) <-> CPU order, in place; the same operation. */
+static inline void eng_hdr_swap(struct virtio_vsock_hdr *h)
+{
+	h->src_cid = le64toh(h->src_cid);
+	h->dst_cid = le64toh(h->dst_cid);
+	h->src_port = le32toh(h->src_port);
+	h->dst_port = le32toh(h->dst_port);
+	h->len = le32toh(h->len);
+	h->type = le16toh(h->type);
+	h->op = le16toh(h->op);
+	h->flags = le32toh(h->flags);
+	h->buf_alloc = le32toh(h->buf_alloc);
+	h->fwd_cnt = le32toh(h->fwd_cnt);
+}
+
+/* The fwd_cnt and buf_alloc @c's peer would announce now (ops->window). */
+static inline void vsxb__conn_window(const struct conn *c, uint32_t *fwd,
+				     uint32_t *buf)
+{
+	if (c->ops->window) {
+		c->ops->window(c, fwd, buf);
+		return;
+	}
+	*fwd = c->fwd_cnt;
+	*buf = c->buf_alloc;
+}
+
+/* What we may still send to the guest. */
+static inline uint32_t vsxb__conn_peer_free(const struct conn *c)
+{
+	uint32_t inflight = c->tx_cnt - c->peer_fwd_cnt;
+
+	return inflight >= c->peer_buf_alloc ? 0 : c->peer_buf_alloc - inflight;
+}
+
+/* What the guest may still send us, by the furthest limit we announced. */
+static inline uint32_t vsxb__conn_rx_room(const struct conn *c)
+{
+	int32_t room = (int32_t)(c->rx_limit - c->rx_cnt);
+
+	return c->advertised && room > 0 ? (uint32_t)room : 0;
+}
 
 /* Emission results */
 #define EMIT_DONE 0   /* nothing more to send now */
 #define EMIT_MORE 1   /* sent some, more is ready */
 #define EMIT_NOBUF 2  /* RX buffers ran out */
-
-/* ---- host.c ---- */
-int vsxb__host_listen(struct vsxb_vm *vm);
-/* "CONNECT <decimal port>\n" (exactly @n bytes): 0 and *@port, or -1.
- * Pure; also fuzz/fuzz_connect.c's target. */
-int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port);
-void vsxb__host_unlisten(struct vsxb_vm *vm);
-/* Guest REQUEST to host port: connect to uds_path_<port>. */
-void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
-/* The guest accepted a hybrid connection: "OK <port>\n". */
-int vsxb__host_established(struct conn *c);
-/* Guest payload for the host: batched (vsock.c flushes). */
-void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n,
-		  uint32_t len, unsigned flags);
-void vsxb__host_batch_flush(struct vsxb_vm *vm);
-int vsxb__host_emit(struct conn *c);          /* host -> guest data */
-int vsxb__host_flush(struct conn *c);         /* queued data -> host */
-void vsxb__host_sync(struct conn *c);         /* watch mask, RX schedule */
-void vsxb__host_guest_shut(struct conn *c);   /* apply guest SHUTDOWN flags */
-void vsxb__host_close(struct conn *c);        /* close the socket now */
-/* The guest side is gone: deliver what is queued, then close. */
-void vsxb__host_drain(struct conn *c);
-bool vsxb__host_can_read(const struct conn *c);
-/* SO_SNDBUF of a Unix host socket raised to a buf_alloc above the default
- * (attach, set_buffer). */
-void vsxb__host_size_sndbuf(struct conn *c);
-
-/* ---- Descriptors handed over (backend.h: vsxb_vm_connect_fd, ports) ---- */
-struct vsxb_port {
-	struct eng_list node;        /* r->ports */
-	struct vsxb_router *r;
-	char vm[VSXB_NAME_LEN];
-	uint32_t port;
-	char tag[VSXB_TAG_MAX];
-	vsxb_port_cb cb;
-	void *arg;
-};
-
-/* router.c: the handler of @vm's host port @port, or NULL. */
-struct vsxb_port *vsxb__port_find(struct vsxb_router *r, const struct vsxb_vm *vm,
-				uint32_t port);
-/* host.c: a guest REQUEST for @p's port (REFUSE or a waiting connection). */
-void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
-			    const struct virtio_vsock_hdr *h);
-/* host.c: backend.h's vsxb_vm_connect_fd and vsxb_router_conn_attach_fd. */
-int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char *tag,
-			 uint64_t *id);
-int vsxb__host_attach_fd(struct conn *c, int fd);
-void vsxb__set_tag(char *dst, const char *tag);
-
-/* ---- router.c: siblings ---- */
-void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
-		      const struct virtio_vsock_hdr *h);
-void vsxb__sib_rw(struct conn *c, const struct iovec *iov, unsigned n,
-		 uint32_t len, unsigned flags);
-int vsxb__sib_emit(struct conn *c);           /* peer's queued data -> guest */
 
 /* ---- for tests and benchmarks ---- */
 void vsxb__router_set_timeouts(struct vsxb_router *r, unsigned handshake_ms,
@@ -494,5 +529,8 @@ void vsxb__router_set_counter_base(struct vsxb_router *r, uint32_t base);
 void vsxb__vm_stats(const struct vsxb_vm *vm, struct vsxb_engine_stats *st);
 /* Memory held for connection @id's queued data (chunk accounting). */
 int vsxb__conn_mem(struct vsxb_router *r, uint64_t id, size_t *mem);
+/* hybrid.c: "CONNECT <decimal port>\n" (exactly @n bytes): 0 and *@port,
+ * or -1. Pure; also fuzz/fuzz_connect.c's target. */
+int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port);
 
 #endif

@@ -1,375 +1,24 @@
 /*
- * The router: the VMs of one process, their lifetimes, sibling routing
- * between VMs sharing a group, and the introspection/control calls of
- * backend.h.
- *
- * Sibling routing. A REQUEST from VM A to the CID of a live VM B that
- * shares a group with A creates two connections, one in each VM, linked as
- * peers. Packets are relayed: payload is copied from A's TX buffers
- * straight into B's RX buffers when B has some (and nothing waits for
- * them), otherwise into the B-side connection's queue. Credit is end to
- * end: the buf_alloc and fwd_cnt A sees are B's (buf_alloc capped by the
- * A-side connection's own buf_alloc), so A can never have more in flight
- * than B can take, and the queue in between is bounded by that window.
- * SHUTDOWN, RST and CREDIT_REQUEST are relayed; SHUTDOWN and RST only after
- * the data queued before them.
+ * The router: what the VMs of one process share (struct vsxb_router, the
+ * only cross-VM state): the VM registry and its lookups, the limits and
+ * settings of backend.h, groups and sibling lookup, the routing of a
+ * guest REQUEST that has no connection yet (to a host port's handler, to
+ * a host socket at uds_path_<port>, to a sibling VM sharing a group with
+ * it, or refused), the handlers of host ports that vsxd's forwards
+ * register, and the introspection and control calls of backend.h (list,
+ * set-buffer, close, attach a descriptor). It creates connections only
+ * through the peers' own functions, and changes them only through the
+ * connection API.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "router.h"
 
-#define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
-
-/* ---- Logging ---- */
-
-static void vlog(struct vsxb_router *r, int prio, const char *fmt, va_list ap)
-{
-	char msg[512];
-
-	if (!r->log)
-		return;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	r->log(r->log_arg, prio, msg);
-}
-
-void vsxb__log(struct vsxb_router *r, int prio, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vlog(r, prio, fmt, ap);
-	va_end(ap);
-}
-
-void vsxb__vm_warn(struct vsxb_vm *vm, const char *fmt, ...)
-{
-	char msg[400];
-	va_list ap;
-
-	if (!vm->log_budget)
-		return;
-	vm->log_budget--;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	vsxb__log(vm->r, VSXB_LOG_WARNING, "vm %s: guest: %s%s", vm->name, msg,
-		 vm->log_budget ? "" : " (further guest errors not logged until "
-		 "the device restarts)");
-}
-
-/* ---- Rounds ---- */
-
-void vsxb__vm_touch(struct vsxb_vm *vm)
-{
-	if (vm->dirty)
-		return;
-	vm->dirty = true;
-	eng_list_add_tail(&vm->r->dirty, &vm->dnode);
-}
-
-void vsxb__router_round(struct vsxb_router *r)
-{
-	unsigned guard = 0;
-
-	if (r->in_round)
-		return;
-	r->in_round = 1;
-	while (!eng_list_empty(&r->dirty) && guard++ < 10000) {
-		struct vsxb_vm *vm = eng_container_of(r->dirty.next, struct vsxb_vm, dnode);
-
-		eng_list_del(&vm->dnode);
-		vm->dirty = false;
-		vsxb__vm_round(vm);
-	}
-	r->in_round = 0;
-}
-
-bool vsxb_router_poll(struct vsxb_router *r, bool sleeping)
-{
-	struct eng_list *n;
-	bool found = false;
-
-	r->polling = !sleeping;
-	for (n = r->vms.next; n != &r->vms; n = n->next)
-		found |= vsxb__vm_poll(eng_container_of(n, struct vsxb_vm, node), sleeping);
-	if (found)
-		vsxb__router_round(r);
-	return found;
-}
-
-static void vm_resume_cb(void *arg)
-{
-	struct vsxb_vm *vm = arg;
-
-	vsxb__vm_resume(vm);
-	vsxb__router_round(vm->r);
-}
-
-/* ---- Siblings ---- */
-
-static bool share_group(const struct vsxb_vm *a, const struct vsxb_vm *b)
-{
-	unsigned i, j;
-
-	for (i = 0; i < a->ngroups; i++)
-		for (j = 0; j < b->ngroups; j++)
-			if (!strcmp(a->groups[i], b->groups[j]))
-				return true;
-	return false;
-}
-
-struct vsxb_vm *vsxb__sibling(struct vsxb_vm *from, uint64_t cid)
-{
-	struct vsxb_vm *to = vsxb_router_vm_by_cid(from->r, cid);
-
-	if (!to || to == from || !to->live || to->broken || to->freeing ||
-	    !share_group(from, to))
-		return NULL;
-	return to;
-}
-
-void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
-		      const struct virtio_vsock_hdr *h)
-{
-	struct vsxb_router *r = vm->r;
-	struct conn *a, *b;
-	int lim;
-
-	if ((h->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !to->seqpacket) ||
-	    vsxb__conn_find(to, h->dst_port, vm->cid, h->src_port)) {
-		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSXB_REASON_REFUSED, 0, 0);
-		goto refuse;
-	}
-	/* two connections: one in each VM */
-	lim = vsxb__conn_limit(to, 1);
-	if (!lim && r->max_conns && r->nconns + 2 > r->max_conns) {
-		r->st.refused_limit_conns++;
-		lim = VSXB_LIMIT_CONNS;
-	}
-	if (lim) {
-		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSXB_REASON_LIMIT, 0, lim);
-		goto refuse;
-	}
-	a = vsxb__conn_new(vm, PEER_SIBLING, h->type, h->src_port, h->dst_cid,
-			  h->dst_port);
-	if (!a) {
-		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSXB_REASON_ERROR, ENOMEM, 0);
-		goto refuse;
-	}
-	b = vsxb__conn_new(to, PEER_SIBLING, h->type, h->dst_port, vm->cid, h->src_port);
-	if (!b) {
-		a->guest_initiated = true;
-		vsxb__conn_why(a, VSXB_REASON_ERROR, ENOMEM);
-		vsxb__conn_kill(a);
-		goto refuse;
-	}
-	a->guest_initiated = true;
-	a->peer = b;
-	b->peer = a;
-	a->peer_buf_alloc = h->buf_alloc;
-	a->peer_fwd_cnt = h->fwd_cnt;
-	vsxb__conn_timer(b, T_CONNECT, vm->r->connect_ms);
-	vsxb__conn_ctrl(b, C_REQUEST);
-	return;
-refuse:
-	vsxb__orphan_rst(vm, h);
-}
-
-/* Copy @len bytes from @src (skipping @soff) into @dst (skipping @doff). */
-static void iov_copy(const struct iovec *dst, unsigned dn, size_t doff,
-		     const struct iovec *src, unsigned sn, size_t soff, size_t len)
-{
-	unsigned si = 0;
-
-	while (len && si < sn) {
-		size_t k;
-
-		if (soff >= src[si].iov_len) {
-			soff -= src[si].iov_len;
-			si++;
-			continue;
-		}
-		k = src[si].iov_len - soff;
-		if (k > len)
-			k = len;
-		k = vsx_iov_from_buf(dst, dn, doff,
-				     (const char *)src[si].iov_base + soff, k);
-		if (!k)
-			return;
-		doff += k;
-		soff += k;
-		len -= k;
-	}
-}
-
-static bool sib_can_direct(const struct conn *b)
-{
-	const struct vsxb_vm *to = b->vm;
-
-	return to->live && !to->broken && !to->emitting && !to->orphan_n &&
-	       eng_list_empty(&to->pending) && !b->q.bytes && !b->eom_pending;
-}
-
-/* From the sender's TX buffers straight into @b's guest's RX buffers. */
-static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
-			 size_t len, unsigned flags)
-{
-	struct vsxb_vm *to = b->vm;
-	struct vsx_vq_elem *e = &to->rxe[0];
-	uint32_t credit = vsxb__conn_peer_free(b);
-	size_t off = 0, k;
-
-	while (off < len && credit) {
-		if (vsxb__rx_pop(to, e) <= 0)
-			break;
-		k = e->in_len - HDR_LEN;
-		if (k > len - off)
-			k = len - off;
-		if (k > credit)
-			k = credit;
-		iov_copy(e->iov + e->out_num, e->in_num, HDR_LEN, iov, n, off, k);
-		off += k;
-		credit -= (uint32_t)k;
-		vsxb__rx_put(to, b, e, (uint32_t)k, off == len ? flags : 0);
-	}
-	return off;
-}
-
-void vsxb__sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t len,
-		 unsigned flags)
-{
-	struct conn *b = a->peer;
-	struct iovec rest[VSX_VQ_MAX_IOV];
-	struct vsx_vq_elem *e;
-	size_t off = 0;
-	int32_t room;
-	unsigned k;
-
-	if (!b || b->dead || (b->ctrl & C_RST) ||
-	    (b->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV))
-		return; /* nobody will read it */
-	if (!len) {
-		if (!(flags & VIRTIO_VSOCK_SEQ_EOM) || !a->msg_open)
-			return; /* nothing, or an empty message: dropped */
-		if (vsxb__txq_end_msg(&b->q, flags)) {
-			vsxb__conn_schedule(b);
-			return;
-		}
-		/* The message's bytes are already in the guest: end it there. */
-		e = &b->vm->rxe[0];
-		if (sib_can_direct(b) && vsxb__rx_pop(b->vm, e) > 0) {
-			vsxb__rx_put(b->vm, b, e, 0, flags);
-			return;
-		}
-		b->eom_pending = flags;
-		vsxb__conn_schedule(b);
-		return;
-	}
-	if (sib_can_direct(b))
-		off = sib_direct(b, iov, n, len, flags);
-	if (off == len)
-		return;
-	k = vsx_iov_slice(rest, VSX_VQ_MAX_IOV, iov, n, off, len - off);
-	room = (int32_t)(a->rx_limit - a->rx_cnt);
-	if (vsxb__txq_append(&b->q, rest, k, len - off, room > 0 ? (size_t)room : 0,
-			    flags) < 0) {
-		vsxb__log(a->vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out of memory",
-			 a->vm->name, (unsigned long long)a->id);
-		vsxb__conn_why(a, VSXB_REASON_ERROR, ENOMEM);
-		vsxb__conn_reset(a, false);
-		return;
-	}
-	b->vm->st.queued_bytes += len - off;
-	if (!vsxb__conn_mem_ok(b))
-		return;
-	vsxb__conn_schedule(b);
-}
-
-int vsxb__sib_emit(struct conn *b)
-{
-	struct vsxb_vm *vm = b->vm;
-	struct vsx_vq_elem *e = &vm->rxe[0];
-	size_t sent = 0, k, room;
-	unsigned niov, fl, i;
-	uint32_t credit;
-	size_t doff;
-
-	if (b->eom_pending) {
-		if (vsxb__rx_pop(vm, e) <= 0)
-			return EMIT_NOBUF;
-		vsxb__rx_put(vm, b, e, 0, b->eom_pending);
-		b->eom_pending = 0;
-	}
-	while (b->q.bytes) {
-		credit = vsxb__conn_peer_free(b);
-		if (!credit)
-			return EMIT_DONE; /* resumed when the guest's credit moves */
-		if (sent >= VSOCK_MAX_PKT_PAYLOAD)
-			return EMIT_MORE;
-		if (vsxb__rx_pop(vm, e) <= 0)
-			return EMIT_NOBUF;
-		room = e->in_len - HDR_LEN;
-		if (room > credit)
-			room = credit;
-		k = vsxb__txq_peek(&b->q, vm->fiov, ENG_IOV_MAX, &niov, room, &fl);
-		for (i = 0, doff = HDR_LEN; i < niov; i++) {
-			vsx_iov_from_buf(e->iov + e->out_num, e->in_num, doff,
-					 vm->fiov[i].iov_base, vm->fiov[i].iov_len);
-			doff += vm->fiov[i].iov_len;
-		}
-		vsxb__rx_put(vm, b, e, (uint32_t)k, fl);
-		vsxb__txq_consume(&b->q, k);
-		sent += k;
-	}
-	return EMIT_DONE;
-}
-
-/* ---- Router and VMs ---- */
-
-int vsxb_router_new(const struct vsx_loop *loop, vsxb_log_fn log, void *log_arg,
-		   struct vsxb_router **out)
-{
-	struct vsxb_router *r;
-
-	if (!loop || !out)
-		return -EINVAL;
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	r->loop = loop;
-	r->log = log;
-	r->log_arg = log_arg;
-	eng_list_init(&r->vms);
-	eng_list_init(&r->dirty);
-	eng_list_init(&r->ports);
-	r->next_id = 1;
-	r->handshake_ms = ENG_HANDSHAKE_MS;
-	r->connect_ms = ENG_CONNECT_MS;
-	r->linger_ms = VSXB_DEFAULT_LINGER_MS;
-	r->max_conns_vm = ENG_MAX_CONNS;
-	*out = r;
-	return 0;
-}
-
-void vsxb_router_free(struct vsxb_router *r)
-{
-	if (!r)
-		return;
-	while (!eng_list_empty(&r->vms))
-		vsxb_vm_free(eng_container_of(r->vms.next, struct vsxb_vm, node));
-	while (!eng_list_empty(&r->ports))
-		vsxb_port_free(eng_container_of(r->ports.next, struct vsxb_port, node));
-	free(r);
-}
+/* ---- Settings and lookups ---- */
 
 void vsxb__router_set_timeouts(struct vsxb_router *r, unsigned handshake_ms,
 			      unsigned connect_ms, unsigned linger_ms)
@@ -458,7 +107,7 @@ const char *vsxb_vm_name(const struct vsxb_vm *vm)
 	return vm->name;
 }
 
-static bool name_ok(const char *s, size_t max)
+bool vsxb__name_ok(const char *s, size_t max)
 {
 	size_t n = strlen(s), i;
 
@@ -474,253 +123,66 @@ static bool name_ok(const char *s, size_t max)
 	return true;
 }
 
-/* "a+b" -> {"a", "b"}; the array and strings are the VM's. */
-static int parse_groups(struct vsxb_vm *vm, const char *spec)
-{
-	char *copy, *p, *tok, *save = NULL;
-	unsigned n = 1;
-	int rc = 0;
+/* ---- Routing ---- */
 
-	for (p = (char *)spec; *p; p++)
-		n += *p == '+';
-	copy = strdup(spec);
-	vm->groups = calloc(n, sizeof(*vm->groups));
-	if (!copy || !vm->groups) {
-		free(copy);
-		return -ENOMEM;
-	}
-	for (tok = strtok_r(copy, "+", &save); tok; tok = strtok_r(NULL, "+", &save)) {
-		if (!name_ok(tok, 64)) {
-			rc = -EINVAL;
-			break;
-		}
-		vm->groups[vm->ngroups] = strdup(tok);
-		if (!vm->groups[vm->ngroups]) {
-			rc = -ENOMEM;
-			break;
-		}
-		vm->ngroups++;
-	}
-	if (!rc && (!vm->ngroups || vm->ngroups != n))
-		rc = -EINVAL; /* empty group names ("a++b", "+a") */
-	free(copy);
-	return rc;
+static bool share_group(const struct vsxb_vm *a, const struct vsxb_vm *b)
+{
+	unsigned i, j;
+
+	for (i = 0; i < a->ngroups; i++)
+		for (j = 0; j < b->ngroups; j++)
+			if (!strcmp(a->groups[i], b->groups[j]))
+				return true;
+	return false;
 }
 
-static void vm_release(struct vsxb_vm *vm)
+/* The VM reachable as @cid from @from (common group, live), or NULL. */
+static struct vsxb_vm *sibling(struct vsxb_vm *from, uint64_t cid)
 {
-	unsigned i;
+	struct vsxb_vm *to = vsxb_router_vm_by_cid(from->r, cid);
 
-	for (i = 0; i < vm->ngroups; i++)
-		free(vm->groups[i]);
-	free(vm->groups);
-	free(vm->name);
-	free(vm->socket_path);
-	free(vm->uds_path);
-	free(vm->hash);
-	free(vm->txe);
-	free(vm->rxe);
-	free(vm->iov);
-	free(vm->riov);
-	free(vm->fiov);
-	free(vm);
+	if (!to || to == from || !to->live || to->broken || to->freeing ||
+	    !share_group(from, to))
+		return NULL;
+	return to;
 }
 
-static int bad_config(struct vsxb_router *r, const char *what)
+void vsxb__router_request(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 {
-	vsxb__log(r, VSXB_LOG_ERR, "vm config: %s", what);
-	return -EINVAL;
-}
+	struct vsxb_port *p;
+	struct vsxb_vm *to;
+	int lim;
 
-static const char *listen_error(int rc)
-{
-	switch (rc) {
-	case -ENOTSOCK:
-		return "the path exists and is not a socket (only a stale socket "
-		       "is replaced, never another file)";
-	case -EADDRINUSE:
-		return "another program listens there";
-	default:
-		return strerror(-rc);
-	}
-}
-
-int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
-	       struct vsxb_vm **out)
-{
-	const struct vsx_loop *l = r->loop;
-	struct sockaddr_un un;
-	struct vsxb_vm *vm;
-	char name[32];
-	int rc;
-
-	if (!cfg || !out)
-		return -EINVAL;
-	if (cfg->guest_cid < 3 || cfg->guest_cid > 0xFFFFFFFEull)
-		return bad_config(r, "guest-cid must be 3 .. 4294967294");
-	if (!cfg->socket_path || !*cfg->socket_path ||
-	    strlen(cfg->socket_path) >= sizeof(un.sun_path))
-		return bad_config(r, "socket path missing or too long");
-	/* "_4294967295" must still fit for guest connections to host ports. */
-	if (cfg->uds_path && (!*cfg->uds_path ||
-			      strlen(cfg->uds_path) + 11 >= sizeof(un.sun_path)))
-		return bad_config(r, "uds-path empty or too long (at most 96 bytes)");
-	if (cfg->name && !name_ok(cfg->name, 64))
-		return bad_config(r, "name must be 1-64 of [A-Za-z0-9._-]");
-	if (cfg->tx_buffer_size > ENG_MAX_BUF)
-		return bad_config(r, "tx-buffer-size above 1 GiB");
-	if (cfg->queue_size && (cfg->queue_size & (cfg->queue_size - 1) ||
-				cfg->queue_size > VSX_VQ_MAX_SIZE))
-		return bad_config(r, "queue-size must be a power of two up to 32768");
-	snprintf(name, sizeof(name), "cid%llu", (unsigned long long)cfg->guest_cid);
-	if (vsxb_router_vm_by_cid(r, cfg->guest_cid) ||
-	    vsxb_router_vm_by_name(r, cfg->name ? cfg->name : name))
-		return -EEXIST;
-
-	vm = calloc(1, sizeof(*vm));
-	if (!vm)
-		return -ENOMEM;
-	vm->r = r;
-	vm->cid = cfg->guest_cid;
-	vm->lfd = -1;
-	vm->buf_default = cfg->tx_buffer_size ? cfg->tx_buffer_size
-					      : VSXB_DEFAULT_BUF_ALLOC;
-	vm->queue_size = cfg->queue_size ? cfg->queue_size : VSXB_DEFAULT_QUEUE_SIZE;
-	vm->next_host_port = ENG_HOST_PORT_FIRST;
-	eng_list_init(&vm->node);
-	eng_list_init(&vm->dnode);
-	eng_list_init(&vm->conns);
-	eng_list_init(&vm->pending);
-	eng_list_init(&vm->handshakes);
-	vm->name = strdup(cfg->name ? cfg->name : name);
-	vm->socket_path = strdup(cfg->socket_path);
-	vm->uds_path = cfg->uds_path ? strdup(cfg->uds_path) : NULL;
-	vm->txe = calloc(ENG_TX_BATCH, sizeof(*vm->txe));
-	vm->rxe = calloc(ENG_RX_BATCH, sizeof(*vm->rxe));
-	vm->iov = calloc(ENG_IOV_MAX, sizeof(*vm->iov));
-	vm->riov = calloc(ENG_IOV_MAX, sizeof(*vm->riov));
-	vm->fiov = calloc(ENG_IOV_MAX, sizeof(*vm->fiov));
-	rc = -ENOMEM;
-	if (!vm->name || !vm->socket_path || (cfg->uds_path && !vm->uds_path) ||
-	    !vm->txe || !vm->rxe || !vm->iov || !vm->riov || !vm->fiov)
-		goto err_vm;
-	rc = parse_groups(vm, cfg->groups ? cfg->groups : VSXB_GROUP_DEFAULT);
-	if (rc < 0) {
-		if (rc == -EINVAL)
-			bad_config(r, "groups must be names joined by '+'");
-		goto err_vm;
-	}
-	vm->resume = l->timer(l->ctx, vm_resume_cb, vm);
-	if (!vm->resume)
-		goto err_vm;
-	if (vm->uds_path) {
-		rc = vsxb__host_listen(vm);
-		if (rc < 0) {
-			vsxb__log(r, VSXB_LOG_ERR, "vm %s: cannot listen on %s: %s",
-				 vm->name, vm->uds_path, listen_error(rc));
-			goto err_timer;
-		}
-	}
-	rc = vsx_vu_new(vm->socket_path, l, &vsxb__vsock_ops, vm, &vm->vu);
-	if (rc < 0) {
-		vsxb__log(r, VSXB_LOG_ERR, "vm %s: cannot listen on %s: %s", vm->name,
-			 vm->socket_path, listen_error(rc));
-		goto err_listen;
-	}
-	rc = vsx_vu_set_queue_max(vm->vu, vm->queue_size);
-	if (rc < 0) {
-		vsx_vu_free(vm->vu);
-		goto err_listen;
-	}
-	eng_list_add_tail(&r->vms, &vm->node);
-	*out = vm;
-	return 0;
-
-err_listen:
-	if (vm->uds_path)
-		vsxb__host_unlisten(vm);
-err_timer:
-	l->timer_free(vm->resume);
-err_vm:
-	vm_release(vm);
-	return rc;
-}
-
-void vsxb_vm_free(struct vsxb_vm *vm)
-{
-	struct vsxb_router *r;
-	struct eng_list *n;
-
-	if (!vm)
+	if (h->op != VIRTIO_VSOCK_OP_REQUEST) {
+		vsxb__orphan_rst(vm, h);
 		return;
-	r = vm->r;
-	/* RSTs to a live guest while its queues are still ours. */
-	vsxb__vm_drop_all(vm, true);
-	vsxb__vm_touch(vm);
-	vsxb__router_round(r);
-	vm->freeing = true;
-	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
-
-		if (!c->dead)
-			vsxb__conn_reset(c, true);
 	}
-	vsxb__vm_touch(vm);
-	vsxb__router_round(r);
-	if (vm->uds_path)
-		vsxb__host_unlisten(vm);
-	vsx_vu_free(vm->vu);   /* may call stop: nothing is left to drop */
-	vm->vu = NULL;
-	vm->live = false;
-	/* Whatever stop touched is done; nothing may refer to @vm now. */
-	if (vm->dirty) {
-		eng_list_del(&vm->dnode);
-		vm->dirty = false;
+	lim = vsxb__conn_limit(vm, 1);
+	if (lim) {
+		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSXB_REASON_LIMIT, 0, lim);
+		vsxb__orphan_rst(vm, h);
+		return;
 	}
-	vsxb__vm_round(vm);
-	if (vm->dirty) {
-		eng_list_del(&vm->dnode);
-		vm->dirty = false;
+	if (h->dst_cid == VSOCK_CID_HOST) {
+		p = vsxb__port_find(vm->r, vm, h->dst_port);
+		if (p)
+			vsxb__host_port_request(vm, p, h);
+		else
+			vsxb__host_connect(vm, h);
+		return;
 	}
-	r->loop->timer_free(vm->resume);
-	eng_list_del(&vm->node);
-	vm_release(vm);
-	vsxb__router_round(r); /* siblings told of the resets */
+	to = sibling(vm, h->dst_cid);
+	if (to) {
+		vsxb__sib_request(vm, to, h);
+		return;
+	}
+	vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+		    VSXB_REASON_REFUSED, EHOSTUNREACH, 0);
+	vsxb__orphan_rst(vm, h);
 }
 
 /* ---- Introspection and control ---- */
-
-void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci)
-{
-	uint32_t fwd = vsxb__conn_adv_fwd(c), buf = vsxb__conn_adv_buf(c);
-	uint32_t held = c->rx_cnt - fwd;
-
-	memset(ci, 0, sizeof(*ci));
-	ci->id = c->id;
-	ci->vm = c->vm->name;
-	ci->type = c->type;
-	ci->state = c->state;
-	ci->guest_cid = c->vm->cid;
-	ci->guest_port = c->guest_port;
-	ci->peer_cid = c->peer_cid;
-	ci->peer_port = c->peer_port;
-	ci->guest_initiated = c->guest_initiated;
-	ci->guest_shut = c->guest_shut;
-	ci->host_shut = c->host_shut;
-	ci->to_guest_bytes = c->to_guest;
-	ci->from_guest_bytes = c->from_guest;
-	ci->buf_alloc = buf;
-	ci->fwd_cnt = fwd;
-	ci->peer_buf_alloc = c->peer_buf_alloc;
-	ci->peer_fwd_cnt = c->peer_fwd_cnt;
-	ci->tx_free = vsxb__conn_peer_free(c);
-	ci->rx_free = held < buf ? buf - held : 0;
-	if (c->kind == PEER_HOST)
-		ci->queued = (uint32_t)c->q.bytes;
-	else
-		ci->queued = c->peer ? (uint32_t)c->peer->q.bytes : 0;
-	ci->tag = c->tag;
-}
 
 static int vm_foreach(struct vsxb_vm *vm, vsxb_conn_cb cb, void *arg)
 {
@@ -810,11 +272,6 @@ int vsxb_router_conn_close(struct vsxb_router *r, uint64_t id, bool reset)
 
 /* ---- Descriptors handed over (vsxd forwards) ---- */
 
-void vsxb__set_tag(char *dst, const char *tag)
-{
-	snprintf(dst, VSXB_TAG_MAX, "%s", tag ? tag : "");
-}
-
 struct vsxb_port *vsxb__port_find(struct vsxb_router *r, const struct vsxb_vm *vm,
 				uint32_t port)
 {
@@ -836,7 +293,7 @@ int vsxb_router_listen_port(struct vsxb_router *r, const char *vm_name, uint32_t
 	struct eng_list *n;
 	struct vsxb_port *p;
 
-	if (!r || !vm_name || !name_ok(vm_name, VSXB_NAME_LEN - 1) || !cb || !out ||
+	if (!r || !vm_name || !vsxb__name_ok(vm_name, VSXB_NAME_LEN - 1) || !cb || !out ||
 	    port == UINT32_MAX)
 		return -EINVAL;
 	for (n = r->ports.next; n != &r->ports; n = n->next) {
@@ -888,7 +345,7 @@ int vsxb_router_conn_attach_fd(struct vsxb_router *r, uint64_t id, int fd)
 
 	if (!c || fd < 0)
 		return -ENOENT;
-	rc = vsxb__host_attach_fd(c, fd);
+	rc = c->ops->attach_fd ? c->ops->attach_fd(c, fd) : -ENOENT;
 	vsxb__router_round(r);
 	return rc;
 }
@@ -969,12 +426,11 @@ void vsxb__vm_stats(const struct vsxb_vm *vm, struct vsxb_engine_stats *st)
 int vsxb__conn_mem(struct vsxb_router *r, uint64_t id, size_t *mem)
 {
 	struct conn *c = conn_by_id(r, id);
+	const struct txq *q;
 
 	if (!c)
 		return -ENOENT;
-	if (c->kind == PEER_HOST)
-		*mem = c->q.mem;
-	else
-		*mem = c->peer ? c->peer->q.mem : 0;
+	q = c->ops->queue ? c->ops->queue(c) : &c->q;
+	*mem = q ? q->mem : 0;
 	return 0;
 }

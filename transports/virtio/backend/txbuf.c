@@ -20,7 +20,7 @@
  * chunks of those sizes to the pool and takes new ones from it first: a
  * steady stream through a queue reuses the same few chunks. The pool is
  * bounded (ENG_POOL_MAX bytes, ENG_POOL_CHUNKS chunks) and emptied, with
- * malloc_trim, once it has been idle for a sweep period (vsock.c).
+ * malloc_trim, once it has been idle for a sweep period (conn.c).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,19 +1,19 @@
 /*
- * Host exposure, compatible with Firecracker / Cloud Hypervisor /
- * vhost-device-vsock hybrid vsock, and the host side of the data path.
+ * The host socket peer: a guest connection whose other end is a host
+ * program on a socket (struct host_peer in c->priv, host_ops below).
+ * Compatible with Firecracker / Cloud Hypervisor / vhost-device-vsock
+ * hybrid vsock.
  *
- * Host -> guest connections: a program connects to the VM's uds_path and
- * writes "CONNECT <port>\n" (decimal, at most ENG_CONNECT_LINE bytes, within
- * ENG_HANDSHAKE_MS; junk, a missing newline, extra spaces, a sign, a value
- * above 2^32-2 close the socket without a reply). The line is consumed
- * exactly (peek, then read up to the newline), so bytes the program sends
- * right behind it stay in the socket for the guest. We send REQUEST; the
- * guest's RESPONSE gets "OK <host port>\n", its RST (or no answer within
- * ENG_CONNECT_MS) closes the socket. A program that gives up while the
- * guest has not answered (its socket reads EOF) ends the connection at
- * once: the guest gets RST, nothing waits for the timeout. Host ports come from a per-VM counter
- * starting at ENG_HOST_PORT_FIRST, skipping ports a connection to the same
- * guest port still uses (after a wrap, any port a connection uses).
+ * Host -> guest connections: hybrid.c hands over a socket whose program
+ * wrote "CONNECT <port>\n" (vsxb__host_hybrid), or vsxd a descriptor of one
+ * of its forwards (vsxb_vm_connect_fd). We send REQUEST; the guest's
+ * RESPONSE gets "OK <host port>\n" on a hybrid socket, its RST (or no
+ * answer within the router's connect timeout) closes the socket. A
+ * program that gives up while the guest has not answered (its socket
+ * reads EOF) ends the connection at once: the guest gets RST, nothing
+ * waits for the timeout. Host ports come from a per-VM counter starting
+ * at ENG_HOST_PORT_FIRST, skipping ports a connection to the same guest
+ * port still uses (after a wrap, any port a connection uses).
  *
  * Guest -> host connections: a REQUEST to CID 2 port P connects
  * (non-blocking) to "<uds_path>_<P>"; success answers RESPONSE, any failure
@@ -23,11 +23,13 @@
  * require, EOM on the last). A host listening with SOCK_STREAM refuses a
  * SEQPACKET connect (EPROTOTYPE) and the guest gets RST. Host -> guest
  * connections through uds_path are always STREAM, as in the other VMMs.
+ * A port with a handler (a vsxd forward, vsxb_router_listen_port) instead
+ * waits, CONNECTING, for the handler's descriptor (attach_fd).
  *
  * Data: guest payload is written with sendmsg (MSG_NOSIGNAL) from iovecs
  * that point into guest memory, consecutive packets of one connection in one
- * call; the rest is queued (txbuf.c). Host data is read with readv directly
- * into the payload parts of guest RX chains.
+ * call (the VM's TX batch); the rest is queued (txbuf.c). Host data is read
+ * with readv directly into the payload parts of guest RX chains.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,19 +43,29 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "peer.h"
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 
-struct hs {
-	struct eng_list node;        /* vm->handshakes */
-	struct vsxb_vm *vm;
-	int fd;
+/* c->priv of a connection to a host socket */
+struct host_peer {
+	int fd;                      /* -1: none (yet, or any more) */
 	struct vsx_watch *w;
-	struct vsx_timer *t;
-	unsigned n;
-	char buf[ENG_CONNECT_LINE];
+	int wev;                     /* events watched */
+	bool hybrid;                 /* host-initiated: "OK <port>" owed on RESPONSE */
+	bool readable;               /* the socket had data last we looked */
+	bool early;                  /* data came before the guest answered */
+	bool eof;                    /* the host shut its sending side */
+	bool wr_shut;                /* we shut down our sending side */
+	bool wr_dead;                /* the host no longer takes data */
 };
+
+static const struct vsxb_peer_ops host_ops;
+
+static struct host_peer *hp(const struct conn *c)
+{
+	return c->priv;
+}
 
 static const struct vsx_loop *vm_loop(const struct vsxb_vm *vm)
 {
@@ -93,7 +105,7 @@ static bool stale_socket(const char *path)
 	return stale;
 }
 
-static int unix_listen(const char *path, int *out)
+int vsxb__unix_listen(const char *path, int *out)
 {
 	struct sockaddr_un un;
 	struct stat st;
@@ -137,10 +149,10 @@ err:
 
 /* ---- Host socket of a connection ---- */
 
-bool vsxb__host_can_read(const struct conn *c)
+static bool host_can_read(const struct conn *c)
 {
-	return c->kind == PEER_HOST && c->fd >= 0 && !c->dead && !c->draining &&
-	       c->state != VSXB_CONN_CONNECTING && !c->host_eof &&
+	return hp(c)->fd >= 0 && !c->dead && !c->draining &&
+	       c->state != VSXB_CONN_CONNECTING && !hp(c)->eof &&
 	       !(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV) &&
 	       !((c->host_shut | c->shut_pending) & VIRTIO_VSOCK_SHUTDOWN_SEND) &&
 	       !(c->ctrl & C_RST);
@@ -148,7 +160,7 @@ bool vsxb__host_can_read(const struct conn *c)
 
 static bool host_wants_write(const struct conn *c)
 {
-	if (!c->q.bytes || c->host_wr_dead || c->fd < 0)
+	if (!c->q.bytes || hp(c)->wr_dead || hp(c)->fd < 0)
 		return false;
 	return !c->q.seq || vsxb__txq_msg_len(&c->q) > 0;
 }
@@ -158,52 +170,52 @@ static void host_watch(struct conn *c)
 {
 	int ev = 0;
 
-	if (c->dead || c->fd < 0 || !c->w)
+	if (c->dead || hp(c)->fd < 0 || !hp(c)->w)
 		return;
-	if (vsxb__host_can_read(c) && !c->host_readable && vsxb__conn_peer_free(c) > 0)
+	if (host_can_read(c) && !hp(c)->readable && vsxb__conn_peer_free(c) > 0)
 		ev |= VSX_EV_READ;
 	/* Still connecting: watch for the program hanging up (host_cb peeks),
 	 * unless it already sent data, which waits for the guest. */
-	if (c->state == VSXB_CONN_CONNECTING && !c->host_early)
+	if (c->state == VSXB_CONN_CONNECTING && !hp(c)->early)
 		ev |= VSX_EV_READ;
 	if (host_wants_write(c))
 		ev |= VSX_EV_WRITE;
-	if (ev != c->wev) {
-		vm_loop(c->vm)->watch_set(c->w, ev);
-		c->wev = ev;
+	if (ev != hp(c)->wev) {
+		vm_loop(c->vm)->watch_set(hp(c)->w, ev);
+		hp(c)->wev = ev;
 	}
 }
 
-void vsxb__host_sync(struct conn *c)
+static void host_sync(struct conn *c)
 {
 	/* Emit first, then set the mask from where that left us: a read
 	 * that empties the socket leaves the read watch as it was, so a
 	 * request-response exchange changes no watch (no epoll_ctl). */
-	if (!c->dead && c->host_readable && vsxb__host_can_read(c) &&
+	if (!c->dead && hp(c)->readable && host_can_read(c) &&
 	    vsxb__conn_peer_free(c) > 0)
 		vsxb__conn_schedule(c);
 	host_watch(c);
 }
 
-void vsxb__host_close(struct conn *c)
+static void host_close(struct conn *c)
 {
-	if (c->w) {
-		vm_loop(c->vm)->unwatch(c->w);
-		c->w = NULL;
+	if (hp(c)->w) {
+		vm_loop(c->vm)->unwatch(hp(c)->w);
+		hp(c)->w = NULL;
 	}
-	if (c->fd >= 0) {
-		close(c->fd);
-		c->fd = -1;
+	if (hp(c)->fd >= 0) {
+		close(hp(c)->fd);
+		hp(c)->fd = -1;
 	}
-	c->wev = 0;
-	c->host_readable = false;
+	hp(c)->wev = 0;
+	hp(c)->readable = false;
 }
 
 /* The host no longer takes data: tell the guest, drop what is queued (it
  * still counts as consumed, so credit keeps flowing). */
 static void host_wr_gone(struct conn *c)
 {
-	c->host_wr_dead = true;
+	hp(c)->wr_dead = true;
 	c->fwd_cnt += (uint32_t)c->q.bytes;
 	vsxb__txq_clear(&c->q);
 	vsxb__conn_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_RCV);
@@ -257,7 +269,7 @@ static size_t host_send(struct conn *c, struct iovec **iov, unsigned *n, size_t 
 	while (done < len && *n) {
 		struct msghdr mh = { .msg_iov = *iov, .msg_iovlen = *n };
 
-		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		w = sendmsg(hp(c)->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		c->vm->st.host_writes++;
 		if (w < 0) {
 			if (errno == EINTR)
@@ -282,7 +294,7 @@ static int host_send_msg(struct conn *c, struct iovec *iov, unsigned n)
 	ssize_t w;
 
 	do {
-		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		w = sendmsg(hp(c)->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		c->vm->st.host_writes++;
 	} while (w < 0 && errno == EINTR);
 	if (w >= 0)
@@ -307,10 +319,10 @@ static void host_after_flush(struct conn *c)
 		vsxb__txq_clear(&c->q);
 	}
 	if (!c->q.bytes) {
-		if ((c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) && !c->host_wr_shut &&
-		    c->fd >= 0) {
-			shutdown(c->fd, SHUT_WR);
-			c->host_wr_shut = true;
+		if ((c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) && !hp(c)->wr_shut &&
+		    hp(c)->fd >= 0) {
+			shutdown(hp(c)->fd, SHUT_WR);
+			hp(c)->wr_shut = true;
 		}
 		if (c->draining) {
 			vsxb__conn_kill(c);
@@ -321,7 +333,7 @@ static void host_after_flush(struct conn *c)
 	host_watch(c);
 }
 
-int vsxb__host_flush(struct conn *c)
+static int host_flush(struct conn *c)
 {
 	struct vsxb_vm *vm = c->vm;
 	uint32_t total = 0;
@@ -331,7 +343,7 @@ int vsxb__host_flush(struct conn *c)
 
 	if (c->dead)
 		return 0;
-	if (c->fd < 0 || c->host_wr_dead) {
+	if (hp(c)->fd < 0 || hp(c)->wr_dead) {
 		c->fwd_cnt += (uint32_t)c->q.bytes;
 		vsxb__txq_clear(&c->q);
 		host_after_flush(c);
@@ -359,7 +371,7 @@ int vsxb__host_flush(struct conn *c)
 
 			n = vsxb__txq_peek(&c->q, fiov, ENG_IOV_MAX, &niov, SIZE_MAX, &fl);
 			w = (ssize_t)host_send(c, &fiov, &niov, n);
-			if (c->dead || c->host_wr_dead || w <= 0)
+			if (c->dead || hp(c)->wr_dead || w <= 0)
 				break;
 			vsxb__txq_consume(&c->q, (size_t)w);
 			total += (uint32_t)w;
@@ -381,18 +393,16 @@ static void host_queue(struct conn *c, const struct iovec *iov, unsigned n,
 	struct vsxb_vm *vm = c->vm;
 	int32_t room = (int32_t)(c->rx_limit - c->rx_cnt);
 
-	if (vsxb__txq_append(&c->q, iov, n, len, room > 0 ? (size_t)room : 0, flags) < 0) {
+	if (vsxb__conn_enqueue(c, iov, n, len, room > 0 ? (size_t)room : 0,
+			       flags) == -ENOMEM) {
 		vsxb__log(vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out of memory "
 			 "queueing %zu bytes", vm->name, (unsigned long long)c->id, len);
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
 		vsxb__conn_reset(c, false);
-		return;
 	}
-	vm->st.queued_bytes += len;
-	vsxb__conn_mem_ok(c);
 }
 
-void vsxb__host_batch_flush(struct vsxb_vm *vm)
+static void host_batch_flush(struct vsxb_vm *vm)
 {
 	struct conn *c = vm->batch;
 	struct iovec *iov = vm->iov;
@@ -400,10 +410,7 @@ void vsxb__host_batch_flush(struct vsxb_vm *vm)
 	size_t len = vm->batch_len, w = 0;
 	bool queued = c && c->q.bytes;
 
-	vm->batch = NULL;
-	vm->batch_niov = 0;
-	vm->batch_len = 0;
-	vm->batch_flags = 0;
+	vsxb__batch_drop(vm);
 	if (!c || c->dead)
 		return;
 
@@ -432,8 +439,8 @@ void vsxb__host_batch_flush(struct vsxb_vm *vm)
 			vsxb__txq_end_msg(&c->q, flags); /* empty messages vanish */
 		/* While the write watch is armed the socket is full: append
 		 * only, the writable callback flushes (no EAGAIN per packet). */
-		if (!c->dead && !(c->wev & VSX_EV_WRITE))
-			vsxb__host_flush(c);
+		if (!c->dead && !(hp(c)->wev & VSX_EV_WRITE))
+			host_flush(c);
 		return;
 	}
 
@@ -441,7 +448,7 @@ void vsxb__host_batch_flush(struct vsxb_vm *vm)
 		w = host_send(c, &iov, &niov, len);
 		if (c->dead)
 			return;
-		if (c->host_wr_dead) {
+		if (hp(c)->wr_dead) {
 			/* the host stopped reading: dropped, consumed */
 			c->fwd_cnt += (uint32_t)len;
 			vsxb__conn_credit_check(c);
@@ -453,24 +460,24 @@ void vsxb__host_batch_flush(struct vsxb_vm *vm)
 		host_queue(c, iov, niov, len - w, 0);
 	if (!queued)
 		host_after_flush(c);
-	else if (!c->dead && !(c->wev & VSX_EV_WRITE))
-		vsxb__host_flush(c); /* else the writable callback will */
+	else if (!c->dead && !(hp(c)->wev & VSX_EV_WRITE))
+		host_flush(c); /* else the writable callback will */
 }
 
-void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
+static void host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
 		  unsigned flags)
 {
 	struct vsxb_vm *vm = c->vm;
 	unsigned i;
 
-	if (c->fd < 0 || c->host_wr_dead || c->host_wr_shut) {
+	if (hp(c)->fd < 0 || hp(c)->wr_dead || hp(c)->wr_shut) {
 		/* Nobody will read it: consumed on arrival, credit flows. */
 		c->fwd_cnt += len;
 		vsxb__conn_credit_check(c);
 		return;
 	}
 	if (vm->batch && (vm->batch != c || vm->batch_niov + n > ENG_IOV_MAX))
-		vsxb__host_batch_flush(vm);
+		vsxb__batch_flush(vm);
 	if (c->dead)
 		return;
 	vm->batch = c;
@@ -488,23 +495,23 @@ void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t
 			return;
 		}
 		vm->batch_flags = flags;
-		vsxb__host_batch_flush(vm);
+		host_batch_flush(vm);
 	}
 }
 
-void vsxb__host_guest_shut(struct conn *c)
+static void host_guest_shut(struct conn *c)
 {
-	if (c->fd < 0)
+	if (hp(c)->fd < 0)
 		return;
 	if (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV)
-		shutdown(c->fd, SHUT_RD);
-	if ((c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) && !c->host_wr_shut)
+		shutdown(hp(c)->fd, SHUT_RD);
+	if ((c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) && !hp(c)->wr_shut)
 		host_after_flush(c);
 	else
 		host_watch(c);
 }
 
-void vsxb__host_drain(struct conn *c)
+static void host_drain(struct conn *c)
 {
 	vsxb__conn_unhash(c);
 	eng_list_del(&c->pnode);
@@ -512,28 +519,28 @@ void vsxb__host_drain(struct conn *c)
 	c->state = VSXB_CONN_CLOSING;
 	c->ctrl = 0;
 	c->shut_pending = 0;
-	if (c->fd < 0 || c->host_wr_dead || !c->q.bytes) {
+	if (hp(c)->fd < 0 || hp(c)->wr_dead || !c->q.bytes) {
 		vsxb__conn_kill(c);
 		return;
 	}
 	vsxb__conn_timer(c, T_DRAIN, c->vm->r->linger_ms);
-	vsxb__host_flush(c);
+	host_flush(c);
 }
 
 /* The host shut its sending side (read returned 0). */
 static void host_eof(struct conn *c)
 {
-	struct pollfd p = { .fd = c->fd, .events = POLLOUT };
+	struct pollfd p = { .fd = hp(c)->fd, .events = POLLOUT };
 
-	c->host_eof = true;
-	c->host_readable = false;
+	hp(c)->eof = true;
+	hp(c)->readable = false;
 	if (poll(&p, 1, 0) == 1 && (p.revents & POLLHUP)) {
 		/* Fully gone: nothing we queue will ever be read. */
 		vsxb__conn_why(c, VSXB_REASON_HOST_CLOSED, 0);
-		c->host_wr_dead = true;
+		hp(c)->wr_dead = true;
 		c->fwd_cnt += (uint32_t)c->q.bytes;
 		vsxb__txq_clear(&c->q);
-		vsxb__host_close(c);
+		host_close(c);
 		vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
 		return;
 	}
@@ -597,7 +604,7 @@ static void rx_scatter(struct vsxb_vm *vm, struct conn *c, const uint32_t *cap,
 static int host_read_error(struct conn *c, int err)
 {
 	if (err == EAGAIN || err == EWOULDBLOCK) {
-		c->host_readable = false;
+		hp(c)->readable = false;
 		host_watch(c);
 		return EMIT_DONE;
 	}
@@ -621,18 +628,18 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 	int n;
 	char x;
 
-	m = recv(c->fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+	m = recv(hp(c)->fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
 	if (m < 0)
 		return host_read_error(c, errno);
 	if (m == 0) {
-		struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+		struct pollfd p = { .fd = hp(c)->fd, .events = POLLIN | POLLRDHUP };
 
 		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP))) {
 			host_eof(c);
 			return EMIT_DONE;
 		}
 		/* An empty record: nothing a guest message can carry. */
-		if (recv(c->fd, &x, sizeof(x), MSG_DONTWAIT) < 0)
+		if (recv(hp(c)->fd, &x, sizeof(x), MSG_DONTWAIT) < 0)
 			return host_read_error(c, errno);
 		return EMIT_MORE;
 	}
@@ -673,7 +680,7 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 	mh.msg_iov = vm->riov;
 	mh.msg_iovlen = niov;
 	do {
-		r = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+		r = recvmsg(hp(c)->fd, &mh, MSG_DONTWAIT);
 	} while (r < 0 && errno == EINTR);
 	vm->st.host_reads++;
 	if (r != m || (mh.msg_flags & MSG_TRUNC)) {
@@ -688,7 +695,7 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 	return EMIT_MORE;
 }
 
-int vsxb__host_emit(struct conn *c)
+static int host_emit(struct conn *c)
 {
 	struct vsxb_vm *vm = c->vm;
 	uint32_t cap[ENG_RX_BATCH], credit;
@@ -697,7 +704,7 @@ int vsxb__host_emit(struct conn *c)
 	ssize_t r;
 	int n;
 
-	if (!c->host_readable || !vsxb__host_can_read(c))
+	if (!hp(c)->readable || !host_can_read(c))
 		return EMIT_DONE;
 	credit = vsxb__conn_peer_free(c);
 	if (!credit)
@@ -714,7 +721,7 @@ int vsxb__host_emit(struct conn *c)
 		return EMIT_NOBUF;
 	/* Straight from the socket into the guest's buffers. */
 	do {
-		r = readv(c->fd, vm->riov, (int)niov);
+		r = readv(hp(c)->fd, vm->riov, (int)niov);
 	} while (r < 0 && errno == EINTR);
 	vm->st.host_reads++;
 	if (r <= 0) {
@@ -729,7 +736,7 @@ int vsxb__host_emit(struct conn *c)
 	rx_scatter(vm, c, cap, (unsigned)n, (size_t)r, 0);
 	if ((size_t)r < have) {
 		/* A short read emptied the socket: wait for it again. */
-		c->host_readable = false;
+		hp(c)->readable = false;
 		host_watch(c);
 		return EMIT_DONE;
 	}
@@ -742,10 +749,10 @@ int vsxb__host_emit(struct conn *c)
 static void connecting_readable(struct conn *c)
 {
 	char b;
-	ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	ssize_t r = recv(hp(c)->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 
 	if (r > 0) {
-		c->host_early = true;
+		hp(c)->early = true;
 		host_watch(c);
 		return;
 	}
@@ -767,10 +774,10 @@ static void host_cb(int fd, int events, void *arg)
 		return;
 	}
 	if (events & VSX_EV_WRITE)
-		vsxb__host_flush(c);
+		host_flush(c);
 	if (!c->dead && (events & VSX_EV_READ)) {
-		c->host_readable = true;
-		vsxb__host_sync(c);
+		hp(c)->readable = true;
+		host_sync(c);
 	}
 	vsxb__router_round(r);
 }
@@ -788,54 +795,95 @@ static void host_cb(int fd, int events, void *arg)
  * theirs: TCP sizes its own buffer and setting SO_SNDBUF would switch that
  * off. Best effort: a failure leaves the buffer as it was, only slower.
  */
-void vsxb__host_size_sndbuf(struct conn *c)
+static void host_size_sndbuf(struct conn *c)
 {
 	int domain, cur, want;
 	socklen_t len = sizeof(domain);
 
-	if (c->fd < 0 || c->buf_alloc <= VSXB_DEFAULT_BUF_ALLOC ||
+	if (hp(c)->fd < 0 || c->buf_alloc <= VSXB_DEFAULT_BUF_ALLOC ||
 	    c->buf_alloc > INT32_MAX / 2 ||
-	    getsockopt(c->fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0 ||
+	    getsockopt(hp(c)->fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0 ||
 	    domain != AF_UNIX)
 		return;
 	len = sizeof(cur);
 	want = (int)c->buf_alloc;
 	/* the kernel doubles what it is given (for its bookkeeping) and
 	 * reports the doubled figure */
-	if (getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &cur, &len) < 0 || cur >= 2 * want)
+	if (getsockopt(hp(c)->fd, SOL_SOCKET, SO_SNDBUF, &cur, &len) < 0 || cur >= 2 * want)
 		return;
-	setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
+	setsockopt(hp(c)->fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
 }
 
 static int host_attach(struct conn *c, int fd)
 {
 	const struct vsx_loop *l = vm_loop(c->vm);
 
-	c->fd = fd;
-	vsxb__host_size_sndbuf(c);
-	c->w = l->watch(l->ctx, fd, 0, host_cb, c);
-	if (!c->w)
+	hp(c)->fd = fd;
+	host_size_sndbuf(c);
+	hp(c)->w = l->watch(l->ctx, fd, 0, host_cb, c);
+	if (!hp(c)->w)
 		return -ENOMEM;
-	c->wev = 0;
+	hp(c)->wev = 0;
 	host_watch(c);
 	return 0;
 }
 
-int vsxb__host_established(struct conn *c)
+static int host_established(struct conn *c)
 {
 	char line[24];
 	int n;
 	ssize_t w;
 
-	if (c->hybrid) {
+	if (hp(c)->hybrid) {
 		n = snprintf(line, sizeof(line), "OK %u\n", c->peer_port);
-		w = send(c->fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (w != n)
-			return -EIO; /* the program went away (or a full new socket) */
-		c->hybrid = false;
+		w = send(hp(c)->fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w != n) {
+			/* the program went away before the guest accepted (or
+			 * a full new socket) */
+			vsxb__conn_why(c, VSXB_REASON_HOST_CLOSED, 0);
+			return -EIO;
+		}
+		hp(c)->hybrid = false;
 	}
 	host_watch(c);
 	return 0;
+}
+
+static void host_guest_shutdown(struct conn *c, unsigned flags)
+{
+	(void)flags;
+	host_guest_shut(c);
+	/* The guest is done: RST (as Linux answers), the host side drains. */
+	if (c->guest_shut == ENG_SHUT_BOTH)
+		vsxb__conn_answer_rst(c);
+}
+
+/* The guest side is over: what the guest sent before still goes to the
+ * host, unless it never got that far. */
+static void host_gone(struct conn *c)
+{
+	if (hp(c)->fd >= 0 && c->q.bytes && !hp(c)->wr_dead &&
+	    c->state != VSXB_CONN_CONNECTING)
+		host_drain(c);
+	else
+		vsxb__conn_kill(c);
+}
+
+static void host_flush_batch(struct conn *c)
+{
+	host_batch_flush(c->vm);
+}
+
+/* A connection to a host socket; its socket comes with host_attach. */
+static struct conn *host_new(struct vsxb_vm *vm, uint16_t type, uint32_t guest_port,
+			     uint32_t host_port)
+{
+	struct conn *c = vsxb__conn_new(vm, &host_ops, type, guest_port,
+					VSOCK_CID_HOST, host_port);
+
+	if (c)
+		hp(c)->fd = -1;
+	return c;
 }
 
 void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
@@ -843,15 +891,9 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 	bool seq = h->type == VIRTIO_VSOCK_TYPE_SEQPACKET;
 	struct sockaddr_un un;
 	char path[sizeof(un.sun_path) + 16];
-	struct vsxb_port *p;
 	struct conn *c;
 	int fd, err = ENOENT;
 
-	p = vsxb__port_find(vm->r, vm, h->dst_port);
-	if (p) {
-		vsxb__host_port_request(vm, p, h);
-		return;
-	}
 	if (!vm->uds_path)
 		goto refuse;
 	snprintf(path, sizeof(path), "%s_%u", vm->uds_path, h->dst_port);
@@ -875,8 +917,7 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 		close(fd);
 		goto refuse;
 	}
-	c = vsxb__conn_new(vm, PEER_HOST, h->type, h->src_port, VSOCK_CID_HOST,
-			  h->dst_port);
+	c = host_new(vm, h->type, h->src_port, h->dst_port);
 	if (!c) {
 		close(fd);
 		err = ENOMEM;
@@ -901,132 +942,7 @@ refuse:
 	vsxb__orphan_rst(vm, h);
 }
 
-/* ---- Descriptors handed over (vsxd forwards, backend.h) ---- */
-
-static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport);
-
-static int set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
-		return -errno;
-	return 0;
-}
-
-/* A guest REQUEST to a port with a handler: the connection waits,
- * CONNECTING, for vsxb__host_attach_fd (or the connect timer's RST). */
-void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
-			    const struct virtio_vsock_hdr *h)
-{
-	struct conn *c;
-	int rc;
-
-	if (h->type != VIRTIO_VSOCK_TYPE_STREAM) {
-		vsxb__orphan_rst(vm, h);
-		return;
-	}
-	c = vsxb__conn_new(vm, PEER_HOST, h->type, h->src_port, VSOCK_CID_HOST,
-			  h->dst_port);
-	if (!c) {
-		vsxb__orphan_rst(vm, h);
-		return;
-	}
-	c->guest_initiated = true;
-	c->peer_buf_alloc = h->buf_alloc;
-	c->peer_fwd_cnt = h->fwd_cnt;
-	memcpy(c->tag, p->tag, sizeof(c->tag));
-	vsxb__conn_timer(c, T_CONNECT, vm->r->connect_ms);
-	rc = p->cb(p->arg, vm, c->id, h->src_port, h->dst_port);
-	if (rc < 0 && !c->dead) {
-		vsxb__conn_why(c, VSXB_REASON_REFUSED, -rc);
-		vsxb__conn_reset(c, false);
-	}
-}
-
-int vsxb__host_attach_fd(struct conn *c, int fd)
-{
-	if (c->dead || c->kind != PEER_HOST || !c->guest_initiated ||
-	    c->state != VSXB_CONN_CONNECTING || c->fd >= 0)
-		return -ENOENT;
-	if (set_nonblock(fd) < 0 || host_attach(c, fd) < 0) {
-		c->fd = -1;
-		return -ENOMEM;
-	}
-	vsxb__conn_timer(c, T_NONE, 0);
-	c->state = VSXB_CONN_ESTABLISHED;
-	vsxb__conn_opened(c);
-	vsxb__conn_ctrl(c, C_RESPONSE);
-	host_watch(c);
-	return 0;
-}
-
-int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char *tag,
-			 uint64_t *id)
-{
-	struct conn *c;
-
-	if (!vm->live || vm->broken || vm->freeing) {
-		close(fd);
-		return -EHOSTDOWN;
-	}
-	if (set_nonblock(fd) < 0) {
-		close(fd);
-		return -EINVAL;
-	}
-	c = vsxb__conn_new(vm, PEER_HOST, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
-			  host_port_alloc(vm, port));
-	if (!c) {
-		close(fd);
-		return -EBUSY;
-	}
-	vsxb__set_tag(c->tag, tag);
-	if (host_attach(c, fd) < 0) {
-		vsxb__conn_kill(c);   /* closes @fd */
-		return -ENOMEM;
-	}
-	if (id)
-		*id = c->id;
-	vsxb__conn_timer(c, T_CONNECT, vm->r->connect_ms);
-	vsxb__conn_ctrl(c, C_REQUEST);
-	return 0;
-}
-
-/* ---- Hybrid handshake ---- */
-
-static void hs_free(struct hs *h)
-{
-	const struct vsx_loop *l = vm_loop(h->vm);
-
-	if (h->w)
-		l->unwatch(h->w);
-	if (h->t)
-		l->timer_free(h->t);
-	if (h->fd >= 0)
-		close(h->fd);
-	eng_list_del(&h->node);
-	h->vm->nhandshakes--;
-	free(h);
-}
-
-/* "CONNECT <decimal port>\n", nothing else (engine.h). */
-int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	if (n < 10 || memcmp(s, "CONNECT ", 8) != 0 || s[n - 1] != '\n')
-		return -1;
-	for (i = 8; i < n - 1; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-		if (v >= UINT32_MAX) /* 2^32-1 is VMADDR_PORT_ANY */
-			return -1;
-	}
-	*port = (uint32_t)v;
-	return 0;
-}
+/* ---- Host ports ---- */
 
 static bool host_port_used(struct vsxb_vm *vm, uint32_t gport, uint32_t p)
 {
@@ -1061,7 +977,96 @@ static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport)
 	}
 }
 
-static void hybrid_connect(struct vsxb_vm *vm, int fd, uint32_t port)
+/* ---- Descriptors handed over (vsxd forwards, backend.h) ---- */
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
+		return -errno;
+	return 0;
+}
+
+/* A guest REQUEST to a port with a handler: the connection waits,
+ * CONNECTING, for vsxb__host_attach_fd (or the connect timer's RST). */
+void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
+			    const struct virtio_vsock_hdr *h)
+{
+	struct conn *c;
+	int rc;
+
+	if (h->type != VIRTIO_VSOCK_TYPE_STREAM) {
+		vsxb__orphan_rst(vm, h);
+		return;
+	}
+	c = host_new(vm, h->type, h->src_port, h->dst_port);
+	if (!c) {
+		vsxb__orphan_rst(vm, h);
+		return;
+	}
+	c->guest_initiated = true;
+	c->peer_buf_alloc = h->buf_alloc;
+	c->peer_fwd_cnt = h->fwd_cnt;
+	memcpy(c->tag, p->tag, sizeof(c->tag));
+	vsxb__conn_timer(c, T_CONNECT, vm->r->connect_ms);
+	rc = p->cb(p->arg, vm, c->id, h->src_port, h->dst_port);
+	if (rc < 0 && !c->dead) {
+		vsxb__conn_why(c, VSXB_REASON_REFUSED, -rc);
+		vsxb__conn_reset(c, false);
+	}
+}
+
+static int host_attach_fd(struct conn *c, int fd)
+{
+	if (c->dead || !c->guest_initiated ||
+	    c->state != VSXB_CONN_CONNECTING || hp(c)->fd >= 0)
+		return -ENOENT;
+	if (set_nonblock(fd) < 0 || host_attach(c, fd) < 0) {
+		hp(c)->fd = -1;
+		return -ENOMEM;
+	}
+	vsxb__conn_timer(c, T_NONE, 0);
+	c->state = VSXB_CONN_ESTABLISHED;
+	vsxb__conn_opened(c);
+	vsxb__conn_ctrl(c, C_RESPONSE);
+	host_watch(c);
+	return 0;
+}
+
+int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char *tag,
+			 uint64_t *id)
+{
+	struct conn *c;
+
+	if (!vm->live || vm->broken || vm->freeing) {
+		close(fd);
+		return -EHOSTDOWN;
+	}
+	if (set_nonblock(fd) < 0) {
+		close(fd);
+		return -EINVAL;
+	}
+	c = host_new(vm, VIRTIO_VSOCK_TYPE_STREAM, port, host_port_alloc(vm, port));
+	if (!c) {
+		close(fd);
+		return -EBUSY;
+	}
+	vsxb__set_tag(c->tag, tag);
+	if (host_attach(c, fd) < 0) {
+		vsxb__conn_kill(c);   /* closes @fd */
+		return -ENOMEM;
+	}
+	if (id)
+		*id = c->id;
+	vsxb__conn_timer(c, T_CONNECT, vm->r->connect_ms);
+	vsxb__conn_ctrl(c, C_REQUEST);
+	return 0;
+}
+
+/* ---- Hybrid connections (hybrid.c hands them over) ---- */
+
+void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 {
 	struct conn *c;
 	int lim = vsxb__conn_limit(vm, 1);
@@ -1073,15 +1078,14 @@ static void hybrid_connect(struct vsxb_vm *vm, int fd, uint32_t port)
 		close(fd);
 		return;
 	}
-	c = vsxb__conn_new(vm, PEER_HOST, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
-			  host_port_alloc(vm, port));
+	c = host_new(vm, VIRTIO_VSOCK_TYPE_STREAM, port, host_port_alloc(vm, port));
 	if (!c) {
 		vsxb__refuse(vm, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
 			    VSXB_PORT_UNKNOWN, false, VSXB_REASON_ERROR, ENOMEM, 0);
 		close(fd);
 		return;
 	}
-	c->hybrid = true;
+	hp(c)->hybrid = true;
 	if (host_attach(c, fd) < 0) {
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
 		vsxb__conn_kill(c);
@@ -1091,153 +1095,24 @@ static void hybrid_connect(struct vsxb_vm *vm, int fd, uint32_t port)
 	vsxb__conn_ctrl(c, C_REQUEST);
 }
 
-static void hs_cb(int fd, int events, void *arg)
-{
-	struct hs *h = arg;
-	struct vsxb_vm *vm = h->vm;
-	char tmp[ENG_CONNECT_LINE];
-	size_t want = sizeof(h->buf) - h->n, take;
-	uint32_t port;
-	ssize_t r;
-	char *nl;
-
-	(void)events;
-	r = recv(fd, tmp, want, MSG_PEEK | MSG_DONTWAIT);
-	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return;
-	if (r <= 0)
-		goto drop;
-	nl = memchr(tmp, '\n', (size_t)r);
-	take = nl ? (size_t)(nl - tmp) + 1 : (size_t)r;
-	/* Consume the line exactly: what follows belongs to the guest. */
-	if (recv(fd, h->buf + h->n, take, MSG_DONTWAIT) != (ssize_t)take)
-		goto drop;
-	h->n += (unsigned)take;
-	if (!nl) {
-		if (h->n >= sizeof(h->buf))
-			goto drop;
-		return;
-	}
-	if (vsxb__host_parse_connect(h->buf, h->n, &port) < 0 || !vm->live || vm->broken)
-		goto drop;
-	h->fd = -1;
-	hs_free(h);
-	hybrid_connect(vm, fd, port);
-	vsxb__router_round(vm->r);
-	return;
-drop:
-	hs_free(h);
-}
-
-static void hs_timeout(void *arg)
-{
-	struct hs *h = arg;
-
-	vsxb__refuse(h->vm, VIRTIO_VSOCK_TYPE_STREAM, VSXB_PORT_UNKNOWN, VSOCK_CID_HOST,
-		    VSXB_PORT_UNKNOWN, false, VSXB_REASON_HANDSHAKE_TIMEOUT, 0, 0);
-	hs_free(h);
-}
-
-static void hs_new(struct vsxb_vm *vm, int fd)
-{
-	const struct vsx_loop *l = vm_loop(vm);
-	struct hs *h;
-
-	h = calloc(1, sizeof(*h));
-	if (!h) {
-		close(fd);
-		return;
-	}
-	h->vm = vm;
-	h->fd = fd;
-	eng_list_add_tail(&vm->handshakes, &h->node);
-	vm->nhandshakes++;
-	h->w = l->watch(l->ctx, fd, VSX_EV_READ, hs_cb, h);
-	h->t = l->timer(l->ctx, hs_timeout, h);
-	if (!h->w || !h->t) {
-		hs_free(h);
-		return;
-	}
-	l->timer_arm(h->t, vm->r->handshake_ms);
-}
-
-static void listen_resume(void *arg)
-{
-	struct vsxb_vm *vm = arg;
-
-	if (vm->lw)
-		vm_loop(vm)->watch_set(vm->lw, VSX_EV_READ);
-}
-
-static void accept_cb(int lfd, int events, void *arg)
-{
-	struct vsxb_vm *vm = arg;
-	int i, fd;
-
-	(void)events;
-	for (i = 0; i < 16; i++) {
-		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
-				/* Do not spin on a listener we cannot serve; retry
-				 * every 100 ms, say so once and then every 10 s. */
-				if (vm->accept_fails++ % 100 == 0)
-					vsxb__log(vm->r, VSXB_LOG_WARNING, "vm %s: accept: %s "
-						 "(host connections wait; retried every "
-						 "100 ms, %u time(s) so far)", vm->name,
-						 strerror(errno), vm->accept_fails - 1);
-				vm_loop(vm)->watch_set(vm->lw, 0);
-				if (vm->ltimer)
-					vm_loop(vm)->timer_arm(vm->ltimer, 100);
-			}
-			break;
-		}
-		if (vm->accept_fails) {
-			vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: accepting host connections "
-				 "again after %u failed attempt(s)", vm->name, vm->accept_fails);
-			vm->accept_fails = 0;
-		}
-		if (vm->nhandshakes >= ENG_MAX_HANDSHAKES || !vm->live || vm->broken) {
-			close(fd);
-			continue;
-		}
-		hs_new(vm, fd);
-	}
-}
-
-int vsxb__host_listen(struct vsxb_vm *vm)
-{
-	const struct vsx_loop *l = vm_loop(vm);
-	int rc;
-
-	rc = unix_listen(vm->uds_path, &vm->lfd);
-	if (rc < 0)
-		return rc;
-	vm->lw = l->watch(l->ctx, vm->lfd, VSX_EV_READ, accept_cb, vm);
-	vm->ltimer = l->timer(l->ctx, listen_resume, vm);
-	if (!vm->lw || !vm->ltimer) {
-		vsxb__host_unlisten(vm);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-void vsxb__host_unlisten(struct vsxb_vm *vm)
-{
-	const struct vsx_loop *l = vm_loop(vm);
-
-	while (!eng_list_empty(&vm->handshakes))
-		hs_free(eng_container_of(vm->handshakes.next, struct hs, node));
-	if (vm->lw)
-		l->unwatch(vm->lw);
-	vm->lw = NULL;
-	if (vm->ltimer)
-		l->timer_free(vm->ltimer);
-	vm->ltimer = NULL;
-	if (vm->lfd >= 0) {
-		close(vm->lfd);
-		unlink(vm->uds_path);
-	}
-	vm->lfd = -1;
-}
+static const struct vsxb_peer_ops host_ops = {
+	.name = "host",
+	.priv_size = sizeof(struct host_peer),
+	/* Guest -> peer */
+	.rw = host_rw,
+	.flush = host_flush_batch,
+	.guest_shutdown = host_guest_shutdown,
+	.credit_changed = host_sync,
+	.established = host_established,
+	/* Peer -> guest */
+	.emit = host_emit,
+	.sync = host_sync,
+	/* Credit */
+	.set_buffer = host_size_sndbuf,
+	/* Ends */
+	.reset = host_close,
+	.gone = host_gone,
+	.release = host_close,
+	/* Control */
+	.attach_fd = host_attach_fd,
+};

@@ -1,0 +1,959 @@
+/*
+ * The vsock backend's design, and its core: the connections.
+ *
+ * One device per VM, a vhost-user device with three queues (rx 0, tx 1,
+ * event 2) whose config space is le64 guest_cid (device.c). Each guest
+ * connection has a peer, the other end: a host program on a Unix socket
+ * (peer_host.c: guest -> host through "<uds_path>_<port>", host -> guest
+ * through the hybrid CONNECT handshake of hybrid.c, or a descriptor a
+ * vsxd forward hands over), or a connection of a sibling VM sharing a
+ * group (peer_sibling.c: one connection in each VM). A peer kind is one
+ * file and one static const struct vsxb_peer_ops (engine.h); a connection
+ * carries its table and a private part only that file touches, and the
+ * engine calls through the table, never asking which kind it has. The
+ * router (router.c) holds what VMs share and routes a guest REQUEST to
+ * the peer that creates the connection. This file is the connection API
+ * the peers, the device and the router call: the state machine, credit,
+ * the RX path to the guest and its schedule, timers and rounds.
+ *
+ * Connections are keyed by (guest port, peer CID, peer port) in a per-VM
+ * hash; ids are unique in the process and never reused. Everything of a
+ * connection belongs to its VM and is touched from that VM's loop; the
+ * router's state (struct vsxb_router) is the only thing VMs share.
+ *
+ * Processing rounds. Every entry point (a kick, a host socket event, a
+ * timer, a control call) does its work and ends with vsxb__router_round(),
+ * which serves the RX schedule of every VM it touched and publishes used
+ * entries with one flush per queue per round (push many, flush once).
+ * Connections are freed at the end of a round, never under a caller.
+ *
+ * Guest -> peer (TX, device.c). A round pops up to ENG_TX_BATCH chains.
+ * Headers are checked before anything is trusted: src_cid must be the
+ * guest's (else the packet is dropped), len must fit in 64 KiB and in the
+ * chain, type and op must be known, RW must stay within the credit we
+ * gave; a bad packet for a connection resets that connection only, one
+ * without a connection gets an RST reply (never for an RST). Payload goes
+ * to the peer (ops->rw) as iovecs pointing into guest memory. The host
+ * peer gathers consecutive RW packets of one connection in the VM's TX
+ * batch and writes them to the host socket with one sendmsg; what the
+ * socket does not take is copied into the connection's queue (txbuf.c),
+ * which the credit window bounds: the guest may not send beyond it, and
+ * is reset if it does. While bytes wait there the socket is full: new
+ * payload is only appended (no sendmsg that would say EAGAIN), and the
+ * socket's write watch flushes. The sibling peer copies payload from the
+ * sender's TX buffers straight into the receiver's RX buffers.
+ *
+ * Peer -> guest (RX). Control packets are a bitmask per connection (at most
+ * one of each kind pending: the queue is bounded whatever the guest does).
+ * When nothing waits for the guest's RX buffers, a packet goes straight
+ * into the RX queue; otherwise the connection joins the VM's pending list,
+ * served round-robin whenever RX buffers are there. Emission order per
+ * connection: REQUEST/RESPONSE, credit packets, data (ops->emit), SHUTDOWN,
+ * RST. The host peer reads with readv directly into the payload part of
+ * as many RX chains as the guest's credit allows, up to ENG_RX_READ
+ * (128 KiB) per read, at most 64 KiB per packet.
+ *
+ * Credit. Counters are wrapping u32 byte counts. We may send
+ * peer_buf_alloc - (tx_cnt - peer_fwd_cnt); every packet carries our
+ * buf_alloc and fwd_cnt (ops->window: for a sibling pair, the other
+ * guest's values, so credit is end to end, capped by our buf_alloc). The
+ * window's right edge (fwd_cnt + buf_alloc) we announce never moves back,
+ * as TCP never shrinks a window: a smaller buf_alloc (set_buffer) takes
+ * effect as bytes are consumed. So the edge announced last is a hard
+ * limit: an RW beyond it resets the connection, and what we queue for a
+ * connection never exceeds its window. A CREDIT_UPDATE is sent only when
+ * the guest could otherwise stall, as Linux's virtio_transport_common
+ * does: when the free space the guest last heard of fell below one
+ * maximum packet (64 KiB) and we have consumed bytes since (for buf_alloc
+ * below 64 KiB that is after every consumption); unlike Linux we count
+ * bytes still queued, i.e. we use the guest's view, not only what was
+ * consumed since the last update. A CREDIT_REQUEST is always answered;
+ * set_buffer always sends an update. We send CREDIT_REQUEST ourselves
+ * only when a whole SEQPACKET message from a host socket waits for more
+ * credit than the guest gave.
+ *
+ * Close. A guest SHUTDOWN goes to the peer (ops->guest_shutdown): the host
+ * peer applies it to the socket per direction (SEND: shutdown(SHUT_WR)
+ * once the queue drained; RCV: SHUT_RD, we stop reading); the sibling
+ * peer relays it. When the guest has shut a host connection down both
+ * ways we answer RST, as Linux does, and the host side keeps draining the
+ * queue for up to the linger time (VSXB_DEFAULT_LINGER_MS unless set;
+ * ops->gone). A host EOF sends SHUTDOWN(SEND); a host that is fully gone
+ * (POLLHUP) SHUTDOWN(RCV|SEND), and if the guest does not RST within the
+ * linger time we do. Nothing answers an RST with an RST.
+ *
+ * Broken guests. A chain vq.c rejects marks the device broken: logged
+ * once, every connection reset, host peers closed, siblings told; the
+ * device stays silent until the front-end restarts it. The next start
+ * after any stop sends VIRTIO_VSOCK_EVENT_TRANSPORT_RESET on the event
+ * queue so the guest drops sockets it still believes in, when the
+ * front-end gave us that queue (QEMU 7.2 keeps it and sends the event
+ * itself, on migration); a stale guest socket then meets an RST on its
+ * first packet instead.
+ */
+#include <errno.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "conn.h"
+
+#define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
+
+static int conn_emit(struct conn *c);
+
+/* ---- Headers to the guest ---- */
+
+/*
+ * The fwd_cnt and buf_alloc to announce now. The window's right edge
+ * (fwd_cnt + buf_alloc) never moves back, as TCP never shrinks its window:
+ * a smaller buf_alloc takes effect as the guest's bytes are consumed, so a
+ * guest never has packets in flight that a newer announcement forbids, and
+ * the edge we announced last is a hard limit.
+ */
+static void conn_adv(const struct conn *c, uint32_t *fwd, uint32_t *buf)
+{
+	vsxb__conn_window(c, fwd, buf);
+	if (c->advertised && (int32_t)(*fwd + *buf - c->rx_limit) < 0 &&
+	    (int32_t)(c->rx_limit - *fwd) > 0)
+		*buf = c->rx_limit - *fwd;
+}
+
+/* A header from us (the peer) to the guest, in CPU order; records what
+ * the guest now knows of our credit. */
+static void conn_hdr(struct conn *c, struct virtio_vsock_hdr *h, uint16_t op,
+		     uint32_t flags, uint32_t len)
+{
+	uint32_t fwd, buf;
+
+	conn_adv(c, &fwd, &buf);
+	h->src_cid = c->peer_cid;
+	h->dst_cid = c->vm->cid;
+	h->src_port = c->peer_port;
+	h->dst_port = c->guest_port;
+	h->len = len;
+	h->type = c->type;
+	h->op = op;
+	h->flags = flags;
+	h->buf_alloc = buf;
+	h->fwd_cnt = fwd;
+	c->last_fwd_sent = fwd;
+	c->last_buf_sent = buf;
+	c->rx_limit = fwd + buf;
+	c->advertised = true;
+}
+
+/* ---- RX queue ---- */
+
+int vsxb__rx_pop(struct vsxb_vm *vm, struct vsx_vq_elem *e)
+{
+	int rc;
+
+	if (!vm->live || vm->broken)
+		return -EIO;
+	rc = vsx_vq_pop(vm->rxq, e);
+	if (rc < 0) {
+		vsxb__vm_broken(vm, "RX queue: invalid descriptor chain");
+		return rc;
+	}
+	if (rc == 0)
+		return 0;
+	if (e->in_len <= HDR_LEN) {
+		vsx_vq_push(vm->rxq, e, 0);
+		vsxb__vm_broken(vm, "RX queue: buffer without room for a payload");
+		return -EINVAL;
+	}
+	return 1;
+}
+
+static void rx_push(struct vsxb_vm *vm, struct vsx_vq_elem *e,
+		    struct virtio_vsock_hdr *h)
+{
+	uint32_t len = h->len;
+
+	eng_hdr_swap(h);
+	vsx_iov_from_buf(e->iov + e->out_num, e->in_num, 0, h, HDR_LEN);
+	vsx_vq_push(vm->rxq, e, HDR_LEN + len);
+	vm->st.rx_pkts++;
+	vsxb__vm_touch(vm);
+	vm->rx_pushed = true;
+}
+
+/* A data packet of @len payload bytes already in @e. */
+void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsx_vq_elem *e,
+		 uint32_t len, unsigned flags)
+{
+	struct virtio_vsock_hdr h;
+
+	conn_hdr(c, &h, VIRTIO_VSOCK_OP_RW, flags, len);
+	rx_push(vm, e, &h);
+	c->tx_cnt += len;
+	c->to_guest += len;
+}
+
+/* One header-only packet into the RX queue; false without a buffer. */
+static bool rx_send_hdr(struct vsxb_vm *vm, struct virtio_vsock_hdr *h)
+{
+	struct vsx_vq_elem *e = &vm->rxe[0];
+
+	if (vsxb__rx_pop(vm, e) <= 0)
+		return false;
+	if (vm->direct)
+		vm->st.ctrl_direct++;
+	else
+		vm->st.ctrl_queued++;
+	if (h->op == VIRTIO_VSOCK_OP_RST)
+		vm->st.resets++;
+	else if (h->op == VIRTIO_VSOCK_OP_CREDIT_UPDATE)
+		vm->st.credit_updates++;
+	else if (h->op == VIRTIO_VSOCK_OP_CREDIT_REQUEST)
+		vm->st.credit_requests++;
+	rx_push(vm, e, h);
+	return true;
+}
+
+static bool rx_ctrl(struct conn *c, uint16_t op, uint32_t flags)
+{
+	struct virtio_vsock_hdr h;
+	uint32_t fwd = c->last_fwd_sent, buf = c->last_buf_sent, lim = c->rx_limit;
+	bool adv = c->advertised;
+
+	conn_hdr(c, &h, op, flags, 0);
+	if (rx_send_hdr(c->vm, &h))
+		return true;
+	/* Not sent: the guest learnt nothing. */
+	c->last_fwd_sent = fwd;
+	c->last_buf_sent = buf;
+	c->rx_limit = lim;
+	c->advertised = adv;
+	return false;
+}
+
+/* An RST for a packet that has no connection (CPU-order @h from the guest). */
+static void orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *in)
+{
+	struct virtio_vsock_hdr h = {
+		.src_cid = in->dst_cid,
+		.dst_cid = in->src_cid,
+		.src_port = in->dst_port,
+		.dst_port = in->src_port,
+		.type = in->type,
+		.op = VIRTIO_VSOCK_OP_RST,
+	};
+
+	if (in->op == VIRTIO_VSOCK_OP_RST || !vm->live || vm->broken)
+		return;
+	vsxb__vm_touch(vm);
+	if (!vm->orphan_n && eng_list_empty(&vm->pending) && !vm->emitting) {
+		vm->direct = true;
+		if (rx_send_hdr(vm, &h)) {
+			vm->direct = false;
+			return;
+		}
+		vm->direct = false;
+	}
+	if (vm->orphan_n == ENG_ORPHAN_MAX) {
+		vm->st.orphans_dropped++;
+		return;
+	}
+	vm->orphan[(vm->orphan_head + vm->orphan_n) % ENG_ORPHAN_MAX] = h;
+	vm->orphan_n++;
+}
+
+void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
+{
+	orphan_rst(vm, h);
+}
+
+/* ---- Connection table ---- */
+
+static unsigned conn_hash(const struct vsxb_vm *vm, uint32_t gport, uint64_t pcid,
+			  uint32_t pport)
+{
+	uint64_t k = ((uint64_t)gport << 32 | pport) ^ (pcid * 0x9E3779B97F4A7C15ull)
+		     ^ vm->hash_seed;
+
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return (unsigned)k & (vm->hash_size - 1);
+}
+
+struct conn *vsxb__conn_find(struct vsxb_vm *vm, uint32_t gport, uint64_t pcid,
+			    uint32_t pport)
+{
+	struct conn *c;
+
+	if (!vm->hash_size)
+		return NULL;
+	for (c = vm->hash[conn_hash(vm, gport, pcid, pport)]; c; c = c->hnext)
+		if (c->guest_port == gport && c->peer_cid == pcid &&
+		    c->peer_port == pport)
+			return c;
+	return NULL;
+}
+
+static void hash_grow(struct vsxb_vm *vm)
+{
+	unsigned nsize = vm->hash_size ? vm->hash_size * 2 : 64, i;
+	struct conn **old = vm->hash, **nh, *c, *next;
+	unsigned osize = vm->hash_size;
+
+	nh = calloc(nsize, sizeof(*nh));
+	if (!nh)
+		return; /* longer chains, still correct */
+	if (!vm->hash_seed) {
+		if (getrandom(&vm->hash_seed, sizeof(vm->hash_seed), GRND_NONBLOCK) !=
+		    (ssize_t)sizeof(vm->hash_seed))
+			vm->hash_seed = (uint64_t)(uintptr_t)vm ^
+					(uint64_t)getpid() << 32;
+	}
+	vm->hash = nh;
+	vm->hash_size = nsize;
+	for (i = 0; i < osize; i++) {
+		for (c = old[i]; c; c = next) {
+			unsigned b = conn_hash(vm, c->guest_port, c->peer_cid,
+					       c->peer_port);
+
+			next = c->hnext;
+			c->hnext = nh[b];
+			nh[b] = c;
+		}
+	}
+	free(old);
+}
+
+static void conn_hash_add(struct conn *c)
+{
+	struct vsxb_vm *vm = c->vm;
+	unsigned b;
+
+	if (vm->hashed >= vm->hash_size)
+		hash_grow(vm);
+	if (!vm->hash_size)
+		return;
+	b = conn_hash(vm, c->guest_port, c->peer_cid, c->peer_port);
+	c->hnext = vm->hash[b];
+	vm->hash[b] = c;
+	c->hashed = true;
+	vm->hashed++;
+}
+
+void vsxb__conn_unhash(struct conn *c)
+{
+	struct vsxb_vm *vm = c->vm;
+	struct conn **pp;
+
+	if (!c->hashed)
+		return;
+	pp = &vm->hash[conn_hash(vm, c->guest_port, c->peer_cid, c->peer_port)];
+	for (; *pp; pp = &(*pp)->hnext) {
+		if (*pp == c) {
+			*pp = c->hnext;
+			break;
+		}
+	}
+	c->hnext = NULL;
+	c->hashed = false;
+	vm->hashed--;
+}
+
+/* ---- Queue memory ---- */
+
+bool vsxb__conn_mem_ok(struct conn *c)
+{
+	struct vsxb_router *r = c->vm->r;
+
+	if (!r->max_conn_mem || c->dead || c->q.mem <= r->max_conn_mem)
+		return true;
+	r->st.reset_limit_memory++;
+	vsxb__log(r, VSXB_LOG_WARNING, "vm %s: connection %llu: queue memory %zu above "
+		 "max-conn-memory (%llu): reset", c->vm->name, (unsigned long long)c->id,
+		 c->q.mem, (unsigned long long)r->max_conn_mem);
+	vsxb__conn_why(c, VSXB_REASON_LIMIT, 0);
+	c->why_limit = VSXB_LIMIT_MEMORY;
+	vsxb__conn_reset(c, false);
+	return false;
+}
+
+bool vsxb__conn_rx_direct_ok(const struct conn *c)
+{
+	const struct vsxb_vm *vm = c->vm;
+
+	return vm->live && !vm->broken && !vm->emitting && !vm->orphan_n &&
+	       eng_list_empty(&vm->pending);
+}
+
+int vsxb__conn_enqueue(struct conn *holder, const struct iovec *iov, unsigned n,
+		       size_t len, size_t room, unsigned flags)
+{
+	if (vsxb__txq_append(&holder->q, iov, n, len, room, flags) < 0)
+		return -ENOMEM;
+	holder->vm->st.queued_bytes += len;
+	return vsxb__conn_mem_ok(holder) ? 0 : -ENOBUFS;
+}
+
+/* ---- Connection life ---- */
+
+struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
+			   uint16_t type, uint32_t guest_port, uint64_t peer_cid,
+			   uint32_t peer_port)
+{
+	/* the peer's private part follows, aligned for anything */
+	size_t off = (sizeof(struct conn) + _Alignof(max_align_t) - 1) &
+		     ~(_Alignof(max_align_t) - 1);
+	struct conn *c;
+
+	if (vm->nconns >= vm->r->max_conns_vm ||
+	    (vm->r->max_conns && vm->r->nconns >= vm->r->max_conns)) {
+		vsxb__vm_warn(vm, "connection limit reached");
+		return NULL;
+	}
+	c = calloc(1, off + ops->priv_size);
+	if (!c)
+		return NULL;
+	c->id = vm->r->next_id++;
+	c->ops = ops;
+	c->priv = ops->priv_size ? (char *)c + off : NULL;
+	c->vm = vm;
+	eng_list_init(&c->pnode);
+	c->type = type;
+	c->state = VSXB_CONN_CONNECTING;
+	c->guest_port = guest_port;
+	c->peer_cid = peer_cid;
+	c->peer_port = peer_port;
+	c->buf_alloc = vsxb__buf_cap(vm->r, vm->buf_default);
+	c->rx_cnt = c->fwd_cnt = c->tx_cnt = vm->r->counter_base;
+	c->last_fwd_sent = c->peer_fwd_cnt = vm->r->counter_base;
+	vsxb__txq_init(&c->q, type == VIRTIO_VSOCK_TYPE_SEQPACKET);
+	c->q.pool = &vm->pool;
+	eng_list_add_tail(&vm->conns, &c->node);
+	vm->nconns++;
+	vm->r->nconns++;
+	conn_hash_add(c);
+	return c;
+}
+
+static void conn_timer_cb(void *arg)
+{
+	struct conn *c = arg;
+	struct vsxb_router *r = c->vm->r;
+	enum conn_timer_kind k = c->tkind;
+
+	c->tkind = T_NONE;
+	switch (k) {
+	case T_CONNECT:
+		/* debug only: the refuse event (reason connect-timeout) is the
+		 * rate-limited line operators see */
+		vsxb__log(r, VSXB_LOG_DEBUG, "vm %s: connection %llu: no answer to REQUEST "
+			 "in %u ms", c->vm->name, (unsigned long long)c->id,
+			 r->connect_ms);
+		vsxb__conn_why(c, VSXB_REASON_CONNECT_TIMEOUT, 0);
+		vsxb__conn_reset(c, false);
+		break;
+	case T_LINGER:
+		vsxb__conn_why(c, VSXB_REASON_LINGER_TIMEOUT, 0);
+		vsxb__conn_reset(c, false);
+		break;
+	case T_DRAIN:
+		vsxb__conn_kill(c);
+		break;
+	case T_NONE:
+		break;
+	}
+	vsxb__router_round(r);
+}
+
+void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms)
+{
+	const struct vsx_loop *l = c->vm->r->loop;
+
+	if (c->dead)
+		return;
+	if (kind == T_NONE) {
+		if (c->timer)
+			l->timer_disarm(c->timer);
+		c->tkind = T_NONE;
+		return;
+	}
+	if (!c->timer) {
+		c->timer = l->timer(l->ctx, conn_timer_cb, c);
+		if (!c->timer)
+			return; /* unbounded wait rather than a failure: logged */
+	}
+	c->tkind = kind;
+	l->timer_arm(c->timer, ms);
+}
+
+void vsxb__conn_kill(struct conn *c)
+{
+	struct vsxb_vm *vm = c->vm;
+
+	if (c->dead)
+		return;
+	/* The one place every connection ends: report it. */
+	vsxb__conn_ended(c);
+	c->dead = true;
+	vsxb__conn_unhash(c);
+	eng_list_del(&c->pnode);
+	if (c->ops->release)
+		c->ops->release(c);
+	if (c->timer) {
+		vm->r->loop->timer_free(c->timer);
+		c->timer = NULL;
+	}
+	vsxb__txq_clear(&c->q);
+	if (vm->batch == c)
+		vsxb__batch_drop(vm);
+	c->ctrl = 0;
+	c->shut_pending = 0;
+	vm->nconns--;
+	vm->r->nconns--;
+	vm->ndead++;
+	vsxb__vm_touch(vm);
+}
+
+void vsxb__conn_peer_reset(struct conn *c)
+{
+	if (c->dead)
+		return;
+	vsxb__conn_why(c, c->state == VSXB_CONN_CONNECTING && c->guest_initiated ?
+			 VSXB_REASON_REFUSED : VSXB_REASON_PEER_RST, 0);
+	if (c->state == VSXB_CONN_CONNECTING) {
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	c->state = VSXB_CONN_CLOSING;
+	vsxb__conn_unhash(c);
+	c->ctrl = C_RST;
+	if (c->ops->pending && c->ops->pending(c))
+		vsxb__conn_timer(c, T_LINGER, c->vm->r->linger_ms);
+	vsxb__conn_schedule(c);
+}
+
+bool vsxb__conn_takes_data(const struct conn *c)
+{
+	return !c->dead && !(c->ctrl & C_RST) &&
+	       !(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV);
+}
+
+void vsxb__conn_reset(struct conn *c, bool quiet)
+{
+	struct vsxb_vm *vm = c->vm;
+
+	if (c->dead)
+		return;
+	if (c->draining) {
+		/* The guest already had its RST: just let the host side go. */
+		vsxb__conn_kill(c);
+		return;
+	}
+	if (c->ops->reset)
+		c->ops->reset(c);
+	vsxb__txq_clear(&c->q);
+	if (vm->batch == c)
+		vsxb__batch_drop(vm);
+	if (quiet || !vm->live || vm->broken) {
+		vsxb__conn_kill(c);
+		return;
+	}
+	vsxb__conn_unhash(c);
+	vsxb__conn_timer(c, T_NONE, 0);
+	c->state = VSXB_CONN_CLOSING;
+	c->shut_pending = 0;
+	c->ctrl = C_RST;
+	vsxb__conn_schedule(c);
+}
+
+void vsxb__conn_ctrl(struct conn *c, unsigned bits)
+{
+	if (c->dead || c->draining)
+		return;
+	c->ctrl |= bits;
+	vsxb__conn_schedule(c);
+}
+
+void vsxb__conn_shutdown(struct conn *c, unsigned flags)
+{
+	if (c->dead || c->draining)
+		return;
+	flags &= ~c->host_shut;
+	c->shut_pending |= flags & ENG_SHUT_BOTH;
+	if (c->state == VSXB_CONN_ESTABLISHED)
+		c->state = VSXB_CONN_CLOSING;
+	if ((c->host_shut | c->shut_pending) == 3 && c->tkind != T_LINGER &&
+	    !(c->ctrl & C_RST))
+		vsxb__conn_timer(c, T_LINGER, c->vm->r->linger_ms);
+	if (c->ops->sync)
+		c->ops->sync(c);
+	vsxb__conn_schedule(c);
+}
+
+void vsxb__conn_close(struct conn *c)
+{
+	if (c->dead)
+		return;
+	if (c->state == VSXB_CONN_CONNECTING) {
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	if (c->ops->close)
+		c->ops->close(c);
+	else
+		vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
+}
+
+void vsxb__conn_gone(struct conn *c)
+{
+	if (c->ops->gone)
+		c->ops->gone(c);
+	else
+		vsxb__conn_kill(c);
+}
+
+void vsxb__conn_answer_rst(struct conn *c)
+{
+	vsxb__conn_unhash(c);
+	vsxb__conn_timer(c, T_NONE, 0);
+	c->shut_pending = 0;
+	c->ctrl = C_RST;
+	vsxb__conn_schedule(c);
+}
+
+void vsxb__conn_accept(struct conn *c)
+{
+	c->state = VSXB_CONN_ESTABLISHED;
+	vsxb__conn_timer(c, T_NONE, 0);
+	vsxb__conn_ctrl(c, C_RESPONSE);
+	vsxb__conn_opened(c);
+}
+
+void vsxb__batch_drop(struct vsxb_vm *vm)
+{
+	vm->batch = NULL;
+	vm->batch_niov = 0;
+	vm->batch_len = 0;
+	vm->batch_flags = 0;
+}
+
+void vsxb__batch_flush(struct vsxb_vm *vm)
+{
+	struct conn *c = vm->batch;
+
+	if (c && c->ops->flush)
+		c->ops->flush(c);
+}
+
+void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes)
+{
+	c->buf_alloc = bytes;
+	if (c->ops->set_buffer)
+		c->ops->set_buffer(c);
+	if (c->state != VSXB_CONN_CONNECTING)
+		vsxb__conn_ctrl(c, C_CREDIT_REPLY);
+}
+
+/* The guest may not know our latest fwd_cnt / buf_alloc. */
+static bool credit_news(const struct conn *c)
+{
+	uint32_t fwd, buf;
+
+	conn_adv(c, &fwd, &buf);
+	return fwd != c->last_fwd_sent || buf != c->last_buf_sent;
+}
+
+void vsxb__conn_credit_check(struct conn *c)
+{
+	uint32_t win;
+	int64_t seen;
+
+	if (c->dead || c->draining || c->state == VSXB_CONN_CONNECTING ||
+	    (c->ctrl & C_RST) ||
+	    (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) || !credit_news(c))
+		return;
+	/* Free space as the guest last heard of it. A Linux guest also caps
+	 * its credit at its own buf_alloc ("vsock/virtio: cap TX credit to
+	 * local buffer size"), so it stalls at the smaller of the two windows:
+	 * with ours larger, waiting for ours to run low would deadlock. */
+	win = c->last_buf_sent;
+	if (c->peer_buf_alloc && c->peer_buf_alloc < win)
+		win = c->peer_buf_alloc;
+	seen = (int64_t)win - (uint32_t)(c->rx_cnt - c->last_fwd_sent);
+	if (seen < VSOCK_MAX_PKT_PAYLOAD)
+		vsxb__conn_ctrl(c, C_CREDIT_UPDATE);
+}
+
+/* ---- Emission to the guest ---- */
+
+static int conn_emit_locked(struct conn *c)
+{
+	static const struct {
+		unsigned bit;
+		uint16_t op;
+	} order[] = {
+		{ C_REQUEST, VIRTIO_VSOCK_OP_REQUEST },
+		{ C_RESPONSE, VIRTIO_VSOCK_OP_RESPONSE },
+		{ C_CREDIT_REPLY, VIRTIO_VSOCK_OP_CREDIT_UPDATE },
+		{ C_CREDIT_UPDATE, VIRTIO_VSOCK_OP_CREDIT_UPDATE },
+		{ C_CREDIT_REQUEST, VIRTIO_VSOCK_OP_CREDIT_REQUEST },
+	};
+	bool data_left = false;
+	unsigned i, ready;
+	int r;
+
+	for (i = 0; i < sizeof(order) / sizeof(order[0]) && !(c->ctrl & C_RST); i++) {
+		if (!(c->ctrl & order[i].bit))
+			continue;
+		if (order[i].bit == C_CREDIT_UPDATE && !credit_news(c)) {
+			c->ctrl &= ~C_CREDIT_UPDATE;
+			continue;
+		}
+		if (!rx_ctrl(c, order[i].op, 0))
+			return EMIT_NOBUF;
+		c->ctrl &= ~order[i].bit;
+		if (order[i].bit == C_CREDIT_REPLY)
+			c->ctrl &= ~C_CREDIT_UPDATE;
+	}
+
+	if (c->state != VSXB_CONN_CONNECTING) {
+		r = c->ops->emit(c);
+		if (r != EMIT_DONE || c->dead)
+			return c->dead ? EMIT_DONE : r;
+		data_left = c->ops->pending && c->ops->pending(c);
+	}
+
+	ready = c->shut_pending;
+	if (data_left)
+		ready &= ~VIRTIO_VSOCK_SHUTDOWN_SEND;
+	if (ready && !(c->ctrl & C_RST)) {
+		if (!rx_ctrl(c, VIRTIO_VSOCK_OP_SHUTDOWN, c->host_shut | ready))
+			return EMIT_NOBUF;
+		c->host_shut |= ready;
+		c->shut_pending &= ~ready;
+	}
+
+	if ((c->ctrl & C_RST) && !data_left) {
+		if (!rx_ctrl(c, VIRTIO_VSOCK_OP_RST, 0))
+			return EMIT_NOBUF;
+		c->ctrl = 0;
+		vsxb__conn_gone(c);
+	}
+	return EMIT_DONE;
+}
+
+static int conn_emit(struct conn *c)
+{
+	struct vsxb_vm *vm = c->vm;
+	bool was = vm->emitting;
+	int r;
+
+	if (c->dead || !vm->live || vm->broken)
+		return EMIT_DONE;
+	vm->emitting = true;
+	r = conn_emit_locked(c);
+	vm->emitting = was;
+	return r;
+}
+
+void vsxb__conn_schedule(struct conn *c)
+{
+	struct vsxb_vm *vm = c->vm;
+	int r;
+
+	if (c->dead || c->draining)
+		return;
+	vsxb__vm_touch(vm);
+	if (!eng_list_empty(&c->pnode))
+		return;
+	if (eng_list_empty(&vm->pending) && !vm->orphan_n && !vm->emitting &&
+	    vm->live && !vm->broken) {
+		/* Nothing waits for the guest: straight into the RX queue. */
+		vm->direct = true;
+		r = conn_emit(c);
+		vm->direct = false;
+		if (r == EMIT_DONE || c->dead)
+			return;
+	}
+	if (!c->dead && eng_list_empty(&c->pnode))
+		eng_list_add_tail(&vm->pending, &c->pnode);
+}
+
+/* Serve the pending list while RX buffers last. */
+static void vm_rx_run(struct vsxb_vm *vm)
+{
+	unsigned budget = 4 * ENG_TX_BATCH;
+	struct conn *c;
+	int r;
+
+	while (vm->orphan_n && vm->live && !vm->broken) {
+		if (!rx_send_hdr(vm, &vm->orphan[vm->orphan_head]))
+			return;
+		vm->orphan_head = (vm->orphan_head + 1) % ENG_ORPHAN_MAX;
+		vm->orphan_n--;
+	}
+	while (!eng_list_empty(&vm->pending) && vm->live && !vm->broken) {
+		if (!budget--) {
+			/* Let other VMs and the TX side run; come back soon. */
+			vm->rx_more = true;
+			if (vm->resume)
+				vm->r->loop->timer_arm(vm->resume, 0);
+			return;
+		}
+		c = eng_container_of(vm->pending.next, struct conn, pnode);
+		/* Unlinked while it emits: whatever it schedules for itself
+		 * meanwhile (a CREDIT_REQUEST, an RST) links it again. */
+		eng_list_del(&c->pnode);
+		r = conn_emit(c);
+		if (c->dead)
+			continue;
+		if (r == EMIT_NOBUF) {
+			if (eng_list_empty(&c->pnode))
+				eng_list_add_head(&vm->pending, &c->pnode);
+			return;
+		}
+		if (r == EMIT_MORE && eng_list_empty(&c->pnode))
+			eng_list_add_tail(&vm->pending, &c->pnode);
+	}
+}
+
+/* ---- Rounds ---- */
+
+/*
+ * Spare queue chunks (txbuf.c): while the VM runs, a timer sweeps the pool
+ * every ENG_POOL_SWEEP_MS and frees it once it went unused for a whole
+ * period, then gives memory back to the system (malloc_trim) when queues
+ * freed enough since the last time: bounded, and only after a quiet
+ * period, never per packet. A stopped VM's pool is freed at once.
+ */
+static void pool_timer_cb(void *arg)
+{
+	struct vsxb_vm *vm = arg;
+
+	vm->ptimer_armed = false;
+	if (vsxb__txq_pool_sweep(&vm->pool))
+		malloc_trim(0);
+	if (vm->pool.n || vm->pool.freed) {
+		vm->r->loop->timer_arm(vm->ptimer, ENG_POOL_SWEEP_MS);
+		vm->ptimer_armed = true;
+	}
+}
+
+static void pool_tend(struct vsxb_vm *vm)
+{
+	const struct vsx_loop *l = vm->r->loop;
+
+	if (!vm->live) {
+		if (vm->pool.n || vm->pool.freed >= ENG_TRIM_MIN) {
+			vsxb__txq_pool_drain(&vm->pool);
+			malloc_trim(0);
+		}
+		if (vm->ptimer)
+			l->timer_free(vm->ptimer);
+		vm->ptimer = NULL;
+		vm->ptimer_armed = false;
+		return;
+	}
+	if (vm->ptimer_armed || (!vm->pool.n && !vm->pool.freed))
+		return;
+	if (!vm->ptimer)
+		vm->ptimer = l->timer(l->ctx, pool_timer_cb, vm);
+	if (vm->ptimer) {
+		l->timer_arm(vm->ptimer, ENG_POOL_SWEEP_MS);
+		vm->ptimer_armed = true;
+	}
+}
+
+/* End of a round for @vm (router.c calls it for every touched VM). */
+void vsxb__vm_round(struct vsxb_vm *vm)
+{
+	struct eng_list *n, *next;
+
+	if (vm->live && !vm->broken)
+		vm_rx_run(vm);
+	if (vm->rx_pushed && vm->live && vm->rxq) {
+		vsx_vq_flush(vm->rxq);
+		vm->st.rx_flushes++;
+	}
+	vm->rx_pushed = false;
+	pool_tend(vm);
+	if (!vm->ndead)
+		return;
+	for (n = vm->conns.next; n != &vm->conns; n = next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		next = n->next;
+		if (!c->dead)
+			continue;
+		eng_list_del(&c->node);
+		free(c);
+	}
+	vm->ndead = 0;
+}
+
+void vsxb__vm_touch(struct vsxb_vm *vm)
+{
+	if (vm->dirty)
+		return;
+	vm->dirty = true;
+	eng_list_add_tail(&vm->r->dirty, &vm->dnode);
+}
+
+void vsxb__router_round(struct vsxb_router *r)
+{
+	unsigned guard = 0;
+
+	if (r->in_round)
+		return;
+	r->in_round = 1;
+	while (!eng_list_empty(&r->dirty) && guard++ < 10000) {
+		struct vsxb_vm *vm = eng_container_of(r->dirty.next, struct vsxb_vm, dnode);
+
+		eng_list_del(&vm->dnode);
+		vm->dirty = false;
+		vsxb__vm_round(vm);
+	}
+	r->in_round = 0;
+}
+
+/* ---- Device-wide ---- */
+
+void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest)
+{
+	struct eng_list *n;
+
+	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		if (!c->dead) {
+			vsxb__conn_why(c, VSXB_REASON_VM_GONE, 0);
+			vsxb__conn_reset(c, !tell_guest);
+		}
+	}
+	if (!tell_guest) {
+		vm->orphan_n = 0;
+		vm->orphan_head = 0;
+	}
+	vsxb__batch_drop(vm);
+}
+
+void vsxb__vm_broken(struct vsxb_vm *vm, const char *why)
+{
+	if (vm->broken)
+		return;
+	vm->broken = true;
+	vsxb__log(vm->r, VSXB_LOG_ERR, "vm %s: %s: device stopped until the guest resets "
+		 "it; %u connection(s) reset", vm->name, why, vm->nconns);
+	vsxb__vm_drop_all(vm, false);
+	vsxb__vm_touch(vm);
+}
+
+void vsxb__set_tag(char *dst, const char *tag)
+{
+	snprintf(dst, VSXB_TAG_MAX, "%s", tag ? tag : "");
+}

@@ -1,0 +1,109 @@
+/*
+ * The backend's connection API (conn.c, conn_events.c): what the peers,
+ * the device and the router call. It calls nothing above it; the peers
+ * only through their tables (struct vsxb_peer_ops, engine.h).
+ */
+#ifndef VSXB_CONN_H
+#define VSXB_CONN_H
+
+#include "engine.h"
+
+/* conn_events.c: logging, connection events, refusals, limits */
+void vsxb__log(struct vsxb_router *r, int prio, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* A guest-caused warning, rate limited per VM session. */
+void vsxb__vm_warn(struct vsxb_vm *vm, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Record why @c ends (enum vsxb_conn_reason; @err a positive errno or 0).
+ * The first cause wins, except that a hard one (a timeout, an error, a
+ * limit, control-reset, vm-gone, protocol) overrides a graceful one; a
+ * guest or peer RST never does. Reported when @c is freed (conn_kill). */
+void vsxb__conn_why(struct conn *c, int reason, int err);
+/* @c just became ESTABLISHED: report OPEN. */
+void vsxb__conn_opened(struct conn *c);
+/* @c ends (vsxb__conn_kill): CLOSE, RESET or REFUSE by its cause. */
+void vsxb__conn_ended(struct conn *c);
+/* A limit that forbids @n more connections in @vm (enum vsxb_limit_kind),
+ * counted in the router's stats when not VSXB_LIMIT_NONE. */
+int vsxb__conn_limit(struct vsxb_vm *vm, unsigned n);
+/* A refused attempt that has no connection (id 0): REFUSE event. */
+void vsxb__refuse(struct vsxb_vm *vm, uint16_t type, uint32_t guest_port,
+		 uint64_t peer_cid, uint32_t peer_port, bool guest_initiated,
+		 int reason, int err, int limit);
+/* buf_alloc allowed by max_conn_memory (@bytes or less). */
+uint32_t vsxb__buf_cap(const struct vsxb_router *r, uint32_t bytes);
+/* What vsxctl shows of @c. */
+void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci);
+
+/* conn.c: connections */
+/* A connection of @vm whose peer is @ops (c->priv zeroed), or NULL. */
+struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
+			   uint16_t type, uint32_t guest_port, uint64_t peer_cid,
+			   uint32_t peer_port);
+struct conn *vsxb__conn_find(struct vsxb_vm *vm, uint32_t guest_port,
+			    uint64_t peer_cid, uint32_t peer_port);
+void vsxb__conn_unhash(struct conn *c);
+/* Free the connection at the end of the round (ops->release: the peer
+ * lets go of its side without telling it). */
+void vsxb__conn_kill(struct conn *c);
+/* Abort: RST to the guest (unless @quiet), the peer side dropped and told
+ * (ops->reset). */
+void vsxb__conn_reset(struct conn *c, bool quiet);
+/* @c's peer went away (the other half of a sibling pair): RST to the
+ * guest once the data queued for it (ops->pending) is out, bounded by the
+ * linger time; a connection still CONNECTING is refused at once. */
+void vsxb__conn_peer_reset(struct conn *c);
+/* @c's guest still reads what its peer sends (no RST, no SHUTDOWN(RCV)). */
+bool vsxb__conn_takes_data(const struct conn *c);
+void vsxb__conn_ctrl(struct conn *c, unsigned bits);
+void vsxb__conn_shutdown(struct conn *c, unsigned flags);
+/* Put @c on its VM's RX schedule (or serve it right away). */
+void vsxb__conn_schedule(struct conn *c);
+void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
+void vsxb__conn_credit_check(struct conn *c);
+void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes);
+/* Close: SHUTDOWN both ways, RST after linger. */
+void vsxb__conn_close(struct conn *c);
+/* The guest side of @c is over (its RST, or ours is out): ops->gone. */
+void vsxb__conn_gone(struct conn *c);
+/* The guest shut down both ways: answer RST (as Linux does); the peer
+ * side drains meanwhile. */
+void vsxb__conn_answer_rst(struct conn *c);
+/* The peer accepted a connection the guest asked for: ESTABLISHED,
+ * RESPONSE to the guest, OPEN reported. */
+void vsxb__conn_accept(struct conn *c);
+/* The VM's TX batch (vm->batch) to its connection's peer: ops->flush. */
+void vsxb__batch_flush(struct vsxb_vm *vm);
+/* Forget the TX batch (its payload is in guest memory: nothing to free). */
+void vsxb__batch_drop(struct vsxb_vm *vm);
+/* Nothing waits for @c's guest's RX buffers: a packet for it may go
+ * straight into the RX queue. */
+bool vsxb__conn_rx_direct_ok(const struct conn *c);
+/* Append payload for the peer or the guest to @holder's queue (@room: how
+ * much more may follow); counted in the VM's stats. 0; -ENOMEM: nothing
+ * queued; -ENOBUFS: queued, but @holder went above max_conn_memory and
+ * was reset. */
+int vsxb__conn_enqueue(struct conn *holder, const struct iovec *iov, unsigned n,
+		       size_t len, size_t room, unsigned flags);
+/* @holder's queue grew: false (and @holder reset, reason limit) when its
+ * memory is above the router's max_conn_memory. */
+bool vsxb__conn_mem_ok(struct conn *holder);
+void vsxb__set_tag(char *dst, const char *tag);
+/* RX helpers for data paths: pop one RX chain; 1, 0 (none), <0 broken. */
+int vsxb__rx_pop(struct vsxb_vm *vm, struct vsx_vq_elem *e);
+void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsx_vq_elem *e,
+		 uint32_t len, unsigned flags);
+/* An RST for a guest packet that has no connection (CPU order). */
+void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
+
+/* conn.c: VMs and rounds */
+void vsxb__vm_touch(struct vsxb_vm *vm);
+/* End of a processing round: RX scheduling, used-ring flushes, deferred
+ * frees, for every VM touched. Every entry point calls it last. */
+void vsxb__router_round(struct vsxb_router *r);
+/* vsxb__router_round's work for one VM. */
+void vsxb__vm_round(struct vsxb_vm *vm);
+void vsxb__vm_broken(struct vsxb_vm *vm, const char *why);
+void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest);
+
+#endif

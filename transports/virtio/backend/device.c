@@ -1,0 +1,444 @@
+/*
+ * The virtio-vsock device of one VM: a vhost-user device with three queues
+ * (rx 0, tx 1, event 2) whose config space is le64 guest_cid. This room
+ * holds the vhost-user callbacks (config, kick, start, stop), the TX side
+ * (pop chains, check each header, hand the packet to its connection or to
+ * the router when it has none), the TRANSPORT_RESET event, and polling
+ * (vsxb_router_poll). The guest's packets drive the connection state
+ * machine of conn.c; what goes back to the guest is conn.c's RX path.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <malloc.h>
+#include <string.h>
+
+#include "router.h"
+
+#define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
+
+static void vm_tx_run(struct vsxb_vm *vm);
+
+/* ---- Event queue ---- */
+
+static void vm_send_event(struct vsxb_vm *vm)
+{
+	struct vsx_vq_elem *e = &vm->rxe[0];
+	uint32_t id = htole32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET);
+	int rc;
+
+	/* Only when the front-end gave us the event queue (QEMU keeps it). */
+	if (!vm->event_pending || !vm->live || vm->broken || !vsx_vq_ready(vm->evq))
+		return;
+	rc = vsx_vq_pop(vm->evq, e);
+	if (rc < 0) {
+		vsxb__vm_broken(vm, "event queue: invalid descriptor chain");
+		return;
+	}
+	if (rc == 0)
+		return; /* no buffer yet: the next event-queue kick */
+	if (e->in_len < sizeof(id)) {
+		vsx_vq_push(vm->evq, e, 0);
+		vsx_vq_flush(vm->evq);
+		vsxb__vm_broken(vm, "event queue: buffer too small");
+		return;
+	}
+	vsx_iov_from_buf(e->iov + e->out_num, e->in_num, 0, &id, sizeof(id));
+	vsx_vq_push(vm->evq, e, sizeof(id));
+	vsx_vq_flush(vm->evq);
+	vm->event_pending = false;
+}
+
+/* ---- Guest -> us (TX) ---- */
+
+/* The guest changed its credit values on @c. */
+static void credit_moved(struct conn *c)
+{
+	c->credit_req_sent = false;
+	if (c->ops->credit_changed)
+		c->ops->credit_changed(c);
+}
+
+static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsx_vq_elem *e,
+		  const struct virtio_vsock_hdr *h)
+{
+	struct iovec iov[VSX_VQ_MAX_IOV];
+	unsigned n, flags = 0;
+
+	if (c->state == VSXB_CONN_CONNECTING) {
+		vsxb__vm_warn(vm, "RW before the connection was established (port %u)",
+			     h->src_port);
+		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	if (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) {
+		vsxb__vm_warn(vm, "RW after SHUTDOWN(SEND) (port %u)", h->src_port);
+		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	/* The edge we announced last is the limit (it never moved back). */
+	if (!c->advertised || (int32_t)(c->rx_cnt + h->len - c->rx_limit) > 0) {
+		vsxb__vm_warn(vm, "RW beyond the credit given (port %u: %u bytes, "
+			     "room %u)", h->src_port, h->len, vsxb__conn_rx_room(c));
+		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	c->rx_cnt += h->len;
+	c->from_guest += h->len;
+	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+		flags = h->flags & (VIRTIO_VSOCK_SEQ_EOM | VIRTIO_VSOCK_SEQ_EOR);
+		if (!(flags & VIRTIO_VSOCK_SEQ_EOM))
+			flags = 0;
+	}
+	n = vsx_iov_slice(iov, VSX_VQ_MAX_IOV, e->iov, e->out_num, HDR_LEN, h->len);
+	c->ops->rw(c, iov, n, h->len, flags);
+	if (!c->dead && c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+		if (flags & VIRTIO_VSOCK_SEQ_EOM)
+			c->msg_open = false;
+		else if (h->len)
+			c->msg_open = true;
+	}
+}
+
+static void tx_response(struct vsxb_vm *vm, struct conn *c)
+{
+	if (c->state != VSXB_CONN_CONNECTING || c->guest_initiated) {
+		vsxb__vm_warn(vm, "unexpected RESPONSE (port %u)", c->guest_port);
+		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	vsxb__conn_timer(c, T_NONE, 0);
+	c->state = VSXB_CONN_ESTABLISHED;
+	if (c->ops->established && c->ops->established(c) < 0) {
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	vsxb__conn_opened(c);
+}
+
+static void tx_rst(struct conn *c)
+{
+	vsxb__conn_why(c, c->state == VSXB_CONN_CONNECTING ? VSXB_REASON_REFUSED
+							 : VSXB_REASON_GUEST_RST, 0);
+	/* Never answered. What the guest sent before still goes to the peer. */
+	vsxb__conn_gone(c);
+}
+
+static void tx_shutdown(struct conn *c, uint32_t flags)
+{
+	flags &= ENG_SHUT_BOTH;
+	if (c->state == VSXB_CONN_CONNECTING) {
+		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	if (!flags)
+		return;
+	c->guest_shut |= flags;
+	c->state = VSXB_CONN_CLOSING;
+	vsxb__conn_why(c, VSXB_REASON_GUEST_SHUTDOWN, 0);
+	if (c->ops->guest_shutdown)
+		c->ops->guest_shutdown(c, flags);
+}
+
+static void tx_packet(struct vsxb_vm *vm, const struct vsx_vq_elem *e)
+{
+	struct virtio_vsock_hdr h;
+	const char *bad = NULL;
+	struct conn *c;
+	bool moved;
+
+	vm->st.tx_pkts++;
+	if (e->out_len < HDR_LEN) {
+		vm->st.dropped++;
+		vsxb__vm_warn(vm, "TX packet shorter than a header (%u bytes): dropped",
+			     e->out_len);
+		return;
+	}
+	vsx_iov_to_buf(e->iov, e->out_num, 0, &h, HDR_LEN);
+	eng_hdr_swap(&h);
+	if (h.src_cid != vm->cid) {
+		vm->st.dropped++;
+		vsxb__vm_warn(vm, "packet from CID %llu, not the guest's: dropped",
+			     (unsigned long long)h.src_cid);
+		return;
+	}
+	c = vsxb__conn_find(vm, h.src_port, h.dst_cid, h.dst_port);
+	if (h.len > VSOCK_MAX_PKT_PAYLOAD)
+		bad = "payload above 64 KiB";
+	else if (h.len > e->out_len - HDR_LEN)
+		bad = "len beyond the descriptor chain";
+	else if (h.type != VIRTIO_VSOCK_TYPE_STREAM &&
+		 !(h.type == VIRTIO_VSOCK_TYPE_SEQPACKET && vm->seqpacket))
+		bad = "unknown socket type";
+	else if (h.op < VIRTIO_VSOCK_OP_REQUEST || h.op > VIRTIO_VSOCK_OP_CREDIT_REQUEST)
+		bad = "unknown op";
+	else if (c && c->type != h.type)
+		bad = "socket type differs from the connection's";
+	if (bad) {
+		vm->st.dropped++;
+		vsxb__vm_warn(vm, "bad packet (%s: type %u op %u len %u, port %u -> "
+			     "%llu:%u)", bad, h.type, h.op, h.len, h.src_port,
+			     (unsigned long long)h.dst_cid, h.dst_port);
+		if (c) {
+			if (vm->batch == c)
+				vsxb__batch_flush(vm);
+			vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+			vsxb__conn_reset(c, false);
+		} else {
+			vsxb__orphan_rst(vm, &h);
+		}
+		return;
+	}
+	if (!c) {
+		vsxb__router_request(vm, &h);
+		return;
+	}
+	if (h.op != VIRTIO_VSOCK_OP_RW && vm->batch == c)
+		vsxb__batch_flush(vm);
+	if (c->dead)
+		return;
+
+	moved = false;
+	if (h.op != VIRTIO_VSOCK_OP_REQUEST && h.op != VIRTIO_VSOCK_OP_RST) {
+		moved = c->peer_buf_alloc != h.buf_alloc || c->peer_fwd_cnt != h.fwd_cnt;
+		c->peer_buf_alloc = h.buf_alloc;
+		c->peer_fwd_cnt = h.fwd_cnt;
+	}
+	switch (h.op) {
+	case VIRTIO_VSOCK_OP_REQUEST:
+		vsxb__vm_warn(vm, "REQUEST on an existing connection (port %u)",
+			     h.src_port);
+		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+		vsxb__conn_reset(c, false);
+		return;
+	case VIRTIO_VSOCK_OP_RESPONSE:
+		tx_response(vm, c);
+		break;
+	case VIRTIO_VSOCK_OP_RST:
+		tx_rst(c);
+		return;
+	case VIRTIO_VSOCK_OP_SHUTDOWN:
+		tx_shutdown(c, h.flags);
+		break;
+	case VIRTIO_VSOCK_OP_RW:
+		tx_rw(vm, c, e, &h);
+		break;
+	case VIRTIO_VSOCK_OP_CREDIT_UPDATE:
+		break;
+	case VIRTIO_VSOCK_OP_CREDIT_REQUEST:
+		vsxb__conn_ctrl(c, C_CREDIT_REPLY);
+		if (c->ops->credit_request)
+			c->ops->credit_request(c);
+		break;
+	}
+	if (moved && !c->dead)
+		credit_moved(c);
+}
+
+static void vm_tx_run(struct vsxb_vm *vm)
+{
+	unsigned budget = ENG_TX_BUDGET, n, i;
+	int rc;
+
+	vm->tx_more = false;
+	while (vm->live && !vm->broken) {
+		vsx_vq_set_notify(vm->txq, false);
+		for (n = 0; n < ENG_TX_BATCH; n++) {
+			rc = vsx_vq_pop(vm->txq, &vm->txe[n]);
+			if (rc < 0) {
+				vsxb__vm_broken(vm, "TX queue: invalid descriptor chain");
+				return;
+			}
+			if (rc == 0)
+				break;
+		}
+		for (i = 0; i < n && !vm->broken; i++)
+			tx_packet(vm, &vm->txe[i]);
+		vsxb__batch_flush(vm);
+		if (vm->broken || !vm->live)
+			return;
+		for (i = 0; i < n; i++)
+			vsx_vq_push(vm->txq, &vm->txe[i], 0);
+		if (n) {
+			vsx_vq_flush(vm->txq);
+			vm->st.tx_rounds++;
+		}
+		budget -= n < budget ? n : budget;
+		if (n < ENG_TX_BATCH) {
+			/* the loop polls the ring (vsxb_router_poll): no kick */
+			if (vm->r->polling)
+				return;
+			vsx_vq_set_notify(vm->txq, true);
+			if (!vsx_vq_avail(vm->txq))
+				return;
+		}
+		if (!budget) {
+			/* Yield to other VMs and sockets; resume right after. */
+			vm->tx_more = true;
+			if (vm->resume)
+				vm->r->loop->timer_arm(vm->resume, 0);
+			return;
+		}
+	}
+}
+
+/* vsxb_router_poll for one VM: true when its TX ring had packets. */
+static bool vm_poll(struct vsxb_vm *vm, bool sleeping)
+{
+	if (!vm->live || vm->broken || !vm->txq || !vsx_vq_ready(vm->txq))
+		return false;
+	if (sleeping)
+		vsx_vq_set_notify(vm->txq, true);   /* fences, then look */
+	if (!vsx_vq_avail(vm->txq))
+		return false;
+	vm_tx_run(vm);
+	vsxb__vm_touch(vm);
+	return true;
+}
+
+void vsxb__vm_resume(struct vsxb_vm *vm)
+{
+	vm->rx_more = false;
+	if (vm->tx_more)
+		vm_tx_run(vm);
+	vsxb__vm_touch(vm);
+}
+
+bool vsxb_router_poll(struct vsxb_router *r, bool sleeping)
+{
+	struct eng_list *n;
+	bool found = false;
+
+	r->polling = !sleeping;
+	for (n = r->vms.next; n != &r->vms; n = n->next)
+		found |= vm_poll(eng_container_of(n, struct vsxb_vm, node), sleeping);
+	if (found)
+		vsxb__router_round(r);
+	return found;
+}
+
+/* ---- Device callbacks ---- */
+
+/*
+ * Once per process, when a device first starts: malloc keeps freed memory
+ * at the top of its heap (up to ENG_TRIM_THRESHOLD) instead of handing it
+ * back at every free, which cost a brk and fresh page faults per queue
+ * fill-and-drain cycle; the sweep gives it back (malloc_trim) after a quiet
+ * period. This also fixes the mmap threshold, so malloc's dynamic
+ * threshold no longer moves: queue chunks (at most ENG_CHUNK_MAX) stay
+ * below it whatever was freed before.
+ */
+static void malloc_tune(void)
+{
+	static int done;
+
+	if (__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED))
+		return;
+	mallopt(M_MMAP_THRESHOLD, ENG_MMAP_THRESHOLD);
+	mallopt(M_TRIM_THRESHOLD, ENG_TRIM_THRESHOLD);
+}
+
+static int op_get_config(void *dev, uint32_t off, void *buf, uint32_t len)
+{
+	struct vsxb_vm *vm = dev;
+	uint64_t cid = htole64(vm->cid);
+	uint8_t cfg[8];
+
+	if (off > 256 || len > 256 - off)
+		return -EINVAL;
+	memcpy(cfg, &cid, sizeof(cfg));
+	memset(buf, 0, len);
+	if (off < sizeof(cfg))
+		memcpy(buf, cfg + off, eng_u32min(len, (uint32_t)sizeof(cfg) - off));
+	return 0;
+}
+
+static void op_kick(void *dev, unsigned q)
+{
+	struct vsxb_vm *vm = dev;
+
+	if (!vm->live || vm->broken)
+		return;
+	if (q == VSOCK_VQ_TX)
+		vm_tx_run(vm);
+	else if (q == VSOCK_VQ_EVENT)
+		vm_send_event(vm);
+	vsxb__vm_touch(vm); /* RX: buffers came; the round serves them */
+	vsxb__router_round(vm->r);
+}
+
+static void op_start(void *dev)
+{
+	struct vsxb_vm *vm = dev;
+	struct vsx_vq *q[VSOCK_NUM_QUEUES];
+	unsigned i;
+
+	if (vm->freeing)
+		return;
+	malloc_tune();
+	for (i = 0; i < VSOCK_NUM_QUEUES; i++)
+		q[i] = vsx_vu_queue(vm->vu, i);
+	vm->rxq = q[VSOCK_VQ_RX];
+	vm->txq = q[VSOCK_VQ_TX];
+	vm->evq = q[VSOCK_VQ_EVENT];
+	vm->seqpacket = vsx_vu_features(vm->vu) & (1ull << VIRTIO_VSOCK_F_SEQPACKET);
+	vm->live = true;
+	vm->broken = false;
+	vm->log_budget = ENG_LOG_BUDGET;
+	vm->orphan_n = 0;
+	vm->orphan_head = 0;
+	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device started (cid %llu%s)", vm->name,
+		 (unsigned long long)vm->cid, vm->seqpacket ? ", seqpacket" : "");
+	/* Always: a front-end that reconnects to a restarted vsxd keeps a
+	 * guest whose sockets belong to a device session this process never
+	 * saw; for a fresh guest the event resets nothing. */
+	vm->event_pending = true;
+	vm_send_event(vm);
+	vm_tx_run(vm);
+	vsxb__vm_touch(vm);
+	vsxb__router_round(vm->r);
+}
+
+static void op_stop(void *dev)
+{
+	struct vsxb_vm *vm = dev;
+
+	if (!vm->live)
+		return;
+	if (vm->nconns)
+		vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device stopped: %u connection(s) "
+			 "reset", vm->name, vm->nconns);
+	vsxb__vm_drop_all(vm, false);
+	vm->live = false;
+	vm->broken = false;
+	vm->event_pending = false;
+	vm->tx_more = false;
+	vm->rx_pushed = false;
+	vm->rxq = vm->txq = vm->evq = NULL;
+	if (vm->resume)
+		vm->r->loop->timer_disarm(vm->resume);
+	vsxb__vm_touch(vm);
+	vsxb__router_round(vm->r);
+}
+
+static void op_log(void *dev, const char *msg)
+{
+	struct vsxb_vm *vm = dev;
+
+	vsxb__log(vm->r, VSXB_LOG_WARNING, "vm %s: %s", vm->name, msg);
+}
+
+const struct vsx_vu_ops vsxb__vsock_ops = {
+	.features = 1ull << VIRTIO_VSOCK_F_SEQPACKET,
+	.nqueues = VSOCK_NUM_QUEUES,
+	.min_queues = 2, /* rx, tx; QEMU keeps the event queue itself */
+	.get_config = op_get_config,
+	.kick = op_kick,
+	.start = op_start,
+	.stop = op_stop,
+	.log = op_log,
+};

@@ -1,0 +1,220 @@
+/*
+ * The hybrid listener of a VM (its uds_path), compatible with Firecracker /
+ * Cloud Hypervisor / vhost-device-vsock hybrid vsock: a host program
+ * connects and writes "CONNECT <port>\n" (decimal, at most
+ * ENG_CONNECT_LINE bytes, within the router's handshake timeout; junk, a
+ * missing newline, extra spaces, a sign, a value above 2^32-2 close the
+ * socket without a reply). The line is consumed exactly (peek, then read
+ * up to the newline), so bytes the program sends right behind it stay in
+ * the socket for the guest; the socket then goes to the host peer
+ * (vsxb__host_hybrid), which asks the guest. At most ENG_MAX_HANDSHAKES
+ * clients may be sending their line at once; a listener out of
+ * descriptors pauses and retries every 100 ms.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "peer.h"
+
+struct hs {
+	struct eng_list node;        /* vm->handshakes */
+	struct vsxb_vm *vm;
+	int fd;
+	struct vsx_watch *w;
+	struct vsx_timer *t;
+	unsigned n;
+	char buf[ENG_CONNECT_LINE];
+};
+
+static const struct vsx_loop *loop_of(const struct vsxb_vm *vm)
+{
+	return vm->r->loop;
+}
+
+static void hs_free(struct hs *h)
+{
+	const struct vsx_loop *l = loop_of(h->vm);
+
+	if (h->w)
+		l->unwatch(h->w);
+	if (h->t)
+		l->timer_free(h->t);
+	if (h->fd >= 0)
+		close(h->fd);
+	eng_list_del(&h->node);
+	h->vm->nhandshakes--;
+	free(h);
+}
+
+/* "CONNECT <decimal port>\n", nothing else (engine.h). */
+int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (n < 10 || memcmp(s, "CONNECT ", 8) != 0 || s[n - 1] != '\n')
+		return -1;
+	for (i = 8; i < n - 1; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+		if (v >= UINT32_MAX) /* 2^32-1 is VMADDR_PORT_ANY */
+			return -1;
+	}
+	*port = (uint32_t)v;
+	return 0;
+}
+
+static void hs_cb(int fd, int events, void *arg)
+{
+	struct hs *h = arg;
+	struct vsxb_vm *vm = h->vm;
+	char tmp[ENG_CONNECT_LINE];
+	size_t want = sizeof(h->buf) - h->n, take;
+	uint32_t port;
+	ssize_t r;
+	char *nl;
+
+	(void)events;
+	r = recv(fd, tmp, want, MSG_PEEK | MSG_DONTWAIT);
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (r <= 0)
+		goto drop;
+	nl = memchr(tmp, '\n', (size_t)r);
+	take = nl ? (size_t)(nl - tmp) + 1 : (size_t)r;
+	/* Consume the line exactly: what follows belongs to the guest. */
+	if (recv(fd, h->buf + h->n, take, MSG_DONTWAIT) != (ssize_t)take)
+		goto drop;
+	h->n += (unsigned)take;
+	if (!nl) {
+		if (h->n >= sizeof(h->buf))
+			goto drop;
+		return;
+	}
+	if (vsxb__host_parse_connect(h->buf, h->n, &port) < 0 || !vm->live || vm->broken)
+		goto drop;
+	h->fd = -1;
+	hs_free(h);
+	vsxb__host_hybrid(vm, fd, port);
+	vsxb__router_round(vm->r);
+	return;
+drop:
+	hs_free(h);
+}
+
+static void hs_timeout(void *arg)
+{
+	struct hs *h = arg;
+
+	vsxb__refuse(h->vm, VIRTIO_VSOCK_TYPE_STREAM, VSXB_PORT_UNKNOWN, VSOCK_CID_HOST,
+		    VSXB_PORT_UNKNOWN, false, VSXB_REASON_HANDSHAKE_TIMEOUT, 0, 0);
+	hs_free(h);
+}
+
+static void hs_new(struct vsxb_vm *vm, int fd)
+{
+	const struct vsx_loop *l = loop_of(vm);
+	struct hs *h;
+
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		close(fd);
+		return;
+	}
+	h->vm = vm;
+	h->fd = fd;
+	eng_list_add_tail(&vm->handshakes, &h->node);
+	vm->nhandshakes++;
+	h->w = l->watch(l->ctx, fd, VSX_EV_READ, hs_cb, h);
+	h->t = l->timer(l->ctx, hs_timeout, h);
+	if (!h->w || !h->t) {
+		hs_free(h);
+		return;
+	}
+	l->timer_arm(h->t, vm->r->handshake_ms);
+}
+
+static void listen_resume(void *arg)
+{
+	struct vsxb_vm *vm = arg;
+
+	if (vm->lw)
+		loop_of(vm)->watch_set(vm->lw, VSX_EV_READ);
+}
+
+static void accept_cb(int lfd, int events, void *arg)
+{
+	struct vsxb_vm *vm = arg;
+	int i, fd;
+
+	(void)events;
+	for (i = 0; i < 16; i++) {
+		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				/* Do not spin on a listener we cannot serve; retry
+				 * every 100 ms, say so once and then every 10 s. */
+				if (vm->accept_fails++ % 100 == 0)
+					vsxb__log(vm->r, VSXB_LOG_WARNING, "vm %s: accept: %s "
+						 "(host connections wait; retried every "
+						 "100 ms, %u time(s) so far)", vm->name,
+						 strerror(errno), vm->accept_fails - 1);
+				loop_of(vm)->watch_set(vm->lw, 0);
+				if (vm->ltimer)
+					loop_of(vm)->timer_arm(vm->ltimer, 100);
+			}
+			break;
+		}
+		if (vm->accept_fails) {
+			vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: accepting host connections "
+				 "again after %u failed attempt(s)", vm->name, vm->accept_fails);
+			vm->accept_fails = 0;
+		}
+		if (vm->nhandshakes >= ENG_MAX_HANDSHAKES || !vm->live || vm->broken) {
+			close(fd);
+			continue;
+		}
+		hs_new(vm, fd);
+	}
+}
+
+int vsxb__host_listen(struct vsxb_vm *vm)
+{
+	const struct vsx_loop *l = loop_of(vm);
+	int rc;
+
+	rc = vsxb__unix_listen(vm->uds_path, &vm->lfd);
+	if (rc < 0)
+		return rc;
+	vm->lw = l->watch(l->ctx, vm->lfd, VSX_EV_READ, accept_cb, vm);
+	vm->ltimer = l->timer(l->ctx, listen_resume, vm);
+	if (!vm->lw || !vm->ltimer) {
+		vsxb__host_unlisten(vm);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void vsxb__host_unlisten(struct vsxb_vm *vm)
+{
+	const struct vsx_loop *l = loop_of(vm);
+
+	while (!eng_list_empty(&vm->handshakes))
+		hs_free(eng_container_of(vm->handshakes.next, struct hs, node));
+	if (vm->lw)
+		l->unwatch(vm->lw);
+	vm->lw = NULL;
+	if (vm->ltimer)
+		l->timer_free(vm->ltimer);
+	vm->ltimer = NULL;
+	if (vm->lfd >= 0) {
+		close(vm->lfd);
+		unlink(vm->uds_path);
+	}
+	vm->lfd = -1;
+}

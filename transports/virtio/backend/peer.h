@@ -1,0 +1,50 @@
+/*
+ * The peers' entry points (peer_host.c, hybrid.c, peer_sibling.c): how
+ * the router and the lifecycle create connections of each kind. Peers
+ * include this header and call only the connection API (conn.h).
+ */
+#ifndef VSXB_PEER_H
+#define VSXB_PEER_H
+
+#include "conn.h"
+
+/* ---- Peers: peer_host.c, hybrid.c, peer_sibling.c (call the API above) ---- */
+
+/* Handlers of host ports (backend.h: vsxb_router_listen_port). */
+struct vsxb_port {
+	struct eng_list node;        /* r->ports */
+	struct vsxb_router *r;
+	char vm[VSXB_NAME_LEN];
+	uint32_t port;
+	char tag[VSXB_TAG_MAX];
+	vsxb_port_cb cb;
+	void *arg;
+};
+
+/* peer_host.c: a guest REQUEST to host port: connect to uds_path_<port>. */
+void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
+/* peer_host.c: a guest REQUEST for @p's port (REFUSE or a waiting
+ * connection, attached later by vsxb_router_conn_attach_fd). */
+void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
+			    const struct virtio_vsock_hdr *h);
+/* peer_host.c: backend.h's vsxb_vm_connect_fd. */
+int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char *tag,
+			 uint64_t *id);
+/* peer_host.c: a hybrid client asked for guest port @port: REQUEST to the
+ * guest; "OK <host port>" once it answers. Takes @fd. */
+void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port);
+/* peer_host.c: a listening Unix socket at @path (a stale socket file is
+ * replaced, nothing else); 0 and *@fd, or -errno. */
+int vsxb__unix_listen(const char *path, int *fd);
+
+/* hybrid.c: the VM's uds_path listener and CONNECT handshakes. */
+int vsxb__host_listen(struct vsxb_vm *vm);
+void vsxb__host_unlisten(struct vsxb_vm *vm);
+/* (vsxb__host_parse_connect, the CONNECT line's parser: engine.h) */
+
+/* peer_sibling.c: a guest of @vm asks for @to (a sibling VM): a pair of
+ * connections, REQUEST to @to's guest. */
+void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
+		      const struct virtio_vsock_hdr *h);
+
+#endif

@@ -1,0 +1,372 @@
+/*
+ * The sibling peer: a connection whose other end is a connection of
+ * another VM (sibling routing between VMs sharing a group, router.c).
+ *
+ * A REQUEST from VM A to the CID of a live VM B that shares a group with
+ * A creates two connections, one in each VM, each the other's peer.
+ * Packets are relayed: payload is copied from A's TX buffers straight into
+ * B's RX buffers when B has some (and nothing waits for them), otherwise
+ * into the B-side connection's queue. Credit is end to end: the buf_alloc
+ * and fwd_cnt A sees are B's (buf_alloc capped by the A-side connection's
+ * own buf_alloc), so A can never have more in flight than B can take, and
+ * the queue in between is bounded by that window. SHUTDOWN, RST and
+ * CREDIT_REQUEST are relayed; SHUTDOWN and RST only after the data queued
+ * before them.
+ *
+ * The two halves belong to two VMs. This file reaches the other half only
+ * through the engine's connection calls on it (vsxb__conn_*, the RX
+ * helpers) and its queue, and reads the guest credit values it relays
+ * (peer_buf_alloc, peer_fwd_cnt): that is the whole cross-VM surface, the
+ * one a worker thread per VM must hand off.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "peer.h"
+
+#define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
+
+/* c->priv of a sibling connection */
+struct sib_peer {
+	struct conn *other;          /* the other VM's half, NULL once unlinked */
+	unsigned eom_pending;        /* seq: an empty EOM/EOR still owed */
+};
+
+static const struct vsxb_peer_ops sib_ops;
+
+static struct sib_peer *sp(const struct conn *c)
+{
+	return c->priv;
+}
+
+/* Unlink the pair, telling nobody. */
+static void sib_unlink(struct conn *c)
+{
+	struct conn *p = sp(c)->other;
+
+	if (!p)
+		return;
+	sp(p)->other = NULL;
+	sp(c)->other = NULL;
+}
+
+/* The half @c goes away: its other half ends with an RST once the data
+ * already queued for its guest is out (bounded by the linger time). */
+static void sib_detach(struct conn *c)
+{
+	struct conn *p = sp(c)->other;
+
+	if (!p)
+		return;
+	sib_unlink(c);
+	vsxb__conn_peer_reset(p);
+}
+
+void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
+		      const struct virtio_vsock_hdr *h)
+{
+	struct vsxb_router *r = vm->r;
+	struct conn *a, *b;
+	int lim;
+
+	if ((h->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !to->seqpacket) ||
+	    vsxb__conn_find(to, h->dst_port, vm->cid, h->src_port)) {
+		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSXB_REASON_REFUSED, 0, 0);
+		goto refuse;
+	}
+	/* two connections: one in each VM */
+	lim = vsxb__conn_limit(to, 1);
+	if (!lim && r->max_conns && r->nconns + 2 > r->max_conns) {
+		r->st.refused_limit_conns++;
+		lim = VSXB_LIMIT_CONNS;
+	}
+	if (lim) {
+		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSXB_REASON_LIMIT, 0, lim);
+		goto refuse;
+	}
+	a = vsxb__conn_new(vm, &sib_ops, h->type, h->src_port, h->dst_cid,
+			  h->dst_port);
+	if (!a) {
+		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSXB_REASON_ERROR, ENOMEM, 0);
+		goto refuse;
+	}
+	b = vsxb__conn_new(to, &sib_ops, h->type, h->dst_port, vm->cid, h->src_port);
+	if (!b) {
+		a->guest_initiated = true;
+		vsxb__conn_why(a, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_kill(a);
+		goto refuse;
+	}
+	a->guest_initiated = true;
+	sp(a)->other = b;
+	sp(b)->other = a;
+	a->peer_buf_alloc = h->buf_alloc;
+	a->peer_fwd_cnt = h->fwd_cnt;
+	vsxb__conn_timer(b, T_CONNECT, vm->r->connect_ms);
+	vsxb__conn_ctrl(b, C_REQUEST);
+	return;
+refuse:
+	vsxb__orphan_rst(vm, h);
+}
+
+
+/* Copy @len bytes from @src (skipping @soff) into @dst (skipping @doff). */
+static void iov_copy(const struct iovec *dst, unsigned dn, size_t doff,
+		     const struct iovec *src, unsigned sn, size_t soff, size_t len)
+{
+	unsigned si = 0;
+
+	while (len && si < sn) {
+		size_t k;
+
+		if (soff >= src[si].iov_len) {
+			soff -= src[si].iov_len;
+			si++;
+			continue;
+		}
+		k = src[si].iov_len - soff;
+		if (k > len)
+			k = len;
+		k = vsx_iov_from_buf(dst, dn, doff,
+				     (const char *)src[si].iov_base + soff, k);
+		if (!k)
+			return;
+		doff += k;
+		soff += k;
+		len -= k;
+	}
+}
+
+static bool sib_pending(const struct conn *c)
+{
+	return c->q.bytes || sp(c)->eom_pending;
+}
+
+static bool sib_can_direct(const struct conn *b)
+{
+	return vsxb__conn_rx_direct_ok(b) && !sib_pending(b);
+}
+
+/* From the sender's TX buffers straight into @b's guest's RX buffers. */
+static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
+			 size_t len, unsigned flags)
+{
+	struct vsxb_vm *to = b->vm;
+	struct vsx_vq_elem *e = &to->rxe[0];
+	uint32_t credit = vsxb__conn_peer_free(b);
+	size_t off = 0, k;
+
+	while (off < len && credit) {
+		if (vsxb__rx_pop(to, e) <= 0)
+			break;
+		k = e->in_len - HDR_LEN;
+		if (k > len - off)
+			k = len - off;
+		if (k > credit)
+			k = credit;
+		iov_copy(e->iov + e->out_num, e->in_num, HDR_LEN, iov, n, off, k);
+		off += k;
+		credit -= (uint32_t)k;
+		vsxb__rx_put(to, b, e, (uint32_t)k, off == len ? flags : 0);
+	}
+	return off;
+}
+
+static void sib_relay(struct conn *a, const struct iovec *iov, unsigned n,
+		      uint32_t len, unsigned flags)
+{
+	struct conn *b = sp(a)->other;
+	struct iovec rest[VSX_VQ_MAX_IOV];
+	struct vsx_vq_elem *e;
+	size_t off = 0;
+	int32_t room;
+	unsigned k;
+	int rc;
+
+	if (!b || !vsxb__conn_takes_data(b))
+		return; /* nobody will read it */
+	if (!len) {
+		if (!(flags & VIRTIO_VSOCK_SEQ_EOM) || !a->msg_open)
+			return; /* nothing, or an empty message: dropped */
+		if (vsxb__txq_end_msg(&b->q, flags)) {
+			vsxb__conn_schedule(b);
+			return;
+		}
+		/* The message's bytes are already in the guest: end it there. */
+		e = &b->vm->rxe[0];
+		if (sib_can_direct(b) && vsxb__rx_pop(b->vm, e) > 0) {
+			vsxb__rx_put(b->vm, b, e, 0, flags);
+			return;
+		}
+		sp(b)->eom_pending = flags;
+		vsxb__conn_schedule(b);
+		return;
+	}
+	if (sib_can_direct(b))
+		off = sib_direct(b, iov, n, len, flags);
+	if (off == len)
+		return;
+	k = vsx_iov_slice(rest, VSX_VQ_MAX_IOV, iov, n, off, len - off);
+	room = (int32_t)(a->rx_limit - a->rx_cnt);
+	rc = vsxb__conn_enqueue(b, rest, k, len - off, room > 0 ? (size_t)room : 0,
+				flags);
+	if (rc == -ENOMEM) {
+		vsxb__log(a->vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out of memory",
+			 a->vm->name, (unsigned long long)a->id);
+		vsxb__conn_why(a, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_reset(a, false);
+		return;
+	}
+	if (rc < 0)
+		return;
+	vsxb__conn_schedule(b);
+}
+
+static void sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t len,
+		   unsigned flags)
+{
+	sib_relay(a, iov, n, len, flags);
+	/* The other guest's credit news may have been held back while this
+	 * one had room; now that it used some, pass it on. */
+	if (!a->dead)
+		vsxb__conn_credit_check(a);
+}
+
+/* The other guest's queued payload -> this guest. */
+static int sib_emit(struct conn *b)
+{
+	struct vsxb_vm *vm = b->vm;
+	struct vsx_vq_elem *e = &vm->rxe[0];
+	size_t sent = 0, k, room;
+	unsigned niov, fl, i;
+	uint32_t credit;
+	size_t doff;
+
+	if (sp(b)->eom_pending) {
+		if (vsxb__rx_pop(vm, e) <= 0)
+			return EMIT_NOBUF;
+		vsxb__rx_put(vm, b, e, 0, sp(b)->eom_pending);
+		sp(b)->eom_pending = 0;
+	}
+	while (b->q.bytes) {
+		credit = vsxb__conn_peer_free(b);
+		if (!credit)
+			return EMIT_DONE; /* resumed when the guest's credit moves */
+		if (sent >= VSOCK_MAX_PKT_PAYLOAD)
+			return EMIT_MORE;
+		if (vsxb__rx_pop(vm, e) <= 0)
+			return EMIT_NOBUF;
+		room = e->in_len - HDR_LEN;
+		if (room > credit)
+			room = credit;
+		k = vsxb__txq_peek(&b->q, vm->fiov, ENG_IOV_MAX, &niov, room, &fl);
+		for (i = 0, doff = HDR_LEN; i < niov; i++) {
+			vsx_iov_from_buf(e->iov + e->out_num, e->in_num, doff,
+					 vm->fiov[i].iov_base, vm->fiov[i].iov_len);
+			doff += vm->fiov[i].iov_len;
+		}
+		vsxb__rx_put(vm, b, e, (uint32_t)k, fl);
+		vsxb__txq_consume(&b->q, k);
+		sent += k;
+	}
+	return EMIT_DONE;
+}
+
+static void sib_guest_shutdown(struct conn *c, unsigned flags)
+{
+	struct conn *p = sp(c)->other;
+
+	if (p) {
+		vsxb__conn_why(p, VSXB_REASON_PEER_SHUTDOWN, 0);
+		vsxb__conn_shutdown(p, flags);
+	}
+}
+
+static void sib_credit_request(struct conn *c)
+{
+	if (sp(c)->other)
+		vsxb__conn_ctrl(sp(c)->other, C_CREDIT_REQUEST);
+}
+
+static void sib_credit_changed(struct conn *c)
+{
+	if (sib_pending(c))
+		vsxb__conn_schedule(c);
+	if (sp(c)->other)
+		vsxb__conn_credit_check(sp(c)->other);
+}
+
+/* The guest at the other end accepted: so does the other half. */
+static int sib_established(struct conn *c)
+{
+	struct conn *p = sp(c)->other;
+
+	if (!p) {
+		vsxb__conn_why(c, VSXB_REASON_PEER_RST, 0);
+		return -ECONNRESET;
+	}
+	vsxb__conn_accept(p);
+	return 0;
+}
+
+/* End to end: the other guest's values, buf_alloc capped by ours. */
+static void sib_window(const struct conn *c, uint32_t *fwd, uint32_t *buf)
+{
+	const struct conn *p = sp(c)->other;
+
+	*fwd = p ? p->peer_fwd_cnt : c->last_fwd_sent;
+	*buf = p ? eng_u32min(p->peer_buf_alloc, c->buf_alloc) : c->last_buf_sent;
+}
+
+static void sib_close(struct conn *c)
+{
+	struct conn *p = sp(c)->other;
+
+	vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
+	if (p)
+		vsxb__conn_shutdown(p, ENG_SHUT_BOTH);
+}
+
+static void sib_reset(struct conn *c)
+{
+	sib_detach(c);
+	sp(c)->eom_pending = 0;
+}
+
+static void sib_gone(struct conn *c)
+{
+	sib_detach(c);
+	vsxb__conn_kill(c);
+}
+
+/* What this connection's guest sent that waits for the other guest. */
+static const struct txq *sib_queue(const struct conn *c)
+{
+	return sp(c)->other ? &sp(c)->other->q : NULL;
+}
+
+static const struct vsxb_peer_ops sib_ops = {
+	.name = "sibling",
+	.priv_size = sizeof(struct sib_peer),
+	/* Guest -> peer */
+	.rw = sib_rw,
+	.guest_shutdown = sib_guest_shutdown,
+	.credit_request = sib_credit_request,
+	.credit_changed = sib_credit_changed,
+	.established = sib_established,
+	/* Peer -> guest */
+	.emit = sib_emit,
+	.pending = sib_pending,
+	/* Credit */
+	.window = sib_window,
+	/* Ends */
+	.close = sib_close,
+	.reset = sib_reset,
+	.gone = sib_gone,
+	.release = sib_unlink,
+	/* Control */
+	.queue = sib_queue,
+};

@@ -1,0 +1,28 @@
+/*
+ * The rooms above the peers: the router (router.c), the device
+ * (device.c) and the lifecycle (lifecycle.c).
+ */
+#ifndef VSXB_ROUTER_H
+#define VSXB_ROUTER_H
+
+#include "peer.h"
+
+/* ---- router.c: VMs, groups, routing, control (calls peers and the API) ---- */
+
+/* A guest REQUEST that has no connection: to a host port handler, a host
+ * socket, a sibling VM, or refused. */
+void vsxb__router_request(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
+/* The handler of @vm's host port @port, or NULL. */
+struct vsxb_port *vsxb__port_find(struct vsxb_router *r, const struct vsxb_vm *vm,
+				uint32_t port);
+/* 1 to @max bytes of [A-Za-z0-9._-] (VM and group names). */
+bool vsxb__name_ok(const char *s, size_t max);
+
+/* ---- device.c: the vhost-user device (calls the router and the API) ---- */
+extern const struct vsx_vu_ops vsxb__vsock_ops;
+/* A budget ran out: continue the VM's TX and RX work. */
+void vsxb__vm_resume(struct vsxb_vm *vm);
+
+/* ---- lifecycle.c: vsxb_router_new/free, vsxb_vm_new/free (calls all) ---- */
+
+#endif
