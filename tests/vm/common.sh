@@ -1,10 +1,18 @@
 # Shared by the tests/vm scripts (sourced, POSIX sh): which kernel the guest
 # boots and where its modules are.
 #
-#   VSX_KERNEL    the kernel image (default: the 6.1 kernel in /boot, else the
-#                 newest /boot/vmlinuz-*)
-#   VSX_MODULES   its module tree (default: /lib/modules/VERSION, VERSION taken
-#                 from the image name vmlinuz-VERSION)
+#   VSX_GUEST_KERNEL  the series the lab boots: 6.1 (default) or 6.12, Debian
+#                 12's two kernels. 6.1 is the one in /boot (linux-image-amd64);
+#                 6.12 (security suite) is unpacked by scripts/install-deps
+#                 under $VSX_LAB_KERNELS (default /opt/vsx-lab/kernels), not
+#                 installed: it is a guest kernel only.
+#   VSX_KERNEL    the kernel image (default: the newest of that series in
+#                 /boot or under $VSX_LAB_KERNELS)
+#   VSX_MODULES   its module tree (default: lib/modules/VERSION beside the
+#                 image's boot/, VERSION taken from the name vmlinuz-VERSION)
+#
+# A test run on a kernel other than the default keeps its files apart:
+# vsx_out prints the directory for them.
 
 : "${vsx_prog:=vsx}"
 
@@ -21,9 +29,17 @@ vsx_kernel()
 		echo "$VSX_KERNEL"
 		return
 	fi
-	k=$(ls -1 /boot/vmlinuz-6.1.* 2>/dev/null | sort -V | tail -n 1)
-	[ -n "$k" ] || k=$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1)
-	[ -n "$k" ] || vsx_die "no /boot/vmlinuz-* (set VSX_KERNEL)"
+	series=${VSX_GUEST_KERNEL:-6.1}
+	case $series in
+	6.1|6.12) ;;
+	*) vsx_die "VSX_GUEST_KERNEL=$series: 6.1 or 6.12" ;;
+	esac
+	# "6.1.*" does not match 6.12.N: the dot after the series is literal
+	k=$(for f in /boot/vmlinuz-"$series".* \
+		"${VSX_LAB_KERNELS:-/opt/vsx-lab/kernels}"/*/boot/vmlinuz-"$series".*; do
+		[ -f "$f" ] && echo "${f##*/vmlinuz-} $f"
+	done | sort -V | tail -n 1 | cut -d' ' -f2)
+	[ -n "$k" ] || vsx_die "no $series guest kernel in /boot or ${VSX_LAB_KERNELS:-/opt/vsx-lab/kernels} (scripts/install-deps fetches it; or set VSX_KERNEL)"
 	echo "$k"
 }
 
@@ -35,7 +51,19 @@ vsx_modules_dir()
 		return
 	fi
 	k=$(vsx_kernel) || exit 99
-	echo "/lib/modules/${k##*/vmlinuz-}"
+	echo "${k%/boot/vmlinuz-*}/lib/modules/${k##*/vmlinuz-}"
+}
+
+# Where a test keeps its images, consoles and logs: tests/vm of the build
+# tree for the default kernel, tests/vm/k<SERIES> for another one (so that
+# both can run at once under make -j).
+vsx_out()
+{
+	case ${VSX_GUEST_KERNEL:-6.1} in
+	6.1) echo "$top_builddir/tests/vm" ;;
+	*) mkdir -p "$top_builddir/tests/vm/k$VSX_GUEST_KERNEL" &&
+		echo "$top_builddir/tests/vm/k$VSX_GUEST_KERNEL" ;;
+	esac
 }
 
 # For make check: exit 77 (SKIP) with a reason when this machine cannot run
@@ -48,11 +76,17 @@ vsx_lab_or_skip()
 		echo "$vsx_prog: SKIP: no $q (apt-get install qemu-system-x86)"
 		exit 77
 	fi
-	k=$(vsx_kernel 2>&1) || { echo "$vsx_prog: SKIP: $k"; exit 77; }
+	if ! k=$(vsx_kernel 2>&1); then
+		# CI installs every kernel (scripts/install-deps): not a skip there
+		[ -n "${CI:-}" ] && { echo "$vsx_prog: $k"; exit 99; }
+		echo "$vsx_prog: SKIP: $k"
+		exit 77
+	fi
 	if [ ! -r "$k" ]; then
 		echo "$vsx_prog: SKIP: cannot read the guest kernel $k (set VSX_KERNEL)"
 		exit 77
 	fi
+	echo "$vsx_prog: guest kernel ${k##*/vmlinuz-} ($k)"
 	if [ ! -x "${BUSYBOX:-/bin/busybox}" ]; then
 		echo "$vsx_prog: SKIP: no ${BUSYBOX:-/bin/busybox} (apt-get install busybox-static)"
 		exit 77

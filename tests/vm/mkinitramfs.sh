@@ -14,7 +14,7 @@
 #   -e COMMAND   what the guest runs after boot (sh syntax, in /tmp); its exit
 #                status is reported as VSX-GUEST-EXIT=N. Without -e the guest
 #                starts a shell on the console (run-guest.sh -c sets it too).
-#   -m MODULE    also load kernel module MODULE (plain MODULE.ko from the
+#   -m MODULE    also load kernel module MODULE (MODULE.ko or .ko.xz from the
 #                module tree, or built in) after the base ones, in the order
 #                given: list its dependencies first (modinfo -F depends), e.g.
 #                -m failover -m net_failover -m virtio_net. Goes into this
@@ -74,6 +74,23 @@ cpio_gz()
 		cpio --quiet -o -H newc -R 0:0) | gzip -1 > "$2"
 }
 
+# Copy module $1 of the guest kernel into directory $2 as $1.ko: a plain .ko,
+# or a compressed one (.ko.xz on 6.12, .ko.zst, .ko.gz) decompressed, since
+# busybox insmod takes only plain modules. 1: no such module file (it may
+# be built in: modules.builtin says).
+copy_module()
+{
+	f=$(find "$moddir/kernel" \( -name "$1.ko" -o -name "$1.ko.xz" -o -name "$1.ko.zst" \
+		-o -name "$1.ko.gz" \) | head -n 1)
+	case $f in
+	'') return 1 ;;
+	*.ko) cp "$f" "$2/$1.ko" ;;
+	*.xz) xz -dc "$f" > "$2/$1.ko" || vsx_die "$f: cannot decompress (apt-get install xz-utils)" ;;
+	*.zst) zstd -qdc "$f" > "$2/$1.ko" || vsx_die "$f: cannot decompress (apt-get install zstd)" ;;
+	*.gz) gzip -dc "$f" > "$2/$1.ko" || vsx_die "$f: cannot decompress" ;;
+	esac
+}
+
 # ---- The cached base: busybox, /init, modules ---------------------------------
 
 write_init()
@@ -117,13 +134,15 @@ moddir=$(vsx_modules_dir) || exit 99
 [ -d "$moddir/kernel" ] || vsx_die "no kernel modules in $moddir (set VSX_MODULES)"
 [ -x "$BUSYBOX" ] || vsx_die "no $BUSYBOX (apt-get install busybox-static)"
 
-# Key: this script, busybox and the module files (name, size, mtime).
+# Key: this script, busybox and the module files (name, size, mtime); one
+# base per kernel version.
 key=$( {
 	cat "$0"
 	ls -lL --time-style=+%s "$BUSYBOX"
 	find "$moddir/kernel" -name '*.ko*' | LC_ALL=C sort | xargs ls -lL --time-style=+%s
 } | sha256sum | cut -c1-16)
-base=$cache/vsx-base-$key.cpio.gz
+kver=${moddir##*/}
+base=$cache/vsx-base-$kver-$key.cpio.gz
 
 if [ ! -s "$base" ]; then
 	b=$work/base
@@ -137,21 +156,18 @@ if [ ! -s "$base" ]; then
 	: > "$b/etc/vsx-modules"
 	for m in $MODULES; do
 		echo "$m" >> "$b/etc/vsx-modules"
-		f=$(find "$moddir/kernel" -name "$m.ko" | head -n 1)
-		if [ -n "$f" ]; then
-			cp "$f" "$b/lib/modules/vsx/$m.ko"
+		if copy_module "$m" "$b/lib/modules/vsx"; then
+			:
 		elif grep -qs "/$m.ko\$" "$moddir/modules.builtin"; then
-			:   # built in
+			:   # built in (6.12: the virtio core)
 		else
-			find "$moddir/kernel" -name "$m.ko.*" | grep -q . &&
-				vsx_die "$m: only a compressed module was found; need plain .ko"
 			echo "$vsx_prog: note: no $m.ko in $moddir; assuming it is built in" >&2
 		fi
 	done
 	cpio_gz "$b" "$work/base.cpio.gz"
 	mv -f "$work/base.cpio.gz" "$base"   # atomic: parallel builders agree
-	# Keep only the newest base.
-	for old in "$cache"/vsx-base-*.cpio.gz; do
+	# Keep only the newest base of this kernel (others may be in use).
+	for old in "$cache/vsx-base-$kver"-*.cpio.gz; do
 		[ "$old" = "$base" ] || rm -f "$old"
 	done
 fi
@@ -225,11 +241,9 @@ if [ -n "$xmods" ]; then
 		echo "$m"
 	done > "$x/etc/vsx-modules"
 	for m in $xmods; do
-		f=$(find "$moddir/kernel" -name "$m.ko" | head -n 1)
-		if [ -n "$f" ]; then
-			cp "$f" "$x/lib/modules/vsx/$m.ko"
-		elif ! grep -qs "/$m.ko\$" "$moddir/modules.builtin"; then
-			vsx_die "-m $m: no plain $m.ko in $moddir, nor built in"
+		if ! copy_module "$m" "$x/lib/modules/vsx" &&
+		   ! grep -qs "/$m.ko\$" "$moddir/modules.builtin"; then
+			vsx_die "-m $m: no $m.ko in $moddir, nor built in"
 		fi
 	done
 fi

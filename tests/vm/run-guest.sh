@@ -15,7 +15,7 @@
 #                -machine memory-backend=mem -chardev socket,id=c,path=SOCK
 #                -device vhost-user-vsock-pci,chardev=c
 #
-# Environment: VSX_KERNEL, VSX_MODULES (see common.sh), VSX_QEMU (default
+# Environment: VSX_GUEST_KERNEL, VSX_KERNEL, VSX_MODULES (see common.sh), VSX_QEMU (default
 # qemu-system-x86_64), VSX_ACCEL (kvm or tcg; default kvm when /dev/kvm opens
 # read-write), VSX_APPEND (more kernel command line), VSX_VM_LOG (keep the
 # console transcript in this file).
