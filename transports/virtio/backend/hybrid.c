@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "peer.h"
+#include "util.h"
 
 struct hs {
 	struct eng_list node;        /* vm->handshakes */
@@ -52,19 +53,36 @@ static void hs_free(struct hs *h)
 /* "CONNECT <decimal port>\n", nothing else (engine.h). */
 int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port)
 {
-	uint64_t v = 0;
-	size_t i;
+	uint64_t v;
 
 	if (n < 10 || memcmp(s, "CONNECT ", 8) != 0 || s[n - 1] != '\n')
 		return -1;
-	for (i = 8; i < n - 1; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-		if (v >= UINT32_MAX) /* 2^32-1 is VMADDR_PORT_ANY */
-			return -1;
-	}
+	/* 2^32-1 is VMADDR_PORT_ANY: not a port to connect to */
+	if (vsx__parse_dec(s + 8, n - 9, UINT32_MAX - 1, &v) < 0)
+		return -1;
 	*port = (uint32_t)v;
+	return 0;
+}
+
+/* The listening socket at @path, mode 0600 (a stale socket file is
+ * replaced, nothing else): 0 and *@out, or a negative errno. */
+static int unix_listen(const char *path, int *out)
+{
+	int fd, rc;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rc = vsx__unix_bind(fd, path, 0600, NULL);
+	if (rc == 0 && listen(fd, 128) < 0) {
+		rc = -errno;
+		unlink(path);
+	}
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	*out = fd;
 	return 0;
 }
 
@@ -188,7 +206,7 @@ int vsxb__host_listen(struct vsxb_vm *vm)
 	const struct vsx_loop *l = loop_of(vm);
 	int rc;
 
-	rc = vsxb__unix_listen(vm->uds_path, &vm->lfd);
+	rc = unix_listen(vm->uds_path, &vm->lfd);
 	if (rc < 0)
 		return rc;
 	vm->lw = l->watch(l->ctx, vm->lfd, VSX_EV_READ, accept_cb, vm);

@@ -33,9 +33,6 @@ int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char 
 /* peer_host.c: a hybrid client asked for guest port @port: REQUEST to the
  * guest; "OK <host port>" once it answers. Takes @fd. */
 void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port);
-/* peer_host.c: a listening Unix socket at @path (a stale socket file is
- * replaced, nothing else); 0 and *@fd, or -errno. */
-int vsxb__unix_listen(const char *path, int *fd);
 
 /* hybrid.c: the VM's uds_path listener and CONNECT handshakes. */
 int vsxb__host_listen(struct vsxb_vm *vm);

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "peer.h"
+#include "util.h"
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 
@@ -70,81 +71,6 @@ static struct host_peer *hp(const struct conn *c)
 static const struct vsx_loop *vm_loop(const struct vsxb_vm *vm)
 {
 	return vm->r->loop;
-}
-
-/* ---- Unix socket helpers ---- */
-
-static int unix_addr(struct sockaddr_un *un, const char *path)
-{
-	size_t n = strlen(path);
-
-	memset(un, 0, sizeof(*un));
-	un->sun_family = AF_UNIX;
-	if (!n || n >= sizeof(un->sun_path))
-		return -ENAMETOOLONG;
-	memcpy(un->sun_path, path, n + 1);
-	return 0;
-}
-
-/* A socket file nobody listens on (connect is refused). */
-static bool stale_socket(const char *path)
-{
-	struct sockaddr_un un;
-	struct stat st;
-	bool stale = false;
-	int fd;
-
-	if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode) || unix_addr(&un, path) < 0)
-		return false;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return false;
-	if (connect(fd, (struct sockaddr *)&un, sizeof(un)) < 0 && errno == ECONNREFUSED)
-		stale = true;
-	close(fd);
-	return stale;
-}
-
-int vsxb__unix_listen(const char *path, int *out)
-{
-	struct sockaddr_un un;
-	struct stat st;
-	int fd, rc;
-
-	rc = unix_addr(&un, path);
-	if (rc < 0)
-		return rc;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* The file takes the socket inode's mode (minus umask) at bind. */
-	(void)fchmod(fd, 0600);
-	if (bind(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
-		rc = -errno;
-		if (rc == -EADDRINUSE && lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
-			rc = -ENOTSOCK; /* a file of another kind: never replaced */
-		if (rc != -EADDRINUSE || !stale_socket(path))
-			goto err;
-		if (unlink(path) < 0 && errno != ENOENT) {
-			rc = -EADDRINUSE;
-			goto err;
-		}
-		if (bind(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
-			rc = -errno;
-			goto err;
-		}
-	}
-	(void)chmod(path, 0600);
-	if (listen(fd, 128) < 0) {
-		rc = -errno;
-		unlink(path);
-		goto err;
-	}
-	*out = fd;
-	return 0;
-err:
-	close(fd);
-	return rc;
 }
 
 /* ---- Host socket of a connection ---- */
@@ -897,7 +823,7 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 	if (!vm->uds_path)
 		goto refuse;
 	snprintf(path, sizeof(path), "%s_%u", vm->uds_path, h->dst_port);
-	if (unix_addr(&un, path) < 0) {
+	if (vsx__unix_addr(&un, path) < 0) {
 		err = ENAMETOOLONG;
 		goto refuse;
 	}
@@ -979,15 +905,6 @@ static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport)
 
 /* ---- Descriptors handed over (vsxd forwards, backend.h) ---- */
 
-static int set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
-		return -errno;
-	return 0;
-}
-
 /* A guest REQUEST to a port with a handler: the connection waits,
  * CONNECTING, for vsxb__host_attach_fd (or the connect timer's RST). */
 void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
@@ -1022,7 +939,7 @@ static int host_attach_fd(struct conn *c, int fd)
 	if (c->dead || !c->guest_initiated ||
 	    c->state != VSXB_CONN_CONNECTING || hp(c)->fd >= 0)
 		return -ENOENT;
-	if (set_nonblock(fd) < 0 || host_attach(c, fd) < 0) {
+	if (vsx__set_nonblock(fd, true) < 0 || host_attach(c, fd) < 0) {
 		hp(c)->fd = -1;
 		return -ENOMEM;
 	}
@@ -1043,7 +960,7 @@ int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char 
 		close(fd);
 		return -EHOSTDOWN;
 	}
-	if (set_nonblock(fd) < 0) {
+	if (vsx__set_nonblock(fd, true) < 0) {
 		close(fd);
 		return -EINVAL;
 	}
