@@ -370,12 +370,12 @@ bool vsxb__conn_mem_ok(struct conn *c)
 {
 	struct vsxb_router *r = c->vm->r;
 
-	if (!r->max_conn_mem || c->dead || c->q.mem <= r->max_conn_mem)
+	if (!r->lim.max_conn_memory || c->dead || c->q.mem <= r->lim.max_conn_memory)
 		return true;
 	r->st.reset_limit_memory++;
 	vsxb__log(r, VSXB_LOG_WARNING, "vm %s: connection %llu: queue memory %zu above "
 		 "max-conn-memory (%llu): reset", c->vm->name, (unsigned long long)c->id,
-		 c->q.mem, (unsigned long long)r->max_conn_mem);
+		 c->q.mem, (unsigned long long)r->lim.max_conn_memory);
 	vsxb__conn_why(c, VSXB_REASON_LIMIT, 0);
 	c->why_limit = VSXB_LIMIT_MEMORY;
 	vsxb__conn_reset(c, false);
@@ -410,8 +410,8 @@ struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 		     ~(_Alignof(max_align_t) - 1);
 	struct conn *c;
 
-	if (vm->nconns >= vm->r->max_conns_vm ||
-	    (vm->r->max_conns && vm->r->nconns >= vm->r->max_conns)) {
+	if (vm->nconns >= vm->r->lim.max_conns_per_vm ||
+	    (vm->r->lim.max_conns && vm->r->nconns >= vm->r->lim.max_conns)) {
 		vsxb__vm_warn(vm, "connection limit reached");
 		return NULL;
 	}
@@ -453,7 +453,7 @@ static void conn_timer_cb(void *arg)
 		 * rate-limited line operators see */
 		vsxb__log(r, VSXB_LOG_DEBUG, "vm %s: connection %llu: no answer to REQUEST "
 			 "in %u ms", c->vm->name, (unsigned long long)c->id,
-			 r->connect_ms);
+			 r->lim.connect_ms);
 		vsxb__conn_why(c, VSXB_REASON_CONNECT_TIMEOUT, 0);
 		vsxb__conn_reset(c, false);
 		break;
@@ -533,7 +533,7 @@ void vsxb__conn_peer_reset(struct conn *c)
 	vsxb__conn_unhash(c);
 	c->ctrl = C_RST;
 	if (c->ops->pending && c->ops->pending(c))
-		vsxb__conn_timer(c, T_LINGER, c->vm->r->linger_ms);
+		vsxb__conn_timer(c, T_LINGER, c->vm->r->lim.linger_ms);
 	vsxb__conn_schedule(c);
 }
 
@@ -589,7 +589,7 @@ void vsxb__conn_shutdown(struct conn *c, unsigned flags)
 		c->state = VSXB_CONN_CLOSING;
 	if ((c->host_shut | c->shut_pending) == 3 && c->tkind != T_LINGER &&
 	    !(c->ctrl & C_RST))
-		vsxb__conn_timer(c, T_LINGER, c->vm->r->linger_ms);
+		vsxb__conn_timer(c, T_LINGER, c->vm->r->lim.linger_ms);
 	if (c->ops->sync)
 		c->ops->sync(c);
 	vsxb__conn_schedule(c);

@@ -73,39 +73,40 @@ static const char *const reason_names[] = {
 	[VSXB_REASON_ERROR] = "error",
 };
 
+/* @names[@i], or @other when @i has no name. */
+static const char *name_of(const char *const *names, size_t n, int i, const char *other)
+{
+	return i >= 0 && (size_t)i < n && names[i] ? names[i] : other;
+}
+
+#define NAME_OF(names, i, other) name_of(names, sizeof(names) / sizeof(names[0]), i, other)
+
 const char *vsxb_conn_reason_name(int reason)
 {
-	if (reason < 0 || (size_t)reason >= sizeof(reason_names) / sizeof(reason_names[0]))
-		return "?";
-	return reason_names[reason];
+	return NAME_OF(reason_names, reason, "?");
 }
 
 const char *vsxb_conn_event_name(int type)
 {
-	switch (type) {
-	case VSXB_CONN_EV_OPEN:
-		return "open";
-	case VSXB_CONN_EV_CLOSE:
-		return "close";
-	case VSXB_CONN_EV_RESET:
-		return "reset";
-	case VSXB_CONN_EV_REFUSE:
-		return "refuse";
-	}
-	return "?";
+	static const char *const names[] = {
+		[VSXB_CONN_EV_OPEN] = "open",
+		[VSXB_CONN_EV_CLOSE] = "close",
+		[VSXB_CONN_EV_RESET] = "reset",
+		[VSXB_CONN_EV_REFUSE] = "refuse",
+	};
+
+	return NAME_OF(names, type, "?");
 }
 
 const char *vsxb_limit_name(int kind)
 {
-	switch (kind) {
-	case VSXB_LIMIT_VM_CONNS:
-		return "conns-per-vm";
-	case VSXB_LIMIT_CONNS:
-		return "conns";
-	case VSXB_LIMIT_MEMORY:
-		return "conn-memory";
-	}
-	return "none";
+	static const char *const names[] = {
+		[VSXB_LIMIT_VM_CONNS] = "conns-per-vm",
+		[VSXB_LIMIT_CONNS] = "conns",
+		[VSXB_LIMIT_MEMORY] = "conn-memory",
+	};
+
+	return NAME_OF(names, kind, "none");
 }
 
 static uint64_t mono_ms(void)
@@ -237,16 +238,16 @@ int vsxb__conn_limit(struct vsxb_vm *vm, unsigned n)
 {
 	struct vsxb_router *r = vm->r;
 
-	if (vm->nconns + n > r->max_conns_vm) {
+	if (vm->nconns + n > r->lim.max_conns_per_vm) {
 		r->st.refused_limit_vm++;
 		vsxb__log(r, VSXB_LOG_DEBUG, "vm %s: connection refused: max-conns-per-vm "
-			 "(%u) reached", vm->name, r->max_conns_vm);
+			 "(%u) reached", vm->name, r->lim.max_conns_per_vm);
 		return VSXB_LIMIT_VM_CONNS;
 	}
-	if (r->max_conns && r->nconns + n > r->max_conns) {
+	if (r->lim.max_conns && r->nconns + n > r->lim.max_conns) {
 		r->st.refused_limit_conns++;
 		vsxb__log(r, VSXB_LOG_DEBUG, "vm %s: connection refused: max-conns (%u) "
-			 "reached", vm->name, r->max_conns);
+			 "reached", vm->name, r->lim.max_conns);
 		return VSXB_LIMIT_CONNS;
 	}
 	return VSXB_LIMIT_NONE;
@@ -254,8 +255,8 @@ int vsxb__conn_limit(struct vsxb_vm *vm, unsigned n)
 
 uint32_t vsxb__buf_cap(const struct vsxb_router *r, uint32_t bytes)
 {
-	if (r->max_conn_mem && bytes > r->max_conn_mem / 2)
-		return (uint32_t)(r->max_conn_mem / 2);
+	if (r->lim.max_conn_memory && bytes > r->lim.max_conn_memory / 2)
+		return (uint32_t)(r->lim.max_conn_memory / 2);
 	return bytes;
 }
 

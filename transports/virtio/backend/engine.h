@@ -63,7 +63,6 @@
 #define ENG_TRIM_THRESHOLD (4u << 20) /* free heap top malloc keeps */
 #define ENG_MMAP_THRESHOLD (1u << 20) /* malloc's mmap threshold */
 #define ENG_ORPHAN_MAX 64         /* RSTs for packets without a connection */
-#define ENG_MAX_CONNS VSXB_DEFAULT_MAX_CONNS_PER_VM /* per VM, default */
 #define ENG_MAX_HANDSHAKES 64     /* hybrid clients still sending CONNECT */
 #define ENG_CONNECT_LINE 32       /* longest "CONNECT <port>\n" */
 #define ENG_MAX_BUF (1u << 30)    /* largest buf_alloc */
@@ -74,9 +73,6 @@
 #define ENG_REFUSE_MS 1000        /* ... then one per this */
 #define ENG_MIN_CONN_MEMORY 8192  /* smallest max_conn_memory */
 #define ENG_MAX_TIMEOUT_MS 3600000
-
-#define ENG_HANDSHAKE_MS 5000     /* CONNECT line must arrive within */
-#define ENG_CONNECT_MS 5000       /* the guest must answer a REQUEST within */
 
 #define ENG_SHUT_BOTH (VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND)
 
@@ -447,13 +443,11 @@ struct vsxb_router {
 	void *log_arg;
 	struct eng_list vms;
 	uint64_t next_id;
-	unsigned handshake_ms, connect_ms, linger_ms;
 	uint32_t counter_base;       /* tests: new connections' counters start here */
 	struct eng_list ports;       /* struct vsxb_port: vsxb_router_listen_port */
 
 	/* Limits and events (backend.h) */
-	unsigned max_conns, max_conns_vm;
-	uint64_t max_conn_mem;       /* 0: none */
+	struct vsxb_router_limits lim; /* in force, defaults filled in */
 	unsigned nconns;             /* live connections, all VMs */
 	vsxb_conn_event_fn ev_fn;
 	void *ev_arg;

@@ -153,7 +153,7 @@ static void hs_new(struct vsxb_vm *vm, int fd)
 		hs_free(h);
 		return;
 	}
-	l->timer_arm(h->t, vm->r->handshake_ms);
+	l->timer_arm(h->t, vm->r->lim.handshake_ms);
 }
 
 static void listen_resume(void *arg)

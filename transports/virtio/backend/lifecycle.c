@@ -40,10 +40,7 @@ int vsxb_router_new(const struct vsx_loop *loop, vsxb_log_fn log, void *log_arg,
 	eng_list_init(&r->dirty);
 	eng_list_init(&r->ports);
 	r->next_id = 1;
-	r->handshake_ms = ENG_HANDSHAKE_MS;
-	r->connect_ms = ENG_CONNECT_MS;
-	r->linger_ms = VSXB_DEFAULT_LINGER_MS;
-	r->max_conns_vm = ENG_MAX_CONNS;
+	vsxb__limits_defaults(&r->lim);
 	*out = r;
 	return 0;
 }

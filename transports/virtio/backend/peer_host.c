@@ -449,7 +449,7 @@ static void host_drain(struct conn *c)
 		vsxb__conn_kill(c);
 		return;
 	}
-	vsxb__conn_timer(c, T_DRAIN, c->vm->r->linger_ms);
+	vsxb__conn_timer(c, T_DRAIN, c->vm->r->lim.linger_ms);
 	host_flush(c);
 }
 
@@ -899,7 +899,7 @@ static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport)
 			vm->host_port_wrapped = true;
 		}
 		if (p >= ENG_HOST_PORT_FIRST && !host_port_used(vm, gport, p))
-			return p; /* at most ENG_MAX_CONNS ports are in use */
+			return p; /* at most VSXB_DEFAULT_MAX_CONNS_PER_VM ports are in use */
 	}
 }
 
@@ -926,7 +926,7 @@ void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 	c->peer_buf_alloc = h->buf_alloc;
 	c->peer_fwd_cnt = h->fwd_cnt;
 	memcpy(c->tag, p->tag, sizeof(c->tag));
-	vsxb__conn_timer(c, T_CONNECT, vm->r->connect_ms);
+	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
 	rc = p->cb(p->arg, vm, c->id, h->src_port, h->dst_port);
 	if (rc < 0 && !c->dead) {
 		vsxb__conn_why(c, VSXB_REASON_REFUSED, -rc);
@@ -976,7 +976,7 @@ int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char 
 	}
 	if (id)
 		*id = c->id;
-	vsxb__conn_timer(c, T_CONNECT, vm->r->connect_ms);
+	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
 	vsxb__conn_ctrl(c, C_REQUEST);
 	return 0;
 }
@@ -1008,7 +1008,7 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 		vsxb__conn_kill(c);
 		return;
 	}
-	vsxb__conn_timer(c, T_CONNECT, vm->r->connect_ms);
+	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
 	vsxb__conn_ctrl(c, C_REQUEST);
 }
 

@@ -77,7 +77,7 @@ void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 	}
 	/* two connections: one in each VM */
 	lim = vsxb__conn_limit(to, 1);
-	if (!lim && r->max_conns && r->nconns + 2 > r->max_conns) {
+	if (!lim && r->lim.max_conns && r->nconns + 2 > r->lim.max_conns) {
 		r->st.refused_limit_conns++;
 		lim = VSXB_LIMIT_CONNS;
 	}
@@ -105,7 +105,7 @@ void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 	sp(b)->other = a;
 	a->peer_buf_alloc = h->buf_alloc;
 	a->peer_fwd_cnt = h->fwd_cnt;
-	vsxb__conn_timer(b, T_CONNECT, vm->r->connect_ms);
+	vsxb__conn_timer(b, T_CONNECT, vm->r->lim.connect_ms);
 	vsxb__conn_ctrl(b, C_REQUEST);
 	return;
 refuse:

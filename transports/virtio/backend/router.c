@@ -24,11 +24,11 @@ void vsxb__router_set_timeouts(struct vsxb_router *r, unsigned handshake_ms,
 			      unsigned connect_ms, unsigned linger_ms)
 {
 	if (handshake_ms)
-		r->handshake_ms = handshake_ms;
+		r->lim.handshake_ms = handshake_ms;
 	if (connect_ms)
-		r->connect_ms = connect_ms;
+		r->lim.connect_ms = connect_ms;
 	if (linger_ms)
-		r->linger_ms = linger_ms;
+		r->lim.linger_ms = linger_ms;
 }
 
 void vsxb_router_set_conn_events(struct vsxb_router *r, vsxb_conn_event_fn fn, void *arg)
@@ -37,30 +37,35 @@ void vsxb_router_set_conn_events(struct vsxb_router *r, vsxb_conn_event_fn fn, v
 	r->ev_arg = arg;
 }
 
+void vsxb__limits_defaults(struct vsxb_router_limits *l)
+{
+	if (!l->max_conns_per_vm)
+		l->max_conns_per_vm = VSXB_DEFAULT_MAX_CONNS_PER_VM;
+	if (!l->handshake_ms)
+		l->handshake_ms = VSXB_DEFAULT_HANDSHAKE_MS;
+	if (!l->connect_ms)
+		l->connect_ms = VSXB_DEFAULT_CONNECT_MS;
+	if (!l->linger_ms)
+		l->linger_ms = VSXB_DEFAULT_LINGER_MS;
+}
+
 int vsxb_router_set_limits(struct vsxb_router *r, const struct vsxb_router_limits *l)
 {
+	struct vsxb_router_limits n;
+
 	if (!l || (l->max_conn_memory && l->max_conn_memory < ENG_MIN_CONN_MEMORY) ||
 	    l->handshake_ms > ENG_MAX_TIMEOUT_MS || l->connect_ms > ENG_MAX_TIMEOUT_MS ||
 	    l->linger_ms > ENG_MAX_TIMEOUT_MS)
 		return -EINVAL;
-	r->max_conns = l->max_conns;
-	r->max_conns_vm = l->max_conns_per_vm ? l->max_conns_per_vm : ENG_MAX_CONNS;
-	r->max_conn_mem = l->max_conn_memory;
-	r->handshake_ms = l->handshake_ms ? l->handshake_ms : ENG_HANDSHAKE_MS;
-	r->connect_ms = l->connect_ms ? l->connect_ms : ENG_CONNECT_MS;
-	r->linger_ms = l->linger_ms ? l->linger_ms : VSXB_DEFAULT_LINGER_MS;
+	n = *l;
+	vsxb__limits_defaults(&n);
+	r->lim = n;
 	return 0;
 }
 
 void vsxb_router_get_limits(const struct vsxb_router *r, struct vsxb_router_limits *out)
 {
-	memset(out, 0, sizeof(*out));
-	out->max_conns = r->max_conns;
-	out->max_conns_per_vm = r->max_conns_vm;
-	out->max_conn_memory = r->max_conn_mem;
-	out->handshake_ms = r->handshake_ms;
-	out->connect_ms = r->connect_ms;
-	out->linger_ms = r->linger_ms;
+	*out = r->lim;
 }
 
 void vsxb_router_get_stats(const struct vsxb_router *r, struct vsxb_router_stats *out)
