@@ -77,9 +77,10 @@ static int call_begin(const void *arg, const struct vsx_opts **opts, vsx_sock **
 	static const struct vsx_opts defaults;
 
 	vsx__err_clear();
+	if (out)
+		*out = NULL;
 	if (!arg || !out)
 		return vsx__err(-EINVAL, "NULL argument");
-	*out = NULL;
 	if (!*opts)
 		*opts = &defaults;
 	return opts_check(*opts);
@@ -124,12 +125,11 @@ VSX_EXPORT int vsx_connect(const char *addr, const struct vsx_opts *opts,
 	vsx_sock *s;
 	int rc;
 
-	if (!out)
-		return vsx__err(-EINVAL, "NULL argument");
-	*out = NULL;
-	rc = sock_open(addr, opts, &a, &s);
+	rc = sock_open(addr, opts, &a, out);
 	if (rc < 0)
 		return rc;
+	s = *out;
+	*out = NULL; /* until it is connected (listening) */
 	s->state = VSX_STATE_CONNECTING;
 	s->peer = a;
 	deadline = vsx__now_ms() + s->connect_timeout_ms;
@@ -152,12 +152,11 @@ VSX_EXPORT int vsx_listen(const char *addr, const struct vsx_opts *opts,
 	vsx_sock *s;
 	int rc;
 
-	if (!out)
-		return vsx__err(-EINVAL, "NULL argument");
-	*out = NULL;
-	rc = sock_open(addr, opts, &a, &s);
+	rc = sock_open(addr, opts, &a, out);
 	if (rc < 0)
 		return rc;
+	s = *out;
+	*out = NULL; /* until it is connected (listening) */
 	if (!s->t->listen) {
 		rc = vsx__err(-EOPNOTSUPP, "%s: transport %s cannot listen", addr,
 			      s->t->name);
