@@ -1,6 +1,8 @@
 /*
  * vsxd's settings: the command line, the --vm KEY=VALUE lists and the
- * vsxd.conf(5) file.
+ * vsxd.conf(5) file. The model (values, VMs, the configuration: defaults,
+ * checks, merge, free) is settings.c; the file parser conffile.c; the
+ * command line cmdline.c (config-int.h: what they share).
  *
  * Everything here is pure: parsers read a buffer or an argv, fill a struct,
  * and on failure write one message into a struct vsxd_err and return a

@@ -1,6 +1,6 @@
 /*
- * Fuzz target: vsxd's settings parsers (daemon/config.c). The first byte
- * picks the parser, the rest is its input:
+ * Fuzz target: vsxd's settings parsers (daemon/settings.c, conffile.c,
+ * cmdline.c). The first byte picks the parser, the rest is its input:
  *   0: vsxd.conf(5) text: vsxd_config_parse, then vsxd_config_check and
  *      vsxd_config_merge with itself;
  *   1: a --vm spec (vsxd_vm_parse), then copy and compare;
