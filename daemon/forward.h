@@ -50,11 +50,11 @@ enum {
 	VSXD_FWD_NAME = 1u << 4,
 };
 
-#define VSXD_FWD_NAME_MAX 64
 #define VSXD_FWD_ALLOW_MAX 256
 
 struct vsxd_forward {
-	char *name;                   /* given, or the listen address (cut) */
+	char *name;                   /* given, or the listen address (cut);
+					 at most VSXD_NAME_MAX bytes (config.h) */
 	struct vsxd_endpoint listen;
 	struct vsxd_endpoint connect;
 	uint32_t *allow;              /* n_allow peer CIDs; none: everyone */

@@ -437,7 +437,7 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 			return -ENOMEM;
 		break;
 	case VSXD_VM_TX:
-		r = vsx__parse_size(val, vallen, VSXD_TX_BUFFER_MAX, &n);
+		r = vsx__parse_size(val, vallen, VSXB_MAX_BUF_ALLOC, &n);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "tx-buffer-size '%s' is not a size (a number with "
 				       "an optional K, M or G suffix)", vsxd_quote(q, val, vallen));
@@ -743,13 +743,13 @@ int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err)
 
 	for (i = 0; i < cfg->n_vms; i++) {
 		a = &cfg->vms[i];
-		if (mem && (a->tx_buffer_size ? a->tx_buffer_size : VSXD_TX_BUFFER_DEFAULT) >
+		if (mem && (a->tx_buffer_size ? a->tx_buffer_size : VSXB_DEFAULT_BUF_ALLOC) >
 			   mem / 2)
 			return vsxd_err_set(err, "%s: tx-buffer-size %u%s is above half of "
 				       "max-conn-memory (%llu): lower tx-buffer-size or raise "
 				       "max-conn-memory", a->origin,
 				       a->tx_buffer_size ? a->tx_buffer_size
-							 : VSXD_TX_BUFFER_DEFAULT,
+							 : VSXB_DEFAULT_BUF_ALLOC,
 				       a->tx_buffer_size ? "" : " (the default)",
 				       (unsigned long long)mem);
 		if (!strcmp(a->socket_path, a->uds_path))

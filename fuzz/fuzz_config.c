@@ -105,7 +105,7 @@ static void fz_values(const uint8_t *p, size_t n)
 	if (!s)
 		return;
 	memcpy(s, p, n);
-	if (vsx__parse_size(s, n, VSXD_TX_BUFFER_MAX, &v) == 0 && v > VSXD_TX_BUFFER_MAX)
+	if (vsx__parse_size(s, n, VSXB_MAX_BUF_ALLOC, &v) == 0 && v > VSXB_MAX_BUF_ALLOC)
 		abort();
 	if (vsx__parse_uint(s, n, VSXD_CID_MAX, &v) == 0 && v > VSXD_CID_MAX)
 		abort();
