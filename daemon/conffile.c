@@ -82,7 +82,7 @@ static int close_section(struct parser *p)
 	r = vsxd_vm_finish(vm, p->err);
 	if (r < 0)
 		vsxd__err_prefix(p->err, "%s:%u: [vm %s]", p->fname, p->vm_line,
-			   vm->name ? vm->name : vsxd_vm_name(vm, n, sizeof(n)));
+				 vm->name ? vm->name : vsxd_vm_name(vm, n, sizeof(n)));
 	return r;
 }
 

@@ -150,8 +150,8 @@ static bool client_process(struct ctl_client *cl)
 			if (len < VSX_CTL_REQ_MAX)
 				break;  /* wait for the rest */
 			vsxd__ctl_log(cl->c, VSXB_LOG_DEBUG, "control: client %llu: request larger "
-				"than %d bytes: closed", (unsigned long long)cl->serial,
-				VSX_CTL_REQ_MAX);
+				      "than %d bytes: closed", (unsigned long long)cl->serial,
+				      VSX_CTL_REQ_MAX);
 			client_refuse(cl, E2BIG, "request larger than %d bytes (or not "
 				      "ended by an empty line): connection closed",
 				      VSX_CTL_REQ_MAX);
@@ -164,8 +164,8 @@ static bool client_process(struct ctl_client *cl)
 		client_arm(cl, cl->c->timeout_ms);
 		if (evbuffer_get_length(out) > CTL_OUT_HIGH) {
 			vsxd__ctl_log(cl->c, VSXB_LOG_DEBUG, "control: client %llu: more than %u "
-				"bytes of replies unread: not reading",
-				(unsigned long long)cl->serial, CTL_OUT_HIGH);
+				      "bytes of replies unread: not reading",
+				      (unsigned long long)cl->serial, CTL_OUT_HIGH);
 			cl->paused = true;
 			bufferevent_disable(cl->bev, EV_READ);
 		}
@@ -227,13 +227,13 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 
 	if (cl->closing || cl->denied || evbuffer_get_length(out)) {
 		vsxd__ctl_log(cl->c, VSXB_LOG_DEBUG, "control: client %llu: %s: closed",
-			(unsigned long long)cl->serial,
-			cl->closing ? "did not read its last reply" : "too slow");
+			      (unsigned long long)cl->serial,
+			      cl->closing ? "did not read its last reply" : "too slow");
 		client_free(cl);
 		return;
 	}
 	vsxd__ctl_log(cl->c, VSXB_LOG_DEBUG, "control: client %llu: no request in %u ms: closed",
-		(unsigned long long)cl->serial, cl->c->timeout_ms);
+		      (unsigned long long)cl->serial, cl->c->timeout_ms);
 	client_refuse(cl, ETIMEDOUT, "no complete request in %u ms: connection closed",
 		      cl->c->timeout_ms);
 	client_close(cl);
@@ -265,7 +265,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
 		    errno == ENOMEM) {
 			vsxd__ctl_log(c, VSXB_LOG_WARNING, "control: accept: %s: pausing for %d ms",
-				strerror(errno), CTL_PAUSE_MS);
+				      strerror(errno), CTL_PAUSE_MS);
 			event_del(c->lev);
 			evtimer_add(c->pause, &tv);
 		}
@@ -313,7 +313,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 
 	if (!uid_allowed(c, cl->uid)) {
 		vsxd__ctl_log(c, VSXB_LOG_WARNING, "control: uid %u (pid %d) refused: not root, "
-			"vsxd's uid or a control-allow-uid", cl->uid, (int)cl->pid);
+			      "vsxd's uid or a control-allow-uid", cl->uid, (int)cl->pid);
 		cl->denied = true;
 		client_refuse(cl, EACCES, "permission denied: uid %u may not use this "
 			      "control socket (allowed: root, uid %u%s)", cl->uid, c->self,
@@ -325,7 +325,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	c->nclients++;
 	if (c->nclients > c->max_clients) {
 		vsxd__ctl_log(c, VSXB_LOG_WARNING, "control: more than %u clients: uid %u (pid %d) "
-			"refused", c->max_clients, cl->uid, (int)cl->pid);
+			      "refused", c->max_clients, cl->uid, (int)cl->pid);
 		c->nclients--;
 		cl->denied = true;
 		client_refuse(cl, EBUSY, "vsxd is serving %u control clients already; "
@@ -335,7 +335,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		return;
 	}
 	vsxd__ctl_log(c, VSXB_LOG_DEBUG, "control: client %llu: uid %u pid %d",
-		(unsigned long long)cl->serial, cl->uid, (int)cl->pid);
+		      (unsigned long long)cl->serial, cl->uid, (int)cl->pid);
 	bufferevent_enable(cl->bev, EV_READ);
 	client_arm(cl, c->timeout_ms);
 }

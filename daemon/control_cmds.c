@@ -563,7 +563,7 @@ static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 	if (!find_conn(c, id, NULL, &f))
 		return fail(q, ENOENT, "connection %llu went away", (unsigned long long)id);
 	vsxd__ctl_log(c, VSXB_LOG_INFO, "control: set-buffer conn=%llu vm=%s rx=%llu uid=%u",
-		(unsigned long long)id, f.vm, (unsigned long long)rx, q->uid);
+		      (unsigned long long)id, f.vm, (unsigned long long)rx, q->uid);
 	put(b, VSX_CTL_K_CONN, "%llu", (unsigned long long)id);
 	vsxd__ctl_put_str(b, VSX_CTL_K_VM, f.vm);
 	put(b, VSX_CTL_K_RX, "%llu", (unsigned long long)rx);
@@ -596,7 +596,7 @@ static int cmd_close(struct req *q, struct evbuffer *b)
 			return fail(q, ENOENT, "no connection %llu",
 				    (unsigned long long)id);
 		vsxd__ctl_log(q->c, VSXB_LOG_INFO, "control: close conn=%llu forward=%s uid=%u",
-			(unsigned long long)id, fr.forward, q->uid);
+			      (unsigned long long)id, fr.forward, q->uid);
 		put(b, VSX_CTL_K_CONN, "%llu", (unsigned long long)id);
 		vsxd__ctl_put_str(b, VSX_CTL_K_FORWARD, fr.forward);
 		vsxd__ctl_put_str(b, VSX_CTL_K_ACTION, "close");
@@ -608,7 +608,7 @@ static int cmd_close(struct req *q, struct evbuffer *b)
 	if (r < 0)
 		return fail(q, -r, "connection %llu: %s", (unsigned long long)id, strerror(-r));
 	vsxd__ctl_log(q->c, VSXB_LOG_INFO, "control: %s conn=%llu vm=%s uid=%u",
-		reset ? "reset" : "close", (unsigned long long)id, f.vm, q->uid);
+		      reset ? "reset" : "close", (unsigned long long)id, f.vm, q->uid);
 	put(b, VSX_CTL_K_CONN, "%llu", (unsigned long long)id);
 	vsxd__ctl_put_str(b, VSX_CTL_K_VM, f.vm);
 	vsxd__ctl_put_str(b, VSX_CTL_K_ACTION, reset ? "reset" : "close");

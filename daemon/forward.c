@@ -231,8 +231,8 @@ static void target_ready(struct relay *rl, int fd, vsx_sock *vs)
 			close(fd);
 		else
 			vsxd__flog(fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: open",
-			     rl->f->cfg.name, (unsigned long long)rl->wait_id, rl->client,
-			     rl->f->cfg.connect.text);
+				   rl->f->cfg.name, (unsigned long long)rl->wait_id, rl->client,
+				   rl->f->cfg.connect.text);
 		rl->wait_id = 0;
 		rl->state = RL_CONNECTING;      /* no "closed" line for this record */
 		vsxd__relay_free(rl, NULL);
@@ -267,7 +267,7 @@ static void target_fail(struct relay *rl, const char *what)
 	rl->f->fs->st.failed++;
 	snprintf(why, sizeof(why), "connect %s: %s", rl->f->cfg.connect.text, what);
 	vsxd__flog(rl->f->fs, LOG_WARNING, "forward %s: conn=%llu %s: %s", rl->f->cfg.name,
-	     (unsigned long long)rl->id, rl->client, why);
+		   (unsigned long long)rl->id, rl->client, why);
 	rl->state = RL_CONNECTING;
 	vsxd__relay_free(rl, NULL);           /* resets a waiting guest (wait_id) */
 }
@@ -381,7 +381,7 @@ static void vm2vm_cb(evutil_socket_t fd, short what, void *arg)
 	r = vsxb_vm_connect_fd(vm, sp[1], v->port, v->name, NULL);
 	if (r < 0)
 		vsxd__flog(fs, LOG_WARNING, "forward %s: connect %s: %s", v->name, v->target,
-		     strerror(-r));
+			   strerror(-r));
 out:
 	free(v);
 }
@@ -420,7 +420,7 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 		}
 		if (!vm) {
 			vsxd__flog(fs, LOG_WARNING, "forward %s: %s: no VM named '%s'", f->cfg.name,
-			     client, f->cfg.connect.host);
+				   client, f->cfg.connect.host);
 			fs->st.failed++;
 			goto drop;
 		}
@@ -431,11 +431,11 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 			if (r < 0) {
 				fs->st.failed++;
 				vsxd__flog(fs, LOG_WARNING, "forward %s: %s -> %s: %s", f->cfg.name,
-				     client, f->cfg.connect.text, strerror(-r));
+					   client, f->cfg.connect.text, strerror(-r));
 			} else {
 				vsxd__flog(fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: connecting",
-				     f->cfg.name, (unsigned long long)id, client,
-				     f->cfg.connect.text);
+					   f->cfg.name, (unsigned long long)id, client,
+					   f->cfg.connect.text);
 			}
 			return;
 		}
@@ -510,7 +510,7 @@ static void fd_accept_cb(evutil_socket_t lfd, short what, void *arg)
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
 			    errno != ECONNABORTED)
 				vsxd__flog(f->fs, LOG_WARNING, "forward %s: accept: %s", f->cfg.name,
-				     strerror(errno));
+					   strerror(errno));
 			return;
 		}
 		if (f->cfg.listen.kind == VSXD_EP_UNIX)
@@ -536,7 +536,7 @@ static void lib_client(struct fwd *f, vsx_sock *vs, bool auth)
 		    !cid_allowed(f, a.cid)) {
 			f->fs->st.denied++;
 			vsxd__flog(f->fs, LOG_WARNING, "forward %s: %s refused: peer CID not in "
-			     "allow=", f->cfg.name, client);
+				   "allow=", f->cfg.name, client);
 			vsx_close(vs);
 			return;
 		}
@@ -564,7 +564,7 @@ static void lib_accept_cb(evutil_socket_t lfd, short what, void *arg)
 			return;
 		if (r < 0) {
 			vsxd__flog(f->fs, LOG_WARNING, "forward %s: accept: %s", f->cfg.name,
-			     vsx_strerror(r));
+				   vsx_strerror(r));
 			return;
 		}
 		lib_client(f, vs, false);
@@ -609,9 +609,9 @@ static void job_done(struct vsxd_fwds *fs, struct job *j)
 				 * peer gave no valid proof in time */
 				fs->st.auth_failures++;
 				vsxd__flog(fs, LOG_WARNING, "forward %s: conn=%llu %s: authentication "
-				     "with %s failed: %s", rl->f->cfg.name,
-				     (unsigned long long)rl->id, rl->client,
-				     rl->f->cfg.connect.text, j->msg);
+					   "with %s failed: %s", rl->f->cfg.name,
+					   (unsigned long long)rl->id, rl->client,
+					   rl->f->cfg.connect.text, j->msg);
 			}
 			if (j->rc < 0) {
 				target_fail(rl, j->msg);
@@ -632,7 +632,7 @@ static void job_done(struct vsxd_fwds *fs, struct job *j)
 		if (j->rc == -EACCES || j->rc == -ETIMEDOUT) {
 			fs->st.auth_failures++;
 			vsxd__flog(fs, LOG_WARNING, "forward %s: authentication of a client on %s "
-			     "failed: %s", f->cfg.name, f->cfg.listen.text, j->msg);
+				   "failed: %s", f->cfg.name, f->cfg.listen.text, j->msg);
 		} else if (j->rc == 0) {
 			lib_client(f, j->out, true);
 		}
@@ -674,8 +674,8 @@ static int port_cb(void *arg, struct vsxb_vm *vm, uint64_t id, uint32_t guest_po
 	if (!cid_allowed(f, vi.guest_cid)) {
 		f->fs->st.denied++;
 		vsxd__flog(f->fs, LOG_WARNING, "forward %s: %s -> host port %u refused: CID "
-		     "%llu not in allow=", f->cfg.name, client, port,
-		     (unsigned long long)vi.guest_cid);
+			   "%llu not in allow=", f->cfg.name, client, port,
+			   (unsigned long long)vi.guest_cid);
 		return -EPERM;
 	}
 	f->fs->in_port_cb = true;
@@ -963,7 +963,7 @@ int vsxd_fwds_apply(struct vsxd_fwds *fs, const struct vsxd_config *cfg, bool st
 				return r;
 			}
 			vsxd__flog(fs, LOG_ERR, "%s: forward %s: %s", cfg->fwds[i].origin ?
-			     cfg->fwds[i].origin : "?", cfg->fwds[i].name, e.msg);
+				   cfg->fwds[i].origin : "?", cfg->fwds[i].name, e.msg);
 			failed++;
 			continue;
 		}
@@ -972,9 +972,9 @@ int vsxd_fwds_apply(struct vsxd_fwds *fs, const struct vsxd_config *cfg, bool st
 			;
 		*pp = nf;
 		vsxd__flog(fs, LOG_INFO, "forward %s: %s -> %s%s%s", nf->cfg.name,
-		     nf->cfg.listen.text, nf->cfg.connect.text,
-		     nf->cfg.n_allow ? " (allow list)" : "",
-		     nf->cfg.auth_key ? " (auth psk)" : "");
+			   nf->cfg.listen.text, nf->cfg.connect.text,
+			   nf->cfg.n_allow ? " (allow list)" : "",
+			   nf->cfg.auth_key ? " (auth psk)" : "");
 	}
 	free(running);
 	return failed;

@@ -55,10 +55,10 @@ void vsxd__relay_free(struct relay *rl, const char *why)
 
 	if (rl->state != RL_CONNECTING || why)
 		vsxd__flog(fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: closed (%s), "
-		     "from-client=%llu to-client=%llu", rl->f->cfg.name,
-		     (unsigned long long)rl->id, rl->client, rl->f->cfg.connect.text,
-		     why ? why : "done", (unsigned long long)rl->b[0].bytes,
-		     (unsigned long long)rl->b[1].bytes);
+			   "from-client=%llu to-client=%llu", rl->f->cfg.name,
+			   (unsigned long long)rl->id, rl->client, rl->f->cfg.connect.text,
+			   why ? why : "done", (unsigned long long)rl->b[0].bytes,
+			   (unsigned long long)rl->b[1].bytes);
 	if (rl->job)
 		rl->job->rl = NULL;     /* the worker's result is dropped */
 	if (rl->cev)
@@ -248,8 +248,8 @@ void vsxd__relay_start(struct relay *rl)
 	}
 	rl->state = RL_ESTABLISHED;
 	vsxd__flog(rl->f->fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: open%s",
-	     rl->f->cfg.name, (unsigned long long)rl->id, rl->client,
-	     rl->f->cfg.connect.text, rl->auth ? " (authenticated)" : "");
+		   rl->f->cfg.name, (unsigned long long)rl->id, rl->client,
+		   rl->f->cfg.connect.text, rl->auth ? " (authenticated)" : "");
 	relay_pump(rl);
 }
 

@@ -276,9 +276,9 @@ static int hy_set_buffer(vsx_sock *s, int which, size_t bytes)
 	vsx__ctl_req_addf(&req, VSX_CTL_K_HOST_PORT, "%u", s->local.port);
 	vsx__ctl_req_addf(&req, VSX_CTL_K_RX, "%zu", bytes);
 	rc = vsx__ctl_req_end(&req);
-	if (rc < 0)
-		return vsx__err(-EOPNOTSUPP, "hybrid: the socket path cannot be named to "
-				"vsxd (not printable ASCII)");
+	if (rc < 0)     /* what vsxd would refuse (EINVAL): not sent */
+		return vsx__err(-EINVAL, "hybrid: vsxd refused the buffer change: the "
+				"socket path is not printable ASCII");
 	rc = vsx__ctl_call(h->control, req.buf, CTL_TIMEOUT_MS, &reply, &rerr);
 	free(reply);
 	if (rc == -ENOENT || rc == -ECONNREFUSED || rc == -EPROTO)
