@@ -456,7 +456,7 @@ static int bad_arg(const char *what, const char *arg, const char *want)
 }
 
 /* A byte count: decimal with an optional K, M or G (binary) suffix, as
- * vsxd reads sizes (daemon/config.c). */
+ * vsxd reads sizes (daemon/settings.c). */
 static int parse_bytes(const char *s, uint64_t *out)
 {
 	return vsx__parse_size(s, strlen(s), UINT64_MAX, out);

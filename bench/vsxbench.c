@@ -1454,7 +1454,7 @@ static void bad_opt(const char *fmt, ...)
 }
 
 /* An unsigned number of @name in [@min, @max]; with @suffix, an optional
- * K, M or G (powers of 1024). vsxd's own parsers (daemon/config.c), so
+ * K, M or G (powers of 1024). vsxd's own parsers (daemon/settings.c), so
  * that the benchmark takes what vsxd takes. Anything else is refused. */
 static unsigned long long parse_num(const char *name, const char *s, unsigned long long min,
 				    unsigned long long max, bool suffix)

@@ -1,6 +1,8 @@
 /*
  * vsxd's settings: the command line, the --vm KEY=VALUE lists and the
- * vsxd.conf(5) file.
+ * vsxd.conf(5) file. The model (values, VMs, the configuration: defaults,
+ * checks, merge, free) is settings.c; the file parser conffile.c; the
+ * command line cmdline.c (config-int.h: what they share).
  *
  * Everything here is pure: parsers read a buffer or an argv, fill a struct,
  * and on failure write one message into a struct vsxd_err and return a
@@ -17,6 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <vsx/vsx.h>
+
+#include "backend/backend.h"
 #include "util.h"
 
 #define VSXD_ERR_LEN 512
@@ -43,9 +48,15 @@ const char *vsxd_quote(char *buf, const char *s, size_t len);
 #define VSXD_CID_MIN 3u
 #define VSXD_CID_MAX 0xFFFFFFFEu
 #define VSXD_CID_DEFAULT 3u                  /* as vhost-device-vsock */
-#define VSXD_TX_BUFFER_MAX (1u << 30)        /* what the backend accepts */
 #define VSXD_QUEUE_SIZE_MAX 32768u           /* the virtio split-ring limit */
-#define VSXD_NAME_MAX 64
+/*
+ * VM and forward names: at most VSXD_NAME_MAX bytes, the NUL not counted.
+ * Derived from libvsx's public VSX_NAME_MAX (vsx.h, 64), which counts the
+ * NUL (vm:NAME:PORT names have at most 63 bytes, libvsx/addr.c); vsxd,
+ * like the backend (its private VSXB_NAME_LEN is 64 bytes and a NUL),
+ * takes 64-byte names, as it always did.
+ */
+#define VSXD_NAME_MAX VSX_NAME_MAX
 #define VSXD_UDS_PATH_MAX 96                 /* "<uds-path>_4294967295" fits sun_path */
 #define VSXD_CONFIG_FILE_MAX (1u << 20)      /* vsxd_config_load refuses more */
 #define VSXD_ALLOW_UIDS_MAX 64               /* control-allow-uid entries */
@@ -102,7 +113,6 @@ enum vsxd_limit {
 #define VSXD_TIMEOUT_MIN_MS 10u
 #define VSXD_TIMEOUT_MAX_MS 3600000u
 #define VSXD_POLL_US_MAX 10000u              /* poll-us (VSX_EVLOOP_POLL_MAX_US) */
-#define VSXD_TX_BUFFER_DEFAULT (256u * 1024) /* the backend's default */
 
 struct vsxd_config {
 	struct vsxd_vm *vms;      /* n_vms entries, owned */

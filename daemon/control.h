@@ -2,7 +2,8 @@
  * vsxd's control socket: the server side of libvsx/ctl-proto.h, on vsxd's
  * libevent loop, over the backend's introspection and control calls
  * (transports/virtio/backend/backend.h). The protocol is documented in vsxd(8),
- * CONTROL SOCKET, and at the top of control.c.
+ * CONTROL SOCKET, at the top of control.c (the socket and its clients)
+ * and control_cmds.c (the commands), and in libvsx/ctl-proto.h (the keys).
  *
  * Ownership: struct vsxd_control is created and freed here; the event
  * base and the router stay the caller's and must outlive it. Strings and

@@ -25,8 +25,8 @@
  *    accept (and the handshake in it) in one worker at a time, the
  *    listener being a socket of one thread at a time.
  *
- * Relays. What is not one engine connection is a relay: two non-blocking
- * sockets and a bounded buffer each way (FWD_BUF). A side is read only
+ * Relays (relay.c). What is not one engine connection is a relay: two
+ * non-blocking sockets and a bounded buffer each way (FWD_BUF). A side is read only
  * while the buffer toward the other has room, so a slow reader holds back
  * a fast writer (the kernel's buffers then fill and TCP / vsock credit
  * push back): memory per relay is 2 * FWD_BUF, whatever the peers do.
@@ -62,105 +62,13 @@
 #include <vsx/vsx.h>
 
 #include "forward.h"
+#include "forward-int.h"
 #include "backend/backend.h"
 #include "util.h"
 
-#define FWD_BUF (64u * 1024)       /* per direction of a relay */
-#define FWD_MAX_JOBS 64            /* libvsx connects/handshakes at once */
-#define FWD_CONNECT_MS 5000        /* libvsx connect (and handshake) bound */
-#define FWD_ACCEPT_BATCH 16
-#define FWD_IO_ROUNDS 16           /* reads per direction per event */
-#define ADDR_LEN (VSX_ADDR_STRLEN + 16)
-
-struct fwd;
-struct relay;
-
-/* A libvsx call in a worker thread. */
-enum job_kind { JOB_CONNECT, JOB_ACCEPT };
-
-struct job {
-	enum job_kind kind;
-	struct vsxd_fwds *fs;
-	struct relay *rl;            /* JOB_CONNECT: NULL once cancelled */
-	struct fwd *f;               /* JOB_ACCEPT: NULL once cancelled */
-	char addr[ADDR_LEN];         /* JOB_CONNECT */
-	char *key;                   /* auth key file, or NULL */
-	vsx_sock *ls;                /* JOB_ACCEPT: the listener (lent) */
-	vsx_sock *out;               /* the result, or NULL */
-	int rc;
-	char msg[256];
-};
-
-struct side {
-	int fd;                      /* -1: none */
-	vsx_sock *vs;                /* when a libvsx socket (fd is vsx_fd) */
-	struct event *ev;
-	short want;                  /* EV_READ | EV_WRITE watched */
-};
-
-struct dirbuf {
-	char *buf;                   /* FWD_BUF bytes */
-	size_t off, len;
-	bool eof;                    /* the source sent EOF */
-	bool shut;                   /* passed on: shutdown(SHUT_WR) */
-	uint64_t bytes;              /* moved */
-};
-
-enum { RL_CONNECTING = 1, RL_ESTABLISHED, RL_CLOSING };
-
-struct relay {
-	struct relay *next, *prev;   /* fs->relays, oldest first */
-	struct fwd *f;
-	uint64_t id;
-	int state;
-	struct side s[2];            /* 0: the accepted client, 1: the target */
-	struct dirbuf b[2];          /* 0: client -> target, 1: target -> client */
-	uint64_t wait_id;            /* vm: listen side: the engine connection
-					waiting for us (0: none) */
-	struct job *job;             /* a libvsx connect running */
-	struct event *cev;           /* a non-blocking connect running */
-	int cfd;
-	bool auth;
-	char client[ADDR_LEN];
-};
-
-struct fwd {
-	struct fwd *next;
-	struct vsxd_fwds *fs;
-	struct vsxd_forward cfg;     /* a copy */
-	int lfd;                     /* tcp/unix listener, -1 */
-	struct event *lev;
-	vsx_sock *ls;                /* libvsx listener */
-	bool accepting;              /* JOB_ACCEPT running on @ls */
-	struct job *ajob;
-	struct vsxb_port *port;       /* vm: listener */
-	char *unlink_path;           /* our plain Unix socket file */
-	struct sockaddr_storage ta;  /* tcp/unix connect address */
-	socklen_t talen;
-	bool keep;                   /* apply(): still in the new config */
-};
-
-struct vsxd_fwds {
-	struct event_base *base;
-	struct vsxb_router *r;
-	vsxd_fwd_log_fn log;
-	struct fwd *fwds;
-	struct relay relays;         /* list head */
-	unsigned nrelays;
-	int pipe[2];                 /* workers -> loop: struct job * */
-	struct event *pev;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	unsigned njobs;              /* running (under mu) */
-	bool in_port_cb;             /* inside the engine's port handler */
-	bool port_failed;            /* ...and the connection failed at once */
-	struct vsxd_fwd_stats st;
-};
-
 /* ---- Logging ---- */
 
-__attribute__((format(printf, 3, 4)))
-static void flog(struct vsxd_fwds *fs, int prio, const char *fmt, ...)
+void vsxd__flog(struct vsxd_fwds *fs, int prio, const char *fmt, ...)
 {
 	char msg[768];
 	va_list ap;
@@ -303,234 +211,6 @@ static bool job_run(struct job *j)
 	return false;
 }
 
-/* ---- Relays ---- */
-
-static const char *rl_state(int s)
-{
-	return s == RL_CONNECTING ? "connecting" : s == RL_ESTABLISHED ? "established"
-	       : "closing";
-}
-
-static void side_close(struct side *s)
-{
-	if (s->ev) {
-		event_free(s->ev);
-		s->ev = NULL;
-	}
-	if (s->vs) {
-		vsx_close(s->vs);       /* linger < 0: no wait (set at creation) */
-		s->vs = NULL;
-	} else if (s->fd >= 0) {
-		close(s->fd);
-	}
-	s->fd = -1;
-}
-
-static void relay_free(struct relay *rl, const char *why)
-{
-	struct vsxd_fwds *fs = rl->f->fs;
-	int i;
-
-	if (rl->state != RL_CONNECTING || why)
-		flog(fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: closed (%s), "
-		     "from-client=%llu to-client=%llu", rl->f->cfg.name,
-		     (unsigned long long)rl->id, rl->client, rl->f->cfg.connect.text,
-		     why ? why : "done", (unsigned long long)rl->b[0].bytes,
-		     (unsigned long long)rl->b[1].bytes);
-	if (rl->job)
-		rl->job->rl = NULL;     /* the worker's result is dropped */
-	if (rl->cev)
-		event_free(rl->cev);
-	if (rl->cfd >= 0)
-		close(rl->cfd);
-	if (rl->wait_id && fs->in_port_cb)
-		fs->port_failed = true;         /* port_cb refuses it */
-	else if (rl->wait_id)
-		vsxb_router_conn_close(fs->r, rl->wait_id, true);
-	for (i = 0; i < 2; i++) {
-		side_close(&rl->s[i]);
-		free(rl->b[i].buf);
-	}
-	rl->prev->next = rl->next;
-	rl->next->prev = rl->prev;
-	fs->nrelays--;
-	free(rl);
-}
-
-static struct relay *relay_new(struct fwd *f, const char *client)
-{
-	struct vsxd_fwds *fs = f->fs;
-	struct relay *rl = calloc(1, sizeof(*rl));
-
-	if (!rl)
-		return NULL;
-	rl->f = f;
-	rl->id = vsxb_router_new_id(fs->r);
-	rl->state = RL_CONNECTING;
-	rl->s[0].fd = rl->s[1].fd = rl->cfd = -1;
-	snprintf(rl->client, sizeof(rl->client), "%s", client);
-	rl->prev = fs->relays.prev;
-	rl->next = &fs->relays;
-	fs->relays.prev->next = rl;
-	fs->relays.prev = rl;
-	fs->nrelays++;
-	return rl;
-}
-
-static ssize_t side_read(struct side *s, void *p, size_t n)
-{
-	ssize_t r;
-
-	if (s->vs)
-		return vsx_recv(s->vs, p, n);
-	do {
-		r = recv(s->fd, p, n, MSG_DONTWAIT);
-	} while (r < 0 && errno == EINTR);
-	return r < 0 ? -errno : r;
-}
-
-static ssize_t side_write(struct side *s, const void *p, size_t n)
-{
-	ssize_t r;
-
-	if (s->vs)
-		return vsx_send(s->vs, p, n);
-	do {
-		r = send(s->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-	} while (r < 0 && errno == EINTR);
-	return r < 0 ? -errno : r;
-}
-
-static void side_shut_wr(struct side *s)
-{
-	if (s->vs)
-		vsx_shutdown(s->vs, SHUT_WR);
-	else
-		shutdown(s->fd, SHUT_WR);
-}
-
-static void relay_cb(evutil_socket_t fd, short what, void *arg);
-
-/* Watch what each side can do now. */
-static void relay_watch(struct relay *rl)
-{
-	struct event_base *base = rl->f->fs->base;
-	int i;
-
-	for (i = 0; i < 2; i++) {
-		struct side *s = &rl->s[i];
-		struct dirbuf *out = &rl->b[i], *in = &rl->b[1 - i];
-		short want = 0;
-
-		if (!out->eof && out->off + out->len < FWD_BUF)
-			want |= EV_READ;
-		if (in->len)
-			want |= EV_WRITE;
-		if (want == s->want && s->ev)
-			continue;
-		if (s->ev)
-			event_del(s->ev);
-		else if (!(s->ev = event_new(base, s->fd, 0, relay_cb, rl)))
-			continue;       /* out of memory: this side stalls */
-		event_assign(s->ev, base, s->fd, want | EV_PERSIST, relay_cb, rl);
-		s->want = want;
-		if (want)
-			event_add(s->ev, NULL);
-	}
-}
-
-/* Move bytes of direction @d; 0, or a negative errno that ends the relay. */
-static int relay_move(struct relay *rl, int d)
-{
-	struct side *src = &rl->s[d], *dst = &rl->s[1 - d];
-	struct dirbuf *b = &rl->b[d];
-	unsigned rounds;
-	ssize_t n;
-
-	for (rounds = 0; rounds < FWD_IO_ROUNDS; rounds++) {
-		if (b->len) {
-			n = side_write(dst, b->buf + b->off, b->len);
-			if (n == -EAGAIN || n == -EWOULDBLOCK)
-				break;
-			if (n < 0)
-				return (int)n;
-			b->off += (size_t)n;
-			b->len -= (size_t)n;
-			b->bytes += (uint64_t)n;
-			if (!b->len)
-				b->off = 0;
-			continue;
-		}
-		if (b->eof || b->off + b->len >= FWD_BUF)
-			break;
-		n = side_read(src, b->buf + b->off + b->len, FWD_BUF - b->off - b->len);
-		if (n == -EAGAIN || n == -EWOULDBLOCK)
-			break;
-		if (n < 0)
-			return (int)n;
-		if (n == 0) {
-			b->eof = true;
-			break;
-		}
-		b->len += (size_t)n;
-	}
-	if (b->eof && !b->len && !b->shut) {
-		side_shut_wr(dst);
-		b->shut = true;
-		rl->state = RL_CLOSING;
-	}
-	return 0;
-}
-
-static void relay_pump(struct relay *rl)
-{
-	char why[96];
-	int r, d;
-
-	for (d = 0; d < 2; d++) {
-		r = relay_move(rl, d);
-		if (r < 0) {
-			snprintf(why, sizeof(why), "%s side: %s", d ? "target" : "client",
-				 strerror(-r));
-			relay_free(rl, why);
-			return;
-		}
-	}
-	if (rl->b[0].shut && rl->b[1].shut) {
-		relay_free(rl, NULL);
-		return;
-	}
-	relay_watch(rl);
-}
-
-static void relay_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	relay_pump(arg);
-}
-
-/* Both sides are there: start moving bytes. */
-static void relay_start(struct relay *rl)
-{
-	int i;
-
-	for (i = 0; i < 2; i++) {
-		rl->b[i].buf = malloc(FWD_BUF);
-		if (!rl->b[i].buf) {
-			relay_free(rl, "out of memory");
-			return;
-		}
-		if (rl->s[i].vs)
-			rl->s[i].fd = vsx_fd(rl->s[i].vs);
-	}
-	rl->state = RL_ESTABLISHED;
-	flog(rl->f->fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: open%s",
-	     rl->f->cfg.name, (unsigned long long)rl->id, rl->client,
-	     rl->f->cfg.connect.text, rl->auth ? " (authenticated)" : "");
-	relay_pump(rl);
-}
-
 /* ---- Joining the two sides ---- */
 
 static struct vsxb_vm *target_vm(struct fwd *f)
@@ -550,12 +230,12 @@ static void target_ready(struct relay *rl, int fd, vsx_sock *vs)
 		if (r < 0)
 			close(fd);
 		else
-			flog(fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: open",
-			     rl->f->cfg.name, (unsigned long long)rl->wait_id, rl->client,
-			     rl->f->cfg.connect.text);
+			vsxd__flog(fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: open",
+				   rl->f->cfg.name, (unsigned long long)rl->wait_id, rl->client,
+				   rl->f->cfg.connect.text);
 		rl->wait_id = 0;
 		rl->state = RL_CONNECTING;      /* no "closed" line for this record */
-		relay_free(rl, NULL);
+		vsxd__relay_free(rl, NULL);
 		return;
 	}
 	rl->s[1].fd = fd;
@@ -563,7 +243,7 @@ static void target_ready(struct relay *rl, int fd, vsx_sock *vs)
 	if (rl->wait_id) {
 		/* vm: listen side, a libvsx target: through a socketpair */
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
-			relay_free(rl, "socketpair failed");
+			vsxd__relay_free(rl, "socketpair failed");
 			return;
 		}
 		r = vsxb_router_conn_attach_fd(fs->r, rl->wait_id, sp[0]);
@@ -571,13 +251,13 @@ static void target_ready(struct relay *rl, int fd, vsx_sock *vs)
 		if (r < 0) {
 			close(sp[0]);
 			close(sp[1]);
-			relay_free(rl, "the guest gave up");
+			vsxd__relay_free(rl, "the guest gave up");
 			return;
 		}
 		vsx__set_nonblock(sp[1], true);
 		rl->s[0].fd = sp[1];
 	}
-	relay_start(rl);
+	vsxd__relay_start(rl);
 }
 
 static void target_fail(struct relay *rl, const char *what)
@@ -586,10 +266,10 @@ static void target_fail(struct relay *rl, const char *what)
 
 	rl->f->fs->st.failed++;
 	snprintf(why, sizeof(why), "connect %s: %s", rl->f->cfg.connect.text, what);
-	flog(rl->f->fs, LOG_WARNING, "forward %s: conn=%llu %s: %s", rl->f->cfg.name,
-	     (unsigned long long)rl->id, rl->client, why);
+	vsxd__flog(rl->f->fs, LOG_WARNING, "forward %s: conn=%llu %s: %s", rl->f->cfg.name,
+		   (unsigned long long)rl->id, rl->client, why);
 	rl->state = RL_CONNECTING;
-	relay_free(rl, NULL);           /* resets a waiting guest (wait_id) */
+	vsxd__relay_free(rl, NULL);           /* resets a waiting guest (wait_id) */
 }
 
 static void connect_cb(evutil_socket_t fd, short what, void *arg)
@@ -673,9 +353,9 @@ static void target_connect(struct relay *rl)
 struct vm2vm {
 	struct vsxd_fwds *fs;
 	uint64_t wait_id;
-	char vm[VSXD_FWD_NAME_MAX + 1];
+	char vm[VSXD_NAME_MAX + 1];
 	uint32_t port;
-	char name[VSXD_FWD_NAME_MAX + 1];
+	char name[VSXD_NAME_MAX + 1];
 	char target[ADDR_LEN];
 };
 
@@ -700,8 +380,8 @@ static void vm2vm_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	r = vsxb_vm_connect_fd(vm, sp[1], v->port, v->name, NULL);
 	if (r < 0)
-		flog(fs, LOG_WARNING, "forward %s: connect %s: %s", v->name, v->target,
-		     strerror(-r));
+		vsxd__flog(fs, LOG_WARNING, "forward %s: connect %s: %s", v->name, v->target,
+			   strerror(-r));
 out:
 	free(v);
 }
@@ -739,8 +419,8 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 			return;
 		}
 		if (!vm) {
-			flog(fs, LOG_WARNING, "forward %s: %s: no VM named '%s'", f->cfg.name,
-			     client, f->cfg.connect.host);
+			vsxd__flog(fs, LOG_WARNING, "forward %s: %s: no VM named '%s'", f->cfg.name,
+				   client, f->cfg.connect.host);
 			fs->st.failed++;
 			goto drop;
 		}
@@ -750,12 +430,12 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 			r = vsxb_vm_connect_fd(vm, fd, f->cfg.connect.port, f->cfg.name, &id);
 			if (r < 0) {
 				fs->st.failed++;
-				flog(fs, LOG_WARNING, "forward %s: %s -> %s: %s", f->cfg.name,
-				     client, f->cfg.connect.text, strerror(-r));
+				vsxd__flog(fs, LOG_WARNING, "forward %s: %s -> %s: %s", f->cfg.name,
+					   client, f->cfg.connect.text, strerror(-r));
 			} else {
-				flog(fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: connecting",
-				     f->cfg.name, (unsigned long long)id, client,
-				     f->cfg.connect.text);
+				vsxd__flog(fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: connecting",
+					   f->cfg.name, (unsigned long long)id, client,
+					   f->cfg.connect.text);
 			}
 			return;
 		}
@@ -768,7 +448,7 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 			fs->st.failed++;
 			goto drop;
 		}
-		rl = relay_new(f, client);
+		rl = vsxd__relay_new(f, client);
 		if (!rl) {
 			close(sp[1]);
 			goto drop;
@@ -778,10 +458,10 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 		rl->s[0].fd = vsx_fd(vs);
 		rl->s[1].fd = sp[1];
 		rl->auth = auth;
-		relay_start(rl);
+		vsxd__relay_start(rl);
 		return;
 	}
-	rl = relay_new(f, client);
+	rl = vsxd__relay_new(f, client);
 	if (!rl) {
 		if (wait_id)
 			fs->port_failed = true;  /* inside port_cb: refused there */
@@ -829,8 +509,8 @@ static void fd_accept_cb(evutil_socket_t lfd, short what, void *arg)
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
 			    errno != ECONNABORTED)
-				flog(f->fs, LOG_WARNING, "forward %s: accept: %s", f->cfg.name,
-				     strerror(errno));
+				vsxd__flog(f->fs, LOG_WARNING, "forward %s: accept: %s", f->cfg.name,
+					   strerror(errno));
 			return;
 		}
 		if (f->cfg.listen.kind == VSXD_EP_UNIX)
@@ -855,8 +535,8 @@ static void lib_client(struct fwd *f, vsx_sock *vs, bool auth)
 		if (vsx_addr_parse(info.peer, &a) < 0 || a.kind != VSX_ADDR_VSOCK ||
 		    !cid_allowed(f, a.cid)) {
 			f->fs->st.denied++;
-			flog(f->fs, LOG_WARNING, "forward %s: %s refused: peer CID not in "
-			     "allow=", f->cfg.name, client);
+			vsxd__flog(f->fs, LOG_WARNING, "forward %s: %s refused: peer CID not in "
+				   "allow=", f->cfg.name, client);
 			vsx_close(vs);
 			return;
 		}
@@ -883,8 +563,8 @@ static void lib_accept_cb(evutil_socket_t lfd, short what, void *arg)
 		if (r == -EAGAIN || r == -EWOULDBLOCK)
 			return;
 		if (r < 0) {
-			flog(f->fs, LOG_WARNING, "forward %s: accept: %s", f->cfg.name,
-			     vsx_strerror(r));
+			vsxd__flog(f->fs, LOG_WARNING, "forward %s: accept: %s", f->cfg.name,
+				   vsx_strerror(r));
 			return;
 		}
 		lib_client(f, vs, false);
@@ -928,10 +608,10 @@ static void job_done(struct vsxd_fwds *fs, struct job *j)
 				/* a timeout may be the transport's: counted too, the
 				 * peer gave no valid proof in time */
 				fs->st.auth_failures++;
-				flog(fs, LOG_WARNING, "forward %s: conn=%llu %s: authentication "
-				     "with %s failed: %s", rl->f->cfg.name,
-				     (unsigned long long)rl->id, rl->client,
-				     rl->f->cfg.connect.text, j->msg);
+				vsxd__flog(fs, LOG_WARNING, "forward %s: conn=%llu %s: authentication "
+					   "with %s failed: %s", rl->f->cfg.name,
+					   (unsigned long long)rl->id, rl->client,
+					   rl->f->cfg.connect.text, j->msg);
 			}
 			if (j->rc < 0) {
 				target_fail(rl, j->msg);
@@ -951,8 +631,8 @@ static void job_done(struct vsxd_fwds *fs, struct job *j)
 		event_add(f->lev, NULL);
 		if (j->rc == -EACCES || j->rc == -ETIMEDOUT) {
 			fs->st.auth_failures++;
-			flog(fs, LOG_WARNING, "forward %s: authentication of a client on %s "
-			     "failed: %s", f->cfg.name, f->cfg.listen.text, j->msg);
+			vsxd__flog(fs, LOG_WARNING, "forward %s: authentication of a client on %s "
+				   "failed: %s", f->cfg.name, f->cfg.listen.text, j->msg);
 		} else if (j->rc == 0) {
 			lib_client(f, j->out, true);
 		}
@@ -993,9 +673,9 @@ static int port_cb(void *arg, struct vsxb_vm *vm, uint64_t id, uint32_t guest_po
 		 (unsigned long long)vi.guest_cid);
 	if (!cid_allowed(f, vi.guest_cid)) {
 		f->fs->st.denied++;
-		flog(f->fs, LOG_WARNING, "forward %s: %s -> host port %u refused: CID "
-		     "%llu not in allow=", f->cfg.name, client, port,
-		     (unsigned long long)vi.guest_cid);
+		vsxd__flog(f->fs, LOG_WARNING, "forward %s: %s -> host port %u refused: CID "
+			   "%llu not in allow=", f->cfg.name, client, port,
+			   (unsigned long long)vi.guest_cid);
 		return -EPERM;
 	}
 	f->fs->in_port_cb = true;
@@ -1028,7 +708,7 @@ static void fwd_stop(struct fwd *f)
 	for (rl = fs->relays.next; rl != &fs->relays; rl = next) {
 		next = rl->next;
 		if (rl->f == f)
-			relay_free(rl, "forward removed");
+			vsxd__relay_free(rl, "forward removed");
 	}
 	vsxb_router_close_tagged(fs->r, f->cfg.name, false);
 	vsxd_fwd_free(&f->cfg);
@@ -1266,7 +946,7 @@ int vsxd_fwds_apply(struct vsxd_fwds *fs, const struct vsxd_config *cfg, bool st
 			continue;
 		}
 		*pp = f->next;
-		flog(fs, LOG_INFO, "forward %s: removed", f->cfg.name);
+		vsxd__flog(fs, LOG_INFO, "forward %s: removed", f->cfg.name);
 		fwd_stop(f);
 	}
 	/* ...and start the new ones, in order. */
@@ -1282,8 +962,8 @@ int vsxd_fwds_apply(struct vsxd_fwds *fs, const struct vsxd_config *cfg, bool st
 				free(running);
 				return r;
 			}
-			flog(fs, LOG_ERR, "%s: forward %s: %s", cfg->fwds[i].origin ?
-			     cfg->fwds[i].origin : "?", cfg->fwds[i].name, e.msg);
+			vsxd__flog(fs, LOG_ERR, "%s: forward %s: %s", cfg->fwds[i].origin ?
+				   cfg->fwds[i].origin : "?", cfg->fwds[i].name, e.msg);
 			failed++;
 			continue;
 		}
@@ -1291,10 +971,10 @@ int vsxd_fwds_apply(struct vsxd_fwds *fs, const struct vsxd_config *cfg, bool st
 		for (pp = &fs->fwds; *pp; pp = &(*pp)->next)
 			;
 		*pp = nf;
-		flog(fs, LOG_INFO, "forward %s: %s -> %s%s%s", nf->cfg.name,
-		     nf->cfg.listen.text, nf->cfg.connect.text,
-		     nf->cfg.n_allow ? " (allow list)" : "",
-		     nf->cfg.auth_key ? " (auth psk)" : "");
+		vsxd__flog(fs, LOG_INFO, "forward %s: %s -> %s%s%s", nf->cfg.name,
+			   nf->cfg.listen.text, nf->cfg.connect.text,
+			   nf->cfg.n_allow ? " (allow list)" : "",
+			   nf->cfg.auth_key ? " (auth psk)" : "");
 	}
 	free(running);
 	return failed;
@@ -1314,7 +994,7 @@ int vsxd_fwds_foreach(struct vsxd_fwds *fs, vsxd_relay_cb cb, void *arg)
 		ri.forward = rl->f->cfg.name;
 		ri.client = rl->client;
 		ri.target = rl->f->cfg.connect.text;
-		ri.state = rl_state(rl->state);
+		ri.state = vsxd__rl_state(rl->state);
 		ri.from_client = rl->b[0].bytes;
 		ri.to_client = rl->b[1].bytes;
 		ri.queued_from_client = rl->b[0].len;
@@ -1335,7 +1015,7 @@ int vsxd_fwds_close(struct vsxd_fwds *fs, uint64_t id)
 		return -ENOENT;
 	for (rl = fs->relays.next; rl != &fs->relays; rl = rl->next) {
 		if (rl->id == id) {
-			relay_free(rl, "closed by the control socket");
+			vsxd__relay_free(rl, "closed by the control socket");
 			return 0;
 		}
 	}
@@ -1355,3 +1035,4 @@ void vsxd_fwds_stats(const struct vsxd_fwds *fs, struct vsxd_fwd_stats *out)
 		out->forwards++;
 	out->relays = fs->nrelays;
 }
+

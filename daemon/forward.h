@@ -6,8 +6,9 @@
  * other settings parsers) is pure: it parses "listen=ADDR,connect=ADDR
  * [,allow=CIDS][,auth=psk:PATH][,name=NAME]" and [forward NAME] keys into
  * struct vsxd_forward, writing one message into a struct vsxd_err on
- * failure, and touches nothing else. The run-time part (forward.c) runs
- * forwards on vsxd's libevent loop over the backend's router.
+ * failure, and touches nothing else. The run-time part (forward.c, with
+ * the relay data path in relay.c; both in libvsxd) runs forwards on
+ * vsxd's libevent loop over the backend's router.
  *
  * Ownership: every char * in these structs is heap memory owned by the
  * struct that holds it (vsxd_fwd_free releases it).
@@ -50,11 +51,11 @@ enum {
 	VSXD_FWD_NAME = 1u << 4,
 };
 
-#define VSXD_FWD_NAME_MAX 64
 #define VSXD_FWD_ALLOW_MAX 256
 
 struct vsxd_forward {
-	char *name;                   /* given, or the listen address (cut) */
+	char *name;                   /* given, or the listen address (cut);
+					 at most VSXD_NAME_MAX bytes (config.h) */
 	struct vsxd_endpoint listen;
 	struct vsxd_endpoint connect;
 	uint32_t *allow;              /* n_allow peer CIDs; none: everyone */
@@ -83,7 +84,7 @@ bool vsxd_fwd_same(const struct vsxd_forward *a, const struct vsxd_forward *b);
 /* Forwards of @cfg: names and listen addresses unique. */
 int vsxd_fwd_check(const struct vsxd_config *cfg, struct vsxd_err *err);
 
-/* ---- Run time (forward.c) ---- */
+/* ---- Run time (forward.c, relay.c) ---- */
 
 struct event_base;
 struct vsxb_router;

@@ -42,7 +42,7 @@ static bool name_ok(const char *s, size_t n)
 {
 	size_t i;
 
-	if (!n || n > VSXD_FWD_NAME_MAX)
+	if (!n || n > VSXD_NAME_MAX)
 		return false;
 	for (i = 0; i < n; i++) {
 		char c = s[i];
@@ -274,7 +274,7 @@ int vsxd_fwd_set(struct vsxd_forward *f, const char *key, size_t keylen,
 	case VSXD_FWD_NAME:
 		if (!name_ok(val, vallen))
 			return vsxd_err_set(err, "name '%s' is not valid (1 to %u letters, digits, "
-				    "'.', '_' or '-')", vsxd_quote(qb, val, vallen), VSXD_FWD_NAME_MAX);
+				    "'.', '_' or '-')", vsxd_quote(qb, val, vallen), VSXD_NAME_MAX);
 		free(f->name);
 		f->name = strndup(val, vallen);
 		if (!f->name)
@@ -310,7 +310,7 @@ int vsxd_fwd_finish(struct vsxd_forward *f, struct vsxd_err *err)
 	if (!f->name) {
 		/* the listen address names it: unique, and stable across reloads */
 		n = strlen(f->listen.text);
-		f->name = strndup(f->listen.text, n > VSXD_FWD_NAME_MAX ? VSXD_FWD_NAME_MAX : n);
+		f->name = strndup(f->listen.text, n > VSXD_NAME_MAX ? VSXD_NAME_MAX : n);
 		if (!f->name)
 			return -ENOMEM;
 	}

@@ -2,12 +2,12 @@
  * vsxd: hosts vhost-user-vsock devices for QEMU guests on one libevent loop.
  *
  * Start-up: parse the command line, read the --config file, merge and check
- * the two (config.c), then create the backend's router and one VM per
- * configured device. Any problem in what the user gave exits 2 before
- * anything is created; a failure to start (a socket path in use, no
- * memory) exits 1 after undoing what was done. Then the loop runs until
- * SIGTERM or SIGINT, which free the router (it resets every connection and
- * unlinks every socket path) and exit 0.
+ * the two (cmdline.c, conffile.c, settings.c), then create the backend's
+ * router and one VM per configured device. Any problem in what the user
+ * gave exits 2 before anything is created; a failure to start (a socket
+ * path in use, no memory) exits 1 after undoing what was done. Then the
+ * loop runs until SIGTERM or SIGINT, which free the router (it resets
+ * every connection and unlinks every socket path) and exit 0.
  *
  * The control socket (control.c) is created after the VMs, at --control or
  * the [daemon] control path, else at VSX_CONTROL_PATH. A path that was

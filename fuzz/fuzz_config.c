@@ -1,6 +1,6 @@
 /*
- * Fuzz target: vsxd's settings parsers (daemon/config.c). The first byte
- * picks the parser, the rest is its input:
+ * Fuzz target: vsxd's settings parsers (daemon/settings.c, conffile.c,
+ * cmdline.c). The first byte picks the parser, the rest is its input:
  *   0: vsxd.conf(5) text: vsxd_config_parse, then vsxd_config_check and
  *      vsxd_config_merge with itself;
  *   1: a --vm spec (vsxd_vm_parse), then copy and compare;
@@ -105,7 +105,7 @@ static void fz_values(const uint8_t *p, size_t n)
 	if (!s)
 		return;
 	memcpy(s, p, n);
-	if (vsx__parse_size(s, n, VSXD_TX_BUFFER_MAX, &v) == 0 && v > VSXD_TX_BUFFER_MAX)
+	if (vsx__parse_size(s, n, VSXB_MAX_BUF_ALLOC, &v) == 0 && v > VSXB_MAX_BUF_ALLOC)
 		abort();
 	if (vsx__parse_uint(s, n, VSXD_CID_MAX, &v) == 0 && v > VSXD_CID_MAX)
 		abort();

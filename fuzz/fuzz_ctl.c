@@ -3,8 +3,9 @@
  *   0: a request block through vsx__ctl_parse (libvsx/ctl.c);
  *   1: a reply block through vsx__ctl_parse_reply;
  *   2, 3: a client's byte stream through vsxd's request handling
- *      (daemon/control.c, vsxd_control_answer), cut into blocks as
- *      client_process does, against a router with two VMs and no guest.
+ *      (daemon/control_cmds.c, vsxd_control_answer), cut into blocks as
+ *      control.c's client_process does, against a router with two VMs
+ *      and no guest.
  * Parsed pairs must point into the block, keys and values must be what
  * the protocol allows, and every reply must end with "errno=N\n\n".
  */

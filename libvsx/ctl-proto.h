@@ -36,16 +36,135 @@
 #define VSX_CTL_KEY_MAX 32
 #define VSX_CTL_VALUE_MAX 1024
 
-/* Commands (cmd=) */
-#define VSX_CTL_STATUS "status"         /* -> version, uptime, vms, conns */
-#define VSX_CTL_LIST "list"             /* [vm=NAME] -> conn=ID records: the
-					   engine's, then (without vm=NAME)
-					   those vsxd forwards relay */
-#define VSX_CTL_SHOW "show"             /* id=ID -> one conn record */
-#define VSX_CTL_SET_BUFFER "set-buffer" /* id=ID | vm=NAME [host-port=P], rx=BYTES */
-#define VSX_CTL_CLOSE "close"           /* id=ID [reset=1] */
-#define VSX_CTL_RESOLVE "resolve"       /* vm=NAME -> uds-path=, cid= */
-#define VSX_CTL_VMS "vms"               /* -> vm=NAME records */
+/*
+ * The contract. Bump VSX_CTL_VERSION when any of these change: a command,
+ * a key, what a key means, which keys a command takes or a record
+ * carries. (Adding a reply key that old clients ignore is compatible;
+ * say so in vsxd(8) all the same.)
+ *
+ * Commands (cmd=), the keys their requests take (required, [optional])
+ * and the keys of their replies. A reply is one record or a run of
+ * records, each starting at its first key; keys in [] appear only when
+ * they apply. Every reply then ends with [error=TEXT] errno=N.
+ *
+ *   command     request                   reply
+ *   status      -                         one record: version protocol pid
+ *                                         uptime vms vms-connected conns
+ *                                         conns-opened conns-refused
+ *                                         refused-max-conns
+ *                                         refused-max-conns-per-vm
+ *                                         reset-max-conn-memory max-conns
+ *                                         max-conns-per-vm max-conn-memory
+ *                                         handshake-timeout-ms
+ *                                         connect-timeout-ms
+ *                                         linger-timeout-ms [poll-us
+ *                                         poll-window-ns poll-hits
+ *                                         poll-misses] forwards relays
+ *                                         fwd-accepted fwd-denied fwd-failed
+ *                                         auth-failures clients control
+ *   vms         -                         vm= records: vm cid socket
+ *                                         [uds-path] connected broken conns
+ *                                         tx-buffer-size
+ *   list        [vm]                      conn= records (CONN below): the
+ *                                         engine's, then (without vm=) the
+ *                                         relays of vsxd's forwards (RELAY)
+ *   show        id                        one CONN or RELAY record
+ *   set-buffer  id | vm [host-port] |     with vm= alone (the VM's default
+ *               uds-path host-port;       for new connections): vm rx
+ *               rx; [tx] (refused:        scope=new-connections; else: conn
+ *               EOPNOTSUPP)               vm rx buf-alloc scope=connection
+ *   close       id [reset] (0 or 1)       conn, vm (engine) or forward
+ *                                         (relay), action=close|reset
+ *   resolve     vm                        vm uds-path cid
+ *
+ *   CONN:  conn vm type state origin guest peer to-guest from-guest
+ *          buf-alloc fwd-cnt peer-buf-alloc peer-fwd-cnt tx-free rx-free
+ *          guest-shut host-shut queued [forward]
+ *   RELAY: conn vm(-) type state origin(relay) guest peer to-guest
+ *          from-guest queued forward auth
+ */
+#define VSX_CTL_K_CMD "cmd"             /* every request, after the version */
+#define VSX_CTL_K_ERROR "error"         /* every failed reply */
+#define VSX_CTL_K_ERRNO "errno"         /* every reply, last */
+
+#define VSX_CTL_STATUS "status"
+#define VSX_CTL_VMS "vms"
+#define VSX_CTL_LIST "list"
+#define VSX_CTL_SHOW "show"
+#define VSX_CTL_SET_BUFFER "set-buffer"
+#define VSX_CTL_CLOSE "close"
+#define VSX_CTL_RESOLVE "resolve"
+
+/* Request keys (and the reply keys of the same name) */
+#define VSX_CTL_K_ID "id"               /* a connection id (decimal) */
+#define VSX_CTL_K_VM "vm"               /* a VM name; also a vm= record */
+#define VSX_CTL_K_UDS_PATH "uds-path"   /* a VM's hybrid socket path */
+#define VSX_CTL_K_HOST_PORT "host-port" /* the host end's port (hybrid) */
+#define VSX_CTL_K_RX "rx"               /* bytes (decimal) */
+#define VSX_CTL_K_TX "tx"
+#define VSX_CTL_K_RESET "reset"         /* 0 or 1 */
+
+/* status */
+#define VSX_CTL_K_VERSION "version"     /* vsxd's package version */
+#define VSX_CTL_K_PROTOCOL "protocol"   /* VSX_CTL_VERSION */
+#define VSX_CTL_K_PID "pid"
+#define VSX_CTL_K_UPTIME "uptime"       /* seconds */
+#define VSX_CTL_K_VMS "vms"
+#define VSX_CTL_K_VMS_CONNECTED "vms-connected"
+#define VSX_CTL_K_CONNS "conns"         /* also in vm= records */
+#define VSX_CTL_K_CONNS_OPENED "conns-opened"
+#define VSX_CTL_K_CONNS_REFUSED "conns-refused"
+#define VSX_CTL_K_REFUSED_MAX_CONNS "refused-max-conns"
+#define VSX_CTL_K_REFUSED_MAX_CONNS_PER_VM "refused-max-conns-per-vm"
+#define VSX_CTL_K_RESET_MAX_CONN_MEMORY "reset-max-conn-memory"
+#define VSX_CTL_K_MAX_CONNS "max-conns"
+#define VSX_CTL_K_MAX_CONNS_PER_VM "max-conns-per-vm"
+#define VSX_CTL_K_MAX_CONN_MEMORY "max-conn-memory"
+#define VSX_CTL_K_HANDSHAKE_TIMEOUT_MS "handshake-timeout-ms"
+#define VSX_CTL_K_CONNECT_TIMEOUT_MS "connect-timeout-ms"
+#define VSX_CTL_K_LINGER_TIMEOUT_MS "linger-timeout-ms"
+#define VSX_CTL_K_POLL_US "poll-us"
+#define VSX_CTL_K_POLL_WINDOW_NS "poll-window-ns"
+#define VSX_CTL_K_POLL_HITS "poll-hits"
+#define VSX_CTL_K_POLL_MISSES "poll-misses"
+#define VSX_CTL_K_FORWARDS "forwards"
+#define VSX_CTL_K_RELAYS "relays"
+#define VSX_CTL_K_FWD_ACCEPTED "fwd-accepted"
+#define VSX_CTL_K_FWD_DENIED "fwd-denied"
+#define VSX_CTL_K_FWD_FAILED "fwd-failed"
+#define VSX_CTL_K_AUTH_FAILURES "auth-failures"
+#define VSX_CTL_K_CLIENTS "clients"     /* control clients served */
+#define VSX_CTL_K_CONTROL "control"     /* the control socket path */
+
+/* vm= records (vms), resolve */
+#define VSX_CTL_K_CID "cid"
+#define VSX_CTL_K_SOCKET "socket"       /* the vhost-user socket path */
+#define VSX_CTL_K_CONNECTED "connected" /* 0 or 1: a front-end is there */
+#define VSX_CTL_K_BROKEN "broken"       /* 0 or 1 */
+#define VSX_CTL_K_TX_BUFFER_SIZE "tx-buffer-size"
+
+/* conn= records (list, show), set-buffer and close replies */
+#define VSX_CTL_K_CONN "conn"           /* the record's id */
+#define VSX_CTL_K_TYPE "type"           /* stream, seqpacket */
+#define VSX_CTL_K_STATE "state"         /* connecting, established, closing */
+#define VSX_CTL_K_ORIGIN "origin"       /* guest, host, sibling, relay */
+#define VSX_CTL_K_GUEST "guest"         /* CID:PORT (relay: the client) */
+#define VSX_CTL_K_PEER "peer"           /* CID:PORT (relay: the target) */
+#define VSX_CTL_K_TO_GUEST "to-guest"   /* bytes */
+#define VSX_CTL_K_FROM_GUEST "from-guest"
+#define VSX_CTL_K_BUF_ALLOC "buf-alloc"
+#define VSX_CTL_K_FWD_CNT "fwd-cnt"
+#define VSX_CTL_K_PEER_BUF_ALLOC "peer-buf-alloc"
+#define VSX_CTL_K_PEER_FWD_CNT "peer-fwd-cnt"
+#define VSX_CTL_K_TX_FREE "tx-free"
+#define VSX_CTL_K_RX_FREE "rx-free"
+#define VSX_CTL_K_GUEST_SHUT "guest-shut"   /* none, rcv, send, both */
+#define VSX_CTL_K_HOST_SHUT "host-shut"
+#define VSX_CTL_K_QUEUED "queued"       /* bytes held by vsxd */
+#define VSX_CTL_K_FORWARD "forward"     /* the forward's name */
+#define VSX_CTL_K_AUTH "auth"           /* yes, no */
+#define VSX_CTL_K_SCOPE "scope"         /* connection, new-connections */
+#define VSX_CTL_K_ACTION "action"       /* close, reset */
 
 struct vsx_kv {
 	const char *key;
@@ -88,6 +207,39 @@ const char *vsx__ctl_get(const struct vsx_kvs *kvs, const char *key);
  * none is complete yet. */
 size_t vsx__ctl_block_end(const char *buf, size_t len);
 
+
+/*
+ * The request builder: every request a client sends (vsxctl, libvsx's
+ * vm: and hybrid transports, test clients) is made here. It writes
+ *
+ *     vsx-control=VSX_CTL_VERSION\ncmd=CMD\nKEY=VALUE\n...\n\n
+ *
+ * into @r->buf and checks what the server would refuse: each key
+ * ([a-z0-9_-], 1 to VSX_CTL_KEY_MAX bytes, neither cmd nor the version
+ * key, not given twice), each value (printable ASCII, at most
+ * VSX_CTL_VALUE_MAX bytes), the block (at most VSX_CTL_MAX_LINES lines
+ * and VSX_CTL_REQ_MAX bytes with its empty line). The first error sticks
+ * (later adds do nothing) and is what vsx__ctl_req_end returns:
+ * -EINVAL (a bad key or value) or -E2BIG (too many lines or bytes).
+ * Nothing is allocated; @r may live on the stack.
+ */
+struct vsx_ctl_req {
+	char buf[VSX_CTL_REQ_MAX + 1];  /* the block, NUL-terminated once ended */
+	size_t len;                     /* bytes in @buf */
+	unsigned lines;
+	int err;                        /* 0, or the first error */
+};
+
+/* Start a request for command @cmd (checked as a value). */
+void vsx__ctl_req_init(struct vsx_ctl_req *r, const char *cmd);
+/* Add "KEY=VALUE"; returns @r->err (0 while all is well). */
+int vsx__ctl_req_add(struct vsx_ctl_req *r, const char *key, const char *value);
+/* The same with a printf-formatted value. */
+__attribute__((format(printf, 3, 4)))
+int vsx__ctl_req_addf(struct vsx_ctl_req *r, const char *key, const char *fmt, ...);
+/* End the block (its empty line): 0 with the request in @r->buf (@r->len
+ * bytes, NUL-terminated), or the first error. */
+int vsx__ctl_req_end(struct vsx_ctl_req *r);
 
 /*
  * Client: send @request (a complete block, version line included) to the

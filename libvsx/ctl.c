@@ -1,7 +1,10 @@
-/* The vsxd control protocol: parsing and the client call (ctl-proto.h). */
+/* The vsxd control protocol: the request builder, parsing and the client
+ * call (ctl-proto.h). */
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -35,6 +38,105 @@ static int value_ok(const char *v, size_t n)
 			return 0;
 	return 1;
 }
+
+/* ---- The request builder ---- */
+
+/* Append @n bytes; -E2BIG when the block would not fit. */
+static void req_put(struct vsx_ctl_req *r, const char *p, size_t n)
+{
+	if (r->err)
+		return;
+	if (n > VSX_CTL_REQ_MAX - r->len) {
+		r->err = -E2BIG;
+		return;
+	}
+	memcpy(r->buf + r->len, p, n);
+	r->len += n;
+}
+
+/* Has the block a line "KEY=" already? */
+static bool req_has(const struct vsx_ctl_req *r, const char *key, size_t n)
+{
+	const char *p = r->buf, *end = r->buf + r->len;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+
+		if ((size_t)(end - p) > n && !memcmp(p, key, n) && p[n] == '=')
+			return true;
+		if (!nl)
+			break;
+		p = nl + 1;
+	}
+	return false;
+}
+
+static void req_line(struct vsx_ctl_req *r, const char *key, const char *value)
+{
+	size_t kn = strlen(key), vn = strlen(value);
+
+	if (r->err)
+		return;
+	if (!key_ok(key, kn) || !value_ok(value, vn) || req_has(r, key, kn)) {
+		r->err = -EINVAL;
+		return;
+	}
+	if (r->lines >= VSX_CTL_MAX_LINES) {
+		r->err = -E2BIG;
+		return;
+	}
+	req_put(r, key, kn);
+	req_put(r, "=", 1);
+	req_put(r, value, vn);
+	req_put(r, "\n", 1);
+	r->lines++;
+}
+
+void vsx__ctl_req_init(struct vsx_ctl_req *r, const char *cmd)
+{
+	char ver[16];
+
+	r->len = 0;
+	r->lines = 0;
+	r->err = 0;
+	r->buf[0] = '\0';
+	snprintf(ver, sizeof(ver), "%d", VSX_CTL_VERSION);
+	req_line(r, VSX_CTL_MAGIC, ver);
+	req_line(r, VSX_CTL_K_CMD, cmd);
+}
+
+int vsx__ctl_req_add(struct vsx_ctl_req *r, const char *key, const char *value)
+{
+	if (!r->err && (!strcmp(key, VSX_CTL_MAGIC) || !strcmp(key, VSX_CTL_K_CMD)))
+		r->err = -EINVAL;
+	req_line(r, key, value);
+	return r->err;
+}
+
+int vsx__ctl_req_addf(struct vsx_ctl_req *r, const char *key, const char *fmt, ...)
+{
+	char v[VSX_CTL_VALUE_MAX + 2];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(v, sizeof(v), fmt, ap);
+	va_end(ap);
+	if (!r->err && (n < 0 || (size_t)n >= sizeof(v)))
+		r->err = -EINVAL;       /* longer than any value may be */
+	return vsx__ctl_req_add(r, key, v);
+}
+
+int vsx__ctl_req_end(struct vsx_ctl_req *r)
+{
+	req_put(r, "\n", 1);
+	if (r->err)
+		return r->err;
+	r->buf[r->len] = '\0';
+	return 0;
+}
+
+/* ---- Parsing ---- */
 
 static int kvs_grow(struct vsx_kvs *kvs)
 {
@@ -237,7 +339,7 @@ int vsx__ctl_call(const char *path, const char *request, int timeout_ms,
 		goto out_free;
 	}
 	rc = vsx__ctl_parse_reply(nb, end - 1, &kvs);
-	ev_s = rc == 0 ? vsx__ctl_get(&kvs, "errno") : NULL;
+	ev_s = rc == 0 ? vsx__ctl_get(&kvs, VSX_CTL_K_ERRNO) : NULL;
 	if (!ev_s || vsx__parse_dec(ev_s, strlen(ev_s), 4095, &e) < 0) {
 		vsx__ctl_kvs_free(&kvs);
 		free(nb);

@@ -1,6 +1,7 @@
 /*
- * The control protocol (libvsx/ctl-proto.h): block parsing, bad input, and
- * the client call against a control server written here; plus libvsx's
+ * The control protocol (libvsx/ctl-proto.h): the request builder, block
+ * parsing, bad input, and the client call against a control server
+ * written here; plus libvsx's
  * vm:NAME:PORT resolution and hybrid buffer requests through it.
  */
 #include <criterion/criterion.h>
@@ -269,4 +270,144 @@ Test(ctl, vm_unknown_and_no_daemon)
 	cr_assert_eq(rc, -EHOSTUNREACH);
 	cr_assert_not_null(strstr(vsx_strerror(rc), "web"));
 	fake_stop(&f);
+}
+
+/* ---- The request builder ---- */
+
+Test(ctl, req_bytes)
+{
+	struct vsx_ctl_req r;
+
+	vsx__ctl_req_init(&r, VSX_CTL_STATUS);
+	cr_assert_eq(vsx__ctl_req_end(&r), 0);
+	cr_assert_str_eq(r.buf, "vsx-control=1\ncmd=status\n\n");
+	cr_assert_eq(r.len, strlen(r.buf));
+
+	vsx__ctl_req_init(&r, VSX_CTL_SET_BUFFER);
+	cr_assert_eq(vsx__ctl_req_add(&r, VSX_CTL_K_UDS_PATH, "/run/vm 3.vsock"), 0);
+	cr_assert_eq(vsx__ctl_req_addf(&r, VSX_CTL_K_HOST_PORT, "%u", 1024u), 0);
+	cr_assert_eq(vsx__ctl_req_addf(&r, VSX_CTL_K_RX, "%zu", (size_t)65536), 0);
+	cr_assert_eq(vsx__ctl_req_add(&r, "empty", ""), 0);
+	cr_assert_eq(vsx__ctl_req_end(&r), 0);
+	cr_assert_str_eq(r.buf, "vsx-control=1\ncmd=set-buffer\nuds-path=/run/vm 3.vsock\n"
+			 "host-port=1024\nrx=65536\nempty=\n\n");
+	cr_assert_eq(r.len, strlen(r.buf));
+}
+
+/* What the builder writes, vsxd's parser reads back. */
+Test(ctl, req_parses_back)
+{
+	struct vsx_ctl_req r;
+	struct vsx_kvs kvs;
+
+	vsx__ctl_req_init(&r, VSX_CTL_CLOSE);
+	vsx__ctl_req_addf(&r, VSX_CTL_K_ID, "%llu", 18446744073709551615ull);
+	vsx__ctl_req_add(&r, VSX_CTL_K_RESET, "1");
+	cr_assert_eq(vsx__ctl_req_end(&r), 0);
+	cr_assert_eq(vsx__ctl_block_end(r.buf, r.len), r.len);
+	cr_assert_eq(vsx__ctl_parse(r.buf, r.len - 1, &kvs), 0);
+	cr_assert_eq(kvs.n, 4);
+	cr_assert_str_eq(kvs.kv[0].key, "vsx-control");
+	cr_assert_str_eq(vsx__ctl_get(&kvs, VSX_CTL_K_CMD), "close");
+	cr_assert_str_eq(vsx__ctl_get(&kvs, VSX_CTL_K_ID), "18446744073709551615");
+	cr_assert_str_eq(vsx__ctl_get(&kvs, VSX_CTL_K_RESET), "1");
+}
+
+Test(ctl, req_bad_keys)
+{
+	static const char *bad[] = {
+		"", "Upper", "sp ace", "a=b", "new\nline", "k\x80",
+		"averyveryveryveryverylongkeyname_over32",
+		"cmd", "vsx-control",          /* the builder writes those */
+		"rx",                          /* given twice (below) */
+	};
+	struct vsx_ctl_req r;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		vsx__ctl_req_init(&r, VSX_CTL_SET_BUFFER);
+		cr_assert_eq(vsx__ctl_req_add(&r, VSX_CTL_K_RX, "1"), 0);
+		cr_expect_eq(vsx__ctl_req_add(&r, bad[i], "1"), -EINVAL, "key %zu accepted", i);
+		cr_expect_eq(vsx__ctl_req_end(&r), -EINVAL, "key %zu: end", i);
+	}
+	/* a 32-byte key is fine, and a key that only starts like another */
+	vsx__ctl_req_init(&r, VSX_CTL_STATUS);
+	cr_assert_eq(vsx__ctl_req_add(&r, "k0123456789012345678901234567890", "v"), 0);
+	cr_assert_eq(vsx__ctl_req_add(&r, "cm", "v"), 0);
+	cr_assert_eq(vsx__ctl_req_add(&r, "vsx", "v"), 0);
+	cr_assert_eq(vsx__ctl_req_end(&r), 0);
+}
+
+Test(ctl, req_bad_values)
+{
+	static const char *bad[] = { "tab\there", "new\nline", "\x01", "caf\xc3\xa9", "\x7f" };
+	char big[VSX_CTL_VALUE_MAX + 2];
+	struct vsx_ctl_req r;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		vsx__ctl_req_init(&r, VSX_CTL_LIST);
+		cr_expect_eq(vsx__ctl_req_add(&r, VSX_CTL_K_VM, bad[i]), -EINVAL,
+			     "value %zu accepted", i);
+		cr_expect_eq(vsx__ctl_req_end(&r), -EINVAL);
+	}
+	/* VSX_CTL_VALUE_MAX bytes: fine; one more: refused, by add and addf */
+	memset(big, 'v', VSX_CTL_VALUE_MAX);
+	big[VSX_CTL_VALUE_MAX] = '\0';
+	vsx__ctl_req_init(&r, VSX_CTL_LIST);
+	cr_assert_eq(vsx__ctl_req_add(&r, VSX_CTL_K_VM, big), 0);
+	cr_assert_eq(vsx__ctl_req_end(&r), 0);
+	big[VSX_CTL_VALUE_MAX] = 'v';
+	big[VSX_CTL_VALUE_MAX + 1] = '\0';
+	vsx__ctl_req_init(&r, VSX_CTL_LIST);
+	cr_assert_eq(vsx__ctl_req_add(&r, VSX_CTL_K_VM, big), -EINVAL);
+	vsx__ctl_req_init(&r, VSX_CTL_LIST);
+	cr_assert_eq(vsx__ctl_req_addf(&r, VSX_CTL_K_VM, "%s", big), -EINVAL);
+	/* a bad command is a bad value */
+	vsx__ctl_req_init(&r, "bad\ncmd");
+	cr_assert_eq(vsx__ctl_req_end(&r), -EINVAL);
+}
+
+Test(ctl, req_limits)
+{
+	char key[16], big[VSX_CTL_VALUE_MAX + 1];
+	struct vsx_ctl_req r;
+	unsigned i;
+	int rc = 0;
+
+	/* VSX_CTL_MAX_LINES lines in all (version and cmd included) */
+	vsx__ctl_req_init(&r, VSX_CTL_STATUS);
+	for (i = 2; i < VSX_CTL_MAX_LINES; i++) {
+		snprintf(key, sizeof(key), "k%u", i);
+		cr_assert_eq(vsx__ctl_req_add(&r, key, "v"), 0);
+	}
+	cr_assert_eq(vsx__ctl_req_add(&r, "one-more", "v"), -E2BIG);
+	cr_assert_eq(vsx__ctl_req_add(&r, "after", "v"), -E2BIG, "the first error sticks");
+	cr_assert_eq(vsx__ctl_req_end(&r), -E2BIG);
+
+	/* VSX_CTL_REQ_MAX bytes, the empty line included */
+	memset(big, 'v', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	vsx__ctl_req_init(&r, VSX_CTL_STATUS);
+	for (i = 0; rc == 0 && i < 8; i++) {
+		snprintf(key, sizeof(key), "k%u", i);
+		rc = vsx__ctl_req_add(&r, key, big);
+	}
+	cr_assert_eq(rc, -E2BIG);
+	cr_assert_eq(vsx__ctl_req_end(&r), -E2BIG);
+
+	/* exactly VSX_CTL_REQ_MAX: "vsx-control=1\ncmd=status\n" is 25 bytes,
+	 * then "kN=" lines and the empty line */
+	vsx__ctl_req_init(&r, VSX_CTL_STATUS);
+	for (i = 0; i < 3; i++) {
+		snprintf(key, sizeof(key), "k%u", i);
+		cr_assert_eq(vsx__ctl_req_add(&r, key, big), 0);    /* 3 * 1028 */
+	}
+	memset(big, 'w', VSX_CTL_REQ_MAX - r.len - 5);
+	big[VSX_CTL_REQ_MAX - r.len - 5] = '\0';
+	cr_assert_eq(vsx__ctl_req_add(&r, "k3", big), 0);   /* "k3=" + value + "\n" */
+	cr_assert_eq(r.len, VSX_CTL_REQ_MAX - 1);
+	cr_assert_eq(vsx__ctl_req_end(&r), 0);
+	cr_assert_eq(r.len, VSX_CTL_REQ_MAX);
+	cr_assert_eq(strlen(r.buf), VSX_CTL_REQ_MAX);
 }

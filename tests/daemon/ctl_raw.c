@@ -10,9 +10,13 @@
  * connection). It stops once -n N replies arrived, or when vsxd closes, or
  * after -t SECONDS (default 30; exit 3).
  *
- *   ctl_raw [-n N] [-s] [-t SECONDS] [-w MS] SOCKET
+ *   ctl_raw [-n N] [-s] [-t SECONDS] [-w MS] [-r CMD [-a KEY=VALUE]...] SOCKET
  *     -s   shut down the sending side after the input (EOF to vsxd)
  *     -w   read nothing for the first MS milliseconds (a slow reader)
+ *     -r   send one well-formed request instead of standard input: command
+ *          CMD with the -a arguments, made by the request builder every
+ *          client uses (vsx__ctl_req_*, ctl-proto.h); exit 2 if it refuses
+ *          them (raw mode, standard input, is for what it refuses)
  *
  * A send that fails because vsxd closed first (EPIPE) is reported on
  * standard error and the reply is still read.
@@ -27,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ctl-proto.h"
+
 static long long now_ms(void)
 {
 	struct timespec ts;
@@ -37,22 +43,61 @@ static long long now_ms(void)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: ctl_raw [-n N] [-s] [-t SECONDS] [-w MS] SOCKET <REQUESTS\n");
+	fprintf(stderr, "usage: ctl_raw [-n N] [-s] [-t SECONDS] [-w MS] SOCKET <REQUESTS\n"
+		"       ctl_raw [-n N] [-s] [-t SECONDS] [-w MS] -r CMD [-a KEY=VALUE]... "
+		"SOCKET\n");
 	return 2;
+}
+
+/* -r CMD -a KEY=VALUE...: the request, built, in @in (malloc'ed). */
+static int build(const char *cmd, char **args, unsigned nargs, char **in, size_t *inlen)
+{
+	static struct vsx_ctl_req req;
+	unsigned i;
+
+	vsx__ctl_req_init(&req, cmd);
+	for (i = 0; i < nargs; i++) {
+		char *eq = strchr(args[i], '=');
+
+		if (!eq) {
+			fprintf(stderr, "ctl_raw: -a %s: not KEY=VALUE\n", args[i]);
+			return -1;
+		}
+		*eq = '\0';
+		vsx__ctl_req_add(&req, args[i], eq + 1);
+		*eq = '=';
+	}
+	if (vsx__ctl_req_end(&req) < 0) {
+		fprintf(stderr, "ctl_raw: the request builder refuses this request: %s\n",
+			strerror(-req.err));
+		return -1;
+	}
+	*in = strdup(req.buf);
+	*inlen = req.len;
+	return *in ? 0 : -1;
 }
 
 int main(int argc, char **argv)
 {
 	struct sockaddr_un un = { .sun_family = AF_UNIX };
 	long want = -1, replies = 0, timeout_s = 30, wait_ms = 0;
-	char *in = NULL, buf[65536], last = 0;
+	char *in = NULL, buf[65536], last = 0, *cmd = NULL, *args[VSX_CTL_MAX_LINES];
+	unsigned nargs = 0;
 	size_t inlen = 0, incap = 0, off = 0;
 	int fd, ch, shut = 0, closed = 0;
 	long long deadline, read_from;
 	ssize_t n;
 
-	while ((ch = getopt(argc, argv, "n:st:w:")) != -1) {
+	while ((ch = getopt(argc, argv, "n:st:w:r:a:")) != -1) {
 		switch (ch) {
+		case 'r':
+			cmd = optarg;
+			break;
+		case 'a':
+			if (nargs == VSX_CTL_MAX_LINES)
+				return usage();
+			args[nargs++] = optarg;
+			break;
 		case 'n':
 			want = atol(optarg);
 			break;
@@ -69,12 +114,15 @@ int main(int argc, char **argv)
 			return usage();
 		}
 	}
-	if (optind + 1 != argc || strlen(argv[optind]) >= sizeof(un.sun_path))
+	if (optind + 1 != argc || strlen(argv[optind]) >= sizeof(un.sun_path) ||
+	    (nargs && !cmd))
 		return usage();
 	strcpy(un.sun_path, argv[optind]);
 
+	if (cmd && build(cmd, args, nargs, &in, &inlen) < 0)
+		return 2;
 	/* the whole input first */
-	for (;;) {
+	for (; !cmd;) {
 		if (inlen == incap) {
 			incap = incap ? incap * 2 : 65536;
 			in = realloc(in, incap);

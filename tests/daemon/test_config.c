@@ -1,6 +1,7 @@
 /*
  * vsxd's settings: --vm lists, the single-VM flags, the command line,
- * vsxd.conf(5), merging and whole-config checks (daemon/config.c).
+ * vsxd.conf(5), merging and whole-config checks (daemon/settings.c,
+ * conffile.c, cmdline.c).
  * Every error case checks the return value and the key part of the
  * message the user would read.
  */

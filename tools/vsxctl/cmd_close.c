@@ -7,11 +7,9 @@
 
 int close_main(int argc, char **argv)
 {
-	const char *args[3] = { "cmd=" VSX_CTL_CLOSE };
+	struct vsx_ctl_req req;
 	struct vsx_kvs kvs;
-	char idarg[40];
 	char *buf = NULL;
-	unsigned nargs = 2;
 	uint64_t id;
 	int rc;
 
@@ -19,11 +17,11 @@ int close_main(int argc, char **argv)
 		die_usage("close");
 	if (parse_u64(argv[1], &id) < 0)
 		return err_msg("close", "'%s' is not a connection id", argv[1]);
-	snprintf(idarg, sizeof(idarg), "id=%llu", (unsigned long long)id);
-	args[1] = idarg;
+	vsx__ctl_req_init(&req, VSX_CTL_CLOSE);
+	vsx__ctl_req_addf(&req, VSX_CTL_K_ID, "%llu", (unsigned long long)id);
 	if (argc == 3)
-		args[nargs++] = "reset=1";
-	rc = ctl_request("close", args, nargs, &buf, &kvs);
+		vsx__ctl_req_add(&req, VSX_CTL_K_RESET, "1");
+	rc = ctl_request("close", &req, &buf, &kvs);
 	vsx__ctl_kvs_free(&kvs);
 	free(buf);
 	return rc;

@@ -7,22 +7,22 @@
 #include "vsxctl.h"
 
 static const struct out_col conn_cols[] = {
-	{ "conn", "ID", true },
-	{ "vm", "VM", false },
-	{ "type", "TYPE", false },
-	{ "state", "STATE", false },
-	{ "guest", "GUEST", false },
-	{ "peer", "PEER", false },
-	{ "to-guest", "TO_GUEST", true },
-	{ "from-guest", "FROM_GUEST", true },
-	{ "buf-alloc", "BUF_ALLOC", true },
-	{ "fwd-cnt", "FWD_CNT", true },
-	{ "peer-buf-alloc", "PEER_BUF", true },
-	{ "peer-fwd-cnt", "PEER_FWD", true },
-	{ "tx-free", "TX_FREE", true },
-	{ "rx-free", "RX_FREE", true },
-	{ "forward", "FORWARD", false },  /* vsxd forwards: the forward's name */
-	{ "auth", "AUTH", false },        /* yes: peer authenticated (psk) */
+	{ VSX_CTL_K_CONN, "ID", true },
+	{ VSX_CTL_K_VM, "VM", false },
+	{ VSX_CTL_K_TYPE, "TYPE", false },
+	{ VSX_CTL_K_STATE, "STATE", false },
+	{ VSX_CTL_K_GUEST, "GUEST", false },
+	{ VSX_CTL_K_PEER, "PEER", false },
+	{ VSX_CTL_K_TO_GUEST, "TO_GUEST", true },
+	{ VSX_CTL_K_FROM_GUEST, "FROM_GUEST", true },
+	{ VSX_CTL_K_BUF_ALLOC, "BUF_ALLOC", true },
+	{ VSX_CTL_K_FWD_CNT, "FWD_CNT", true },
+	{ VSX_CTL_K_PEER_BUF_ALLOC, "PEER_BUF", true },
+	{ VSX_CTL_K_PEER_FWD_CNT, "PEER_FWD", true },
+	{ VSX_CTL_K_TX_FREE, "TX_FREE", true },
+	{ VSX_CTL_K_RX_FREE, "RX_FREE", true },
+	{ VSX_CTL_K_FORWARD, "FORWARD", false },  /* vsxd forwards: the forward's name */
+	{ VSX_CTL_K_AUTH, "AUTH", false },        /* yes: peer authenticated (psk) */
 };
 
 int list_main(int argc, char **argv)
@@ -31,25 +31,27 @@ int list_main(int argc, char **argv)
 		{ "vm", required_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *args[2] = { "cmd=" VSX_CTL_LIST };
-	char vmarg[VSX_CTL_VALUE_MAX + 8];
+	const char *vm = NULL;
+	struct vsx_ctl_req req;
 	struct vsx_kvs kvs;
-	unsigned nargs = 1;
 	char *buf = NULL;
 	int ch, rc;
 
 	while ((ch = getopt_long(argc, argv, "v:", longopts, NULL)) != -1) {
 		if (ch != 'v')
 			die_usage("list");
-		snprintf(vmarg, sizeof(vmarg), "vm=%s", optarg);
-		args[nargs++] = vmarg;
+		vm = optarg;
 	}
 	if (optind != argc)
 		die_usage("list");
-	rc = ctl_request("list", args, nargs, &buf, &kvs);
+	vsx__ctl_req_init(&req, VSX_CTL_LIST);
+	if (vm)
+		vsx__ctl_req_add(&req, VSX_CTL_K_VM, vm);
+	rc = ctl_request("list", &req, &buf, &kvs);
 	if (rc)
 		return rc;
-	out_records(&kvs, "conn", conn_cols, sizeof(conn_cols) / sizeof(conn_cols[0]));
+	out_records(&kvs, VSX_CTL_K_CONN, conn_cols,
+		    sizeof(conn_cols) / sizeof(conn_cols[0]));
 	vsx__ctl_kvs_free(&kvs);
 	free(buf);
 	return 0;
@@ -57,8 +59,7 @@ int list_main(int argc, char **argv)
 
 int show_main(int argc, char **argv)
 {
-	const char *args[2] = { "cmd=" VSX_CTL_SHOW };
-	char idarg[40];
+	struct vsx_ctl_req req;
 	struct vsx_kvs kvs;
 	char *buf = NULL;
 	uint64_t id;
@@ -68,12 +69,12 @@ int show_main(int argc, char **argv)
 		die_usage("show");
 	if (parse_u64(argv[1], &id) < 0)
 		return err_msg("show", "'%s' is not a connection id", argv[1]);
-	snprintf(idarg, sizeof(idarg), "id=%llu", (unsigned long long)id);
-	args[1] = idarg;
-	rc = ctl_request("show", args, 2, &buf, &kvs);
+	vsx__ctl_req_init(&req, VSX_CTL_SHOW);
+	vsx__ctl_req_addf(&req, VSX_CTL_K_ID, "%llu", (unsigned long long)id);
+	rc = ctl_request("show", &req, &buf, &kvs);
 	if (rc)
 		return rc;
-	out_record_detail(&kvs, "conn");
+	out_record_detail(&kvs, VSX_CTL_K_CONN);
 	vsx__ctl_kvs_free(&kvs);
 	free(buf);
 	return 0;

@@ -96,12 +96,11 @@ int set_buffer_main(int argc, char **argv)
 		{ "fd", required_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *vm = NULL, *args[4] = { "cmd=" VSX_CTL_SET_BUFFER };
-	char a1[VSX_CTL_VALUE_MAX + 8], a2[48], a3[48];
+	const char *vm = NULL;
+	struct vsx_ctl_req req;
 	uint64_t rx = 0, tx = 0, pid = 0, fd = 0, id;
 	bool have_rx = false, have_tx = false, have_pid = false, have_fd = false;
 	struct vsx_kvs kvs;
-	unsigned nargs = 1;
 	char *buf = NULL;
 	int ch, rc;
 
@@ -141,27 +140,23 @@ int set_buffer_main(int argc, char **argv)
 				       "the sender is bounded by the peer's credit");
 		return set_foreign(pid, fd, rx);
 	}
+	vsx__ctl_req_init(&req, VSX_CTL_SET_BUFFER);
 	if (vm) {
 		if (optind != argc)
 			die_usage("set-buffer");
-		snprintf(a1, sizeof(a1), "vm=%s", vm);
+		vsx__ctl_req_add(&req, VSX_CTL_K_VM, vm);
 	} else {
 		if (optind + 1 != argc)
 			die_usage("set-buffer");
 		if (parse_u64(argv[optind], &id) < 0)
 			return err_msg("set-buffer", "'%s' is not a connection id", argv[optind]);
-		snprintf(a1, sizeof(a1), "id=%llu", (unsigned long long)id);
+		vsx__ctl_req_addf(&req, VSX_CTL_K_ID, "%llu", (unsigned long long)id);
 	}
-	args[nargs++] = a1;
-	if (have_rx) {
-		snprintf(a2, sizeof(a2), "rx=%llu", (unsigned long long)rx);
-		args[nargs++] = a2;
-	}
-	if (have_tx) {
-		snprintf(a3, sizeof(a3), "tx=%llu", (unsigned long long)tx);
-		args[nargs++] = a3;
-	}
-	rc = ctl_request("set-buffer", args, nargs, &buf, &kvs);
+	if (have_rx)
+		vsx__ctl_req_addf(&req, VSX_CTL_K_RX, "%llu", (unsigned long long)rx);
+	if (have_tx)
+		vsx__ctl_req_addf(&req, VSX_CTL_K_TX, "%llu", (unsigned long long)tx);
+	rc = ctl_request("set-buffer", &req, &buf, &kvs);
 	if (rc)
 		return rc;
 	out_pairs(&kvs);

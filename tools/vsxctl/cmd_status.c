@@ -5,14 +5,15 @@
 
 int status_main(int argc, char **argv)
 {
-	static const char *const args[] = { "cmd=" VSX_CTL_STATUS };
+	struct vsx_ctl_req req;
 	struct vsx_kvs kvs;
 	char *buf = NULL;
 	int rc;
 
 	if (argc != 1)
 		die_usage(argv[0]);
-	rc = ctl_request(argv[0], args, 1, &buf, &kvs);
+	vsx__ctl_req_init(&req, VSX_CTL_STATUS);
+	rc = ctl_request(argv[0], &req, &buf, &kvs);
 	if (rc)
 		return rc;
 	out_pairs(&kvs);

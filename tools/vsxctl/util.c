@@ -39,25 +39,19 @@ int parse_size(const char *s, uint64_t *out)
 	return vsx__parse_size(s, strlen(s), UINT64_MAX, out);
 }
 
-int ctl_request(const char *cmd, const char *const *args, unsigned nargs,
-		char **buf, struct vsx_kvs *kvs)
+int ctl_request(const char *cmd, struct vsx_ctl_req *req, char **buf,
+		struct vsx_kvs *kvs)
 {
-	char req[VSX_CTL_REQ_MAX];
 	const char *err;
-	size_t off;
-	unsigned i;
-	int rc, rerr = 0, n;
+	int rc, rerr = 0;
 
-	off = (size_t)snprintf(req, sizeof(req), VSX_CTL_MAGIC "=%d\n", VSX_CTL_VERSION);
-	for (i = 0; i < nargs; i++) {
-		n = snprintf(req + off, sizeof(req) - off, "%s\n", args[i]);
-		if (n < 0 || (size_t)n >= sizeof(req) - off - 1)
-			return err_msg(cmd, "request too long");
-		off += (size_t)n;
-	}
-	req[off++] = '\n';
-	req[off] = '\0';
-	rc = vsx__ctl_call(opt_control, req, 5000, buf, &rerr);
+	rc = vsx__ctl_req_end(req);
+	if (rc == -E2BIG)
+		return err_msg(cmd, "request too long");
+	if (rc < 0)
+		return err_msg(cmd, "cannot send that to vsxd: values are printable ASCII, "
+			       "at most %d bytes", VSX_CTL_VALUE_MAX);
+	rc = vsx__ctl_call(opt_control, req->buf, 5000, buf, &rerr);
 	if (rc == -ENOENT || rc == -ECONNREFUSED)
 		return err_msg(cmd, "no vsxd at %s (is it running? -c PATH)", opt_control);
 	if (rc == -EACCES)
@@ -72,7 +66,7 @@ int ctl_request(const char *cmd, const char *const *args, unsigned nargs,
 		return err_msg(cmd, "malformed reply from vsxd");
 	}
 	if (rerr) {
-		err = vsx__ctl_get(kvs, "error");
+		err = vsx__ctl_get(kvs, VSX_CTL_K_ERROR);
 		err_msg(cmd, "%s", err ? err : strerror(rerr));
 		vsx__ctl_kvs_free(kvs);
 		free(*buf);
@@ -127,7 +121,7 @@ static unsigned next_record(const struct vsx_kvs *kvs, const char *rec_key,
 			break;
 	for (j = i + 1; j < kvs->n; j++)
 		if (strcmp(kvs->kv[j].key, rec_key) == 0 ||
-		    strcmp(kvs->kv[j].key, "errno") == 0)
+		    strcmp(kvs->kv[j].key, VSX_CTL_K_ERRNO) == 0)
 			break;
 	*end = j;
 	return i;
@@ -212,7 +206,7 @@ void out_pairs(const struct vsx_kvs *kvs)
 	if (opt_json)
 		printf("{");
 	for (i = 0; i < kvs->n; i++) {
-		if (strcmp(kvs->kv[i].key, "errno") == 0)
+		if (strcmp(kvs->kv[i].key, VSX_CTL_K_ERRNO) == 0)
 			continue;
 		if (opt_json) {
 			printf(n++ ? ", " : "");

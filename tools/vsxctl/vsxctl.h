@@ -44,13 +44,14 @@ int parse_size(const char *s, uint64_t *out);
 int parse_u64(const char *s, uint64_t *out);
 
 /*
- * Send the request made of @nargs "key=value" strings (cmd first) to vsxd and
+ * End @req (vsx__ctl_req_init/add, ctl-proto.h), send it to vsxd and
  * parse the reply into @kvs (pointing into *@buf; on success the caller
- * releases both: vsx__ctl_kvs_free(@kvs), free(*@buf)). Prints the error and returns 1 when vsxd cannot be reached or says no;
- * 0 on success.
+ * releases both: vsx__ctl_kvs_free(@kvs), free(*@buf)). Prints the error
+ * and returns 1 when the request cannot be built, vsxd cannot be reached
+ * or says no; 0 on success.
  */
-int ctl_request(const char *cmd, const char *const *args, unsigned nargs,
-		char **buf, struct vsx_kvs *kvs);
+int ctl_request(const char *cmd, struct vsx_ctl_req *req, char **buf,
+		struct vsx_kvs *kvs);
 
 /* Output of reply records: a table with @cols columns, or JSON (opt_json). */
 struct out_col {

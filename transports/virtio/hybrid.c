@@ -262,7 +262,8 @@ static void hy_destruct(vsx_sock *s)
 static int hy_set_buffer(vsx_sock *s, int which, size_t bytes)
 {
 	struct hy *h = s->trans;
-	char req[VSX_PATH_MAX + 160], *reply = NULL;
+	struct vsx_ctl_req req;
+	char *reply = NULL;
 	int rc, rerr = 0;
 
 	if (which & VSX_TX)
@@ -270,10 +271,15 @@ static int hy_set_buffer(vsx_sock *s, int which, size_t bytes)
 				"sender is bounded by the guest's credit");
 	if (!h || s->local.kind != VSX_ADDR_UNIX)
 		return vsx__err(-ENOTCONN, "hybrid: not a connected hybrid socket");
-	snprintf(req, sizeof(req), VSX_CTL_MAGIC "=%d\ncmd=" VSX_CTL_SET_BUFFER
-		 "\nuds-path=%s\nhost-port=%u\nrx=%zu\n\n", VSX_CTL_VERSION,
-		 s->local.path, s->local.port, bytes);
-	rc = vsx__ctl_call(h->control, req, CTL_TIMEOUT_MS, &reply, &rerr);
+	vsx__ctl_req_init(&req, VSX_CTL_SET_BUFFER);
+	vsx__ctl_req_add(&req, VSX_CTL_K_UDS_PATH, s->local.path);
+	vsx__ctl_req_addf(&req, VSX_CTL_K_HOST_PORT, "%u", s->local.port);
+	vsx__ctl_req_addf(&req, VSX_CTL_K_RX, "%zu", bytes);
+	rc = vsx__ctl_req_end(&req);
+	if (rc < 0)     /* what vsxd would refuse (EINVAL): not sent */
+		return vsx__err(-EINVAL, "hybrid: vsxd refused the buffer change: the "
+				"socket path is not printable ASCII");
+	rc = vsx__ctl_call(h->control, req.buf, CTL_TIMEOUT_MS, &reply, &rerr);
 	free(reply);
 	if (rc == -ENOENT || rc == -ECONNREFUSED || rc == -EPROTO)
 		return vsx__err(-EOPNOTSUPP, "hybrid: the buffer is the backend's; no vsxd "
@@ -309,15 +315,19 @@ static int vm_connect(vsx_sock *s, const struct vsx_addr *a,
 {
 	struct vsx_addr ua = { .kind = VSX_ADDR_UNIX, .port = a->port };
 	const char *ctl = control_path(o), *path;
-	char req[160], *reply = NULL;
+	struct vsx_ctl_req req;
+	char *reply = NULL;
 	struct vsx_kvs kvs;
 	int64_t started;
 	int rc, rerr = 0;
 
-	snprintf(req, sizeof(req), VSX_CTL_MAGIC "=%d\ncmd=" VSX_CTL_RESOLVE "\nvm=%s\n\n",
-		 VSX_CTL_VERSION, a->path);
+	vsx__ctl_req_init(&req, VSX_CTL_RESOLVE);
+	vsx__ctl_req_add(&req, VSX_CTL_K_VM, a->path);
+	rc = vsx__ctl_req_end(&req);
+	if (rc < 0)
+		return vsx__err(-EINVAL, "vm: '%s' cannot be a VM name", a->path);
 	started = vsx__now_ms();
-	rc = vsx__ctl_call(ctl, req, s->connect_timeout_ms, &reply, &rerr);
+	rc = vsx__ctl_call(ctl, req.buf, s->connect_timeout_ms, &reply, &rerr);
 	if (rc == -ENOENT || rc == -ECONNREFUSED)
 		return vsx__err(-ENODEV, "vm: no vsxd answers at %s", ctl);
 	if (rc < 0)
@@ -330,7 +340,7 @@ static int vm_connect(vsx_sock *s, const struct vsx_addr *a,
 	/* vsx__ctl_call guarantees a complete block ending in "\n\n". */
 	path = NULL;
 	if (vsx__ctl_parse_reply(reply, strlen(reply) - 1, &kvs) == 0)
-		path = vsx__ctl_get(&kvs, "uds-path");
+		path = vsx__ctl_get(&kvs, VSX_CTL_K_UDS_PATH);
 	if (!path || !*path || strlen(path) >= sizeof(ua.path)) {
 		vsx__ctl_kvs_free(&kvs);
 		free(reply);

@@ -18,6 +18,7 @@
 #include "vhost-user/loop.h"
 
 #define VSXB_DEFAULT_BUF_ALLOC (256u * 1024)   /* tx-buffer-size default */
+#define VSXB_MAX_BUF_ALLOC (1u << 30)          /* largest buf_alloc / tx-buffer-size */
 #define VSXB_DEFAULT_QUEUE_SIZE 1024           /* largest ring accepted */
 #define VSXB_GROUP_DEFAULT "default"
 

@@ -1,71 +1,27 @@
 /*
- * vsxd's settings: values, VMs, vsxd.conf(5), the command line.
+ * vsxd's settings model: the values (uids, log levels, limits and
+ * durations), the VMs and the configuration as a whole, with their
+ * defaults, checks, copies and frees (config.h).
  *
  * The same key table serves the three ways to describe a VM: a --vm list
  * ("guest-cid=3,socket=...,uds-path=..."), the single-VM flags of
  * vhost-device-vsock (--guest-cid, --socket, --uds-path, ...) and a
  * [vm NAME] section of vsxd.conf. Each key is checked once, where it is
  * set (vsxd_vm_set); what needs every VM (unique CIDs, names and paths) is
- * checked on the merged configuration (vsxd_config_check).
- *
- * The file parser reads a buffer of any bytes: no line-length limit, NUL
- * bytes and junk are reported with their line, and quoted text in messages
- * is escaped and shortened, so a message is always one printable line.
+ * checked on the merged configuration (vsxd_config_check). The readers
+ * are conffile.c (vsxd.conf) and cmdline.c (the command line).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
-#include <unistd.h>
 
 #include "config.h"
+#include "config-int.h"
 #include "forward.h"
-
-#define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
-
-const char vsxd_usage[] =
-"Usage: vsxd [OPTIONS]\n"
-"\n"
-"Host vhost-user-vsock devices for QEMU guests (a drop-in for vhost-device-vsock).\n"
-"\n"
-"  --vm guest-cid=CID,socket=PATH,uds-path=PATH[,tx-buffer-size=SIZE]\n"
-"       [,queue-size=N][,groups=G1+G2][,name=NAME]\n"
-"                        serve one VM; repeat for several VMs\n"
-"  --guest-cid CID --socket PATH --uds-path PATH [--tx-buffer-size SIZE]\n"
-"       [--queue-size N] [--groups G1+G2] [--name NAME]\n"
-"                        one more VM, with vhost-device-vsock's single-VM flags\n"
-"  --forward listen=ADDR,connect=ADDR[,allow=CID+CID][,auth=psk:PATH][,name=NAME]\n"
-"                        relay connections from ADDR to ADDR (tcp:HOST:PORT,\n"
-"                        unix:PATH, unix:PATH:PORT, vsock:CID:PORT, vm:NAME:PORT,\n"
-"                        ...); repeatable; see vsxd(8) FORWARDS\n"
-"  --config FILE         read settings and VMs from FILE (vsxd.conf(5))\n"
-"  --control PATH        control socket path (for vsxctl; default /run/vsxd/control)\n"
-"  --control-allow-uid UID[,UID...]\n"
-"                        more users (besides root and vsxd's own) allowed on\n"
-"                        the control socket; repeatable\n"
-"  --max-conns N         connections in all VMs together (default: no limit)\n"
-"  --max-conns-per-vm N  connections per VM (default 4096)\n"
-"  --max-conn-memory SIZE\n"
-"                        memory one connection may hold for a slow peer\n"
-"                        (default: bounded by its credit window only)\n"
-"  --handshake-timeout T, --connect-timeout T, --linger-timeout T\n"
-"                        hybrid CONNECT line (5s), answer to a REQUEST (5s),\n"
-"                        RST after a close (8s); T: seconds, or 500ms, 1m\n"
-"  --poll-us N           busy-poll the event loop up to N microseconds (0 to\n"
-"                        10000) after guest or host traffic before sleeping:\n"
-"                        lower latency for more CPU (default 0: off)\n"
-"  --syslog              log to syslog instead of stderr\n"
-"  -v, --verbose         log debug messages too\n"
-"  -h, --help            print this help and exit\n"
-"  -V, --version         print the version and exit\n"
-"\n"
-"SIZE is a number of bytes with an optional K, M or G suffix (powers of 1024).\n"
-"Signals: SIGTERM/SIGINT exit cleanly, SIGHUP reloads the configuration file.\n"
-"See vsxd(8) and vsxd.conf(5).\n";
 
 /* ---- Messages ---- */
 
@@ -84,9 +40,7 @@ int vsxd_err_set(struct vsxd_err *err, const char *fmt, ...)
 	return -EINVAL;
 }
 
-/* Put "PREFIX: " in front of the message already in @err. */
-__attribute__((format(printf, 2, 3)))
-static void err_prefix(struct vsxd_err *err, const char *fmt, ...)
+void vsxd__err_prefix(struct vsxd_err *err, const char *fmt, ...)
 {
 	char pre[VSXD_ERR_LEN], old[VSXD_ERR_LEN];
 	va_list ap;
@@ -218,9 +172,6 @@ static const char *const limit_names[VSXD_LIMIT_N] = {
 	[VSXD_LIMIT_POLL_US] = "poll-us",
 };
 
-#define LIMIT_KEYS "max-conns, max-conns-per-vm, max-conn-memory, handshake-timeout, " \
-	"connect-timeout, linger-timeout, poll-us"
-
 int vsxd_parse_duration(const char *s, size_t len, uint64_t max_ms, uint64_t *out)
 {
 	static const struct {
@@ -255,14 +206,12 @@ int vsxd_parse_duration(const char *s, size_t len, uint64_t max_ms, uint64_t *ou
 	return 0;
 }
 
-static bool key_is(const char *key, size_t keylen, const char *name);
-
 int vsxd_limit_key(const char *key, size_t keylen)
 {
 	int i;
 
 	for (i = 0; i < VSXD_LIMIT_N; i++)
-		if (key_is(key, keylen, limit_names[i]))
+		if (vsxd__key_is(key, keylen, limit_names[i]))
 			return i;
 	return -1;
 }
@@ -361,7 +310,7 @@ static const char *const vm_keys_unsupported[] = {
 
 #define VM_KEYS_KNOWN "guest-cid, socket, uds-path, tx-buffer-size, queue-size, groups, name"
 
-static bool key_is(const char *key, size_t keylen, const char *name)
+bool vsxd__key_is(const char *key, size_t keylen, const char *name)
 {
 	size_t i;
 
@@ -384,7 +333,7 @@ static char *dup_n(const char *s, size_t len)
 	return p;
 }
 
-static int set_str(char **dst, const char *val, size_t len)
+int vsxd__set_str(char **dst, const char *val, size_t len)
 {
 	char *p = dup_n(val, len);
 
@@ -444,11 +393,11 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 	int r;
 
 	for (i = 0; i < sizeof(vm_keys) / sizeof(vm_keys[0]); i++)
-		if (key_is(key, keylen, vm_keys[i].name))
+		if (vsxd__key_is(key, keylen, vm_keys[i].name))
 			k = &vm_keys[i];
 	if (!k) {
 		for (i = 0; i < sizeof(vm_keys_unsupported) / sizeof(char *); i++)
-			if (key_is(key, keylen, vm_keys_unsupported[i]))
+			if (vsxd__key_is(key, keylen, vm_keys_unsupported[i]))
 				return vsxd_err_set(err, "'%s' is not supported: vsxd has no vsock "
 					       "forwarding backend (use uds-path)",
 					       vm_keys_unsupported[i]);
@@ -477,18 +426,18 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 		r = check_path("socket", val, vallen, err);
 		if (r < 0)
 			return r;
-		if (set_str(&vm->socket_path, val, vallen))
+		if (vsxd__set_str(&vm->socket_path, val, vallen))
 			return -ENOMEM;
 		break;
 	case VSXD_VM_UDS:
 		r = check_uds_path(val, vallen, err);
 		if (r < 0)
 			return r;
-		if (set_str(&vm->uds_path, val, vallen))
+		if (vsxd__set_str(&vm->uds_path, val, vallen))
 			return -ENOMEM;
 		break;
 	case VSXD_VM_TX:
-		r = vsx__parse_size(val, vallen, VSXD_TX_BUFFER_MAX, &n);
+		r = vsx__parse_size(val, vallen, VSXB_MAX_BUF_ALLOC, &n);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "tx-buffer-size '%s' is not a size (a number with "
 				       "an optional K, M or G suffix)", vsxd_quote(q, val, vallen));
@@ -511,7 +460,7 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 		r = check_groups(val, vallen, err);
 		if (r < 0)
 			return r;
-		if (set_str(&vm->groups, val, vallen))
+		if (vsxd__set_str(&vm->groups, val, vallen))
 			return -ENOMEM;
 		break;
 	case VSXD_VM_NAME:
@@ -521,7 +470,7 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 		if (i < vallen || vallen > VSXD_NAME_MAX)
 			return vsxd_err_set(err, "name '%s' is not valid (1 to %u letters, digits, "
 				       "'.', '_' or '-')", vsxd_quote(q, val, vallen), VSXD_NAME_MAX);
-		if (set_str(&vm->name, val, vallen))
+		if (vsxd__set_str(&vm->name, val, vallen))
 			return -ENOMEM;
 		break;
 	}
@@ -673,8 +622,7 @@ void vsxd_config_free(struct vsxd_config *cfg)
 	vsxd_config_init(cfg);
 }
 
-/* A new zeroed VM at the end of @cfg->vms, or NULL. */
-static struct vsxd_vm *config_add_vm(struct vsxd_config *cfg)
+struct vsxd_vm *vsxd__config_add_vm(struct vsxd_config *cfg)
 {
 	struct vsxd_vm *v;
 
@@ -689,8 +637,7 @@ static struct vsxd_vm *config_add_vm(struct vsxd_config *cfg)
 	return v;
 }
 
-/* A new zeroed forward at the end of @cfg->fwds, or NULL. */
-static struct vsxd_forward *config_add_fwd(struct vsxd_config *cfg)
+struct vsxd_forward *vsxd__config_add_fwd(struct vsxd_config *cfg)
 {
 	struct vsxd_forward *f;
 
@@ -705,377 +652,6 @@ static struct vsxd_forward *config_add_fwd(struct vsxd_config *cfg)
 	return f;
 }
 
-/* ---- vsxd.conf ---- */
-
-enum section { SEC_NONE, SEC_DAEMON, SEC_VM, SEC_FWD };
-
-struct parser {
-	const char *fname;
-	struct vsxd_config *cfg;
-	struct vsxd_err *err;
-	unsigned line;
-	enum section sec;
-	size_t vm;              /* index of the open [vm] in cfg->vms */
-	unsigned vm_line;       /* its header's line */
-	size_t fwd;             /* index of the open [forward] in cfg->fwds */
-	unsigned fwd_line;
-};
-
-__attribute__((format(printf, 2, 3)))
-static int perr(struct parser *p, const char *fmt, ...)
-{
-	char msg[VSXD_ERR_LEN];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return vsxd_err_set(p->err, "%s:%u: %s", p->fname, p->line, msg);
-}
-
-static bool is_blank(char c)
-{
-	return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
-}
-
-static void trim(const char **s, const char **e)
-{
-	while (*s < *e && is_blank(**s))
-		(*s)++;
-	while (*e > *s && is_blank((*e)[-1]))
-		(*e)--;
-}
-
-/* Close the open [vm] section: it must be complete. */
-static int close_section(struct parser *p)
-{
-	struct vsxd_vm *vm;
-	char n[32];
-	int r;
-
-	if (p->sec == SEC_FWD) {
-		p->sec = SEC_NONE;
-		r = vsxd_fwd_finish(&p->cfg->fwds[p->fwd], p->err);
-		if (r == -EINVAL)
-			err_prefix(p->err, "%s:%u: [forward]", p->fname, p->fwd_line);
-		return r;
-	}
-	if (p->sec != SEC_VM)
-		return 0;
-	p->sec = SEC_NONE;
-	vm = &p->cfg->vms[p->vm];
-	r = vsxd_vm_finish(vm, p->err);
-	if (r < 0)
-		err_prefix(p->err, "%s:%u: [vm %s]", p->fname, p->vm_line,
-			   vm->name ? vm->name : vsxd_vm_name(vm, n, sizeof(n)));
-	return r;
-}
-
-static int open_section(struct parser *p, const char *s, const char *e)
-{
-	const char *w, *name;
-	struct vsxd_vm *vm;
-	char q[VSXD_QBUF];
-	int r;
-
-	r = close_section(p);
-	if (r < 0)
-		return r;
-	if (e[-1] != ']') {
-		if (memchr(s, ']', (size_t)(e - s)))
-			return perr(p, "text after ']' in section header '%s'",
-				    vsxd_quote(q, s, (size_t)(e - s)));
-		return perr(p, "section header '%s' has no closing ']'",
-			    vsxd_quote(q, s, (size_t)(e - s)));
-	}
-	s++;            /* '[' */
-	e--;            /* ']' */
-	trim(&s, &e);
-	for (w = s; w < e && !is_blank(*w); w++)
-		;
-	name = w;
-	trim(&name, &e);
-
-	if ((size_t)(w - s) == 6 && !memcmp(s, "daemon", 6)) {
-		if (name != e)
-			return perr(p, "[daemon] takes no name");
-		p->sec = SEC_DAEMON;
-		return 0;
-	}
-	if ((size_t)(w - s) == 7 && !memcmp(s, "forward", 7)) {
-		struct vsxd_forward *f = config_add_fwd(p->cfg);
-
-		if (!f)
-			return -ENOMEM;
-		p->fwd = p->cfg->n_fwds - 1;
-		p->fwd_line = p->line;
-		p->sec = SEC_FWD;
-		if (asprintf(&f->origin, "%s:%u", p->fname, p->line) < 0) {
-			f->origin = NULL;
-			return -ENOMEM;
-		}
-		if (name < e) {
-			r = vsxd_fwd_set(f, "name", 4, name, (size_t)(e - name), p->err);
-			if (r == -EINVAL)
-				err_prefix(p->err, "%s:%u", p->fname, p->line);
-			return r;
-		}
-		return 0;
-	}
-	if ((size_t)(w - s) != 2 || memcmp(s, "vm", 2))
-		return perr(p, "unknown section '[%s]' (expected [vm NAME], [vm], "
-			    "[forward NAME] or [daemon])", vsxd_quote(q, s, (size_t)(e - s)));
-
-	vm = config_add_vm(p->cfg);
-	if (!vm)
-		return -ENOMEM;
-	p->vm = p->cfg->n_vms - 1;
-	p->vm_line = p->line;
-	p->sec = SEC_VM;
-	if (asprintf(&vm->origin, "%s:%u", p->fname, p->line) < 0) {
-		vm->origin = NULL;
-		return -ENOMEM;
-	}
-	if (name < e) {
-		r = vsxd_vm_set(vm, "name", 4, name, (size_t)(e - name), p->err);
-		if (r < 0) {
-			if (r == -EINVAL)
-				err_prefix(p->err, "%s:%u", p->fname, p->line);
-			return r;
-		}
-	}
-	return 0;
-}
-
-static int daemon_key(struct parser *p, const char *k, size_t kl,
-		      const char *v, size_t vl)
-{
-	struct vsxd_config *cfg = p->cfg;
-	char q[VSXD_QBUF];
-	int lvl, r;
-
-	if (key_is(k, kl, "control")) {
-		if (cfg->control_line)
-			return perr(p, "'control' given twice (first on line %u)",
-				    cfg->control_line);
-		if (vl == 0)
-			return perr(p, "empty value for 'control'");
-		if (memchr(v, '\0', vl))
-			return perr(p, "value of 'control' contains a NUL byte");
-		if (vl > SUN_PATH_MAX)
-			return perr(p, "control is too long (%zu bytes, at most %zu)",
-				    vl, (size_t)SUN_PATH_MAX);
-		if (set_str(&cfg->control_path, v, vl))
-			return -ENOMEM;
-		cfg->control_line = p->line;
-		return 0;
-	}
-	if (key_is(k, kl, "control-allow-uid")) {
-		if (cfg->control_allow_line)
-			return perr(p, "'control-allow-uid' given twice (first on line %u)",
-				    cfg->control_allow_line);
-		if (memchr(v, '\0', vl))
-			return perr(p, "value of 'control-allow-uid' contains a NUL byte");
-		r = vsxd_parse_uid_list(v, vl, cfg, p->err);
-		if (r == -EINVAL)
-			err_prefix(p->err, "%s:%u", p->fname, p->line);
-		if (r < 0)
-			return r;
-		cfg->control_allow_line = p->line;
-		return 0;
-	}
-	if (key_is(k, kl, "log")) {
-		if (cfg->log_line)
-			return perr(p, "'log' given twice (first on line %u)", cfg->log_line);
-		if (vl == 6 && !memcmp(v, "stderr", 6))
-			cfg->log_target = VSXD_LOG_STDERR;
-		else if (vl == 6 && !memcmp(v, "syslog", 6))
-			cfg->log_target = VSXD_LOG_SYSLOG;
-		else
-			return perr(p, "log '%s' is not 'stderr' or 'syslog'", vsxd_quote(q, v, vl));
-		cfg->log_line = p->line;
-		return 0;
-	}
-	if (key_is(k, kl, "log-level")) {
-		if (cfg->log_level_line)
-			return perr(p, "'log-level' given twice (first on line %u)",
-				    cfg->log_level_line);
-		lvl = vsxd_parse_log_level(v, vl);
-		if (lvl < 0)
-			return perr(p, "log-level '%s' is not one of error, warning, "
-				    "notice, info, debug", vsxd_quote(q, v, vl));
-		cfg->log_level = lvl;
-		cfg->log_level_line = p->line;
-		return 0;
-	}
-	lvl = vsxd_limit_key(k, kl);
-	if (lvl >= 0) {
-		if (cfg->limit_line[lvl])
-			return perr(p, "'%s' given twice (first on line %u)",
-				    vsxd_limit_name(lvl), cfg->limit_line[lvl]);
-		if (memchr(v, '\0', vl))
-			return perr(p, "value of '%s' contains a NUL byte",
-				    vsxd_limit_name(lvl));
-		r = vsxd_limit_set(cfg, lvl, v, vl, p->err);
-		if (r == -EINVAL)
-			err_prefix(p->err, "%s:%u", p->fname, p->line);
-		if (r < 0)
-			return r;
-		cfg->limit_line[lvl] = p->line;
-		return 0;
-	}
-	return perr(p, "unknown key '%s' in [daemon] (known keys: control, "
-		    "control-allow-uid, log, log-level, " LIMIT_KEYS ")",
-		    vsxd_quote(q, k, kl));
-}
-
-static int parse_line(struct parser *p, const char *s, const char *e)
-{
-	const char *eq, *k, *ke, *v, *ve, *c;
-	char q[VSXD_QBUF];
-	int r;
-
-	if (memchr(s, '\0', (size_t)(e - s)))
-		return perr(p, "NUL byte in line (not a text file?)");
-	trim(&s, &e);
-	if (s == e || *s == '#' || *s == ';')
-		return 0;
-	/* an inline comment starts at a '#' after a blank */
-	for (c = s + 1; c < e; c++) {
-		if (*c == '#' && is_blank(c[-1])) {
-			e = c;
-			trim(&s, &e);
-			break;
-		}
-	}
-
-	if (*s == '[')
-		return open_section(p, s, e);
-
-	eq = memchr(s, '=', (size_t)(e - s));
-	if (!eq) {
-		if (p->sec == SEC_NONE && p->cfg->n_vms == 0 &&
-		    (size_t)(e - s) == 4 && !memcmp(s, "vms:", 4))
-			return perr(p, "this looks like a vhost-device-vsock YAML file; "
-				    "vsxd.conf has [vm NAME] sections of KEY = VALUE lines "
-				    "(see vsxd.conf(5))");
-		return perr(p, "expected 'KEY = VALUE' or a '[section]', not '%s'",
-			    vsxd_quote(q, s, (size_t)(e - s)));
-	}
-	k = s;
-	ke = eq;
-	v = eq + 1;
-	ve = e;
-	trim(&k, &ke);
-	trim(&v, &ve);
-	if (k == ke)
-		return perr(p, "missing key before '='");
-
-	switch (p->sec) {
-	case SEC_NONE:
-		return perr(p, "'%s' outside a section (put it under [vm NAME] or [daemon])",
-			    vsxd_quote(q, k, (size_t)(ke - k)));
-	case SEC_DAEMON:
-		return daemon_key(p, k, (size_t)(ke - k), v, (size_t)(ve - v));
-	case SEC_VM:
-		r = vsxd_vm_set(&p->cfg->vms[p->vm], k, (size_t)(ke - k), v,
-				(size_t)(ve - v), p->err);
-		if (r == -EINVAL)
-			err_prefix(p->err, "%s:%u", p->fname, p->line);
-		return r;
-	case SEC_FWD:
-		r = vsxd_fwd_set(&p->cfg->fwds[p->fwd], k, (size_t)(ke - k), v,
-				 (size_t)(ve - v), p->err);
-		if (r == -EINVAL)
-			err_prefix(p->err, "%s:%u", p->fname, p->line);
-		return r;
-	}
-	return 0;
-}
-
-int vsxd_config_parse(const char *buf, size_t len, const char *fname,
-		      struct vsxd_config *cfg, struct vsxd_err *err)
-{
-	struct parser p = {
-		.fname = fname ? fname : "(config)",
-		.cfg = cfg,
-		.err = err,
-	};
-	const char *s = buf, *end = buf + len, *nl;
-	int r;
-
-	if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
-		s += 3;         /* a UTF-8 byte order mark */
-	while (s < end) {
-		p.line++;
-		nl = memchr(s, '\n', (size_t)(end - s));
-		if (!nl)
-			nl = end;
-		r = parse_line(&p, s, nl);
-		if (r < 0)
-			return r;
-		s = nl + 1;
-	}
-	p.line++;
-	return close_section(&p);
-}
-
-int vsxd_config_load(const char *path, struct vsxd_config *cfg, struct vsxd_err *err)
-{
-	size_t len = 0, cap = 4096;
-	char *buf = NULL, *nb;
-	ssize_t n;
-	int fd, r;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		vsxd_err_set(err, "%s: %s", path, strerror(-r));
-		return r;
-	}
-
-	buf = malloc(cap);
-	if (!buf) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (;;) {
-		if (len == cap) {
-			if (cap > VSXD_CONFIG_FILE_MAX)
-				break;  /* too large: said below */
-			nb = realloc(buf, cap * 2);
-			if (!nb) {
-				r = -ENOMEM;
-				goto out;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = -errno;
-			vsxd_err_set(err, "%s: %s", path, strerror(-r));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	if (len > VSXD_CONFIG_FILE_MAX) {
-		vsxd_err_set(err, "%s: file too large (more than %u bytes)", path,
-			VSXD_CONFIG_FILE_MAX);
-		r = -EFBIG;
-		goto out;
-	}
-	r = vsxd_config_parse(buf, len, path, cfg, err);
-out:
-	free(buf);
-	close(fd);
-	return r;
-}
-
 int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
 		      const struct vsxd_config *cli)
 {
@@ -1087,7 +663,7 @@ int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
 		if (!src[s])
 			continue;
 		for (i = 0; i < src[s]->n_vms; i++) {
-			vm = config_add_vm(out);
+			vm = vsxd__config_add_vm(out);
 			if (!vm || vsxd_vm_copy(vm, &src[s]->vms[i])) {
 				if (vm)
 					out->n_vms--;
@@ -1095,7 +671,7 @@ int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
 			}
 		}
 		for (i = 0; i < src[s]->n_fwds; i++) {
-			struct vsxd_forward *f = config_add_fwd(out);
+			struct vsxd_forward *f = vsxd__config_add_fwd(out);
 
 			if (!f)
 				return -ENOMEM;
@@ -1167,13 +743,13 @@ int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err)
 
 	for (i = 0; i < cfg->n_vms; i++) {
 		a = &cfg->vms[i];
-		if (mem && (a->tx_buffer_size ? a->tx_buffer_size : VSXD_TX_BUFFER_DEFAULT) >
+		if (mem && (a->tx_buffer_size ? a->tx_buffer_size : VSXB_DEFAULT_BUF_ALLOC) >
 			   mem / 2)
 			return vsxd_err_set(err, "%s: tx-buffer-size %u%s is above half of "
 				       "max-conn-memory (%llu): lower tx-buffer-size or raise "
 				       "max-conn-memory", a->origin,
 				       a->tx_buffer_size ? a->tx_buffer_size
-							 : VSXD_TX_BUFFER_DEFAULT,
+							 : VSXB_DEFAULT_BUF_ALLOC,
 				       a->tx_buffer_size ? "" : " (the default)",
 				       (unsigned long long)mem);
 		if (!strcmp(a->socket_path, a->uds_path))
@@ -1202,238 +778,4 @@ int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err)
 		}
 	}
 	return vsxd_fwd_check(cfg, err);
-}
-
-/* ---- The command line ---- */
-
-enum opt_id {
-	OPT_VM, OPT_FORWARD, OPT_CONFIG, OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_SYSLOG, OPT_VERBOSE,
-	OPT_HELP, OPT_VERSION,
-	OPT_VMKEY,      /* a single-VM flag: --guest-cid, --socket, ... */
-	OPT_LIMIT,      /* --max-conns, --linger-timeout, ... */
-};
-
-static const struct opt {
-	const char *name;
-	char short_name;
-	bool arg;
-	enum opt_id id;
-} options[] = {
-	{ "vm", 0, true, OPT_VM },
-	{ "forward", 0, true, OPT_FORWARD },
-	{ "config", 0, true, OPT_CONFIG },
-	{ "control", 0, true, OPT_CONTROL },
-	{ "control-allow-uid", 0, true, OPT_CONTROL_ALLOW },
-	{ "syslog", 0, false, OPT_SYSLOG },
-	{ "verbose", 'v', false, OPT_VERBOSE },
-	{ "help", 'h', false, OPT_HELP },
-	{ "version", 'V', false, OPT_VERSION },
-	{ "guest-cid", 0, true, OPT_VMKEY },
-	{ "socket", 0, true, OPT_VMKEY },
-	{ "uds-path", 0, true, OPT_VMKEY },
-	{ "tx-buffer-size", 0, true, OPT_VMKEY },
-	{ "queue-size", 0, true, OPT_VMKEY },
-	{ "groups", 0, true, OPT_VMKEY },
-	{ "name", 0, true, OPT_VMKEY },
-	{ "forward-cid", 0, true, OPT_VMKEY },
-	{ "forward-listen", 0, true, OPT_VMKEY },
-	{ "max-conns", 0, true, OPT_LIMIT },
-	{ "max-conns-per-vm", 0, true, OPT_LIMIT },
-	{ "max-conn-memory", 0, true, OPT_LIMIT },
-	{ "handshake-timeout", 0, true, OPT_LIMIT },
-	{ "connect-timeout", 0, true, OPT_LIMIT },
-	{ "linger-timeout", 0, true, OPT_LIMIT },
-	{ "poll-us", 0, true, OPT_LIMIT },
-};
-
-#define NOPTS (sizeof(options) / sizeof(options[0]))
-#define SINGLE_VM_ORIGIN "--guest-cid/--socket/--uds-path"
-
-void vsxd_opts_free(struct vsxd_opts *o)
-{
-	vsxd_config_free(&o->cfg);
-	free(o->config_file);
-	memset(o, 0, sizeof(*o));
-	vsxd_config_init(&o->cfg);
-}
-
-static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
-		     struct vsxd_vm *single, unsigned *n_vm, struct vsxd_err *err)
-{
-	struct vsxd_vm *vm;
-	char q[VSXD_QBUF];
-	int r;
-
-	switch (op->id) {
-	case OPT_VM:
-		(*n_vm)++;
-		vm = config_add_vm(&o->cfg);
-		if (!vm)
-			return -ENOMEM;
-		r = vsxd_vm_parse(val, vm, err);
-		if (r == -EINVAL)
-			err_prefix(err, "--vm #%u", *n_vm);
-		if (r < 0)
-			return r;
-		if (asprintf(&vm->origin, "--vm #%u", *n_vm) < 0) {
-			vm->origin = NULL;
-			return -ENOMEM;
-		}
-		return 0;
-	case OPT_FORWARD: {
-		struct vsxd_forward *f = config_add_fwd(&o->cfg);
-
-		if (!f)
-			return -ENOMEM;
-		r = vsxd_fwd_parse(val, f, err);
-		if (r == -EINVAL)
-			err_prefix(err, "--forward #%zu", o->cfg.n_fwds);
-		if (r < 0)
-			return r;
-		if (asprintf(&f->origin, "--forward #%zu", o->cfg.n_fwds) < 0) {
-			f->origin = NULL;
-			return -ENOMEM;
-		}
-		return 0;
-	}
-	case OPT_CONFIG:
-		if (o->config_file)
-			return vsxd_err_set(err, "--config given twice");
-		if (!*val)
-			return vsxd_err_set(err, "empty value for --config");
-		return set_str(&o->config_file, val, strlen(val));
-	case OPT_CONTROL:
-		if (o->cfg.control_path)
-			return vsxd_err_set(err, "--control given twice");
-		if (!*val)
-			return vsxd_err_set(err, "empty value for --control");
-		if (strlen(val) > SUN_PATH_MAX)
-			return vsxd_err_set(err, "--control: the path is too long "
-				       "(%zu bytes, at most %zu)", strlen(val),
-				       (size_t)SUN_PATH_MAX);
-		return set_str(&o->cfg.control_path, val, strlen(val));
-	case OPT_CONTROL_ALLOW:
-		/* messages name the key already */
-		return vsxd_parse_uid_list(val, strlen(val), &o->cfg, err);
-	case OPT_SYSLOG:
-		o->cfg.log_target = VSXD_LOG_SYSLOG;
-		return 0;
-	case OPT_VERBOSE:
-		o->verbose++;
-		o->cfg.log_level = 7;
-		return 0;
-	case OPT_HELP:
-		o->help = true;
-		return 0;
-	case OPT_VERSION:
-		o->version = true;
-		return 0;
-	case OPT_VMKEY:
-		r = vsxd_vm_set(single, op->name, strlen(op->name), val, strlen(val),
-				err);
-		if (r == -EINVAL)
-			err_prefix(err, "--%s", vsxd_quote(q, op->name, strlen(op->name)));
-		return r;
-	case OPT_LIMIT:
-		r = vsxd_limit_key(op->name, strlen(op->name));
-		if (o->cfg.limit_set[r])
-			return vsxd_err_set(err, "--%s given twice", op->name);
-		r = vsxd_limit_set(&o->cfg, r, val, strlen(val), err);
-		if (r == -EINVAL)
-			err_prefix(err, "--%s", op->name);
-		return r;
-	}
-	return 0;
-}
-
-int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
-		    struct vsxd_err *err)
-{
-	struct vsxd_vm single = { 0 }, *vm;
-	const struct opt *op;
-	const char *a, *val, *eq;
-	unsigned n_vm = 0;
-	char q[VSXD_QBUF];
-	size_t nl, k;
-	int i, r = 0;
-
-	memset(o, 0, sizeof(*o));
-	vsxd_config_init(&o->cfg);
-
-	for (i = 1; i < argc && r == 0; i++) {
-		a = argv[i];
-		if (a[0] != '-' || a[1] == '\0') {
-			r = vsxd_err_set(err, "unexpected argument '%s'",
-				    vsxd_quote(q, a, strlen(a)));
-			break;
-		}
-		if (a[1] != '-') {
-			/* short flags, possibly bundled: -vv */
-			for (k = 1; a[k] && r == 0; k++) {
-				for (op = options; op < options + NOPTS; op++)
-					if (op->short_name && op->short_name == a[k])
-						break;
-				if (op == options + NOPTS) {
-					r = vsxd_err_set(err, "unknown option '-%s'",
-						    vsxd_quote(q, a + k, 1));
-					break;
-				}
-				r = opt_value(op, NULL, o, &single, &n_vm, err);
-			}
-			continue;
-		}
-		if (a[2] == '\0') {
-			if (i + 1 < argc)
-				r = vsxd_err_set(err, "unexpected argument '%s'",
-					    vsxd_quote(q, argv[i + 1], strlen(argv[i + 1])));
-			break;
-		}
-		eq = strchr(a + 2, '=');
-		nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-		for (op = options; op < options + NOPTS; op++)
-			if (strlen(op->name) == nl && !memcmp(op->name, a + 2, nl))
-				break;
-		if (op == options + NOPTS) {
-			r = vsxd_err_set(err, "unknown option '--%s'", vsxd_quote(q, a + 2, nl));
-			break;
-		}
-		if (!op->arg) {
-			if (eq)
-				r = vsxd_err_set(err, "option '--%s' takes no value", op->name);
-			else
-				r = opt_value(op, NULL, o, &single, &n_vm, err);
-			continue;
-		}
-		if (eq) {
-			val = eq + 1;
-		} else if (i + 1 < argc) {
-			val = argv[++i];
-		} else {
-			r = vsxd_err_set(err, "option '--%s' needs a value", op->name);
-			break;
-		}
-		r = opt_value(op, val, o, &single, &n_vm, err);
-	}
-
-	if (r == 0 && single.set) {
-		r = vsxd_vm_finish(&single, err);
-		if (r == -EINVAL)
-			err_prefix(err, SINGLE_VM_ORIGIN);
-		if (r == 0) {
-			vm = config_add_vm(&o->cfg);
-			if (!vm) {
-				r = -ENOMEM;
-			} else {
-				*vm = single;
-				memset(&single, 0, sizeof(single));
-				vm->origin = strdup(SINGLE_VM_ORIGIN);
-				if (!vm->origin)
-					r = -ENOMEM;
-			}
-		}
-	}
-	vsxd_vm_free(&single);
-	if (r == -ENOMEM)
-		vsxd_err_set(err, "out of memory");
-	return r;
 }
