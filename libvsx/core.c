@@ -69,6 +69,19 @@ static void sock_free(vsx_sock *s)
 	free(s);
 }
 
+/* The end of a call that makes a socket: @s freed when @rc is an error,
+ * else in @state and handed to the caller. */
+static int sock_done(vsx_sock *s, int rc, int state, vsx_sock **out)
+{
+	if (rc < 0) {
+		sock_free(s);
+		return rc;
+	}
+	s->state = state;
+	*out = s;
+	return 0;
+}
+
 /* The start of a call that makes a socket: the error cleared, @arg (the
  * call's input) and @out checked, *@out NULL, *@opts the defaults when NULL
  * and checked. */
@@ -86,35 +99,41 @@ static int call_begin(const void *arg, const struct vsx_opts **opts, vsx_sock **
 	return opts_check(*opts);
 }
 
-/* Resolve text + options into a transport and a fresh socket. */
-static int sock_open(const char *addr, const struct vsx_opts *opts,
-		     struct vsx_addr *a, vsx_sock **out)
+/* Resolve text + options into a transport and a fresh socket, which the
+ * caller hands out (sock_done) once it is connected or listening. NULL with
+ * the error in *@rc; *@out is NULL either way. */
+static vsx_sock *sock_open(const char *addr, const struct vsx_opts *opts,
+			   struct vsx_addr *a, vsx_sock **out, int *rc)
 {
 	const struct vsx_transport *t;
-	int rc;
+	vsx_sock *s;
 
-	rc = call_begin(addr, &opts, out);
-	if (rc < 0)
-		return rc;
-	rc = vsx_addr_parse(addr, a);
-	if (rc < 0)
-		return rc;
+	*rc = call_begin(addr, &opts, out);
+	if (*rc < 0)
+		return NULL;
+	*rc = vsx_addr_parse(addr, a);
+	if (*rc < 0)
+		return NULL;
 	t = vsx__transport_for(a, opts->transport);
 	if (!t) {
 		if (opts->transport && !vsx__transport_by_name(opts->transport))
-			return vsx__err(-EINVAL, "no transport named '%.32s'", opts->transport);
-		return vsx__err(-ENODEV, "%s: no transport on this machine serves this address",
-				addr);
+			*rc = vsx__err(-EINVAL, "no transport named '%.32s'", opts->transport);
+		else
+			*rc = vsx__err(-ENODEV, "%s: no transport on this machine serves "
+				       "this address", addr);
+		return NULL;
 	}
-	*out = sock_new(t, opts);
-	if (!*out)
-		return vsx__err(-ENOMEM, "out of memory");
-	rc = vsx__auth_setup(*out, opts);
-	if (rc < 0) {
-		sock_free(*out);
-		*out = NULL;
+	s = sock_new(t, opts);
+	if (!s) {
+		*rc = vsx__err(-ENOMEM, "out of memory");
+		return NULL;
 	}
-	return rc;
+	*rc = vsx__auth_setup(s, opts);
+	if (*rc < 0) {
+		sock_free(s);
+		return NULL;
+	}
+	return s;
 }
 
 VSX_EXPORT int vsx_connect(const char *addr, const struct vsx_opts *opts,
@@ -125,24 +144,16 @@ VSX_EXPORT int vsx_connect(const char *addr, const struct vsx_opts *opts,
 	vsx_sock *s;
 	int rc;
 
-	rc = sock_open(addr, opts, &a, out);
-	if (rc < 0)
+	s = sock_open(addr, opts, &a, out, &rc);
+	if (!s)
 		return rc;
-	s = *out;
-	*out = NULL; /* until it is connected (listening) */
 	s->state = VSX_STATE_CONNECTING;
 	s->peer = a;
 	deadline = vsx__now_ms() + s->connect_timeout_ms;
 	rc = s->t->connect(s, &a, opts ? opts : &(struct vsx_opts){ 0 });
 	if (rc >= 0)
 		rc = vsx__auth_connect(s, deadline);
-	if (rc < 0) {
-		sock_free(s);
-		return rc;
-	}
-	s->state = VSX_STATE_CONNECTED;
-	*out = s;
-	return 0;
+	return sock_done(s, rc, VSX_STATE_CONNECTED, out);
 }
 
 VSX_EXPORT int vsx_listen(const char *addr, const struct vsx_opts *opts,
@@ -152,26 +163,16 @@ VSX_EXPORT int vsx_listen(const char *addr, const struct vsx_opts *opts,
 	vsx_sock *s;
 	int rc;
 
-	rc = sock_open(addr, opts, &a, out);
-	if (rc < 0)
+	s = sock_open(addr, opts, &a, out, &rc);
+	if (!s)
 		return rc;
-	s = *out;
-	*out = NULL; /* until it is connected (listening) */
-	if (!s->t->listen) {
+	s->local = a;
+	if (!s->t->listen)
 		rc = vsx__err(-EOPNOTSUPP, "%s: transport %s cannot listen", addr,
 			      s->t->name);
-		sock_free(s);
-		return rc;
-	}
-	s->local = a;
-	rc = s->t->listen(s, &a, opts ? opts : &(struct vsx_opts){ 0 });
-	if (rc < 0) {
-		sock_free(s);
-		return rc;
-	}
-	s->state = VSX_STATE_LISTENING;
-	*out = s;
-	return 0;
+	else
+		rc = s->t->listen(s, &a, opts ? opts : &(struct vsx_opts){ 0 });
+	return sock_done(s, rc, VSX_STATE_LISTENING, out);
 }
 
 VSX_EXPORT int vsx_accept(vsx_sock *l, vsx_sock **out)
@@ -199,13 +200,7 @@ VSX_EXPORT int vsx_accept(vsx_sock *l, vsx_sock **out)
 	rc = l->t->accept(l, s);
 	if (rc >= 0)
 		rc = vsx__auth_accept(l, s);
-	if (rc < 0) {
-		sock_free(s);
-		return rc;
-	}
-	s->state = VSX_STATE_CONNECTED;
-	*out = s;
-	return 0;
+	return sock_done(s, rc, VSX_STATE_CONNECTED, out);
 }
 
 VSX_EXPORT int vsx_adopt(int fd, const struct vsx_opts *opts, vsx_sock **out)

@@ -65,7 +65,6 @@
 #define ENG_ORPHAN_MAX 64         /* RSTs for packets without a connection */
 #define ENG_MAX_HANDSHAKES 64     /* hybrid clients still sending CONNECT */
 #define ENG_CONNECT_LINE 32       /* longest "CONNECT <port>\n" */
-#define ENG_MAX_BUF (1u << 30)    /* largest buf_alloc */
 #define ENG_HOST_PORT_FIRST 1024  /* host ports of hybrid connections */
 #define VSXB_NAME_LEN 65           /* VM names: 64 bytes and a NUL */
 #define ENG_LOG_BUDGET 20         /* guest-caused warnings per VM session */

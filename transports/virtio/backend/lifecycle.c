@@ -151,7 +151,7 @@ int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 		return bad_config(r, "uds-path empty or too long (at most 96 bytes)");
 	if (cfg->name && !vsxb__name_ok(cfg->name, 64))
 		return bad_config(r, "name must be 1-64 of [A-Za-z0-9._-]");
-	if (cfg->tx_buffer_size > ENG_MAX_BUF)
+	if (cfg->tx_buffer_size > VSXB_MAX_BUF_ALLOC)
 		return bad_config(r, "tx-buffer-size above 1 GiB");
 	if (cfg->queue_size && (cfg->queue_size & (cfg->queue_size - 1) ||
 				cfg->queue_size > VSX_VQ_MAX_SIZE))

@@ -250,7 +250,7 @@ int vsxb_router_conn_set_buffer(struct vsxb_router *r, uint64_t id, uint32_t byt
 {
 	struct conn *c;
 
-	if (!bytes || bytes > ENG_MAX_BUF || vsxb__buf_cap(r, bytes) != bytes)
+	if (!bytes || bytes > VSXB_MAX_BUF_ALLOC || vsxb__buf_cap(r, bytes) != bytes)
 		return -EINVAL;
 	c = conn_by_id(r, id);
 	if (!c)
@@ -389,7 +389,7 @@ uint64_t vsxb_router_new_id(struct vsxb_router *r)
 
 int vsxb_vm_set_default_buffer(struct vsxb_vm *vm, uint32_t bytes)
 {
-	if (!bytes || bytes > ENG_MAX_BUF || vsxb__buf_cap(vm->r, bytes) != bytes)
+	if (!bytes || bytes > VSXB_MAX_BUF_ALLOC || vsxb__buf_cap(vm->r, bytes) != bytes)
 		return -EINVAL;
 	vm->buf_default = bytes;
 	return 0;
