@@ -8,10 +8,7 @@
 int close_main(int argc, char **argv)
 {
 	struct vsx_ctl_req req;
-	struct vsx_kvs kvs;
-	char *buf = NULL;
 	uint64_t id;
-	int rc;
 
 	if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "--reset") != 0))
 		die_usage("close");
@@ -21,8 +18,5 @@ int close_main(int argc, char **argv)
 	vsx__ctl_req_addf(&req, VSX_CTL_K_ID, "%llu", (unsigned long long)id);
 	if (argc == 3)
 		vsx__ctl_req_add(&req, VSX_CTL_K_RESET, "1");
-	rc = ctl_request("close", &req, &buf, &kvs);
-	vsx__ctl_kvs_free(&kvs);
-	free(buf);
-	return rc;
+	return ctl_run("close", &req, NULL);
 }

@@ -25,6 +25,16 @@ static const struct out_col conn_cols[] = {
 	{ VSX_CTL_K_AUTH, "AUTH", false },        /* yes: peer authenticated (psk) */
 };
 
+static void print_list(const struct vsx_kvs *kvs)
+{
+	out_records(kvs, VSX_CTL_K_CONN, conn_cols, sizeof(conn_cols) / sizeof(conn_cols[0]));
+}
+
+static void print_show(const struct vsx_kvs *kvs)
+{
+	out_record_detail(kvs, VSX_CTL_K_CONN);
+}
+
 int list_main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -33,9 +43,7 @@ int list_main(int argc, char **argv)
 	};
 	const char *vm = NULL;
 	struct vsx_ctl_req req;
-	struct vsx_kvs kvs;
-	char *buf = NULL;
-	int ch, rc;
+	int ch;
 
 	while ((ch = getopt_long(argc, argv, "v:", longopts, NULL)) != -1) {
 		if (ch != 'v')
@@ -47,23 +55,13 @@ int list_main(int argc, char **argv)
 	vsx__ctl_req_init(&req, VSX_CTL_LIST);
 	if (vm)
 		vsx__ctl_req_add(&req, VSX_CTL_K_VM, vm);
-	rc = ctl_request("list", &req, &buf, &kvs);
-	if (rc)
-		return rc;
-	out_records(&kvs, VSX_CTL_K_CONN, conn_cols,
-		    sizeof(conn_cols) / sizeof(conn_cols[0]));
-	vsx__ctl_kvs_free(&kvs);
-	free(buf);
-	return 0;
+	return ctl_run("list", &req, print_list);
 }
 
 int show_main(int argc, char **argv)
 {
 	struct vsx_ctl_req req;
-	struct vsx_kvs kvs;
-	char *buf = NULL;
 	uint64_t id;
-	int rc;
 
 	if (argc != 2)
 		die_usage("show");
@@ -71,11 +69,5 @@ int show_main(int argc, char **argv)
 		return err_msg("show", "'%s' is not a connection id", argv[1]);
 	vsx__ctl_req_init(&req, VSX_CTL_SHOW);
 	vsx__ctl_req_addf(&req, VSX_CTL_K_ID, "%llu", (unsigned long long)id);
-	rc = ctl_request("show", &req, &buf, &kvs);
-	if (rc)
-		return rc;
-	out_record_detail(&kvs, VSX_CTL_K_CONN);
-	vsx__ctl_kvs_free(&kvs);
-	free(buf);
-	return 0;
+	return ctl_run("show", &req, print_show);
 }

@@ -100,8 +100,6 @@ int set_buffer_main(int argc, char **argv)
 	struct vsx_ctl_req req;
 	uint64_t rx = 0, tx = 0, pid = 0, fd = 0, id;
 	bool have_rx = false, have_tx = false, have_pid = false, have_fd = false;
-	struct vsx_kvs kvs;
-	char *buf = NULL;
 	int ch, rc;
 
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -156,11 +154,5 @@ int set_buffer_main(int argc, char **argv)
 		vsx__ctl_req_addf(&req, VSX_CTL_K_RX, "%llu", (unsigned long long)rx);
 	if (have_tx)
 		vsx__ctl_req_addf(&req, VSX_CTL_K_TX, "%llu", (unsigned long long)tx);
-	rc = ctl_request("set-buffer", &req, &buf, &kvs);
-	if (rc)
-		return rc;
-	out_pairs(&kvs);
-	vsx__ctl_kvs_free(&kvs);
-	free(buf);
-	return 0;
+	return ctl_run("set-buffer", &req, out_pairs);
 }

@@ -39,10 +39,12 @@ int parse_size(const char *s, uint64_t *out)
 	return vsx__parse_size(s, strlen(s), UINT64_MAX, out);
 }
 
-int ctl_request(const char *cmd, struct vsx_ctl_req *req, char **buf,
-		struct vsx_kvs *kvs)
+int ctl_run(const char *cmd, struct vsx_ctl_req *req,
+	    void (*print)(const struct vsx_kvs *kvs))
 {
+	struct vsx_kvs kvs;
 	const char *err;
+	char *buf = NULL;
 	int rc, rerr = 0;
 
 	rc = vsx__ctl_req_end(req);
@@ -51,29 +53,25 @@ int ctl_request(const char *cmd, struct vsx_ctl_req *req, char **buf,
 	if (rc < 0)
 		return err_msg(cmd, "cannot send that to vsxd: values are printable ASCII, "
 			       "at most %d bytes", VSX_CTL_VALUE_MAX);
-	rc = vsx__ctl_call(opt_control, req->buf, 5000, buf, &rerr);
+	rc = vsx__ctl_call(opt_control, req->buf, 5000, &buf, &rerr);
 	if (rc == -ENOENT || rc == -ECONNREFUSED)
 		return err_msg(cmd, "no vsxd at %s (is it running? -c PATH)", opt_control);
 	if (rc == -EACCES)
 		return err_msg(cmd, "%s: permission denied", opt_control);
 	if (rc < 0)
 		return err_msg(cmd, "%s: %s", opt_control, strerror(-rc));
-	rc = vsx__ctl_parse_reply(*buf, strlen(*buf) - 1, kvs);
+	rc = vsx__ctl_parse_reply(buf, strlen(buf) - 1, &kvs);
 	if (rc < 0) {
-		vsx__ctl_kvs_free(kvs);
-		free(*buf);
-		*buf = NULL;
-		return err_msg(cmd, "malformed reply from vsxd");
+		rc = err_msg(cmd, "malformed reply from vsxd");
+	} else if (rerr) {
+		err = vsx__ctl_get(&kvs, VSX_CTL_K_ERROR);
+		rc = err_msg(cmd, "%s", err ? err : strerror(rerr));
+	} else if (print) {
+		print(&kvs);
 	}
-	if (rerr) {
-		err = vsx__ctl_get(kvs, VSX_CTL_K_ERROR);
-		err_msg(cmd, "%s", err ? err : strerror(rerr));
-		vsx__ctl_kvs_free(kvs);
-		free(*buf);
-		*buf = NULL;
-		return 1;
-	}
-	return 0;
+	vsx__ctl_kvs_free(&kvs);
+	free(buf);
+	return rc;
 }
 
 bool is_number(const char *s)
@@ -178,34 +176,15 @@ void out_records(const struct vsx_kvs *kvs, const char *rec_key,
 		}
 }
 
-void out_record_detail(const struct vsx_kvs *kvs, const char *rec_key)
-{
-	unsigned b, e, c;
-
-	b = next_record(kvs, rec_key, 0, &e);
-	if (opt_json)
-		printf("{");
-	for (c = b; c < e && c < kvs->n; c++) {
-		if (opt_json) {
-			printf(c > b ? ", " : "");
-			json_string(kvs->kv[c].key);
-			printf(": ");
-			json_value(kvs->kv[c].value);
-		} else {
-			printf("%-16s %s\n", kvs->kv[c].key, kvs->kv[c].value);
-		}
-	}
-	if (opt_json)
-		printf("}\n");
-}
-
-void out_pairs(const struct vsx_kvs *kvs)
+/* The pairs [@b, @e) of @kvs but errno, as a JSON object or "key value"
+ * lines. */
+static void print_pairs(const struct vsx_kvs *kvs, unsigned b, unsigned e)
 {
 	unsigned i, n = 0;
 
 	if (opt_json)
 		printf("{");
-	for (i = 0; i < kvs->n; i++) {
+	for (i = b; i < e && i < kvs->n; i++) {
 		if (strcmp(kvs->kv[i].key, VSX_CTL_K_ERRNO) == 0)
 			continue;
 		if (opt_json) {
@@ -219,4 +198,17 @@ void out_pairs(const struct vsx_kvs *kvs)
 	}
 	if (opt_json)
 		printf("}\n");
+}
+
+void out_record_detail(const struct vsx_kvs *kvs, const char *rec_key)
+{
+	unsigned b, e;
+
+	b = next_record(kvs, rec_key, 0, &e);
+	print_pairs(kvs, b, e);
+}
+
+void out_pairs(const struct vsx_kvs *kvs)
+{
+	print_pairs(kvs, 0, kvs->n);
 }

@@ -44,14 +44,13 @@ int parse_size(const char *s, uint64_t *out);
 int parse_u64(const char *s, uint64_t *out);
 
 /*
- * End @req (vsx__ctl_req_init/add, ctl-proto.h), send it to vsxd and
- * parse the reply into @kvs (pointing into *@buf; on success the caller
- * releases both: vsx__ctl_kvs_free(@kvs), free(*@buf)). Prints the error
- * and returns 1 when the request cannot be built, vsxd cannot be reached
- * or says no; 0 on success.
+ * End @req (vsx__ctl_req_init/add, ctl-proto.h), send it to vsxd and give
+ * the reply's pairs to @print (NULL: print nothing; the pairs are valid
+ * during the call). Prints the error and returns 1 when the request cannot
+ * be built, vsxd cannot be reached or says no; 0 on success.
  */
-int ctl_request(const char *cmd, struct vsx_ctl_req *req, char **buf,
-		struct vsx_kvs *kvs);
+int ctl_run(const char *cmd, struct vsx_ctl_req *req,
+	    void (*print)(const struct vsx_kvs *kvs));
 
 /* Output of reply records: a table with @cols columns, or JSON (opt_json). */
 struct out_col {
