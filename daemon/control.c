@@ -60,15 +60,11 @@
 
 void vsxd__ctl_log(struct vsxd_control *c, int prio, const char *fmt, ...)
 {
-	char msg[600];
 	va_list ap;
 
-	if (!c->log)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsx__logv(c->log, c->log_arg, prio, fmt, ap);
 	va_end(ap);
-	c->log(c->log_arg, prio, msg);
 }
 
 /* ---- Clients ---- */

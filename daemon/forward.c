@@ -70,15 +70,11 @@
 
 void vsxd__flog(struct vsxd_fwds *fs, int prio, const char *fmt, ...)
 {
-	char msg[768];
 	va_list ap;
 
-	if (!fs->log)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsx__logv(fs->log, NULL, prio, fmt, ap);
 	va_end(ap);
-	fs->log(prio, msg);
 }
 
 /* ---- Small socket helpers ---- */

@@ -90,7 +90,7 @@ struct event_base;
 struct vsxb_router;
 struct vsxd_fwds;
 
-typedef void (*vsxd_fwd_log_fn)(int prio, const char *msg);
+typedef vsxb_log_fn vsxd_fwd_log_fn;   /* called with a NULL arg */
 
 /* The set of running forwards. @base and @r must outlive it. */
 int vsxd_fwds_new(struct event_base *base, struct vsxb_router *r, vsxd_fwd_log_fn log,

@@ -181,11 +181,6 @@ static void conn_event_log(void *arg, const struct vsxb_conn_event *ev)
 	log_msg(prio, msg);
 }
 
-static void fwd_log(int prio, const char *msg)
-{
-	log_msg(prio, msg);
-}
-
 /* libevent's own warnings */
 static void libevent_log(int severity, const char *msg)
 {
@@ -652,7 +647,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	r = vsxd_fwds_new(d.base, d.router, fwd_log, &d.fwds);
+	r = vsxd_fwds_new(d.base, d.router, backend_log, &d.fwds);
 	if (r < 0) {
 		fatal("cannot set up forwards: %s", strerror(-r));
 		goto out;

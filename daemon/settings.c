@@ -622,33 +622,40 @@ void vsxd_config_free(struct vsxd_config *cfg)
 	vsxd_config_init(cfg);
 }
 
+/* @arr (@n elements of @size bytes) with one more, zeroed, at its end
+ * (*@item): the new array (the old one is gone), or NULL (@arr kept). */
+static void *append_zeroed(void *arr, size_t *n, size_t size, void **item)
+{
+	char *a;
+
+	if (*n >= SIZE_MAX / size - 1)
+		return NULL;
+	a = realloc(arr, (*n + 1) * size);
+	if (!a)
+		return NULL;
+	*item = a + *n * size;
+	memset(*item, 0, size);
+	(*n)++;
+	return a;
+}
+
 struct vsxd_vm *vsxd__config_add_vm(struct vsxd_config *cfg)
 {
-	struct vsxd_vm *v;
+	void *a, *v = NULL;
 
-	if (cfg->n_vms >= SIZE_MAX / sizeof(*v) - 1)
-		return NULL;
-	v = realloc(cfg->vms, (cfg->n_vms + 1) * sizeof(*v));
-	if (!v)
-		return NULL;
-	cfg->vms = v;
-	v = &cfg->vms[cfg->n_vms++];
-	memset(v, 0, sizeof(*v));
+	a = append_zeroed(cfg->vms, &cfg->n_vms, sizeof(*cfg->vms), &v);
+	if (a)
+		cfg->vms = a;
 	return v;
 }
 
 struct vsxd_forward *vsxd__config_add_fwd(struct vsxd_config *cfg)
 {
-	struct vsxd_forward *f;
+	void *a, *f = NULL;
 
-	if (cfg->n_fwds >= SIZE_MAX / sizeof(*f) - 1)
-		return NULL;
-	f = realloc(cfg->fwds, (cfg->n_fwds + 1) * sizeof(*f));
-	if (!f)
-		return NULL;
-	cfg->fwds = f;
-	f = &cfg->fwds[cfg->n_fwds++];
-	memset(f, 0, sizeof(*f));
+	a = append_zeroed(cfg->fwds, &cfg->n_fwds, sizeof(*cfg->fwds), &f);
+	if (a)
+		cfg->fwds = a;
 	return f;
 }
 

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -50,6 +51,17 @@ int vsx__set_nonblock(int fd, bool on)
 		return -errno;
 	fl = on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK;
 	return fcntl(fd, F_SETFL, fl) < 0 ? -errno : 0;
+}
+
+void vsx__logv(void (*fn)(void *arg, int prio, const char *msg), void *arg, int prio,
+	       const char *fmt, va_list ap)
+{
+	char msg[768];
+
+	if (!fn)
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	fn(arg, prio, msg);
 }
 
 /* ---- Numbers and sizes ---- */

@@ -15,6 +15,7 @@
 #ifndef VSX_UTIL_H
 #define VSX_UTIL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +29,12 @@ int64_t vsx__now_ms(void);
 int vsx__wait_fd(int fd, short events, int64_t deadline_ms);
 /* O_NONBLOCK on (@on true) or off. */
 int vsx__set_nonblock(int fd, bool on);
+
+/* Format one log line (at most 767 bytes, no newline) and give it to @fn
+ * with @arg and the syslog priority @prio; nothing when @fn is NULL. The
+ * shape of the backend's vsxb_log_fn and of vsxd's rooms' log hooks. */
+void vsx__logv(void (*fn)(void *arg, int prio, const char *msg), void *arg, int prio,
+	       const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 
 /* The @n bytes at @s (not NUL-terminated), at most @max. */
 int vsx__parse_dec(const char *s, size_t n, uint64_t max, uint64_t *out);

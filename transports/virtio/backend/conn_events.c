@@ -89,10 +89,8 @@ const char *vsxb_conn_reason_name(int reason)
 const char *vsxb_conn_event_name(int type)
 {
 	static const char *const names[] = {
-		[VSXB_CONN_EV_OPEN] = "open",
-		[VSXB_CONN_EV_CLOSE] = "close",
-		[VSXB_CONN_EV_RESET] = "reset",
-		[VSXB_CONN_EV_REFUSE] = "refuse",
+		[VSXB_CONN_EV_OPEN] = "open", [VSXB_CONN_EV_CLOSE] = "close",
+		[VSXB_CONN_EV_RESET] = "reset", [VSXB_CONN_EV_REFUSE] = "refuse",
 	};
 
 	return NAME_OF(names, type, "?");
@@ -101,8 +99,7 @@ const char *vsxb_conn_event_name(int type)
 const char *vsxb_limit_name(int kind)
 {
 	static const char *const names[] = {
-		[VSXB_LIMIT_VM_CONNS] = "conns-per-vm",
-		[VSXB_LIMIT_CONNS] = "conns",
+		[VSXB_LIMIT_VM_CONNS] = "conns-per-vm", [VSXB_LIMIT_CONNS] = "conns",
 		[VSXB_LIMIT_MEMORY] = "conn-memory",
 	};
 

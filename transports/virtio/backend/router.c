@@ -397,15 +397,16 @@ int vsxb_vm_set_default_buffer(struct vsxb_vm *vm, uint32_t bytes)
 
 void vsxb_vm_get_info(const struct vsxb_vm *vm, struct vsxb_vm_info *out)
 {
-	memset(out, 0, sizeof(*out));
-	out->name = vm->name;
-	out->guest_cid = vm->cid;
-	out->socket_path = vm->socket_path;
-	out->uds_path = vm->uds_path;
-	out->buf_default = vm->buf_default;
-	out->connected = vm->live;
-	out->broken = vm->broken;
-	out->conns = vm->nconns;
+	*out = (struct vsxb_vm_info){
+		.name = vm->name,
+		.guest_cid = vm->cid,
+		.socket_path = vm->socket_path,
+		.uds_path = vm->uds_path,
+		.buf_default = vm->buf_default,
+		.connected = vm->live,
+		.broken = vm->broken,
+		.conns = vm->nconns,
+	};
 }
 
 int vsxb_router_foreach_vm(struct vsxb_router *r, vsxb_vm_cb cb, void *arg)
