@@ -66,7 +66,7 @@
 #define ENG_MAX_HANDSHAKES 64     /* hybrid clients still sending CONNECT */
 #define ENG_CONNECT_LINE 32       /* longest "CONNECT <port>\n" */
 #define ENG_HOST_PORT_FIRST 1024  /* host ports of hybrid connections */
-#define VSXB_NAME_LEN 65           /* VM names: 64 bytes and a NUL */
+#define VSXB_NAME_LEN (VSX_NAME_MAX + 1) /* VM names: VSX_NAME_MAX (64) bytes and a NUL */
 #define ENG_LOG_BUDGET 20         /* guest-caused warnings per VM session */
 #define ENG_REFUSE_BURST 20       /* refusals logged at once per VM ... */
 #define ENG_REFUSE_MS 1000        /* ... then one per this */
