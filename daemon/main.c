@@ -306,15 +306,18 @@ static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsxb_vm **o
 	return 0;
 }
 
-static const char *start_error(int r)
+/* Why a VM (or, @control, the control socket) could not start. */
+static const char *start_error(int r, bool control)
 {
 	switch (r) {
 	case -EEXIST:
 		return "its guest-cid or name is already in use";
 	case -EADDRINUSE:
-		return "a socket path is in use by another program";
+		return control ? "in use (another vsxd is running?)"
+			       : "a socket path is in use by another program";
 	case -ENOTSOCK:
-		return "a socket path exists and is not a socket";
+		return control ? "a file that is not a socket is in the way"
+			       : "a socket path exists and is not a socket";
 	default:
 		return strerror(-r);
 	}
@@ -425,7 +428,7 @@ static void reload(struct vsxd *d)
 		r = vm_start(d, &nc.vms[j], &nvms[j]);
 		if (r < 0) {
 			vlog(LOG_ERR, "%s: cannot start: %s",
-			     vm_label(&nc.vms[j], label, sizeof(label)), start_error(r));
+			     vm_label(&nc.vms[j], label, sizeof(label)), start_error(r, false));
 			failed++;
 		} else {
 			added++;
@@ -461,18 +464,6 @@ out:
 	vsxd_config_free(&nc);
 }
 
-static const char *control_error(int r)
-{
-	switch (r) {
-	case -EADDRINUSE:
-		return "in use (another vsxd is running?)";
-	case -ENOTSOCK:
-		return "a file that is not a socket is in the way";
-	default:
-		return strerror(-r);
-	}
-}
-
 /* The control socket. A failure is fatal (returns it) only for a path the
  * user gave. */
 static int control_start(struct vsxd *d)
@@ -495,11 +486,11 @@ static int control_start(struct vsxd *d)
 	}
 	d->control = NULL;
 	if (d->cfg.control_path) {
-		fatal("control socket %s: %s", path, control_error(r));
+		fatal("control socket %s: %s", path, start_error(r, true));
 		return r;
 	}
 	vlog(LOG_WARNING, "control socket %s: %s; running without one (give --control "
-	     "PATH)", path, control_error(r));
+	     "PATH)", path, start_error(r, true));
 	return 0;
 }
 
@@ -643,7 +634,7 @@ int main(int argc, char **argv)
 		r = vm_start(&d, &d.cfg.vms[i], &d.vms[i]);
 		if (r < 0) {
 			vm_label(&d.cfg.vms[i], label, sizeof(label));
-			fatal("%s: cannot start: %s", label, start_error(r));
+			fatal("%s: cannot start: %s", label, start_error(r, false));
 			goto out;
 		}
 	}

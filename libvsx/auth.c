@@ -307,16 +307,18 @@ static int timed_out(const struct hs *h, const char *what, unsigned type)
 			what, msg_name(type), h->s->connect_timeout_ms);
 }
 
-/* Send message @i of the handshake, whole, by the deadline. */
-static int msg_send(struct hs *h, int i)
+/* Move message @i of the handshake, whole, by the deadline: send it
+ * (@out), or receive it, which must then be of @type. A receive reads
+ * exactly one message: what follows it stays in the socket. */
+static int msg_move(struct hs *h, int i, unsigned type, bool out)
 {
-	unsigned type = h->m[i][5];
 	size_t done = 0;
 	ssize_t r;
 	int ev;
 
 	while (done < MSG_LEN) {
-		r = step_send(h->s, h->m[i] + done, MSG_LEN - done);
+		r = out ? step_send(h->s, h->m[i] + done, MSG_LEN - done)
+			: step_recv(h->s, h->m[i] + done, MSG_LEN - done);
 		if (r > 0) {
 			done += (size_t)r;
 			continue;
@@ -324,57 +326,37 @@ static int msg_send(struct hs *h, int i)
 		if (r == -EINTR)
 			continue;
 		if (r == -EAGAIN || r == -EWOULDBLOCK) {
-			ev = vsx__wait_fd(h->s->fd, POLLOUT, h->deadline);
+			ev = vsx__wait_fd(h->s->fd, out ? POLLOUT : POLLIN, h->deadline);
 			if (ev == 0)
-				return timed_out(h, "could not send", type);
+				return timed_out(h, out ? "could not send" : done ?
+						 "the peer stopped in the middle of" :
+						 "the peer did not send", type);
 			if (ev < 0)
 				return vsx__err(ev, "auth: poll: %s", strerror(-ev));
 			continue;
 		}
-		if (r == 0 || r == -EPIPE || r == -ECONNRESET)
+		if ((r == 0 || r == -EPIPE || r == -ECONNRESET) && out)
 			return vsx__err(-EACCES, "auth: the peer closed the connection before "
 					"our %s: it refused the handshake", msg_name(type));
-		return vsx__err((int)r, "auth: sending the %s: %s", msg_name(type),
-				strerror((int)-r));
-	}
-	return 0;
-}
-
-/* Receive message @i, which must be of @type, by the deadline. Reads
- * exactly one message: what follows it stays in the socket. */
-static int msg_recv(struct hs *h, int i, unsigned type)
-{
-	size_t have = 0;
-	ssize_t r;
-	int ev;
-
-	while (have < MSG_LEN) {
-		r = step_recv(h->s, h->m[i] + have, MSG_LEN - have);
-		if (r > 0) {
-			have += (size_t)r;
-			continue;
-		}
-		if (r == -EINTR)
-			continue;
-		if (r == -EAGAIN || r == -EWOULDBLOCK) {
-			ev = vsx__wait_fd(h->s->fd, POLLIN, h->deadline);
-			if (ev == 0)
-				return have ? timed_out(h, "the peer stopped in the middle of",
-							type)
-					    : timed_out(h, "the peer did not send", type);
-			if (ev < 0)
-				return vsx__err(ev, "auth: poll: %s", strerror(-ev));
-			continue;
-		}
-		if (r == 0 || r == -ECONNRESET || r == -EPIPE)
+		if (r == 0 || r == -EPIPE || r == -ECONNRESET)
 			return vsx__err(-EACCES, "auth: the peer closed the connection %s its "
 					"%s (%zu of %d bytes): it refused the handshake, or "
-					"does not authenticate", have ? "in the middle of" :
-					"instead of sending", msg_name(type), have, MSG_LEN);
-		return vsx__err((int)r, "auth: receiving the %s: %s", msg_name(type),
-				strerror((int)-r));
+					"does not authenticate", done ? "in the middle of" :
+					"instead of sending", msg_name(type), done, MSG_LEN);
+		return vsx__err((int)r, "auth: %s the %s: %s", out ? "sending" : "receiving",
+				msg_name(type), strerror((int)-r));
 	}
-	return msg_check(h->m[i], type);
+	return out ? 0 : msg_check(h->m[i], type);
+}
+
+static int msg_send(struct hs *h, int i)
+{
+	return msg_move(h, i, h->m[i][5], true);
+}
+
+static int msg_recv(struct hs *h, int i, unsigned type)
+{
+	return msg_move(h, i, type, false);
 }
 
 static int nonce(uint8_t out[BODY_LEN])
