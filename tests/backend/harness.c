@@ -387,20 +387,6 @@ void hx_unpause(struct hx *h)
 
 /* ---- Guest ---- */
 
-static void hdr_swap(struct virtio_vsock_hdr *h)
-{
-	h->src_cid = le64toh(h->src_cid);
-	h->dst_cid = le64toh(h->dst_cid);
-	h->src_port = le32toh(h->src_port);
-	h->dst_port = le32toh(h->dst_port);
-	h->len = le32toh(h->len);
-	h->type = le16toh(h->type);
-	h->op = le16toh(h->op);
-	h->flags = le32toh(h->flags);
-	h->buf_alloc = le32toh(h->buf_alloc);
-	h->fwd_cnt = le32toh(h->fwd_cnt);
-}
-
 void gc_init(struct gc *c, struct guest *g, uint16_t type, uint32_t lport,
 	     uint64_t pcid, uint32_t pport)
 {
@@ -419,7 +405,7 @@ int g_send_hdr(struct guest *g, const struct virtio_vsock_hdr *h, const void *da
 {
 	struct virtio_vsock_hdr w = *h;
 
-	hdr_swap(&w);
+	eng_hdr_swap(&w);
 	return drv_send(g->d, &w, data, len, TMO);
 }
 
@@ -500,7 +486,7 @@ struct pkt *g_next(struct guest *g, struct gc *c, int timeout_ms)
 			return NULL;
 		}
 		cr_assert_geq(rc, 0, "drv_recv: %s", strerror(-rc));
-		hdr_swap(&wh);
+		eng_hdr_swap(&wh);
 		p->h = wh;
 		p->len = (uint32_t)rc;
 		p->next = NULL;
