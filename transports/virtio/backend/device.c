@@ -67,23 +67,17 @@ static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsx_vq_elem *
 	if (c->state == VSXB_CONN_CONNECTING) {
 		vsxb__vm_warn(vm, "RW before the connection was established (port %u)",
 			     h->src_port);
-		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
-		vsxb__conn_reset(c, false);
-		return;
+		goto bad;
 	}
 	if (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) {
 		vsxb__vm_warn(vm, "RW after SHUTDOWN(SEND) (port %u)", h->src_port);
-		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
-		vsxb__conn_reset(c, false);
-		return;
+		goto bad;
 	}
 	/* The edge we announced last is the limit (it never moved back). */
 	if (!c->advertised || (int32_t)(c->rx_cnt + h->len - c->rx_limit) > 0) {
 		vsxb__vm_warn(vm, "RW beyond the credit given (port %u: %u bytes, "
 			     "room %u)", h->src_port, h->len, vsxb__conn_rx_room(c));
-		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
-		vsxb__conn_reset(c, false);
-		return;
+		goto bad;
 	}
 	c->rx_cnt += h->len;
 	c->from_guest += h->len;
@@ -100,6 +94,11 @@ static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsx_vq_elem *
 		else if (h->len)
 			c->msg_open = true;
 	}
+	return;
+bad:
+	/* the guest broke the protocol: this connection only */
+	vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
+	vsxb__conn_reset(c, false);
 }
 
 static void tx_response(struct vsxb_vm *vm, struct conn *c)
