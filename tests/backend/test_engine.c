@@ -1645,9 +1645,40 @@ static void sib_open(struct gc *a, struct gc *b, uint16_t type, uint32_t pa,
 	free(p);
 	cr_assert_geq(g_send(b, OP_RESPONSE, 0, NULL, 0), 0);
 	p = g_expect(a, OP_RESPONSE, TMO);
-	cr_assert_eq(p->h.buf_alloc, b_buf < VSXB_DEFAULT_BUF_ALLOC ? b_buf
-							      : VSXB_DEFAULT_BUF_ALLOC);
+	cr_assert_eq(p->h.buf_alloc, b_buf < VSXB_SIBLING_WINDOW_MAX ? b_buf
+							       : VSXB_SIBLING_WINDOW_MAX);
 	free(p);
+}
+
+Test(sibling, window_is_the_receivers_whatever_tx_buffer_size)
+{
+	static uint8_t chunk[32768];
+	struct gc a, b, a2, b2, a3, b3;
+	struct pkt *p;
+	uint32_t sent = 0;
+
+	two_vms(NULL, NULL);
+	/* B's 8 MiB, not vsxd's 256 KiB tx-buffer-size */
+	sib_open(&a, &b, STREAM, 50010, 6010, 8u << 20);
+	cr_assert_eq(a.peer_buf, 8u << 20);
+	/* what vsxd would hold for the pair is capped */
+	sib_open(&a2, &b2, SEQ, 50011, 6011, 256u << 20);
+	cr_assert_eq(a2.peer_buf, VSXB_SIBLING_WINDOW_MAX);
+
+	/* B raises its buffer mid-connection: A hears of it before it runs
+	 * out of the old window */
+	sib_open(&a3, &b3, STREAM, 50012, 6012, 65536);
+	b3.buf_alloc = 4u << 20;
+	cr_assert_geq(g_send(&b3, OP_CREDIT_UPDATE, 0, NULL, 0), 0);
+	while (sent < 65536 && a3.peer_buf == 65536) {
+		cr_assert_gt(g_credit(&a3), 0, "A stalled at the old window");
+		cr_assert_geq(g_send(&a3, OP_RW, 0, chunk, sizeof(chunk)), 0);
+		sent += sizeof(chunk);
+		while ((p = g_next(G(0), &a3, 50)))
+			free(p);
+	}
+	cr_assert_eq(a3.peer_buf, 4u << 20);
+	cr_assert_gt(g_credit(&a3), (4u << 20) - 65536);
 }
 
 Test(sibling, stream_both_ways_credit_end_to_end)

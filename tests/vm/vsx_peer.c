@@ -23,6 +23,11 @@
  *   mrecv:N      SEQPACKET: receive N messages; each one must arrive whole,
  *                alone and intact (its size and every byte checked)
  *   sleep:MS     wait
+ *   within:MS    the step before this one must have taken at most MS
+ *                (e.g. send:2M,within:8000 with a receiver that sleeps
+ *                first: the bytes fit in the receiver's credit)
+ *   buf:SIZE     set this socket's receive buffer (vsx_set_buffer VSX_RX:
+ *                the credit the peer gets) to SIZE now
  *   info         print vsx_info
  *   close        vsx_close now; it must return 0 (the peer finished)
  * A connection whose STEPS do not end with close is closed at the end the
@@ -51,6 +56,8 @@
  *   -v          per-step lines for every connection
  *   -X OFFSET   corrupt what this side sends: flip one bit of stream byte
  *               OFFSET (a negative control: the receiver must notice)
+ *   -M SIZE     SEQPACKET: messages of at most SIZE bytes (the sizes of
+ *               msg_sizes[] clamped to it)
  *
  * Output: "vsx_peer[LABEL]: ..." lines; the last one is "ok: ..." or
  * "FAIL: ...". Exit status 0 when everything was as expected, 1 otherwise,
@@ -94,7 +101,7 @@ static const uint32_t msg_sizes[] = {
 #define N_MSG_SIZES (sizeof(msg_sizes) / sizeof(msg_sizes[0]))
 
 enum step_op { S_SEND, S_RECV, S_DUPLEX, S_SHUT, S_EOF, S_GONE, S_MSEND, S_MRECV,
-	       S_SLEEP, S_INFO, S_CLOSE };
+	       S_SLEEP, S_WITHIN, S_BUF, S_INFO, S_CLOSE };
 
 struct step {
 	enum step_op op;
@@ -117,6 +124,7 @@ static struct {
 	const char *ready_file;
 	int verbose;
 	int64_t corrupt_at;     /* -X: stream byte to flip, -1: none */
+	uint32_t msg_max;       /* -M: largest message, 0: msg_sizes[] as is */
 	struct step steps[MAX_STEPS];
 	int nsteps;
 	char *steps_text;       /* the STEPS argument, which steps[] point into */
@@ -363,7 +371,9 @@ static int step_eof(struct conn *c, int allow_reset)
 
 static uint32_t msg_size(uint64_t k)
 {
-	return msg_sizes[k % N_MSG_SIZES];
+	uint32_t len = msg_sizes[k % N_MSG_SIZES];
+
+	return cfg.msg_max && len > cfg.msg_max ? cfg.msg_max : len;
 }
 
 /* SEQPACKET (blocking socket): whole messages. */
@@ -445,7 +455,7 @@ static int run_steps(struct conn *c)
 {
 	const struct step *st;
 	uint64_t tx0, rx0;
-	double t0, dt;
+	double t0, dt = 0;
 	int i, r;
 
 	for (i = 0; i < cfg.nsteps; i++) {
@@ -483,6 +493,18 @@ static int run_steps(struct conn *c)
 		case S_SLEEP:
 			usleep((useconds_t)st->arg * 1000);
 			r = 0;
+			break;
+		case S_WITHIN:
+			r = 0;
+			if (dt * 1000 > (double)st->arg)
+				FAIL(c, "the step before took %.0f ms, more than %" PRIu64,
+				     dt * 1000, st->arg);
+			break;
+		case S_BUF:
+			r = vsx_set_buffer(c->s, VSX_RX, (size_t)st->arg);
+			if (r < 0)
+				FAIL(c, "vsx_set_buffer(VSX_RX, %" PRIu64 "): %s", st->arg,
+				     vsx_strerror(r));
 			break;
 		case S_INFO:
 			print_info(c);
@@ -822,6 +844,7 @@ static int parse_steps(char *text)
 		{ "send", S_SEND, 1 },   { "recv", S_RECV, 1 },   { "duplex", S_DUPLEX, 1 },
 		{ "shut", S_SHUT, 0 },   { "eof", S_EOF, 0 },     { "gone", S_GONE, 0 },
 		{ "msend", S_MSEND, 1 }, { "mrecv", S_MRECV, 1 }, { "sleep", S_SLEEP, 1 },
+		{ "within", S_WITHIN, 1 }, { "buf", S_BUF, 1 },
 		{ "info", S_INFO, 0 },   { "close", S_CLOSE, 0 },
 	};
 	char *tok, *save = NULL, *colon;
@@ -885,10 +908,10 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: vsx_peer [-n N] [-s] [-t MS] [-w MS] [-x ERR [-m MS]] [-k SEED]\n"
-		"                [-T SECS] [-l LABEL] [-R FILE] [-v] [-X OFFSET]\n"
+		"                [-T SECS] [-l LABEL] [-R FILE] [-v] [-X OFFSET] [-M SIZE]\n"
 		"                listen|connect ADDR [STEPS]\n"
 		"steps: send:SIZE recv:SIZE duplex:SIZE shut eof gone msend:N mrecv:N\n"
-		"       sleep:MS info close (comma-separated)\n");
+		"       sleep:MS within:MS buf:SIZE info close (comma-separated)\n");
 	return 2;
 }
 
@@ -900,7 +923,7 @@ int main(int argc, char **argv)
 	int opt, i, failed = 0, ok = 0, nserved = 0, strays = 0;
 	double t0;
 
-	while ((opt = getopt(argc, argv, "n:st:w:x:m:k:T:l:R:vX:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:st:w:x:m:k:T:l:R:vX:M:")) != -1) {
 		switch (opt) {
 		case 'n': cfg.nconns = atoi(optarg); break;
 		case 's': cfg.seq = 1; break;
@@ -920,6 +943,17 @@ int main(int argc, char **argv)
 		case 'R': cfg.ready_file = optarg; break;
 		case 'v': cfg.verbose = 1; break;
 		case 'X': cfg.corrupt_at = strtoll(optarg, NULL, 0); break;
+		case 'M': {
+			uint64_t m;
+
+			if (parse_size(optarg, &m) < 0 || !m || m >= MSG_BUF) {
+				fprintf(stderr, "vsx_peer: -M %s: a size of 1 to %d bytes\n",
+					optarg, MSG_BUF - 1);
+				return 2;
+			}
+			cfg.msg_max = (uint32_t)m;
+			break;
+		}
 		default: return usage();
 		}
 	}

@@ -19,6 +19,11 @@
 
 #define VSXB_DEFAULT_BUF_ALLOC (256u * 1024)   /* tx-buffer-size default */
 #define VSXB_MAX_BUF_ALLOC (1u << 30)          /* largest buf_alloc / tx-buffer-size */
+/* Between sibling VMs the window is the receiving guest's own buffer, up
+ * to this (or tx-buffer-size when larger; half of max_conn_memory when
+ * that is set): vsxd queues a sibling's bytes only while the receiving
+ * guest has no RX buffers posted, and never more than the window. */
+#define VSXB_SIBLING_WINDOW_MAX (64u << 20)
 #define VSXB_DEFAULT_QUEUE_SIZE 1024           /* largest ring accepted */
 #define VSXB_GROUP_DEFAULT "default"
 

@@ -7,9 +7,13 @@
  * Packets are relayed: payload is copied from A's TX buffers straight into
  * B's RX buffers when B has some (and nothing waits for them), otherwise
  * into the B-side connection's queue. Credit is end to end: the buf_alloc
- * and fwd_cnt A sees are B's (buf_alloc capped by the A-side connection's
- * own buf_alloc), so A can never have more in flight than B can take, and
- * the queue in between is bounded by that window. SHUTDOWN, RST and
+ * and fwd_cnt A sees are B's, whatever vsxd's tx-buffer-size, so A can
+ * never have more in flight than B's guest can take, and when B raises or
+ * lowers its buffer A hears of it. The bytes stay in vsxd only while B has
+ * no RX buffers posted; that queue is bounded by the window, which is
+ * capped by the A-side connection's buf_alloc: sib_cap(), at most
+ * VSXB_SIBLING_WINDOW_MAX (or tx-buffer-size when larger, or half of
+ * max-conn-memory), and lowered by a set-buffer on the connection. SHUTDOWN, RST and
  * CREDIT_REQUEST are relayed; SHUTDOWN and RST only after the data queued
  * before them.
  *
@@ -37,6 +41,16 @@ static const struct vsxb_peer_ops sib_ops;
 static struct sib_peer *sp(const struct conn *c)
 {
 	return c->priv;
+}
+
+/* The most a sibling pair may have in flight each way (the guests' own
+ * buffers decide below it). */
+static uint32_t sib_cap(const struct vsxb_vm *vm)
+{
+	uint32_t cap = vm->buf_default > VSXB_SIBLING_WINDOW_MAX ? vm->buf_default
+								 : VSXB_SIBLING_WINDOW_MAX;
+
+	return vsxb__buf_cap(vm->r, cap);
 }
 
 /* Unlink the pair, telling nobody. */
@@ -101,6 +115,8 @@ void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		goto refuse;
 	}
 	a->guest_initiated = true;
+	a->buf_alloc = sib_cap(vm);
+	b->buf_alloc = sib_cap(to);
 	sp(a)->other = b;
 	sp(b)->other = a;
 	a->peer_buf_alloc = h->buf_alloc;
@@ -312,7 +328,8 @@ static int sib_established(struct conn *c)
 	return 0;
 }
 
-/* End to end: the other guest's values, buf_alloc capped by ours. */
+/* End to end: the other guest's values, buf_alloc capped by sib_cap()
+ * (or the operator's set-buffer) on this half. */
 static void sib_window(const struct conn *c, uint32_t *fwd, uint32_t *buf)
 {
 	const struct conn *p = sp(c)->other;
