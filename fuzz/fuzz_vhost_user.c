@@ -45,7 +45,7 @@ static char path[128];
 struct dev {
 	struct vsx_vu *vu;
 	unsigned starts, stops, kicks;
-	bool live;
+	bool live, paused;
 };
 
 static int get_config(void *arg, uint32_t off, void *buf, uint32_t len)
@@ -81,23 +81,25 @@ static void kick(void *arg, unsigned q)
 	free(e);
 }
 
-static void start(void *arg)
+static void start(void *arg, enum vsx_vu_start how)
 {
 	struct dev *d = arg;
 
-	if (d->live)
-		abort(); /* start twice without stop */
+	if (d->live || (how == VSX_VU_START_RESUMED && !d->paused))
+		abort(); /* start twice without stop, or a resume of nothing */
 	d->live = true;
+	d->paused = false;
 	d->starts++;
 }
 
-static void stop(void *arg)
+static void stop(void *arg, bool resumable)
 {
 	struct dev *d = arg;
 
-	if (!d->live)
-		abort();
+	if (!d->live && !(d->paused && !resumable))
+		abort(); /* a stop without a start (or a paused session's end) */
 	d->live = false;
+	d->paused = resumable;
 	d->stops++;
 }
 

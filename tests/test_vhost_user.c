@@ -61,6 +61,7 @@ struct tdev {
 	struct vsx_vu_ops ops;
 	char dir[64], path[128];
 	int starts, stops, logs;
+	int resumable_stops, last_how;
 	int pop_err;
 	bool echo, record;
 	uint64_t tx_pkts;
@@ -174,16 +175,23 @@ static void dev_kick(void *dev, unsigned q)
 	drain_out(t);
 }
 
-static void dev_start(void *dev)
-{
-	((struct tdev *)dev)->starts++;
-}
-
-static void dev_stop(void *dev)
+static void dev_start(void *dev, enum vsx_vu_start how)
 {
 	struct tdev *t = dev;
 
-	t->stops++;
+	t->starts++;
+	t->last_how = how;
+}
+
+static void dev_stop(void *dev, bool resumable)
+{
+	struct tdev *t = dev;
+
+	/* stops: sessions ended; resumable_stops: rings stopped (pauses) */
+	if (resumable)
+		t->resumable_stops++;
+	else
+		t->stops++;
 	free_list(&t->out, &t->out_tail);
 }
 
@@ -260,6 +268,7 @@ static void teardown(void)
 /* Reading device state: on the loop thread. */
 struct snap {
 	int starts, stops, logs, pop_err, connected;
+	int resumable_stops, last_how;
 	uint64_t tx_pkts, features;
 	bool seq_bad, broken[3], ready[3];
 	uint16_t last_avail[3];
@@ -273,6 +282,8 @@ static void do_snap(void *arg)
 
 	S.starts = t->starts;
 	S.stops = t->stops;
+	S.resumable_stops = t->resumable_stops;
+	S.last_how = t->last_how;
 	S.logs = t->logs;
 	S.pop_err = t->pop_err;
 	S.tx_pkts = t->tx_pkts;
@@ -822,11 +833,14 @@ Test(vu, ring_stop_in_session, .init = setup, .fini = teardown)
 	st.index = 1;
 	cr_assert_eq(drv_vhost_msg(d, GET_VRING_BASE, V1, &st, 8, NULL, 0, &st, 8), 8);
 	cr_assert_eq(st.num, 1, "one tx chain used");
-	WAIT_FOR(s_.stops == 1);
+	WAIT_FOR(s_.resumable_stops == 1);
+	cr_assert_eq(snap().stops, 0, "GET_VRING_BASE: a resumable stop");
 	cr_assert(!snap().ready[0] && !snap().ready[1]);
 	drv_close(d);
 	WAIT_FOR(!s_.connected);
-	cr_assert_eq(snap().stops, 1, "no second stop on disconnect");
+	/* the paused session ends for good with the front-end */
+	cr_assert_eq(snap().stops, 1);
+	cr_assert_eq(snap().resumable_stops, 1);
 }
 
 Test(vu, second_frontend_refused, .init = setup, .fini = teardown)

@@ -175,6 +175,11 @@ static void stash_free(struct guest *g)
 	g->stash_tail = &g->stash;
 }
 
+void g_forget(struct guest *g)
+{
+	stash_free(g);
+}
+
 void hx_close_drv(struct hx *h, unsigned i)
 {
 	struct hx_vm *v = &h->v[i];

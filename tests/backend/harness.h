@@ -116,6 +116,8 @@ struct pkt *g_expect(struct gc *c, uint16_t op, int timeout_ms);
 /* No packet at all for @c (any with NULL) within @ms. */
 bool g_quiet(struct guest *g, struct gc *c, int ms);
 uint32_t g_credit(const struct gc *c);
+/* Drop every packet received and not claimed (a guest that reset). */
+void g_forget(struct guest *g);
 /* Connect to peer (REQUEST, wait RESPONSE): 0, or the op that came. */
 int g_connect(struct gc *c);
 /* Send @len bytes within credit, in packets of @pkt bytes. */

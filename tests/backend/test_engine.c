@@ -2384,3 +2384,115 @@ Test(control, foreach_all_vms_and_early_stop)
 	close(lfd);
 	close(lfd1);
 }
+
+/* ---- lifecycle: pause (QEMU stop/cont), guest reset, bad restarts ---- */
+
+TestSuite(lifecycle, .init = setup1, .fini = teardown, .timeout = 60);
+
+Test(lifecycle, pause_resume_keeps_connections)
+{
+	static uint8_t out[100000], in[100000];
+	struct gc c, h;
+	int lfd, fd, hfd;
+	char line[64];
+	struct pkt *p;
+
+	hx_timeouts(&H, 0, 300, 0);
+	g2h_open(&c, 0, STREAM, 45000, 1450, &lfd, &fd);
+	fill_pattern(out, sizeof(out), 7);
+	g_write(&c, out, 60000, 4096);
+	cr_assert_eq(drv_pause(G(0)->d), 0);
+	cr_assert(hx_log_has(&H, "connection(s) kept"));
+	/* the host reads what came before; writes while the guest sleeps */
+	cr_assert_eq(h_read_full(fd, in, 60000, TMO), 0);
+	cr_assert_arr_eq(in, out, 60000);
+	cr_assert_eq(h_write_full(fd, out, 5000, TMO), 0);
+	/* a host program connects to the paused guest: its REQUEST waits,
+	 * and the connect timeout does not run out while paused */
+	snprintf(line, sizeof(line), "CONNECT 45001\n");
+	hfd = h_dial(H.v[0].uds, line);
+	cr_assert_geq(hfd, 0);
+	usleep(800 * 1000);
+	cr_assert(!h_readable(hfd, 0), "the hybrid connect ended during the pause");
+	cr_assert_eq(drv_resume(G(0)->d, 0), 0);
+	cr_assert(hx_log_has(&H, "device resumed after"));
+	/* the host's bytes, then the REQUEST: nothing lost, nothing twice */
+	g_read(&c, in, 5000);
+	cr_assert_arr_eq(in, out, 5000);
+	p = g_next(G(0), NULL, TMO);
+	cr_assert_not_null(p);
+	cr_assert_eq(p->h.op, OP_REQUEST);
+	cr_assert_eq(p->h.dst_port, 45001);
+	gc_init(&h, G(0), STREAM, 45001, VSOCK_CID_HOST, p->h.src_port);
+	h.peer_buf = p->h.buf_alloc;
+	h.peer_fwd = p->h.fwd_cnt;
+	free(p);
+	cr_assert_geq(g_send(&h, OP_RESPONSE, 0, NULL, 0), 0);
+	cr_assert_gt(h_read_line(hfd, line, sizeof(line), TMO), 0);
+	cr_assert_eq(strncmp(line, "OK ", 3), 0);
+	still_works(&c, fd);
+	still_works(&h, hfd);
+	cr_assert_eq(hx_log_count(&H, "conn reset"), 0);
+	close(hfd);
+	close(fd);
+	close(lfd);
+}
+
+Test(lifecycle, guest_reset_ends_connections)
+{
+	struct gc c, d;
+	int lfd, fd, lfd2, fd2;
+
+	g2h_open(&c, 0, STREAM, 45010, 1451, &lfd, &fd);
+	cr_assert_eq(drv_reset(G(0)->d), 0);
+	cr_assert(hx_log_has(&H, "restarted as new"));
+	cr_assert_geq(h_eof(fd, 1000), -ECONNRESET, "the host peer did not see the end");
+	g_forget(G(0));
+	g2h_open(&d, 0, STREAM, 45011, 1452, &lfd2, &fd2);
+	still_works(&d, fd2);
+	close(fd);
+	close(lfd);
+	close(fd2);
+	close(lfd2);
+}
+
+Test(lifecycle, restart_elsewhere_breaks_the_device)
+{
+	struct gc c, d;
+	int lfd, fd, lfd2, fd2;
+
+	g2h_open(&c, 0, STREAM, 45020, 1453, &lfd, &fd);
+	cr_assert_eq(drv_pause(G(0)->d), 0);
+	cr_assert_eq(drv_resume(G(0)->d, 5), 0);    /* not where it stopped */
+	cr_assert(hx_log_has(&H, "neither a resume nor a reset"));
+	cr_assert(hx_log_has(&H, "rings restarted where they did not stop"));
+	cr_assert_geq(h_eof(fd, TMO), -ECONNRESET);
+	/* a guest reset brings it back */
+	cr_assert_eq(drv_reset(G(0)->d), 0);
+	g_forget(G(0));
+	g2h_open(&d, 0, STREAM, 45021, 1454, &lfd2, &fd2);
+	still_works(&d, fd2);
+	close(fd);
+	close(lfd);
+	close(fd2);
+	close(lfd2);
+}
+
+Test(lifecycle, front_end_gone_while_paused)
+{
+	struct gc c, d;
+	int lfd, fd, lfd2, fd2;
+
+	g2h_open(&c, 0, STREAM, 45030, 1455, &lfd, &fd);
+	cr_assert_eq(drv_pause(G(0)->d), 0);
+	hx_close_drv(&H, 0);
+	cr_assert_geq(h_eof(fd, TMO), -ECONNRESET);
+	cr_assert(hx_log_has(&H, "for good while paused"));
+	hx_open(&H, 0, NULL);               /* a new front-end is served */
+	g2h_open(&d, 0, STREAM, 45031, 1456, &lfd2, &fd2);
+	still_works(&d, fd2);
+	close(fd);
+	close(lfd);
+	close(fd2);
+	close(lfd2);
+}

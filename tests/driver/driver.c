@@ -71,6 +71,7 @@ struct drv_ring {
 	unsigned nslots;
 	unsigned *free_slot;
 	unsigned nfree_slot;
+	uint16_t base;           /* SET_VRING_BASE at the next start */
 };
 
 struct drv {
@@ -695,7 +696,7 @@ static int start_device(struct drv *d)
 
 		r = vu_set_state(d, VU_SET_VRING_NUM, i, q->num);
 		if (!r)
-			r = vu_set_state(d, VU_SET_VRING_BASE, i, 0);
+			r = vu_set_state(d, VU_SET_VRING_BASE, i, q->base);
 		if (!r)
 			r = vu_set(d, VU_SET_VRING_ADDR, &a, sizeof(a), NULL, 0);
 		if (!r)
@@ -716,6 +717,103 @@ static int start_device(struct drv *d)
 			return r;
 	}
 	return 0;
+}
+
+/* Linux fills the rx and event queues once the device is live. */
+static int fill_queues(struct drv *d)
+{
+	int r;
+
+	for (unsigned s = 0; s < d->q[VSOCK_VQ_RX].nslots; s++) {
+		d->q[VSOCK_VQ_RX].nfree_slot--;
+		r = post_rx(d, d->q[VSOCK_VQ_RX].free_slot[d->q[VSOCK_VQ_RX].nfree_slot],
+			    false);
+		if (r)
+			return r;
+	}
+	kick(&d->q[VSOCK_VQ_RX]);
+	if (d->nq > VSOCK_VQ_EVENT) {
+		struct drv_ring *e = &d->q[VSOCK_VQ_EVENT];
+
+		for (unsigned s = 0; s < e->nslots; s++) {
+			e->nfree_slot--;
+			r = post_event(d, e->free_slot[e->nfree_slot], false);
+			if (r)
+				return r;
+		}
+		kick(e);
+	}
+	return 0;
+}
+
+/* QEMU's vhost_dev_stop: disable the rings, then stop each
+ * (GET_VRING_BASE); the bases are what the next start gives back. */
+static int stop_rings(struct drv *d)
+{
+	int r;
+
+	if (d->features & (1ull << VU_F_PROTOCOL_FEATURES)) {
+		for (unsigned i = 0; i < d->nq; i++) {
+			r = vu_set_state(d, VU_SET_VRING_ENABLE, i, 0);
+			if (r)
+				return r;
+		}
+	}
+	for (unsigned i = 0; i < d->nq; i++) {
+		struct vu_state st = { .index = i };
+
+		r = drv_vhost_msg(d, VU_GET_VRING_BASE, VU_VERSION, &st, sizeof(st), NULL, 0,
+				  &st, sizeof(st));
+		if (r != sizeof(st))
+			return r < 0 ? r : -EPROTO;
+		d->q[i].base = (uint16_t)st.num;
+	}
+	return 0;
+}
+
+int drv_pause(struct drv *d)
+{
+	return stop_rings(d);
+}
+
+int drv_resume(struct drv *d, int skew)
+{
+	for (unsigned i = 0; i < d->nq; i++)
+		d->q[i].base = (uint16_t)(d->q[i].base + skew);
+	return start_device(d);
+}
+
+int drv_reset(struct drv *d)
+{
+	int r = stop_rings(d);
+
+	if (r)
+		return r;
+	/* the driver's probe again: fresh rings at index 0, every buffer ours */
+	for (unsigned i = 0; i < d->nq; i++) {
+		struct drv_ring *q = &d->q[i];
+
+		memset(q->desc, 0, 16ull * q->num);
+		memset(q->avail, 0, 6 + 2ull * q->num);
+		memset(q->used, 0, 6 + 8ull * q->num);
+		q->avail_idx = q->last_used = 0;
+		for (unsigned k = 0; k < q->num; k++) {
+			q->free[k] = (uint16_t)(q->num - 1 - k);
+			q->chain_n[k] = 0;
+			q->slot[k] = -1;
+		}
+		q->nfree = q->num;
+		for (unsigned k = 0; k < q->nslots; k++)
+			q->free_slot[k] = q->nslots - 1 - k;
+		q->nfree_slot = q->nslots;
+		q->base = 0;
+	}
+	r = vu_set_u64(d, VU_SET_FEATURES, d->features);
+	if (!r)
+		r = start_device(d);
+	if (!r)
+		r = fill_queues(d);
+	return r;
 }
 
 int drv_open(const char *vhost_socket, const struct drv_opts *opts, struct drv **out)
@@ -795,29 +893,10 @@ int drv_open(const char *vhost_socket, const struct drv_opts *opts, struct drv *
 		goto fail;
 
 	r = start_device(d);
+	if (!r)
+		r = fill_queues(d);
 	if (r)
 		goto fail;
-
-	/* Linux fills the rx and event queues once the device is live */
-	for (unsigned s = 0; s < d->q[VSOCK_VQ_RX].nslots; s++) {
-		d->q[VSOCK_VQ_RX].nfree_slot--;
-		r = post_rx(d, d->q[VSOCK_VQ_RX].free_slot[d->q[VSOCK_VQ_RX].nfree_slot],
-			    false);
-		if (r)
-			goto fail;
-	}
-	kick(&d->q[VSOCK_VQ_RX]);
-	if (d->nq > VSOCK_VQ_EVENT) {
-		struct drv_ring *e = &d->q[VSOCK_VQ_EVENT];
-
-		for (unsigned s = 0; s < e->nslots; s++) {
-			e->nfree_slot--;
-			r = post_event(d, e->free_slot[e->nfree_slot], false);
-			if (r)
-				goto fail;
-		}
-		kick(e);
-	}
 	*out = d;
 	return 0;
 
@@ -831,19 +910,8 @@ void drv_close(struct drv *d)
 	if (!d)
 		return;
 	if (d->sock >= 0) {
-		/* QEMU's vhost_dev_stop: disable the rings, then stop each */
-		bool ok = true;
-
-		if (d->features & (1ull << VU_F_PROTOCOL_FEATURES)) {
-			for (unsigned i = 0; i < d->nq && ok; i++)
-				ok = vu_set_state(d, VU_SET_VRING_ENABLE, i, 0) == 0;
-		}
-		for (unsigned i = 0; i < d->nq && ok && d->features; i++) {
-			struct vu_state s = { .index = i };
-
-			ok = drv_vhost_msg(d, VU_GET_VRING_BASE, VU_VERSION, &s, sizeof(s),
-					   NULL, 0, &s, sizeof(s)) == sizeof(s);
-		}
+		if (d->features)
+			stop_rings(d);
 		close(d->sock);
 	}
 	for (unsigned i = 0; i < NQ_MAX; i++) {

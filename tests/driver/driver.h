@@ -87,6 +87,15 @@ int drv_set_avail_idx(struct drv *d, unsigned q, uint16_t idx);
 /* 1 if the backend signalled queue @q's error eventfd (SET_VRING_ERR)
  * since the last call, 0 if not, negative errno. Does not wait. */
 int drv_ring_error(struct drv *d, unsigned q);
+/* The VM's lifecycle as QEMU drives it. drv_pause: stop/pause (rings
+ * disabled, GET_VRING_BASE each); drv_resume: cont, the rings restarted
+ * with the bases the back-end returned (plus @skew: a front-end that lies,
+ * for bad-input tests), guest state untouched; drv_reset: the guest reset
+ * its device (driver reload, system_reset): stop, fresh rings at index 0,
+ * features again, buffers posted. */
+int drv_pause(struct drv *d);
+int drv_resume(struct drv *d, int skew);
+int drv_reset(struct drv *d);
 /* Send an arbitrary vhost-user message (for protocol fuzzing/bad input);
  * returns the reply payload size or a negative errno. */
 int drv_vhost_msg(struct drv *d, uint32_t req, uint32_t flags, const void *payload,

@@ -100,6 +100,7 @@ struct vsxb_conn_info {
 	uint32_t queued;           /* bytes held for a slow host peer */
 	const char *tag;           /* who made it (vsxd: the forward's name),
 				      "" for none; valid during the callback */
+	bool vm_paused;            /* its VM is paused (vsxb_vm_info.paused) */
 };
 
 typedef int (*vsxb_conn_cb)(const struct vsxb_conn_info *ci, void *arg);
@@ -128,6 +129,8 @@ struct vsxb_vm_info {
 	uint32_t buf_default;      /* buf_alloc of new connections */
 	bool connected;            /* the front-end (QEMU) has the device running */
 	bool broken;               /* stopped after a bad guest, until it resets */
+	bool paused;               /* rings stopped by the front-end (QEMU stop),
+				    connections kept for the restart */
 	unsigned conns;            /* live connections */
 };
 

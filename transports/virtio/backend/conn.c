@@ -155,6 +155,8 @@ int vsxb__rx_pop(struct vsxb_vm *vm, struct vsx_vq_elem *e)
 
 	if (!vm->live || vm->broken)
 		return -EIO;
+	if (vm->paused)
+		return 0; /* as a guest that posts no buffers, until it resumes */
 	rc = vsx_vq_pop(vm->rxq, e);
 	if (rc < 0) {
 		vsxb__vm_broken(vm, "RX queue: invalid descriptor chain");
@@ -440,12 +442,22 @@ struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 	return c;
 }
 
+/* Timers that wait for the guest: a paused guest cannot answer. */
+static bool guest_timer(enum conn_timer_kind kind)
+{
+	return kind == T_CONNECT || kind == T_LINGER;
+}
+
 static void conn_timer_cb(void *arg)
 {
 	struct conn *c = arg;
 	struct vsxb_router *r = c->vm->r;
 	enum conn_timer_kind k = c->tkind;
 
+	if (c->vm->paused && guest_timer(k)) {
+		c->theld = true; /* vsxb__vm_timers_release re-arms it */
+		return;
+	}
 	c->tkind = T_NONE;
 	switch (k) {
 	case T_CONNECT:
@@ -470,16 +482,29 @@ static void conn_timer_cb(void *arg)
 	vsxb__router_round(r);
 }
 
+static unsigned timer_ms(const struct vsxb_router *r, enum conn_timer_kind kind)
+{
+	return kind == T_CONNECT ? r->lim.connect_ms : r->lim.linger_ms;
+}
+
 void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms)
 {
 	const struct vsx_loop *l = c->vm->r->loop;
 
 	if (c->dead)
 		return;
+	c->theld = false;
 	if (kind == T_NONE) {
 		if (c->timer)
 			l->timer_disarm(c->timer);
 		c->tkind = T_NONE;
+		return;
+	}
+	if (c->vm->paused && guest_timer(kind)) {
+		if (c->timer)
+			l->timer_disarm(c->timer);
+		c->tkind = kind;
+		c->theld = true;
 		return;
 	}
 	if (!c->timer) {
@@ -940,6 +965,38 @@ void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest)
 		vm->orphan_head = 0;
 	}
 	vsxb__batch_drop(vm);
+}
+
+/*
+ * The VM paused: timers waiting for its guest stop (held, not fired); on
+ * resume they get their whole time again, so a pause never ends a
+ * connection and the guest has the usual time to answer after it.
+ */
+void vsxb__vm_timers_hold(struct vsxb_vm *vm)
+{
+	const struct vsx_loop *l = vm->r->loop;
+	struct eng_list *n;
+
+	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		if (!c->dead && c->timer && guest_timer(c->tkind)) {
+			l->timer_disarm(c->timer);
+			c->theld = true;
+		}
+	}
+}
+
+void vsxb__vm_timers_release(struct vsxb_vm *vm)
+{
+	struct eng_list *n;
+
+	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		if (!c->dead && c->theld)
+			vsxb__conn_timer(c, c->tkind, timer_ms(vm->r, c->tkind));
+	}
 }
 
 void vsxb__vm_broken(struct vsxb_vm *vm, const char *why)

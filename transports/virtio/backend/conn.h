@@ -105,5 +105,9 @@ void vsxb__router_round(struct vsxb_router *r);
 void vsxb__vm_round(struct vsxb_vm *vm);
 void vsxb__vm_broken(struct vsxb_vm *vm, const char *why);
 void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest);
+/* While paused, timers that wait for the guest (connect, linger) are
+ * held; released, they start over with their whole time. */
+void vsxb__vm_timers_hold(struct vsxb_vm *vm);
+void vsxb__vm_timers_release(struct vsxb_vm *vm);
 
 #endif

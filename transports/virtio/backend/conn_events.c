@@ -298,4 +298,5 @@ void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci)
 	ci->rx_free = held < buf ? buf - held : 0;
 	ci->queued = q ? (uint32_t)q->bytes : 0;
 	ci->tag = c->tag;
+	ci->vm_paused = c->vm->paused;
 }

@@ -27,7 +27,8 @@ static void vm_send_event(struct vsxb_vm *vm)
 	int rc;
 
 	/* Only when the front-end gave us the event queue (QEMU keeps it). */
-	if (!vm->event_pending || !vm->live || vm->broken || !vsx_vq_ready(vm->evq))
+	if (!vm->event_pending || !vm->live || vm->paused || vm->broken ||
+	    !vsx_vq_ready(vm->evq))
 		return;
 	rc = vsx_vq_pop(vm->evq, e);
 	if (rc < 0) {
@@ -244,7 +245,7 @@ static void vm_tx_run(struct vsxb_vm *vm)
 	int rc;
 
 	vm->tx_more = false;
-	while (vm->live && !vm->broken) {
+	while (vm->live && !vm->paused && !vm->broken) {
 		vsx_vq_set_notify(vm->txq, false);
 		for (n = 0; n < ENG_TX_BATCH; n++) {
 			rc = vsx_vq_pop(vm->txq, &vm->txe[n]);
@@ -288,7 +289,7 @@ static void vm_tx_run(struct vsxb_vm *vm)
 /* vsxb_router_poll for one VM: true when its TX ring had packets. */
 static bool vm_poll(struct vsxb_vm *vm, bool sleeping)
 {
-	if (!vm->live || vm->broken || !vm->txq || !vsx_vq_ready(vm->txq))
+	if (!vm->live || vm->paused || vm->broken || !vm->txq || !vsx_vq_ready(vm->txq))
 		return false;
 	if (sleeping)
 		vsx_vq_set_notify(vm->txq, true);   /* fences, then look */
@@ -360,7 +361,7 @@ static void op_kick(void *dev, unsigned q)
 {
 	struct vsxb_vm *vm = dev;
 
-	if (!vm->live || vm->broken)
+	if (!vm->live || vm->paused || vm->broken)
 		return;
 	if (q == VSOCK_VQ_TX)
 		vm_tx_run(vm);
@@ -370,21 +371,33 @@ static void op_kick(void *dev, unsigned q)
 	vsxb__router_round(vm->r);
 }
 
-static void op_start(void *dev)
+static void op_start(void *dev, enum vsx_vu_start how)
 {
 	struct vsxb_vm *vm = dev;
 	struct vsx_vq *q[VSOCK_NUM_QUEUES];
+	uint64_t features;
 	unsigned i;
 
 	if (vm->freeing)
 		return;
 	malloc_tune();
+	features = vsx_vu_features(vm->vu);
 	for (i = 0; i < VSOCK_NUM_QUEUES; i++)
 		q[i] = vsx_vu_queue(vm->vu, i);
+	if (vm->paused) {
+		if (how == VSX_VU_START_RESUMED) {
+			vsxb__vm_unpause(vm, q[VSOCK_VQ_RX], q[VSOCK_VQ_TX], q[VSOCK_VQ_EVENT]);
+			vm_tx_run(vm);
+			vsxb__vm_touch(vm);
+			vsxb__router_round(vm->r);
+			return;
+		}
+		vsxb__vm_reset_paused(vm, how == VSX_VU_START_BAD);
+	}
 	vm->rxq = q[VSOCK_VQ_RX];
 	vm->txq = q[VSOCK_VQ_TX];
 	vm->evq = q[VSOCK_VQ_EVENT];
-	vm->seqpacket = vsx_vu_features(vm->vu) & (1ull << VIRTIO_VSOCK_F_SEQPACKET);
+	vm->seqpacket = features & (1ull << VIRTIO_VSOCK_F_SEQPACKET);
 	vm->live = true;
 	vm->broken = false;
 	vm->log_budget = ENG_LOG_BUDGET;
@@ -392,6 +405,10 @@ static void op_start(void *dev)
 	vm->orphan_head = 0;
 	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device started (cid %llu%s)", vm->name,
 		 (unsigned long long)vm->cid, vm->seqpacket ? ", seqpacket" : "");
+	if (how == VSX_VU_START_BAD) {
+		vsxb__vm_broken(vm, "rings restarted where they did not stop");
+		return;
+	}
 	/* Always: a front-end that reconnects to a restarted vsxd keeps a
 	 * guest whose sockets belong to a device session this process never
 	 * saw; for a fresh guest the event resets nothing. */
@@ -402,15 +419,21 @@ static void op_start(void *dev)
 	vsxb__router_round(vm->r);
 }
 
-static void op_stop(void *dev)
+static void op_stop(void *dev, bool resumable)
 {
 	struct vsxb_vm *vm = dev;
 
 	if (!vm->live)
 		return;
+	if (resumable && !vm->broken) {
+		vsxb__vm_pause(vm);
+		return;
+	}
 	if (vm->nconns)
-		vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device stopped: %u connection(s) "
-			 "reset", vm->name, vm->nconns);
+		vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device stopped%s: %u connection(s) "
+			 "reset", vm->name, vm->paused ? " for good while paused" : "",
+			 vm->nconns);
+	vm->paused = false;
 	vsxb__vm_drop_all(vm, false);
 	vm->live = false;
 	vm->broken = false;

@@ -313,6 +313,7 @@ struct conn {
 
 	struct vsx_timer *timer;
 	enum conn_timer_kind tkind;
+	bool theld;                  /* tkind waits for the VM's resume */
 	char tag[VSXB_TAG_MAX];       /* vsxb_conn_info.tag ("": none) */
 
 	/* Events (backend.h): OPEN reported, the first decisive end cause. */
@@ -367,6 +368,11 @@ struct vsxb_vm {
 	struct vsx_vu *vu;
 	struct vsx_vq *rxq, *txq, *evq; /* while live */
 	bool live, broken, event_pending, seqpacket, freeing;
+	/* The front-end stopped the rings resumably (QEMU stop, or a guest
+	 * reset the next start reveals): connections kept, guest memory not
+	 * touched, guest-bound timers held (lifecycle.c). live stays true. */
+	bool paused;
+	uint64_t paused_ms;          /* since when (CLOCK_MONOTONIC) */
 	bool emitting;               /* inside an emission: no direct path */
 	bool direct;                 /* the emission in progress is direct */
 	bool rx_pushed;              /* RX used entries await a flush */

@@ -405,6 +405,7 @@ void vsxb_vm_get_info(const struct vsxb_vm *vm, struct vsxb_vm_info *out)
 		.buf_default = vm->buf_default,
 		.connected = vm->live,
 		.broken = vm->broken,
+		.paused = vm->paused,
 		.conns = vm->nconns,
 	};
 }

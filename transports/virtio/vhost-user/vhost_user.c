@@ -35,6 +35,15 @@
  * is started by SET_VRING_KICK and stopped by GET_VRING_BASE; it starts
  * disabled when VHOST_USER_F_PROTOCOL_FEATURES was negotiated
  * (SET_VRING_ENABLE turns it on), enabled otherwise.
+ *
+ * QEMU's stop/cont and a guest reset look the same until the restart:
+ * both disable and stop the rings (GET_VRING_BASE) while the memory table
+ * stays. A stop by GET_VRING_BASE is therefore resumable (ops->stop's
+ * @resumable), and the next start says what it was (vu_start_how): every
+ * ring back at the base we returned, at the same size and addresses, with
+ * the same features, is the VM going on; rings back at 0 (or new
+ * features) are a reset; anything else is neither, and logged. A
+ * disconnect or RESET_OWNER/RESET_DEVICE ends the session, paused or not.
  */
 #include <endian.h>
 #include <errno.h>
@@ -77,6 +86,12 @@ struct vu_queue {
 	struct vsx_watch *kick_w;
 	bool addr_set;
 	uint64_t desc_uva, avail_uva, used_uva;
+	/* Where GET_VRING_BASE left the ring (stop_valid): a restart with
+	 * the same base, size and addresses resumes it (vu_start_how). */
+	bool stop_valid;
+	uint16_t stop_base;
+	unsigned stop_num;
+	uint64_t stop_desc, stop_avail, stop_used;
 };
 
 struct vu_region_id {
@@ -111,6 +126,8 @@ struct vsx_vu {
 	uint64_t protocol_features;
 	bool owner;
 	bool live;                    /* start called, stop not yet */
+	bool paused;                  /* stopped resumably, not started since */
+	uint64_t stop_features;       /* features at that stop */
 	struct vsx_mem mem;
 	struct vu_region_id mem_id[VSX_MEM_MAX_REGIONS];
 	struct vu_queue q[VSX_VU_MAX_QUEUES];
@@ -222,20 +239,63 @@ static bool vu_can_start(struct vsx_vu *vu)
 	return started > 0;
 }
 
+/*
+ * After a resumable stop: is this start the same device session going on?
+ * Every ring that stopped must restart with the base GET_VRING_BASE gave,
+ * at the same size and addresses, with the same features: QEMU's stop/cont.
+ * A guest reset restarts the rings at 0 (and usually elsewhere), or
+ * renegotiates features. Anything else is neither.
+ */
+static enum vsx_vu_start vu_start_how(struct vsx_vu *vu)
+{
+	enum vsx_vu_start how = VSX_VU_START_RESUMED;
+
+	if (!vu->paused)
+		return VSX_VU_START_NEW;
+	if (vu->features != vu->stop_features)
+		how = VSX_VU_START_NEW;
+	for (unsigned i = 0; i < vu->nq; i++) {
+		struct vu_queue *q = &vu->q[i];
+		bool same;
+
+		if (!q->stop_valid || !q->vq.started)
+			continue;
+		same = q->vq.num == q->stop_num && q->desc_uva == q->stop_desc &&
+		       q->avail_uva == q->stop_avail && q->used_uva == q->stop_used;
+		if (q->vq.last_avail == q->stop_base && same)
+			continue;
+		if (q->vq.last_avail == 0) {
+			if (how == VSX_VU_START_RESUMED)
+				how = VSX_VU_START_NEW;
+			continue;
+		}
+		vu_log(vu, "vhost-user: ring %u restarted at index %u%s, not where it "
+		       "stopped (index %u): neither a resume nor a reset", i,
+		       q->vq.last_avail, same ? "" : " at other addresses", q->stop_base);
+		how = VSX_VU_START_BAD;
+	}
+	return how;
+}
+
 /* Start the device if it can be; when live, tell it about queue @kq (or
  * every queue if @kq < 0) that became ready. */
 static void vu_update(struct vsx_vu *vu, int kq)
 {
 	if (!vu->live) {
+		enum vsx_vu_start how;
+
 		if (!vu_can_start(vu))
 			return;
+		how = vu_start_how(vu);
 		vu->live = true;
+		vu->paused = false;
 		for (unsigned i = 0; i < vu->nq; i++) {
+			vu->q[i].stop_valid = false;
 			if (vsx_vq_ready(&vu->q[i].vq))
 				vsx_vq_set_notify(&vu->q[i].vq, true);
 		}
 		if (vu->ops->start)
-			vu->ops->start(vu->dev);
+			vu->ops->start(vu->dev, how);
 		kq = -1;
 	}
 	for (unsigned i = 0; i < vu->nq && vu->live; i++) {
@@ -256,20 +316,31 @@ static void vu_flush_all(struct vsx_vu *vu)
 		vsx_vq_flush(&vu->q[i].vq);
 }
 
-static void vu_stop(struct vsx_vu *vu)
+/* @resumable: the front-end stopped the rings (GET_VRING_BASE) and may
+ * start them again where they were; otherwise the session is over, also
+ * for a device stopped resumably before. */
+static void vu_stop(struct vsx_vu *vu, bool resumable)
 {
-	if (!vu->live)
+	if (!vu->live) {
+		if (!resumable && vu->paused) {
+			vu->paused = false;
+			if (vu->ops->stop)
+				vu->ops->stop(vu->dev, false);
+		}
 		return;
+	}
 	vu->live = false;
+	vu->paused = resumable;
+	vu->stop_features = vu->features;
 	if (vu->ops->stop)
-		vu->ops->stop(vu->dev);
+		vu->ops->stop(vu->dev, resumable);
 	vu_flush_all(vu);
 }
 
 /* Back to the state of a fresh connection's device: no rings, no memory. */
 static void vu_reset_device(struct vsx_vu *vu)
 {
-	vu_stop(vu);
+	vu_stop(vu, false);
 	for (unsigned i = 0; i < vu->nq; i++)
 		vu_queue_reset(vu, &vu->q[i]);
 	vsx_mem_unmap(&vu->mem);
@@ -559,7 +630,15 @@ static int vu_get_vring_base(struct vsx_vu *vu)
 		vu_log(vu, "vhost-user: bad GET_VRING_BASE");
 		return VU_CLOSE; /* there is no failure answer to give */
 	}
-	vu_stop(vu);
+	vu_stop(vu, true);
+	if (q->vq.started) {
+		q->stop_valid = true;
+		q->stop_base = q->vq.last_avail;
+		q->stop_num = q->vq.num;
+		q->stop_desc = q->desc_uva;
+		q->stop_avail = q->avail_uva;
+		q->stop_used = q->used_uva;
+	}
 	vu_unwatch_kick(vu, q);
 	close_fd(&q->vq.kick_fd);
 	q->vq.started = false;

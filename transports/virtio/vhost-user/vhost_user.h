@@ -36,6 +36,15 @@
 
 struct vsx_vu;
 
+/* What a start continues (vsx_vu_ops.start). */
+enum vsx_vu_start {
+	VSX_VU_START_NEW,      /* a new session: the first start, a guest reset
+				* (rings back at index 0), renegotiated features */
+	VSX_VU_START_RESUMED,  /* every ring restarted exactly where the last,
+				* resumable, stop left it (QEMU stop / cont) */
+	VSX_VU_START_BAD,      /* a ring restarted elsewhere: neither (logged) */
+};
+
 struct vsx_vu_ops {
 	uint64_t features;        /* device-specific feature bits offered */
 	unsigned nqueues;
@@ -53,16 +62,21 @@ struct vsx_vu_ops {
 	/* The device is live: the memory table is mapped, every queue the
 	 * front-end started (SET_VRING_KICK) is mapped and enabled, and at
 	 * least min_queues (and one) are. kick follows for each ready queue.
-	 * Queues the front-end never set up stay !vsx_vq_ready. */
-	void (*start)(void *dev);
-	/* The device stops: front-end gone, RESET_OWNER / RESET_DEVICE, or
-	 * a ring stopped (GET_VRING_BASE, e.g. guest reset or VM pause).
-	 * Called once per start. Every guest-visible state (connections)
-	 * must be dropped. The queues are still mapped during the call: hand
-	 * back each element still held (vsx_vq_push with 0 written, or
+	 * Queues the front-end never set up stay !vsx_vq_ready. @how says
+	 * whether this continues the session a resumable stop paused. */
+	void (*start)(void *dev, enum vsx_vu_start how);
+	/* The device stops. @resumable: a ring stopped (GET_VRING_BASE: a VM
+	 * pause, or a guest reset; the next start's @how tells which), and
+	 * state may be kept for the next start, which must not touch guest
+	 * memory until then. Otherwise the session is over (front-end gone,
+	 * RESET_OWNER / RESET_DEVICE): every guest-visible state
+	 * (connections) must be dropped; this also comes after a resumable
+	 * stop that no start followed. Called once per start, plus that
+	 * final one. The queues are still mapped during the call: hand back
+	 * each element still held (vsx_vq_push with 0 written, or
 	 * vsx_vq_unpop) before returning; they are flushed right after, and
 	 * not usable until the next start. */
-	void (*stop)(void *dev);
+	void (*stop)(void *dev, bool resumable);
 	/* Optional: a one-line log message (no newline) worth an operator's
 	 * attention, e.g. why a front-end or guest was cut off. */
 	void (*log)(void *dev, const char *msg);
