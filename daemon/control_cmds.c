@@ -146,6 +146,7 @@ static void put_conn(struct evbuffer *b, const struct vsxb_conn_info *ci)
 	vsxd__ctl_put_str(b, VSX_CTL_K_VM, ci->vm);
 	vsxd__ctl_put_str(b, VSX_CTL_K_TYPE, type_name(ci->type));
 	vsxd__ctl_put_str(b, VSX_CTL_K_STATE, state_name(ci->state));
+	vsxd__ctl_put_str(b, VSX_CTL_K_VM_STATE, ci->vm_paused ? "paused" : "running");
 	vsxd__ctl_put_str(b, VSX_CTL_K_ORIGIN, origin_name(ci));
 	put(b, VSX_CTL_K_GUEST, "%llu:%u", (unsigned long long)ci->guest_cid, ci->guest_port);
 	put(b, VSX_CTL_K_PEER, "%llu:%u", (unsigned long long)ci->peer_cid, ci->peer_port);
@@ -359,6 +360,7 @@ static void put_vm(struct evbuffer *b, struct vsxb_vm *vm)
 		vsxd__ctl_put_str(b, VSX_CTL_K_UDS_PATH, vi.uds_path);
 	put(b, VSX_CTL_K_CONNECTED, "%d", vi.connected);
 	put(b, VSX_CTL_K_BROKEN, "%d", vi.broken);
+	put(b, VSX_CTL_K_PAUSED, "%d", vi.paused);
 	put(b, VSX_CTL_K_CONNS, "%u", vi.conns);
 	put(b, VSX_CTL_K_TX_BUFFER_SIZE, "%u", vi.buf_default);
 }

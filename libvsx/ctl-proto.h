@@ -63,8 +63,8 @@
  *                                         fwd-accepted fwd-denied fwd-failed
  *                                         auth-failures clients control
  *   vms         -                         vm= records: vm cid socket
- *                                         [uds-path] connected broken conns
- *                                         tx-buffer-size
+ *                                         [uds-path] connected broken paused
+ *                                         conns tx-buffer-size
  *   list        [vm]                      conn= records (CONN below): the
  *                                         engine's, then (without vm=) the
  *                                         relays of vsxd's forwards (RELAY)
@@ -77,7 +77,7 @@
  *                                         (relay), action=close|reset
  *   resolve     vm                        vm uds-path cid
  *
- *   CONN:  conn vm type state origin guest peer to-guest from-guest
+ *   CONN:  conn vm type state vm-state origin guest peer to-guest from-guest
  *          buf-alloc fwd-cnt peer-buf-alloc peer-fwd-cnt tx-free rx-free
  *          guest-shut host-shut queued [forward]
  *   RELAY: conn vm(-) type state origin(relay) guest peer to-guest
@@ -147,6 +147,8 @@
 #define VSX_CTL_K_CONN "conn"           /* the record's id */
 #define VSX_CTL_K_TYPE "type"           /* stream, seqpacket */
 #define VSX_CTL_K_STATE "state"         /* connecting, established, closing */
+#define VSX_CTL_K_VM_STATE "vm-state"   /* running, paused: its VM's device */
+#define VSX_CTL_K_PAUSED "paused"       /* 0 or 1: rings stopped, state kept */
 #define VSX_CTL_K_ORIGIN "origin"       /* guest, host, sibling, relay */
 #define VSX_CTL_K_GUEST "guest"         /* CID:PORT (relay: the client) */
 #define VSX_CTL_K_PEER "peer"           /* CID:PORT (relay: the target) */

@@ -11,6 +11,7 @@ static const struct out_col conn_cols[] = {
 	{ VSX_CTL_K_VM, "VM", false },
 	{ VSX_CTL_K_TYPE, "TYPE", false },
 	{ VSX_CTL_K_STATE, "STATE", false },
+	{ VSX_CTL_K_VM_STATE, "VM_STATE", false },
 	{ VSX_CTL_K_GUEST, "GUEST", false },
 	{ VSX_CTL_K_PEER, "PEER", false },
 	{ VSX_CTL_K_TO_GUEST, "TO_GUEST", true },
