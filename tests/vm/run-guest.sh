@@ -1,7 +1,7 @@
 #!/bin/sh
 # Boot the lab guest under QEMU, stream its console, return its status.
 #
-#   run-guest.sh [-t SECONDS] [-m MEM] [-s CPUS] [-c COMMAND] INITRD [-- QEMU-ARG...]
+#   run-guest.sh [-t SECONDS] [-m MEM] [-s CPUS] [-r] [-c COMMAND] INITRD [-- QEMU-ARG...]
 #
 #   INITRD       built by mkinitramfs.sh
 #   -c COMMAND   run COMMAND in the guest instead of the one baked into INITRD
@@ -10,6 +10,8 @@
 #   -m MEM       guest RAM (default 512M; keep it equal to any memory-backend
 #                size given after --)
 #   -s CPUS      guest CPUs (default 2)
+#   -r           a reset reboots the guest (QEMU's system_reset on the
+#                monitor) instead of ending QEMU (-no-reboot)
 #   -- ARGS      extra QEMU arguments, e.g. a vhost-user-vsock-pci device:
 #                -object memory-backend-memfd,id=mem,size=512M,share=on
 #                -machine memory-backend=mem -chardev socket,id=c,path=SOCK
@@ -34,8 +36,10 @@ usage()
 	sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0" >&2
 	exit 99
 }
-while getopts t:m:s:c:h opt; do
+noreboot=-no-reboot
+while getopts t:m:s:c:rh opt; do
 	case $opt in
+	r) noreboot='' ;;
 	t) timeout_s=$OPTARG ;;
 	m) mem=$OPTARG ;;
 	s) cpus=$OPTARG ;;
@@ -102,7 +106,7 @@ start=$(date +%s)
 # shellcheck disable=SC2086 # accel_args is split on purpose
 {
 	timeout -k 5 "$timeout_s" "$qemu" $accel_args -smp "$cpus" -m "$mem" \
-		-nographic -nodefaults -no-reboot -serial stdio -monitor none \
+		-nographic -nodefaults $noreboot -serial stdio -monitor none \
 		-pidfile "$pidfile" -kernel "$kernel" -initrd "$initrd" \
 		-append "$append" "$@" </dev/null 2>&1
 	{ echo $? > "$tmp/qemu.rc"; } 2>/dev/null
