@@ -1,7 +1,8 @@
 /*
  * vsxd's settings: the command line, the --vm KEY=VALUE lists and the
- * vsxd.conf(5) file. The model (values, VMs, the configuration: defaults,
- * checks, merge, free) is settings.c; the file parser conffile.c; the
+ * --config file, vsxd.conf(5) or vhost-device-vsock's YAML. The model
+ * (values, VMs, the configuration: defaults, checks, merge, free) is
+ * settings.c; the file parsers conffile.c and conffile_yaml.c; the
  * command line cmdline.c (config-int.h: what they share).
  *
  * Everything here is pure: parsers read a buffer or an argv, fill a struct,
@@ -215,11 +216,13 @@ void vsxd_config_init(struct vsxd_config *cfg);
 void vsxd_config_free(struct vsxd_config *cfg);
 
 /*
- * Parse a vsxd.conf(5) text of @len bytes (not NUL-terminated; any bytes
- * at all) into @cfg, which must be initialised (vsxd_config_init) and
- * is filled even on error (free it either way). @fname only names the
- * file in messages: "FILE:LINE: what". Checks each VM, not uniqueness
- * across VMs (vsxd_config_check does).
+ * Parse a --config text of @len bytes (not NUL-terminated; any bytes at
+ * all) into @cfg: vhost-device-vsock's YAML when its first line that
+ * counts says so (vsxd__config_is_yaml, config-int.h), else vsxd.conf(5).
+ * @cfg must be initialised (vsxd_config_init) and is filled even on error
+ * (free it either way). @fname only names the file in messages:
+ * "FILE:LINE: what". Checks each VM, not uniqueness across VMs
+ * (vsxd_config_check does).
  */
 int vsxd_config_parse(const char *buf, size_t len, const char *fname,
 		      struct vsxd_config *cfg, struct vsxd_err *err);

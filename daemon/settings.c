@@ -3,13 +3,15 @@
  * durations), the VMs and the configuration as a whole, with their
  * defaults, checks, copies and frees (config.h).
  *
- * The same key table serves the three ways to describe a VM: a --vm list
+ * The same key table serves the four ways to describe a VM: a --vm list
  * ("guest-cid=3,socket=...,uds-path=..."), the single-VM flags of
- * vhost-device-vsock (--guest-cid, --socket, --uds-path, ...) and a
- * [vm NAME] section of vsxd.conf. Each key is checked once, where it is
- * set (vsxd_vm_set); what needs every VM (unique CIDs, names and paths) is
- * checked on the merged configuration (vsxd_config_check). The readers
- * are conffile.c (vsxd.conf) and cmdline.c (the command line).
+ * vhost-device-vsock (--guest-cid, --socket, --uds-path, ...), a
+ * [vm NAME] section of vsxd.conf and an entry of vhost-device-vsock's YAML
+ * vms: list. Each key is checked once, where it is set (vsxd_vm_set); a
+ * VM as a whole (socket, and uds-path or forward-cid) in vsxd_vm_finish;
+ * what needs every VM (unique CIDs, names and paths) on the merged
+ * configuration (vsxd_config_check). The readers are conffile.c
+ * (vsxd.conf), conffile_yaml.c (YAML) and cmdline.c (the command line).
  */
 #include <errno.h>
 #include <limits.h>
