@@ -23,6 +23,8 @@ const char vsxd_usage[] =
 "\n"
 "  --vm guest-cid=CID,socket=PATH,uds-path=PATH[,tx-buffer-size=SIZE]\n"
 "       [,queue-size=N][,groups=G1+G2][,name=NAME]\n"
+"       (forward-cid=CID[,forward-listen=PORT+PORT] in place of uds-path\n"
+"       is parsed and checked, not served yet)\n"
 "                        serve one VM; repeat for several VMs\n"
 "  --guest-cid CID --socket PATH --uds-path PATH [--tx-buffer-size SIZE]\n"
 "       [--queue-size N] [--groups G1+G2] [--name NAME]\n"
@@ -31,7 +33,10 @@ const char vsxd_usage[] =
 "                        relay connections from ADDR to ADDR (tcp:HOST:PORT,\n"
 "                        unix:PATH, unix:PATH:PORT, vsock:CID:PORT, vm:NAME:PORT,\n"
 "                        ...); repeatable; see vsxd(8) FORWARDS\n"
-"  --config FILE         read settings and VMs from FILE (vsxd.conf(5))\n"
+"  --config FILE         read settings and VMs from FILE: vsxd.conf(5), or\n"
+"                        vhost-device-vsock's YAML file (chosen by content)\n"
+"  -t, --check           check the command line and the --config file, print\n"
+"                        what would be served and exit (0: valid, 1: not)\n"
 "  --control PATH        control socket path (for vsxctl; default /run/vsxd/control)\n"
 "  --control-allow-uid UID[,UID...]\n"
 "                        more users (besides root and vsxd's own) allowed on\n"
@@ -60,7 +65,7 @@ const char vsxd_usage[] =
 
 enum opt_id {
 	OPT_VM, OPT_FORWARD, OPT_CONFIG, OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_SYSLOG, OPT_VERBOSE,
-	OPT_HELP, OPT_VERSION,
+	OPT_CHECK, OPT_HELP, OPT_VERSION,
 	OPT_VMKEY,      /* a single-VM flag: --guest-cid, --socket, ... */
 	OPT_LIMIT,      /* --max-conns, --linger-timeout, ... */
 };
@@ -78,6 +83,7 @@ static const struct opt {
 	{ "control-allow-uid", 0, true, OPT_CONTROL_ALLOW },
 	{ "syslog", 0, false, OPT_SYSLOG },
 	{ "verbose", 'v', false, OPT_VERBOSE },
+	{ "check", 't', false, OPT_CHECK },
 	{ "help", 'h', false, OPT_HELP },
 	{ "version", 'V', false, OPT_VERSION },
 	{ "guest-cid", 0, true, OPT_VMKEY },
@@ -174,6 +180,9 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 		o->verbose++;
 		o->cfg.log_level = 7;
 		return 0;
+	case OPT_CHECK:
+		o->check = true;
+		return 0;
 	case OPT_HELP:
 		o->help = true;
 		return 0;
@@ -266,6 +275,11 @@ int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
 		}
 		r = opt_value(op, val, o, &single, &n_vm, err);
 	}
+
+	/* a refused command line is still checked: exit 1, not 2 */
+	for (; r < 0 && i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--check") || !strcmp(argv[i], "-t"))
+			o->check = true;
 
 	if (r == 0 && single.set) {
 		r = vsxd_vm_finish(&single, err);

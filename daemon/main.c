@@ -17,6 +17,13 @@
  * Forwards (forward.c) start after the VMs: one that cannot start is a
  * start-up failure (exit 1); at reload, unchanged forwards keep running.
  *
+ * --check (-t) stops after the checks: it prints what would be served
+ * (check_print) and exits 0, or prints the first error and exits 1; it
+ * reads the --config file and creates nothing.
+ *
+ * VMs with forward-cid (vhost-device-vsock's vsock-to-vsock backend) are
+ * parsed and checked but not served yet: load_config refuses them.
+ *
  * SIGHUP re-reads the --config file. A broken file changes nothing. VMs
  * whose device is unchanged keep running (a new tx-buffer-size is applied
  * to their new connections), VMs gone from the file are freed, new ones are
@@ -245,9 +252,24 @@ struct vsxd {
 	int exit_code;
 };
 
+/* What the configuration asks for and vsxd cannot serve yet (the one place
+ * that says so): -EINVAL with @err, or 0. */
+static int check_served(const struct vsxd_config *cfg, struct vsxd_err *err)
+{
+	char n[32];
+	size_t i;
+
+	for (i = 0; i < cfg->n_vms; i++)
+		if (cfg->vms[i].set & VSXD_VM_FWD_CID)
+			return vsxd_err_set(err, "%s: VM %s: forward-cid is not supported yet "
+				       "(vsxd serves uds-path VMs only)", cfg->vms[i].origin,
+				       vsxd_vm_name(&cfg->vms[i], n, sizeof(n)));
+	return 0;
+}
+
 /* Read the --config file (if any) and merge it with the command line into
  * @out (initialised here, free it either way). -EINVAL: bad input, said
- * in @err. */
+ * in @err. Without --check, what cannot be served yet is bad input too. */
 static int load_config(const struct vsxd_opts *opts, struct vsxd_config *out,
 		       struct vsxd_err *err)
 {
@@ -264,8 +286,80 @@ static int load_config(const struct vsxd_opts *opts, struct vsxd_config *out,
 		snprintf(err->msg, sizeof(err->msg), "out of memory");
 	if (r == 0)
 		r = vsxd_config_check(out, err);
+	if (r == 0 && !opts->check)
+		r = check_served(out, err);
 	vsxd_config_free(&file);
 	return r;
+}
+
+static void print_limit(const struct vsxd_config *cfg, int l)
+{
+	printf("  %s ", vsxd_limit_name(l));
+	if (cfg->limit_set[l])
+		printf("%llu\n", (unsigned long long)cfg->limits[l]);
+	else
+		printf("default\n");
+}
+
+/* --check: what would be served, on stdout. */
+static void check_print(const struct vsxd_opts *opts, const struct vsxd_config *cfg)
+{
+	const struct vsxd_forward *f;
+	const struct vsxd_vm *vm;
+	char n[32];
+	size_t i, j;
+	int l;
+
+	if (opts->config_file)
+		printf("config %s\n", opts->config_file);
+	for (i = 0; i < cfg->n_vms; i++) {
+		vm = &cfg->vms[i];
+		printf("vm %s (%s)\n", vsxd_vm_name(vm, n, sizeof(n)), vm->origin);
+		printf("  guest-cid %llu\n  socket %s\n", (unsigned long long)vm->guest_cid,
+		       vm->socket_path);
+		if (vm->uds_path)
+			printf("  uds-path %s\n", vm->uds_path);
+		if (vm->set & VSXD_VM_FWD_CID) {
+			printf("  forward-cid %u (not supported yet)\n", vm->forward_cid);
+			printf("  forward-listen ");
+			for (j = 0; j < vm->n_forward_listen; j++)
+				printf("%s%u", j ? "+" : "", vm->forward_listen[j]);
+			printf("%s\n", vm->n_forward_listen ? "" : "none");
+		}
+		printf("  tx-buffer-size %u\n  queue-size %u\n  groups %s\n",
+		       vm->tx_buffer_size ? vm->tx_buffer_size : VSXB_DEFAULT_BUF_ALLOC,
+		       vm->queue_size ? vm->queue_size : VSXB_DEFAULT_QUEUE_SIZE,
+		       vm->groups ? vm->groups : VSXB_GROUP_DEFAULT);
+	}
+	for (i = 0; i < cfg->n_fwds; i++) {
+		f = &cfg->fwds[i];
+		printf("forward %s (%s)\n  listen %s\n  connect %s\n", f->name, f->origin,
+		       f->listen.text, f->connect.text);
+		if (f->n_allow) {
+			printf("  allow ");
+			for (j = 0; j < f->n_allow; j++)
+				printf("%s%u", j ? "+" : "", f->allow[j]);
+			printf("\n");
+		}
+		if (f->auth_key)
+			printf("  auth psk:%s\n", f->auth_key);
+	}
+	printf("daemon\n  control %s\n",
+	       cfg->control_path ? cfg->control_path : VSX_CONTROL_PATH);
+	if (cfg->n_control_allow_uids) {
+		printf("  control-allow-uid ");
+		for (j = 0; j < cfg->n_control_allow_uids; j++)
+			printf("%s%u", j ? "," : "", cfg->control_allow_uids[j]);
+		printf("\n");
+	}
+	printf("  log %s\n  log-level %s\n",
+	       cfg->log_target == VSXD_LOG_SYSLOG ? "syslog" : "stderr",
+	       vsxd_log_level_name(cfg->log_level != VSXD_UNSET ? cfg->log_level
+								 : DEFAULT_LOG_LEVEL));
+	for (l = 0; l < VSXD_LIMIT_N; l++)
+		print_limit(cfg, l);
+	printf("configuration OK: %zu VM%s, %zu forward%s\n", cfg->n_vms,
+	       cfg->n_vms == 1 ? "" : "s", cfg->n_fwds, cfg->n_fwds == 1 ? "" : "s");
 }
 
 static const char *vm_label(const struct vsxd_vm *vm, char *buf, size_t len)
@@ -579,7 +673,7 @@ int main(int argc, char **argv)
 	r = vsxd_opts_parse(argc, argv, &d.opts, &err);
 	if (r < 0) {
 		fprintf(stderr, "vsxd: %s\nTry 'vsxd --help'.\n", err.msg);
-		d.exit_code = r == -ENOMEM ? EXIT_FAILURE : EXIT_USAGE;
+		d.exit_code = r == -ENOMEM || d.opts.check ? EXIT_FAILURE : EXIT_USAGE;
 		goto out;
 	}
 	if (d.opts.help) {
@@ -595,14 +689,20 @@ int main(int argc, char **argv)
 	r = load_config(&d.opts, &d.cfg, &err);
 	if (r < 0) {
 		fprintf(stderr, "vsxd: %s\n", err.msg);
-		d.exit_code = r == -ENOMEM ? EXIT_FAILURE : EXIT_USAGE;
+		d.exit_code = r == -ENOMEM || d.opts.check ? EXIT_FAILURE : EXIT_USAGE;
 		goto out;
 	}
 	if (d.cfg.n_vms == 0 && !d.cfg.control_path && d.cfg.n_fwds == 0) {
 		fprintf(stderr, "vsxd: no VM to serve: give --vm, --guest-cid/--socket/"
 			"--uds-path or a --config file with [vm] sections\n"
 			"Try 'vsxd --help'.\n");
-		d.exit_code = EXIT_USAGE;
+		d.exit_code = d.opts.check ? EXIT_FAILURE : EXIT_USAGE;
+		goto out;
+	}
+	if (d.opts.check) {
+		check_print(&d.opts, &d.cfg);
+		d.exit_code = fflush(stdout) == 0 && !ferror(stdout) ? EXIT_SUCCESS
+								    : EXIT_FAILURE;
 		goto out;
 	}
 

@@ -141,10 +141,22 @@ Test(vm, bad_lists)
 	expect_vm_err("", "empty VM description");
 	expect_vm_err("   ", "empty VM description");
 	expect_vm_err("guest-cid=3,socket=/s,uds-path=/s", "socket and uds-path are the same");
-	expect_vm_err("guest-cid=3,socket=/s,forward-cid=1",
-		      "'forward-cid' is not supported");
-	expect_vm_err("guest-cid=3,socket=/s,forward_listen=9000",
-		      "'forward-listen' is not supported");
+	expect_vm_err("guest-cid=3,socket=/s,uds-path=/u,forward-cid=1",
+		      "uds-path and forward-cid exclude each other");
+	expect_vm_err("guest-cid=3,socket=/s,uds-path=/u,forward_listen=9000",
+		      "forward-listen needs forward-cid");
+	expect_vm_err("guest-cid=3,socket=/s", "missing 'uds-path' (or 'forward-cid')");
+	expect_vm_err("socket=/s,forward-cid=x", "forward-cid 'x' is not a number");
+	expect_vm_err("socket=/s,forward-cid=4294967295", "forward-cid 4294967295 is out of range");
+	expect_vm_err("socket=/s,forward-cid=1,forward-listen=9001+",
+		      "forward-listen '9001+': '' is not a port number");
+	expect_vm_err("socket=/s,forward-cid=1,forward-listen=9001+x",
+		      "'x' is not a port number");
+	expect_vm_err("socket=/s,forward-cid=1,forward-listen=4294967296",
+		      "port 4294967296 is out of range");
+	expect_vm_err("socket=/s,forward-cid=1,forward-listen=7+8+7",
+		      "port 7 given twice");
+	expect_vm_err("socket=/s,forward-cid=1,forward-cid=2", "'forward-cid' given twice");
 	expect_vm_err("socket=/s,uds-path=/u,tx-buffer-size=12X",
 		      "tx-buffer-size '12X' is not a size");
 	expect_vm_err("socket=/s,uds-path=/u,tx-buffer-size=0",
@@ -332,7 +344,9 @@ static const struct cli_case bad_cli[] = {
 	{ { "--guest-cid", "1", "--socket", "/s" }, "--guest-cid: guest-cid 1 is out of range" },
 	{ { "--socket", "/s", "--socket", "/t" }, "--socket: 'socket' given twice" },
 	{ { "--socket=" }, "--socket: empty value for 'socket'" },
-	{ { "--forward-cid", "1" }, "'forward-cid' is not supported" },
+	{ { "--forward-cid", "1" }, "--guest-cid/--socket/--uds-path: missing 'socket'" },
+	{ { "--forward-cid", "1", "--socket", "/s", "--uds-path", "/u" },
+	  "uds-path and forward-cid exclude each other" },
 	{ { "--vm", "socket=/s,uds-path=/u,frob=1" }, "--vm #1: unknown key 'frob'" },
 	{ { "--vm", "socket=/s,uds-path=/u,tx-buffer-size=1Q" },
 	  "--vm #1: tx-buffer-size '1Q' is not a size" },
@@ -507,8 +521,8 @@ Test(conf, errors_name_file_and_line)
 	expect_conf_err("[vm a]\n= 3\n", "t.conf:2: missing key before '='");
 	expect_conf_err("[vm a]\njust words\n",
 			"t.conf:2: expected 'KEY = VALUE' or a '[section]', not 'just words'");
-	expect_conf_err("vms:\n  - guest_cid: 3\n", "t.conf:1: this looks like a vhost-device-vsock "
-			"YAML file");
+	/* YAML, by its first line (test_config_yaml.c has the rest) */
+	expect_conf_err("vms:\n  - guest_cid: 3\n", "t.conf:2: vms entry 1: missing 'socket'");
 }
 
 Test(conf, binary_and_long_input)
