@@ -1,6 +1,6 @@
 /*
  * Hyper-V service GUIDs: vsx_guid_* and `vsxctl guid` (tools/vsxctl/
- * cmd_guid.c, called here through guid_main until vsxctl exists).
+ * cmd_guid.c, called here through guid_main, -j included).
  * Pure computation: no socket of any kind.
  */
 #include <errno.h>
