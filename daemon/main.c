@@ -398,7 +398,7 @@ static void reload(struct vsxd *d)
 	struct vsxd_err err;
 	bool *kept = NULL, ok = false;
 	char label[256];
-	size_t i, j, added = 0, removed = 0, failed = 0;
+	size_t i, j, n, added = 0, removed = 0, failed = 0;
 	int r;
 
 	if (!d->opts.config_file) {
@@ -483,8 +483,9 @@ static void reload(struct vsxd *d)
 	     d->cfg.n_vms - failed, added, removed, failed);
 	ok = failed == 0 && r == 0;    /* r: the forwards' */
 out:
-	notify("READY=1\nSTATUS=serving %zu VM%s%s", vms_running(d),
-	       vms_running(d) == 1 ? "" : "s", ok ? "" : "; the last reload failed in part or whole, see the log");
+	n = vms_running(d);
+	notify("READY=1\nSTATUS=serving %zu VM%s%s", n, n == 1 ? "" : "s",
+	       ok ? "" : "; the last reload failed in part or whole, see the log");
 	free(kept);
 	free(nvms);
 	vsxd_config_free(&nc);
