@@ -29,21 +29,25 @@
  * to their new connections), VMs gone from the file are freed, new ones are
  * created; a VM that fails to start is logged and tried again at the next
  * reload. VMs given on the command line always stay.
+ *
+ * Readiness goes to the service manager through libsystemd's sd_notify
+ * (nothing without $NOTIFY_SOCKET): READY=1 once every socket listens,
+ * RELOADING=1 then READY=1 around a reload, STOPPING=1 at exit, each with
+ * a STATUS= line. No MAINPID=: vsxd does not fork, systemd knows its pid.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <systemd/sd-daemon.h>
 
 #include <vsx/vsx.h>
 
@@ -207,30 +211,33 @@ static void libevent_log(int severity, const char *msg)
 	}
 }
 
-/* ---- systemd readiness (sd_notify's datagram, no libsystemd needed) ---- */
+/* ---- systemd readiness: sd_notify(3), a no-op without $NOTIFY_SOCKET ---- */
 
-static void notify(const char *state)
+__attribute__((format(printf, 1, 2)))
+static void notify(const char *fmt, ...)
 {
-	const char *path = getenv("NOTIFY_SOCKET");
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	size_t len;
-	int fd;
+	char state[512];
+	va_list ap;
+	int r;
 
-	if (!path || (path[0] != '/' && path[0] != '@'))
-		return;
-	len = strlen(path);
-	if (len >= sizeof(sa.sun_path))
-		return;
-	memcpy(sa.sun_path, path, len);
-	if (sa.sun_path[0] == '@')
-		sa.sun_path[0] = '\0';  /* abstract namespace */
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return;
-	if (sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa,
-		   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0)
-		vlog(LOG_DEBUG, "sd_notify %s: %s", state, strerror(errno));
-	close(fd);
+	va_start(ap, fmt);
+	vsnprintf(state, sizeof(state), fmt, ap);
+	va_end(ap);
+	r = sd_notify(0, state);
+	if (r < 0)
+		vlog(LOG_WARNING, "sd_notify: %s", strerror(-r));
+}
+
+/* RELOADING=1 carries the time it began, as Type=notify-reload (systemd
+ * 253) wants; Debian 12's systemd 252 takes it with Type=notify. */
+static void notify_reloading(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	notify("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
+	       (unsigned long long)ts.tv_sec * 1000000ULL +
+	       (unsigned long long)ts.tv_nsec / 1000);
 }
 
 /* ---- The daemon ---- */
@@ -461,21 +468,38 @@ static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
 	return r;
 }
 
+/* The VMs serving now: at reload, one that failed to start is NULL. */
+static size_t vms_running(const struct vsxd *d)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < d->cfg.n_vms; i++)
+		n += d->vms[i] != NULL;
+	return n;
+}
+
+/*
+ * Readiness: READY=1 is sent once every VM's vhost-user and uds-path
+ * sockets listen (vsxb_vm_new binds them before it returns), the forwards
+ * listen and the control socket does; at reload, RELOADING=1 first, then
+ * READY=1 once the new configuration's sockets listen (or, the file
+ * being broken, at once: nothing changed).
+ */
 static void reload(struct vsxd *d)
 {
 	struct vsxd_config nc;
 	struct vsxb_vm **nvms = NULL;
 	struct vsxd_err err;
-	bool *kept = NULL;
+	bool *kept = NULL, ok = false;
 	char label[256];
-	size_t i, j, added = 0, removed = 0, failed = 0;
+	size_t i, j, n, added = 0, removed = 0, failed = 0;
 	int r;
 
 	if (!d->opts.config_file) {
 		vlog(LOG_INFO, "SIGHUP: no --config file, nothing to reload");
 		return;
 	}
-	notify("RELOADING=1");
+	notify_reloading();
 	vlog(LOG_INFO, "SIGHUP: reloading %s", d->opts.config_file);
 	r = load_config(&d->opts, &nc, &err);
 	if (r < 0) {
@@ -551,8 +575,11 @@ static void reload(struct vsxd *d)
 	nvms = NULL;
 	vlog(LOG_INFO, "reloaded: %zu VMs (%zu added, %zu removed, %zu failed)",
 	     d->cfg.n_vms - failed, added, removed, failed);
+	ok = failed == 0 && r == 0;    /* r: the forwards' */
 out:
-	notify("READY=1");
+	n = vms_running(d);
+	notify("READY=1\nSTATUS=serving %zu VM%s%s", n, n == 1 ? "" : "s",
+	       ok ? "" : "; the last reload failed in part or whole, see the log");
 	free(kept);
 	free(nvms);
 	vsxd_config_free(&nc);
@@ -622,7 +649,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	vlog(LOG_INFO, "%s: exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-	notify("STOPPING=1");
+	notify("STOPPING=1\nSTATUS=exiting");
 	event_base_loopbreak(d->base);
 }
 
@@ -754,7 +781,7 @@ int main(int argc, char **argv)
 
 	vlog(LOG_INFO, "vsxd %s: serving %zu VM%s", PACKAGE_VERSION, d.cfg.n_vms,
 	     d.cfg.n_vms == 1 ? "" : "s");
-	notify("READY=1");
+	notify("READY=1\nSTATUS=serving %zu VM%s", d.cfg.n_vms, d.cfg.n_vms == 1 ? "" : "s");
 	if (vsx_evloop_run(&d.ev) < 0) {
 		vlog(LOG_ERR, "the event loop failed");
 		goto out;
