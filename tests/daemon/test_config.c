@@ -491,7 +491,7 @@ Test(conf, errors_name_file_and_line)
 	expect_conf_err("[vm a:b]\n", "t.conf:1: name 'a:b' is not valid");
 	expect_conf_err("[daemon]\nlouder = yes\n",
 			"t.conf:2: unknown key 'louder' in [daemon] (known keys: control, "
-			"control-allow-uid, log, log-level");
+			"control-allow-uid, metrics, log, log-level");
 	expect_conf_err("[daemon]\nlog = file\n", "t.conf:2: log 'file' is not 'stderr' or 'syslog'");
 	expect_conf_err("[daemon]\nlog-level = loud\n", "t.conf:2: log-level 'loud' is not one of");
 	expect_conf_err("[daemon]\ncontrol = /a\n\n[daemon]\ncontrol = /b\n",
