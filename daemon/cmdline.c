@@ -38,6 +38,9 @@ const char vsxd_usage[] =
 "  -t, --check           check the command line and the --config file, print\n"
 "                        what would be served and exit (0: valid, 1: not)\n"
 "  --control PATH        control socket path (for vsxctl; default /run/vsxd/control)\n"
+"  --metrics tcp:HOST:PORT\n"
+"                        serve Prometheus metrics at http://HOST:PORT/metrics\n"
+"                        (HOST an address or [IPv6]); see vsxd(8) METRICS\n"
 "  --control-allow-uid UID[,UID...]\n"
 "                        more users (besides root and vsxd's own) allowed on\n"
 "                        the control socket; repeatable\n"
@@ -64,8 +67,8 @@ const char vsxd_usage[] =
 /* ---- The command line ---- */
 
 enum opt_id {
-	OPT_VM, OPT_FORWARD, OPT_CONFIG, OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_SYSLOG, OPT_VERBOSE,
-	OPT_CHECK, OPT_HELP, OPT_VERSION,
+	OPT_VM, OPT_FORWARD, OPT_CONFIG, OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_METRICS, OPT_SYSLOG,
+	OPT_VERBOSE, OPT_CHECK, OPT_HELP, OPT_VERSION,
 	OPT_VMKEY,      /* a single-VM flag: --guest-cid, --socket, ... */
 	OPT_LIMIT,      /* --max-conns, --linger-timeout, ... */
 };
@@ -81,6 +84,7 @@ static const struct opt {
 	{ "config", 0, true, OPT_CONFIG },
 	{ "control", 0, true, OPT_CONTROL },
 	{ "control-allow-uid", 0, true, OPT_CONTROL_ALLOW },
+	{ "metrics", 0, true, OPT_METRICS },
 	{ "syslog", 0, false, OPT_SYSLOG },
 	{ "verbose", 'v', false, OPT_VERBOSE },
 	{ "check", 't', false, OPT_CHECK },
@@ -173,6 +177,13 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 	case OPT_CONTROL_ALLOW:
 		/* messages name the key already */
 		return vsxd_parse_uid_list(val, strlen(val), &o->cfg, err);
+	case OPT_METRICS:
+		if (o->cfg.metrics)
+			return vsxd_err_set(err, "--metrics given twice");
+		r = vsxd_metrics_check(val, strlen(val), "--metrics", NULL, err);
+		if (r < 0)
+			return r;
+		return vsxd__set_str(&o->cfg.metrics, val, strlen(val));
 	case OPT_SYSLOG:
 		o->cfg.log_target = VSXD_LOG_SYSLOG;
 		return 0;

@@ -201,6 +201,20 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		cfg->control_allow_line = p->line;
 		return 0;
 	}
+	if (vsxd__key_is(k, kl, "metrics")) {
+		if (cfg->metrics_line)
+			return perr(p, "'metrics' given twice (first on line %u)",
+				    cfg->metrics_line);
+		r = vsxd_metrics_check(v, vl, "metrics", NULL, p->err);
+		if (r == -EINVAL)
+			vsxd__err_prefix(p->err, "%s:%u", p->fname, p->line);
+		if (r < 0)
+			return r;
+		if (vsxd__set_str(&cfg->metrics, v, vl))
+			return -ENOMEM;
+		cfg->metrics_line = p->line;
+		return 0;
+	}
 	if (vsxd__key_is(k, kl, "log")) {
 		if (cfg->log_line)
 			return perr(p, "'log' given twice (first on line %u)", cfg->log_line);
@@ -242,7 +256,7 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		return 0;
 	}
 	return perr(p, "unknown key '%s' in [daemon] (known keys: control, "
-		    "control-allow-uid, log, log-level, " LIMIT_KEYS ")",
+		    "control-allow-uid, metrics, log, log-level, " LIMIT_KEYS ")",
 		    vsxd_quote(q, k, kl));
 }
 

@@ -128,6 +128,8 @@ struct vsxd_config {
 	struct vsxd_forward *fwds; /* n_fwds entries, owned (forward.h) */
 	size_t n_fwds;
 	char *control_path;       /* NULL: none given (vsxd uses its default) */
+	char *metrics;            /* tcp:HOST:PORT of the metrics endpoint
+				     (checked by vsxd_metrics_check); NULL: none */
 	uint32_t *control_allow_uids; /* n_control_allow_uids entries, owned:
 					 uids besides root and vsxd's own that
 					 may use the control socket */
@@ -136,6 +138,7 @@ struct vsxd_config {
 	int log_target;           /* enum vsxd_log_target, or VSXD_UNSET */
 	int log_level;            /* syslog priority (3..7), or VSXD_UNSET */
 	unsigned control_line;    /* for file configs: lines where the */
+	unsigned metrics_line;
 	unsigned control_allow_line;
 	unsigned log_line;        /* [daemon] keys were set (0: not set) */
 	unsigned log_level_line;

@@ -24,6 +24,11 @@
  * VMs with forward-cid (vhost-device-vsock's vsock-to-vsock backend) are
  * parsed and checked but not served yet: load_config refuses them.
  *
+ * The metrics endpoint (metrics.c), when --metrics or the [daemon] metrics
+ * key gives one, starts last; an address that cannot be used is a
+ * start-up failure (exit 1). At reload a new address is tried first and
+ * the old one kept when it cannot be used.
+ *
  * SIGHUP re-reads the --config file. A broken file changes nothing. VMs
  * whose device is unchanged keep running (a new tx-buffer-size is applied
  * to their new connections), VMs gone from the file are freed, new ones are
@@ -55,6 +60,7 @@
 #include "control.h"
 #include "vhost-user/loop-event.h"
 #include "forward.h"
+#include "metrics.h"
 #include "backend/backend.h"
 
 #define EXIT_USAGE 2
@@ -251,6 +257,7 @@ struct vsxd {
 	struct vsxb_router *router;
 	struct vsxd_control *control;  /* NULL: no control socket */
 	struct vsxd_fwds *fwds;        /* forward.c: the running forwards */
+	struct vsxd_metrics *metrics;  /* NULL: no metrics endpoint */
 	struct vsxd_opts opts;         /* the command line, kept for reloads */
 	struct vsxd_config cfg;        /* in force: the file's, then the flags' */
 	struct vsxb_vm **vms;           /* cfg.n_vms entries, owned by the router;
@@ -468,6 +475,33 @@ static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
 	return r;
 }
 
+/* Serve the metrics at @addr (NULL: none), replacing what is served: on
+ * failure what runs is kept and @err says why. */
+static int metrics_apply(struct vsxd *d, const char *addr, struct vsxd_err *err)
+{
+	const struct vsxd_metrics_opts o = {
+		.addr = addr,
+		.fwds = d->fwds,
+		.evloop = &d->ev,
+		.log = backend_log,
+	};
+	struct vsxd_metrics *m = NULL;
+	int r;
+
+	if (d->metrics && addr && !strcmp(vsxd_metrics_addr(d->metrics), addr))
+		return 0;
+	if (addr) {
+		r = vsxd_metrics_new(d->base, d->router, &o, &m, err);
+		if (r < 0)
+			return r;
+	}
+	if (d->metrics && !addr)
+		vlog(LOG_INFO, "metrics on %s: stopped", vsxd_metrics_addr(d->metrics));
+	vsxd_metrics_free(d->metrics);
+	d->metrics = m;
+	return 0;
+}
+
 /* The VMs serving now: at reload, one that failed to start is NULL. */
 static size_t vms_running(const struct vsxd *d)
 {
@@ -562,6 +596,14 @@ static void reload(struct vsxd *d)
 	if (nc.control_path && (!d->cfg.control_path ||
 				strcmp(nc.control_path, d->cfg.control_path)))
 		vlog(LOG_WARNING, "a new control socket path takes effect on restart");
+	if (metrics_apply(d, nc.metrics, &err) < 0) {
+		vlog(LOG_ERR, "reload: %s; keeping %s", err.msg, d->metrics ?
+		     vsxd_metrics_addr(d->metrics) : "no metrics endpoint");
+		/* what runs stays what the configuration says */
+		free(nc.metrics);
+		nc.metrics = d->cfg.metrics;
+		d->cfg.metrics = NULL;
+	}
 	if (d->control && vsxd_control_set_allowed(d->control, nc.control_allow_uids,
 						   nc.n_control_allow_uids) < 0)
 		vlog(LOG_ERR, "control-allow-uid: out of memory, keeping the old list");
@@ -675,7 +717,8 @@ static void daemon_free(struct vsxd *d)
 			event_free(d->sig[i]);
 		}
 	}
-	vsxd_control_free(d->control);      /* before what it looks at */
+	vsxd_metrics_free(d->metrics);      /* before what it looks at */
+	vsxd_control_free(d->control);
 	vsxd_fwds_free(d->fwds);            /* before the router it uses */
 	if (d->router)
 		vsxb_router_free(d->router);     /* frees the VMs too */
@@ -719,7 +762,7 @@ int main(int argc, char **argv)
 		d.exit_code = r == -ENOMEM || d.opts.check ? EXIT_FAILURE : EXIT_USAGE;
 		goto out;
 	}
-	if (d.cfg.n_vms == 0 && !d.cfg.control_path && d.cfg.n_fwds == 0) {
+	if (d.cfg.n_vms == 0 && !d.cfg.control_path && d.cfg.n_fwds == 0 && !d.cfg.metrics) {
 		fprintf(stderr, "vsxd: no VM to serve: give --vm, --guest-cid/--socket/"
 			"--uds-path or a --config file with [vm] sections\n"
 			"Try 'vsxd --help'.\n");
@@ -778,6 +821,10 @@ int main(int argc, char **argv)
 	r = control_start(&d);
 	if (r < 0)
 		goto out;
+	if (metrics_apply(&d, d.cfg.metrics, &err) < 0) {
+		fatal("%s", err.msg);
+		goto out;
+	}
 
 	vlog(LOG_INFO, "vsxd %s: serving %zu VM%s", PACKAGE_VERSION, d.cfg.n_vms,
 	     d.cfg.n_vms == 1 ? "" : "s");

@@ -691,6 +691,7 @@ void vsxd_config_free(struct vsxd_config *cfg)
 		vsxd_fwd_free(&cfg->fwds[i]);
 	free(cfg->fwds);
 	free(cfg->control_path);
+	free(cfg->metrics);
 	free(cfg->control_allow_uids);
 	vsxd_config_init(cfg);
 }
@@ -762,6 +763,12 @@ int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
 			free(out->control_path);
 			out->control_path = strdup(src[s]->control_path);
 			if (!out->control_path)
+				return -ENOMEM;
+		}
+		if (src[s]->metrics) {
+			free(out->metrics);
+			out->metrics = strdup(src[s]->metrics);
+			if (!out->metrics)
 				return -ENOMEM;
 		}
 		if (src[s]->control_allow_set) {

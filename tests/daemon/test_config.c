@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 
 #include "../../daemon/config.h"
+#include "../../daemon/forward.h"
 
 #define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -504,7 +505,7 @@ Test(conf, errors_name_file_and_line)
 	expect_conf_err("[vm a:b]\n", "t.conf:1: name 'a:b' is not valid");
 	expect_conf_err("[daemon]\nlouder = yes\n",
 			"t.conf:2: unknown key 'louder' in [daemon] (known keys: control, "
-			"control-allow-uid, log, log-level");
+			"control-allow-uid, metrics, log, log-level");
 	expect_conf_err("[daemon]\nlog = file\n", "t.conf:2: log 'file' is not 'stderr' or 'syslog'");
 	expect_conf_err("[daemon]\nlog-level = loud\n", "t.conf:2: log-level 'loud' is not one of");
 	expect_conf_err("[daemon]\ncontrol = /a\n\n[daemon]\ncontrol = /b\n",
@@ -767,6 +768,49 @@ Test(conf, control_allow_uid)
 			"t.conf:3: 'control-allow-uid' given twice (first on line 2)");
 	cr_assert_eq(parse_argv(ARGC(argv_bad), argv_bad, &o, &err), -EINVAL);
 	cr_assert(strstr(err.msg, "control-allow-uid 'bob' is not a uid"), "%s", err.msg);
+	vsxd_opts_free(&o);
+}
+
+Test(conf, metrics)
+{
+	char *argv[] = { "vsxd", "--metrics", "tcp:127.0.0.1:9200" };
+	char *argv_bad[] = { "vsxd", "--metrics", "unix:/m" };
+	struct vsxd_endpoint ep = { 0 };
+	struct vsxd_config cfg, merged;
+	struct vsxd_opts o;
+	struct vsxd_err err;
+
+	cr_assert_eq(conf("[daemon]\nmetrics = tcp:[::1]:9100\n", &cfg, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(cfg.metrics, "tcp:[::1]:9100");
+	cr_assert_eq(vsxd_metrics_check(cfg.metrics, strlen(cfg.metrics), "metrics", &ep, &err), 0);
+	cr_assert_eq(ep.kind, VSXD_EP_TCP);
+	cr_assert_str_eq(ep.host, "::1");
+	cr_assert_eq(ep.port, 9100);
+	vsxd_endpoint_free(&ep);
+
+	/* the flag wins over the file; without it the file's stays */
+	cr_assert_eq(parse_argv(ARGC(argv), argv, &o, &err), 0, "%s", err.msg);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &cfg, &o.cfg), 0);
+	cr_assert_str_eq(merged.metrics, "tcp:127.0.0.1:9200");
+	vsxd_config_free(&merged);
+	vsxd_opts_free(&o);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &cfg, NULL), 0);
+	cr_assert_str_eq(merged.metrics, "tcp:[::1]:9100");
+	vsxd_config_free(&merged);
+	vsxd_config_free(&cfg);
+
+	expect_conf_err("[daemon]\nmetrics = unix:/m\n",
+			"t.conf:2: metrics: 'unix:/m' is not a TCP address (expected tcp:HOST:PORT");
+	expect_conf_err("[daemon]\nmetrics = tcp:h:0\n",
+			"t.conf:2: metrics: 'tcp:h:0': the TCP port must be 1 to 65535");
+	expect_conf_err("[daemon]\nmetrics = tcp:h\n", "t.conf:2: metrics: 'tcp:h': expected "
+			"tcp:HOST:PORT");
+	expect_conf_err("[daemon]\nmetrics = tcp:h:1\nmetrics = tcp:h:2\n",
+			"t.conf:3: 'metrics' given twice (first on line 2)");
+	cr_assert_eq(parse_argv(ARGC(argv_bad), argv_bad, &o, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "--metrics: 'unix:/m' is not a TCP address"), "%s", err.msg);
 	vsxd_opts_free(&o);
 }
 

@@ -55,6 +55,8 @@ static void vm_send_event(struct vsxb_vm *vm)
 static void credit_moved(struct conn *c)
 {
 	c->credit_req_sent = false;
+	if (vsxb__conn_peer_free(c))
+		c->credit_stalled = false;
 	if (c->ops->credit_changed)
 		c->ops->credit_changed(c);
 }
@@ -82,6 +84,7 @@ static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsx_vq_elem *
 	}
 	c->rx_cnt += h->len;
 	c->from_guest += h->len;
+	vm->ct.from_guest_bytes += h->len;
 	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
 		flags = h->flags & (VIRTIO_VSOCK_SEQ_EOM | VIRTIO_VSOCK_SEQ_EOR);
 		if (!(flags & VIRTIO_VSOCK_SEQ_EOM))
