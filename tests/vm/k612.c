@@ -500,7 +500,7 @@ static int zerocopy_peer(int fd)
 
 /* ---- flood ------------------------------------------------------------------ */
 
-static void flood_guest(int fd, struct verdict *v)
+static void flood_check(int fd, struct verdict *v, unsigned lo, unsigned hi)
 {
 	uint64_t off = 0, bad;
 	size_t got;
@@ -527,19 +527,19 @@ static void flood_guest(int fd, struct verdict *v)
 	else if (read(fd, &x, 1) != 0)
 		say(v, false, "no EOF after the %u bytes", FLOOD_LEN);
 	else
-		say(v, true, "%u bytes in messages of 1..64 bytes to a guest not "
-		    "reading: all intact, then EOF, no reset", FLOOD_LEN);
+		say(v, true, "%u bytes in messages of %u..%u bytes to a guest not "
+		    "reading: all intact, then EOF, no reset", FLOOD_LEN, lo, hi);
 	ack_send(fd);
 }
 
-static int flood_peer(int fd)
+static int flood_send(int fd, unsigned lo, unsigned hi)
 {
-	uint8_t msg[64];
+	uint8_t msg[1024];
 	uint64_t off = 0;
 	unsigned n, count = 0;
 
 	while (off < FLOOD_LEN) {
-		n = 1 + count % 64;
+		n = lo + count % (hi - lo + 1);
 		if (n > FLOOD_LEN - off)
 			n = (unsigned)(FLOOD_LEN - off);
 		pattern_fill(SEED_P, off, msg, n);
@@ -549,8 +549,29 @@ static int flood_peer(int fd)
 		count++;
 	}
 	shutdown(fd, SHUT_WR);
-	printf("k612-peer flood: %u writes of 1..64 bytes, %" PRIu64 " bytes\n", count, off);
+	printf("k612-peer flood: %u writes of %u..%u bytes, %" PRIu64 " bytes\n", count, lo,
+	       hi, off);
 	return ack_wait(fd);
+}
+
+static void flood_guest(int fd, struct verdict *v)
+{
+	flood_check(fd, v, 1, 64);
+}
+
+static int flood_peer(int fd)
+{
+	return flood_send(fd, 1, 64);
+}
+
+static void flood_mid_guest(int fd, struct verdict *v)
+{
+	flood_check(fd, v, 129, 512);
+}
+
+static int flood_mid_peer(int fd)
+{
+	return flood_send(fd, 129, 512);
 }
 
 /* ---- rcvlowat ----------------------------------------------------------------- */
@@ -680,6 +701,7 @@ static const struct kcase {
 	{ "zerocopy", zerocopy_guest, zerocopy_peer },
 	{ "flood", flood_guest, flood_peer },
 	{ "rcvlowat", rcvlowat_guest, rcvlowat_peer },
+	{ "flood_mid", flood_mid_guest, flood_mid_peer },
 };
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
 
