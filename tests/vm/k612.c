@@ -34,6 +34,8 @@
  *             write() each, to a guest that reads nothing until the peer
  *             shut down; then the guest reads: every byte, then EOF, no
  *             reset (the driver's per-skb overhead check must not trip).
+ *   flood_mid the same with messages of 129..512 bytes: above the size the
+ *             guest appends to the last queued skb, so one skb per packet.
  *   rcvlowat  (A) SO_RCVLOWAT 64 KiB, the peer sends 16 KiB every 200 ms:
  *             poll() wakes only with >= 64 KiB available, twice for 128 KiB;
  *             (B) the peer fills the credit (256 KiB) and has 128 KiB more;
@@ -229,15 +231,13 @@ static void report_check(int fd, struct verdict *v, uint64_t want)
 }
 
 /* Receive everything up to EOF, checked, and report it. */
-static int peer_sink(int fd, uint64_t *got_out)
+static int peer_sink(int fd)
 {
 	uint64_t off = 0, bad;
 	size_t got;
 	int err;
 
 	bad = recv_checked(fd, SEED_G, &off, SIZE_MAX, &got, &err);
-	if (got_out)
-		*got_out = off;
 	if (report_send(fd, off, bad) < 0 || err || bad != NONE)
 		return -1;
 	return 0;
@@ -293,7 +293,7 @@ static void split_guest(int fd, struct verdict *v)
 
 static int split_peer(int fd)
 {
-	return peer_sink(fd, NULL);
+	return peer_sink(fd);
 }
 
 /* ---- outq ------------------------------------------------------------------- */
@@ -381,8 +381,8 @@ static int outq_peer(int fd)
 
 /* ---- zerocopy ------------------------------------------------------------- */
 
-/* Take the notifications queued on @fd: *@done counts ids, *@copied those
- * the kernel copied; -1 on a bad one (said in @v). */
+/* Take the notifications queued on @fd: *@next is the id expected next,
+ * *@copied counts those the kernel copied; -1 on a bad one (said in @v). */
 static int zc_reap(int fd, struct verdict *v, unsigned *next, unsigned *copied)
 {
 	char ctl[CMSG_SPACE(sizeof(struct sock_extended_err)) + 64];
@@ -712,8 +712,8 @@ static const struct kcase {
 	{ "outq", outq_guest, outq_peer },
 	{ "zerocopy", zerocopy_guest, zerocopy_peer },
 	{ "flood", flood_guest, flood_peer },
-	{ "rcvlowat", rcvlowat_guest, rcvlowat_peer },
 	{ "flood_mid", flood_mid_guest, flood_mid_peer },
+	{ "rcvlowat", rcvlowat_guest, rcvlowat_peer },
 };
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
 
