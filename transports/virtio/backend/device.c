@@ -161,6 +161,14 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsx_vq_elem *e)
 			     e->out_len);
 		return;
 	}
+	/* How the guest's driver lays packets out (6.12 splits the large
+	 * ones: header, linear part, pages): at debug level, each time a
+	 * packet comes in more pieces than any before. */
+	if (e->out_num > vm->tx_pieces_max) {
+		vm->tx_pieces_max = e->out_num;
+		vsxb__log(vm->r, VSXB_LOG_DEBUG, "vm %s: a TX packet in %u piece(s) (%u bytes), "
+			  "the most so far", vm->name, e->out_num, e->out_len);
+	}
 	vsx_iov_to_buf(e->iov, e->out_num, 0, &h, HDR_LEN);
 	eng_hdr_swap(&h);
 	if (h.src_cid != vm->cid) {

@@ -405,6 +405,7 @@ struct vsxb_vm {
 
 	/* TX processing (device.c) */
 	struct vsx_timer *resume;    /* a budget ran out: continue at once */
+	unsigned tx_pieces_max;      /* most iovecs of one TX packet (logged) */
 	struct vsx_vq_elem *txe;     /* ENG_TX_BATCH */
 	struct vsx_vq_elem *rxe;     /* ENG_RX_BATCH */
 	struct iovec *riov;          /* ENG_IOV_MAX: RX payload slices */
