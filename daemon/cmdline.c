@@ -23,6 +23,8 @@ const char vsxd_usage[] =
 "\n"
 "  --vm guest-cid=CID,socket=PATH,uds-path=PATH[,tx-buffer-size=SIZE]\n"
 "       [,queue-size=N][,groups=G1+G2][,name=NAME]\n"
+"       (forward-cid=CID[,forward-listen=PORT+PORT] in place of uds-path\n"
+"       is parsed and checked, not served yet)\n"
 "                        serve one VM; repeat for several VMs\n"
 "  --guest-cid CID --socket PATH --uds-path PATH [--tx-buffer-size SIZE]\n"
 "       [--queue-size N] [--groups G1+G2] [--name NAME]\n"
@@ -31,8 +33,14 @@ const char vsxd_usage[] =
 "                        relay connections from ADDR to ADDR (tcp:HOST:PORT,\n"
 "                        unix:PATH, unix:PATH:PORT, vsock:CID:PORT, vm:NAME:PORT,\n"
 "                        ...); repeatable; see vsxd(8) FORWARDS\n"
-"  --config FILE         read settings and VMs from FILE (vsxd.conf(5))\n"
+"  --config FILE         read settings and VMs from FILE: vsxd.conf(5), or\n"
+"                        vhost-device-vsock's YAML file (chosen by content)\n"
+"  -t, --check           check the command line and the --config file, print\n"
+"                        what would be served and exit (0: valid, 1: not)\n"
 "  --control PATH        control socket path (for vsxctl; default /run/vsxd/control)\n"
+"  --metrics tcp:HOST:PORT\n"
+"                        serve Prometheus metrics at http://HOST:PORT/metrics\n"
+"                        (HOST an address or [IPv6]); see vsxd(8) METRICS\n"
 "  --control-allow-uid UID[,UID...]\n"
 "                        more users (besides root and vsxd's own) allowed on\n"
 "                        the control socket; repeatable\n"
@@ -59,8 +67,8 @@ const char vsxd_usage[] =
 /* ---- The command line ---- */
 
 enum opt_id {
-	OPT_VM, OPT_FORWARD, OPT_CONFIG, OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_SYSLOG, OPT_VERBOSE,
-	OPT_HELP, OPT_VERSION,
+	OPT_VM, OPT_FORWARD, OPT_CONFIG, OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_METRICS, OPT_SYSLOG,
+	OPT_VERBOSE, OPT_CHECK, OPT_HELP, OPT_VERSION,
 	OPT_VMKEY,      /* a single-VM flag: --guest-cid, --socket, ... */
 	OPT_LIMIT,      /* --max-conns, --linger-timeout, ... */
 };
@@ -76,8 +84,10 @@ static const struct opt {
 	{ "config", 0, true, OPT_CONFIG },
 	{ "control", 0, true, OPT_CONTROL },
 	{ "control-allow-uid", 0, true, OPT_CONTROL_ALLOW },
+	{ "metrics", 0, true, OPT_METRICS },
 	{ "syslog", 0, false, OPT_SYSLOG },
 	{ "verbose", 'v', false, OPT_VERBOSE },
+	{ "check", 't', false, OPT_CHECK },
 	{ "help", 'h', false, OPT_HELP },
 	{ "version", 'V', false, OPT_VERSION },
 	{ "guest-cid", 0, true, OPT_VMKEY },
@@ -167,12 +177,22 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 	case OPT_CONTROL_ALLOW:
 		/* messages name the key already */
 		return vsxd_parse_uid_list(val, strlen(val), &o->cfg, err);
+	case OPT_METRICS:
+		if (o->cfg.metrics)
+			return vsxd_err_set(err, "--metrics given twice");
+		r = vsxd_metrics_check(val, strlen(val), "--metrics", NULL, err);
+		if (r < 0)
+			return r;
+		return vsxd__set_str(&o->cfg.metrics, val, strlen(val));
 	case OPT_SYSLOG:
 		o->cfg.log_target = VSXD_LOG_SYSLOG;
 		return 0;
 	case OPT_VERBOSE:
 		o->verbose++;
 		o->cfg.log_level = 7;
+		return 0;
+	case OPT_CHECK:
+		o->check = true;
 		return 0;
 	case OPT_HELP:
 		o->help = true;
@@ -266,6 +286,11 @@ int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
 		}
 		r = opt_value(op, val, o, &single, &n_vm, err);
 	}
+
+	/* a refused command line is still checked: exit 1, not 2 */
+	for (; r < 0 && i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--check") || !strcmp(argv[i], "-t"))
+			o->check = true;
 
 	if (r == 0 && single.set) {
 		r = vsxd_vm_finish(&single, err);

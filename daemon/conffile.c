@@ -1,5 +1,7 @@
 /*
- * vsxd.conf(5): the file parser (config.h, "The configuration").
+ * vsxd.conf(5): the file parser (config.h, "The configuration"), and the
+ * choice between it and vhost-device-vsock's YAML (conffile_yaml.c), by
+ * the file's content.
  *
  * The parser reads a buffer of any bytes: no line-length limit, NUL
  * bytes and junk are reported with their line, and quoted text in messages
@@ -199,6 +201,20 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		cfg->control_allow_line = p->line;
 		return 0;
 	}
+	if (vsxd__key_is(k, kl, "metrics")) {
+		if (cfg->metrics_line)
+			return perr(p, "'metrics' given twice (first on line %u)",
+				    cfg->metrics_line);
+		r = vsxd_metrics_check(v, vl, "metrics", NULL, p->err);
+		if (r == -EINVAL)
+			vsxd__err_prefix(p->err, "%s:%u", p->fname, p->line);
+		if (r < 0)
+			return r;
+		if (vsxd__set_str(&cfg->metrics, v, vl))
+			return -ENOMEM;
+		cfg->metrics_line = p->line;
+		return 0;
+	}
 	if (vsxd__key_is(k, kl, "log")) {
 		if (cfg->log_line)
 			return perr(p, "'log' given twice (first on line %u)", cfg->log_line);
@@ -240,7 +256,7 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		return 0;
 	}
 	return perr(p, "unknown key '%s' in [daemon] (known keys: control, "
-		    "control-allow-uid, log, log-level, " LIMIT_KEYS ")",
+		    "control-allow-uid, metrics, log, log-level, " LIMIT_KEYS ")",
 		    vsxd_quote(q, k, kl));
 }
 
@@ -269,11 +285,6 @@ static int parse_line(struct parser *p, const char *s, const char *e)
 
 	eq = memchr(s, '=', (size_t)(e - s));
 	if (!eq) {
-		if (p->sec == SEC_NONE && p->cfg->n_vms == 0 &&
-		    (size_t)(e - s) == 4 && !memcmp(s, "vms:", 4))
-			return perr(p, "this looks like a vhost-device-vsock YAML file; "
-				    "vsxd.conf has [vm NAME] sections of KEY = VALUE lines "
-				    "(see vsxd.conf(5))");
 		return perr(p, "expected 'KEY = VALUE' or a '[section]', not '%s'",
 			    vsxd_quote(q, s, (size_t)(e - s)));
 	}
@@ -319,6 +330,8 @@ int vsxd_config_parse(const char *buf, size_t len, const char *fname,
 	const char *s = buf, *end = buf + len, *nl;
 	int r;
 
+	if (vsxd__config_is_yaml(buf, len))
+		return vsxd__config_parse_yaml(buf, len, p.fname, cfg, err);
 	if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3))
 		s += 3;         /* a UTF-8 byte order mark */
 	while (s < end) {

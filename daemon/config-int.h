@@ -1,7 +1,7 @@
 /*
- * What the three pieces of vsxd's settings share (settings.c, the model;
- * conffile.c, vsxd.conf; cmdline.c, the command line): not for callers,
- * who use config.h.
+ * What the pieces of vsxd's settings share (settings.c, the model;
+ * conffile.c, vsxd.conf; conffile_yaml.c, vhost-device-vsock's YAML;
+ * cmdline.c, the command line): not for callers, who use config.h.
  */
 #ifndef VSXD_CONFIG_INT_H
 #define VSXD_CONFIG_INT_H
@@ -33,5 +33,13 @@ int vsxd__set_str(char **dst, const char *val, size_t len);
 struct vsxd_vm *vsxd__config_add_vm(struct vsxd_config *cfg);
 /* A new zeroed forward at the end of @cfg->fwds, or NULL. */
 struct vsxd_forward *vsxd__config_add_fwd(struct vsxd_config *cfg);
+
+/* Whether @buf (@len bytes) is a YAML file rather than vsxd.conf: its first
+ * line that is not blank or a '#' comment is "---", a %directive, '{' or
+ * "KEY:" at the start of the line. */
+bool vsxd__config_is_yaml(const char *buf, size_t len);
+/* vsxd_config_parse for vhost-device-vsock's YAML file (conffile_yaml.c). */
+int vsxd__config_parse_yaml(const char *buf, size_t len, const char *fname,
+			    struct vsxd_config *cfg, struct vsxd_err *err);
 
 #endif /* VSXD_CONFIG_INT_H */

@@ -1,7 +1,8 @@
 /*
  * vsxd's settings: the command line, the --vm KEY=VALUE lists and the
- * vsxd.conf(5) file. The model (values, VMs, the configuration: defaults,
- * checks, merge, free) is settings.c; the file parser conffile.c; the
+ * --config file, vsxd.conf(5) or vhost-device-vsock's YAML. The model
+ * (values, VMs, the configuration: defaults, checks, merge, free) is
+ * settings.c; the file parsers conffile.c and conffile_yaml.c; the
  * command line cmdline.c (config-int.h: what they share).
  *
  * Everything here is pure: parsers read a buffer or an argv, fill a struct,
@@ -70,14 +71,21 @@ enum {
 	VSXD_VM_QUEUE = 1u << 4,
 	VSXD_VM_GROUPS = 1u << 5,
 	VSXD_VM_NAME = 1u << 6,
+	VSXD_VM_FWD_CID = 1u << 7,
+	VSXD_VM_FWD_LISTEN = 1u << 8,
 };
+
+#define VSXD_FWD_LISTEN_MAX 64               /* forward-listen ports */
 
 /* One VM as configured (see struct vsxb_vm_config in backend.h). */
 struct vsxd_vm {
 	char *name;               /* NULL: the backend's default, "cid<N>" */
 	uint64_t guest_cid;       /* VSXD_CID_DEFAULT when not given */
 	char *socket_path;
-	char *uds_path;
+	char *uds_path;           /* NULL with forward-cid */
+	uint32_t forward_cid;     /* vsock-to-vsock forwarding (forward-cid, */
+	uint32_t *forward_listen; /* forward-listen: n_forward_listen ports, */
+	size_t n_forward_listen;  /* owned); not served yet */
 	uint32_t tx_buffer_size;  /* 0: the backend's default */
 	unsigned queue_size;      /* 0: the backend's default */
 	char *groups;             /* "a+b"; NULL: "default" */
@@ -120,6 +128,8 @@ struct vsxd_config {
 	struct vsxd_forward *fwds; /* n_fwds entries, owned (forward.h) */
 	size_t n_fwds;
 	char *control_path;       /* NULL: none given (vsxd uses its default) */
+	char *metrics;            /* tcp:HOST:PORT of the metrics endpoint
+				     (checked by vsxd_metrics_check); NULL: none */
 	uint32_t *control_allow_uids; /* n_control_allow_uids entries, owned:
 					 uids besides root and vsxd's own that
 					 may use the control socket */
@@ -128,6 +138,7 @@ struct vsxd_config {
 	int log_target;           /* enum vsxd_log_target, or VSXD_UNSET */
 	int log_level;            /* syslog priority (3..7), or VSXD_UNSET */
 	unsigned control_line;    /* for file configs: lines where the */
+	unsigned metrics_line;
 	unsigned control_allow_line;
 	unsigned log_line;        /* [daemon] keys were set (0: not set) */
 	unsigned log_level_line;
@@ -143,6 +154,8 @@ struct vsxd_opts {
 				     --syslog, -v */
 	char *config_file;        /* --config, NULL: none */
 	int verbose;              /* how many -v */
+	bool check;               /* --check (-t): validate, print, exit; set
+				     even when the parse fails */
 	bool help;
 	bool version;
 };
@@ -182,8 +195,8 @@ const char *vsxd_log_level_name(int level);
  */
 int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 		const char *val, size_t vallen, struct vsxd_err *err);
-/* Check that a VM has what it needs (socket, uds-path) and defaults the
- * rest. -EINVAL with @err. */
+/* Check that a VM has what it needs (socket, and uds-path or forward-cid
+ * but not both) and defaults the rest. -EINVAL with @err. */
 int vsxd_vm_finish(struct vsxd_vm *vm, struct vsxd_err *err);
 /* Parse "guest-cid=3,socket=PATH,uds-path=PATH[,...]" into @vm (zeroed
  * first), finishing it. @vm must be freed with vsxd_vm_free even on
@@ -206,11 +219,13 @@ void vsxd_config_init(struct vsxd_config *cfg);
 void vsxd_config_free(struct vsxd_config *cfg);
 
 /*
- * Parse a vsxd.conf(5) text of @len bytes (not NUL-terminated; any bytes
- * at all) into @cfg, which must be initialised (vsxd_config_init) and
- * is filled even on error (free it either way). @fname only names the
- * file in messages: "FILE:LINE: what". Checks each VM, not uniqueness
- * across VMs (vsxd_config_check does).
+ * Parse a --config text of @len bytes (not NUL-terminated; any bytes at
+ * all) into @cfg: vhost-device-vsock's YAML when its first line that
+ * counts says so (vsxd__config_is_yaml, config-int.h), else vsxd.conf(5).
+ * @cfg must be initialised (vsxd_config_init) and is filled even on error
+ * (free it either way). @fname only names the file in messages:
+ * "FILE:LINE: what". Checks each VM, not uniqueness across VMs
+ * (vsxd_config_check does).
  */
 int vsxd_config_parse(const char *buf, size_t len, const char *fname,
 		      struct vsxd_config *cfg, struct vsxd_err *err);
@@ -236,7 +251,8 @@ int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err);
  * Parse argv (argv[0] is skipped) into @o (zeroed and initialised
  * here; free with vsxd_opts_free either way). Usage errors return
  * -EINVAL with @err filled ("--vm #2: guest-cid 'x' is not a number").
- * --help and --version only set their flags.
+ * --help, --version and --check only set their flags (--check even when
+ * another argument is refused, wherever it is).
  */
 int vsxd_opts_parse(int argc, char *const argv[], struct vsxd_opts *o,
 		    struct vsxd_err *err);

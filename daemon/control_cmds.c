@@ -150,6 +150,10 @@ static void put_conn(struct evbuffer *b, const struct vsxb_conn_info *ci)
 	vsxd__ctl_put_str(b, VSX_CTL_K_ORIGIN, origin_name(ci));
 	put(b, VSX_CTL_K_GUEST, "%llu:%u", (unsigned long long)ci->guest_cid, ci->guest_port);
 	put(b, VSX_CTL_K_PEER, "%llu:%u", (unsigned long long)ci->peer_cid, ci->peer_port);
+	put(b, VSX_CTL_K_GUEST_CID, "%llu", (unsigned long long)ci->guest_cid);
+	put(b, VSX_CTL_K_GUEST_PORT, "%u", ci->guest_port);
+	put(b, VSX_CTL_K_PEER_CID, "%llu", (unsigned long long)ci->peer_cid);
+	put(b, VSX_CTL_K_PEER_PORT, "%u", ci->peer_port);
 	put(b, VSX_CTL_K_TO_GUEST, "%llu", (unsigned long long)ci->to_guest_bytes);
 	put(b, VSX_CTL_K_FROM_GUEST, "%llu", (unsigned long long)ci->from_guest_bytes);
 	put(b, VSX_CTL_K_BUF_ALLOC, "%u", ci->buf_alloc);

@@ -68,6 +68,12 @@ struct vsxd_forward {
 /* Parse one address (@len bytes, any bytes) into @ep (freed first). */
 int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 			struct vsxd_err *err);
+/* The metrics endpoint (vsxd(8), METRICS): a tcp:HOST:PORT address, in
+ * @ep when @ep is not NULL (freed first; free it with vsxd_endpoint_free
+ * either way). -EINVAL with @err naming @what ("--metrics", "metrics"). */
+int vsxd_metrics_check(const char *s, size_t len, const char *what,
+		       struct vsxd_endpoint *ep, struct vsxd_err *err);
+void vsxd_endpoint_free(struct vsxd_endpoint *ep);
 /* Set key @key (listen, connect, allow, auth, name) of @f. -EINVAL with
  * @err ("unknown key 'x' ..."), -ENOMEM. */
 int vsxd_fwd_set(struct vsxd_forward *f, const char *key, size_t keylen,

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/un.h>
 
+#include "config-int.h"
 #include "forward.h"
 
 #define SUN_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
@@ -54,13 +55,14 @@ static bool name_ok(const char *s, size_t n)
 	return true;
 }
 
-static void ep_free(struct vsxd_endpoint *ep)
+void vsxd_endpoint_free(struct vsxd_endpoint *ep)
 {
 	free(ep->text);
 	free(ep->host);
 	free(ep->lib);
 	memset(ep, 0, sizeof(*ep));
 }
+
 
 #define KNOWN_ADDRS "tcp:HOST:PORT, unix:PATH, unix:PATH:PORT, hybrid:PATH:PORT, " \
 		    "vsock:CID:PORT, hvsock:GUID or vm:NAME:PORT"
@@ -74,7 +76,7 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 	size_t rl, hl;
 	int r;
 
-	ep_free(ep);
+	vsxd_endpoint_free(ep);
 	if (!len)
 		return vsxd_err_set(err, "empty address (expected " KNOWN_ADDRS ")");
 	if (memchr(s, '\0', len) || memchr(s, ',', len))
@@ -176,6 +178,26 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 	    ((ep->kind == VSXD_EP_VSOCK || ep->kind == VSXD_EP_HVSOCK) && !ep->lib))
 		return -ENOMEM;
 	return 0;
+}
+
+int vsxd_metrics_check(const char *s, size_t len, const char *what,
+		       struct vsxd_endpoint *ep, struct vsxd_err *err)
+{
+	struct vsxd_endpoint tmp = { 0 };
+	char qb[VSXD_QBUF];
+	int r;
+
+	if (!ep)
+		ep = &tmp;
+	r = vsxd_endpoint_parse(s, len, ep, err);
+	if (r == 0 && ep->kind != VSXD_EP_TCP)
+		r = vsxd_err_set(err, "'%s' is not a TCP address (expected tcp:HOST:PORT, "
+				 "e.g. tcp:127.0.0.1:9100 or tcp:[::1]:9100)",
+				 vsxd_quote(qb, s, len));
+	if (r == -EINVAL)
+		vsxd__err_prefix(err, "%s", what);
+	vsxd_endpoint_free(&tmp);
+	return r;
 }
 
 static bool key_is(const char *k, size_t kl, const char *name)
@@ -349,8 +371,8 @@ int vsxd_fwd_parse(const char *spec, struct vsxd_forward *f, struct vsxd_err *er
 void vsxd_fwd_free(struct vsxd_forward *f)
 {
 	free(f->name);
-	ep_free(&f->listen);
-	ep_free(&f->connect);
+	vsxd_endpoint_free(&f->listen);
+	vsxd_endpoint_free(&f->connect);
 	free(f->allow);
 	free(f->auth_key);
 	free(f->origin);

@@ -17,26 +17,42 @@
  * Forwards (forward.c) start after the VMs: one that cannot start is a
  * start-up failure (exit 1); at reload, unchanged forwards keep running.
  *
+ * --check (-t) stops after the checks: it prints what would be served
+ * (check_print) and exits 0, or prints the first error and exits 1; it
+ * reads the --config file and creates nothing.
+ *
+ * VMs with forward-cid (vhost-device-vsock's vsock-to-vsock backend) are
+ * parsed and checked but not served yet: load_config refuses them.
+ *
+ * The metrics endpoint (metrics.c), when --metrics or the [daemon] metrics
+ * key gives one, starts last; an address that cannot be used is a
+ * start-up failure (exit 1). At reload a new address is tried first and
+ * the old one kept when it cannot be used.
+ *
  * SIGHUP re-reads the --config file. A broken file changes nothing. VMs
  * whose device is unchanged keep running (a new tx-buffer-size is applied
  * to their new connections), VMs gone from the file are freed, new ones are
  * created; a VM that fails to start is logged and tried again at the next
  * reload. VMs given on the command line always stay.
+ *
+ * Readiness goes to the service manager through libsystemd's sd_notify
+ * (nothing without $NOTIFY_SOCKET): READY=1 once every socket listens,
+ * RELOADING=1 then READY=1 around a reload, STOPPING=1 at exit, each with
+ * a STATUS= line. No MAINPID=: vsxd does not fork, systemd knows its pid.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <systemd/sd-daemon.h>
 
 #include <vsx/vsx.h>
 
@@ -44,6 +60,7 @@
 #include "control.h"
 #include "vhost-user/loop-event.h"
 #include "forward.h"
+#include "metrics.h"
 #include "backend/backend.h"
 
 #define EXIT_USAGE 2
@@ -200,30 +217,33 @@ static void libevent_log(int severity, const char *msg)
 	}
 }
 
-/* ---- systemd readiness (sd_notify's datagram, no libsystemd needed) ---- */
+/* ---- systemd readiness: sd_notify(3), a no-op without $NOTIFY_SOCKET ---- */
 
-static void notify(const char *state)
+__attribute__((format(printf, 1, 2)))
+static void notify(const char *fmt, ...)
 {
-	const char *path = getenv("NOTIFY_SOCKET");
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	size_t len;
-	int fd;
+	char state[512];
+	va_list ap;
+	int r;
 
-	if (!path || (path[0] != '/' && path[0] != '@'))
-		return;
-	len = strlen(path);
-	if (len >= sizeof(sa.sun_path))
-		return;
-	memcpy(sa.sun_path, path, len);
-	if (sa.sun_path[0] == '@')
-		sa.sun_path[0] = '\0';  /* abstract namespace */
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return;
-	if (sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa,
-		   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0)
-		vlog(LOG_DEBUG, "sd_notify %s: %s", state, strerror(errno));
-	close(fd);
+	va_start(ap, fmt);
+	vsnprintf(state, sizeof(state), fmt, ap);
+	va_end(ap);
+	r = sd_notify(0, state);
+	if (r < 0)
+		vlog(LOG_WARNING, "sd_notify: %s", strerror(-r));
+}
+
+/* RELOADING=1 carries the time it began, as Type=notify-reload (systemd
+ * 253) wants; Debian 12's systemd 252 takes it with Type=notify. */
+static void notify_reloading(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	notify("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
+	       (unsigned long long)ts.tv_sec * 1000000ULL +
+	       (unsigned long long)ts.tv_nsec / 1000);
 }
 
 /* ---- The daemon ---- */
@@ -237,6 +257,7 @@ struct vsxd {
 	struct vsxb_router *router;
 	struct vsxd_control *control;  /* NULL: no control socket */
 	struct vsxd_fwds *fwds;        /* forward.c: the running forwards */
+	struct vsxd_metrics *metrics;  /* NULL: no metrics endpoint */
 	struct vsxd_opts opts;         /* the command line, kept for reloads */
 	struct vsxd_config cfg;        /* in force: the file's, then the flags' */
 	struct vsxb_vm **vms;           /* cfg.n_vms entries, owned by the router;
@@ -245,9 +266,24 @@ struct vsxd {
 	int exit_code;
 };
 
+/* What the configuration asks for and vsxd cannot serve yet (the one place
+ * that says so): -EINVAL with @err, or 0. */
+static int check_served(const struct vsxd_config *cfg, struct vsxd_err *err)
+{
+	char n[32];
+	size_t i;
+
+	for (i = 0; i < cfg->n_vms; i++)
+		if (cfg->vms[i].set & VSXD_VM_FWD_CID)
+			return vsxd_err_set(err, "%s: VM %s: forward-cid is not supported yet "
+				       "(vsxd serves uds-path VMs only)", cfg->vms[i].origin,
+				       vsxd_vm_name(&cfg->vms[i], n, sizeof(n)));
+	return 0;
+}
+
 /* Read the --config file (if any) and merge it with the command line into
  * @out (initialised here, free it either way). -EINVAL: bad input, said
- * in @err. */
+ * in @err. Without --check, what cannot be served yet is bad input too. */
 static int load_config(const struct vsxd_opts *opts, struct vsxd_config *out,
 		       struct vsxd_err *err)
 {
@@ -264,8 +300,80 @@ static int load_config(const struct vsxd_opts *opts, struct vsxd_config *out,
 		snprintf(err->msg, sizeof(err->msg), "out of memory");
 	if (r == 0)
 		r = vsxd_config_check(out, err);
+	if (r == 0 && !opts->check)
+		r = check_served(out, err);
 	vsxd_config_free(&file);
 	return r;
+}
+
+static void print_limit(const struct vsxd_config *cfg, int l)
+{
+	printf("  %s ", vsxd_limit_name(l));
+	if (cfg->limit_set[l])
+		printf("%llu\n", (unsigned long long)cfg->limits[l]);
+	else
+		printf("default\n");
+}
+
+/* --check: what would be served, on stdout. */
+static void check_print(const struct vsxd_opts *opts, const struct vsxd_config *cfg)
+{
+	const struct vsxd_forward *f;
+	const struct vsxd_vm *vm;
+	char n[32];
+	size_t i, j;
+	int l;
+
+	if (opts->config_file)
+		printf("config %s\n", opts->config_file);
+	for (i = 0; i < cfg->n_vms; i++) {
+		vm = &cfg->vms[i];
+		printf("vm %s (%s)\n", vsxd_vm_name(vm, n, sizeof(n)), vm->origin);
+		printf("  guest-cid %llu\n  socket %s\n", (unsigned long long)vm->guest_cid,
+		       vm->socket_path);
+		if (vm->uds_path)
+			printf("  uds-path %s\n", vm->uds_path);
+		if (vm->set & VSXD_VM_FWD_CID) {
+			printf("  forward-cid %u (not supported yet)\n", vm->forward_cid);
+			printf("  forward-listen ");
+			for (j = 0; j < vm->n_forward_listen; j++)
+				printf("%s%u", j ? "+" : "", vm->forward_listen[j]);
+			printf("%s\n", vm->n_forward_listen ? "" : "none");
+		}
+		printf("  tx-buffer-size %u\n  queue-size %u\n  groups %s\n",
+		       vm->tx_buffer_size ? vm->tx_buffer_size : VSXB_DEFAULT_BUF_ALLOC,
+		       vm->queue_size ? vm->queue_size : VSXB_DEFAULT_QUEUE_SIZE,
+		       vm->groups ? vm->groups : VSXB_GROUP_DEFAULT);
+	}
+	for (i = 0; i < cfg->n_fwds; i++) {
+		f = &cfg->fwds[i];
+		printf("forward %s (%s)\n  listen %s\n  connect %s\n", f->name, f->origin,
+		       f->listen.text, f->connect.text);
+		if (f->n_allow) {
+			printf("  allow ");
+			for (j = 0; j < f->n_allow; j++)
+				printf("%s%u", j ? "+" : "", f->allow[j]);
+			printf("\n");
+		}
+		if (f->auth_key)
+			printf("  auth psk:%s\n", f->auth_key);
+	}
+	printf("daemon\n  control %s\n",
+	       cfg->control_path ? cfg->control_path : VSX_CONTROL_PATH);
+	if (cfg->n_control_allow_uids) {
+		printf("  control-allow-uid ");
+		for (j = 0; j < cfg->n_control_allow_uids; j++)
+			printf("%s%u", j ? "," : "", cfg->control_allow_uids[j]);
+		printf("\n");
+	}
+	printf("  log %s\n  log-level %s\n",
+	       cfg->log_target == VSXD_LOG_SYSLOG ? "syslog" : "stderr",
+	       vsxd_log_level_name(cfg->log_level != VSXD_UNSET ? cfg->log_level
+								 : DEFAULT_LOG_LEVEL));
+	for (l = 0; l < VSXD_LIMIT_N; l++)
+		print_limit(cfg, l);
+	printf("configuration OK: %zu VM%s, %zu forward%s\n", cfg->n_vms,
+	       cfg->n_vms == 1 ? "" : "s", cfg->n_fwds, cfg->n_fwds == 1 ? "" : "s");
 }
 
 static const char *vm_label(const struct vsxd_vm *vm, char *buf, size_t len)
@@ -367,21 +475,65 @@ static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
 	return r;
 }
 
+/* Serve the metrics at @addr (NULL: none), replacing what is served: on
+ * failure what runs is kept and @err says why. */
+static int metrics_apply(struct vsxd *d, const char *addr, struct vsxd_err *err)
+{
+	const struct vsxd_metrics_opts o = {
+		.addr = addr,
+		.fwds = d->fwds,
+		.evloop = &d->ev,
+		.log = backend_log,
+	};
+	struct vsxd_metrics *m = NULL;
+	int r;
+
+	if (d->metrics && addr && !strcmp(vsxd_metrics_addr(d->metrics), addr))
+		return 0;
+	if (addr) {
+		r = vsxd_metrics_new(d->base, d->router, &o, &m, err);
+		if (r < 0)
+			return r;
+	}
+	if (d->metrics && !addr)
+		vlog(LOG_INFO, "metrics on %s: stopped", vsxd_metrics_addr(d->metrics));
+	vsxd_metrics_free(d->metrics);
+	d->metrics = m;
+	return 0;
+}
+
+/* The VMs serving now: at reload, one that failed to start is NULL. */
+static size_t vms_running(const struct vsxd *d)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < d->cfg.n_vms; i++)
+		n += d->vms[i] != NULL;
+	return n;
+}
+
+/*
+ * Readiness: READY=1 is sent once every VM's vhost-user and uds-path
+ * sockets listen (vsxb_vm_new binds them before it returns), the forwards
+ * listen and the control socket does; at reload, RELOADING=1 first, then
+ * READY=1 once the new configuration's sockets listen (or, the file
+ * being broken, at once: nothing changed).
+ */
 static void reload(struct vsxd *d)
 {
 	struct vsxd_config nc;
 	struct vsxb_vm **nvms = NULL;
 	struct vsxd_err err;
-	bool *kept = NULL;
+	bool *kept = NULL, ok = false;
 	char label[256];
-	size_t i, j, added = 0, removed = 0, failed = 0;
+	size_t i, j, n, added = 0, removed = 0, failed = 0;
 	int r;
 
 	if (!d->opts.config_file) {
 		vlog(LOG_INFO, "SIGHUP: no --config file, nothing to reload");
 		return;
 	}
-	notify("RELOADING=1");
+	notify_reloading();
 	vlog(LOG_INFO, "SIGHUP: reloading %s", d->opts.config_file);
 	r = load_config(&d->opts, &nc, &err);
 	if (r < 0) {
@@ -444,6 +596,14 @@ static void reload(struct vsxd *d)
 	if (nc.control_path && (!d->cfg.control_path ||
 				strcmp(nc.control_path, d->cfg.control_path)))
 		vlog(LOG_WARNING, "a new control socket path takes effect on restart");
+	if (metrics_apply(d, nc.metrics, &err) < 0) {
+		vlog(LOG_ERR, "reload: %s; keeping %s", err.msg, d->metrics ?
+		     vsxd_metrics_addr(d->metrics) : "no metrics endpoint");
+		/* what runs stays what the configuration says */
+		free(nc.metrics);
+		nc.metrics = d->cfg.metrics;
+		d->cfg.metrics = NULL;
+	}
 	if (d->control && vsxd_control_set_allowed(d->control, nc.control_allow_uids,
 						   nc.n_control_allow_uids) < 0)
 		vlog(LOG_ERR, "control-allow-uid: out of memory, keeping the old list");
@@ -457,8 +617,11 @@ static void reload(struct vsxd *d)
 	nvms = NULL;
 	vlog(LOG_INFO, "reloaded: %zu VMs (%zu added, %zu removed, %zu failed)",
 	     d->cfg.n_vms - failed, added, removed, failed);
+	ok = failed == 0 && r == 0;    /* r: the forwards' */
 out:
-	notify("READY=1");
+	n = vms_running(d);
+	notify("READY=1\nSTATUS=serving %zu VM%s%s", n, n == 1 ? "" : "s",
+	       ok ? "" : "; the last reload failed in part or whole, see the log");
 	free(kept);
 	free(nvms);
 	vsxd_config_free(&nc);
@@ -528,7 +691,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	vlog(LOG_INFO, "%s: exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-	notify("STOPPING=1");
+	notify("STOPPING=1\nSTATUS=exiting");
 	event_base_loopbreak(d->base);
 }
 
@@ -554,7 +717,8 @@ static void daemon_free(struct vsxd *d)
 			event_free(d->sig[i]);
 		}
 	}
-	vsxd_control_free(d->control);      /* before what it looks at */
+	vsxd_metrics_free(d->metrics);      /* before what it looks at */
+	vsxd_control_free(d->control);
 	vsxd_fwds_free(d->fwds);            /* before the router it uses */
 	if (d->router)
 		vsxb_router_free(d->router);     /* frees the VMs too */
@@ -579,7 +743,7 @@ int main(int argc, char **argv)
 	r = vsxd_opts_parse(argc, argv, &d.opts, &err);
 	if (r < 0) {
 		fprintf(stderr, "vsxd: %s\nTry 'vsxd --help'.\n", err.msg);
-		d.exit_code = r == -ENOMEM ? EXIT_FAILURE : EXIT_USAGE;
+		d.exit_code = r == -ENOMEM || d.opts.check ? EXIT_FAILURE : EXIT_USAGE;
 		goto out;
 	}
 	if (d.opts.help) {
@@ -595,14 +759,20 @@ int main(int argc, char **argv)
 	r = load_config(&d.opts, &d.cfg, &err);
 	if (r < 0) {
 		fprintf(stderr, "vsxd: %s\n", err.msg);
-		d.exit_code = r == -ENOMEM ? EXIT_FAILURE : EXIT_USAGE;
+		d.exit_code = r == -ENOMEM || d.opts.check ? EXIT_FAILURE : EXIT_USAGE;
 		goto out;
 	}
-	if (d.cfg.n_vms == 0 && !d.cfg.control_path && d.cfg.n_fwds == 0) {
+	if (d.cfg.n_vms == 0 && !d.cfg.control_path && d.cfg.n_fwds == 0 && !d.cfg.metrics) {
 		fprintf(stderr, "vsxd: no VM to serve: give --vm, --guest-cid/--socket/"
 			"--uds-path or a --config file with [vm] sections\n"
 			"Try 'vsxd --help'.\n");
-		d.exit_code = EXIT_USAGE;
+		d.exit_code = d.opts.check ? EXIT_FAILURE : EXIT_USAGE;
+		goto out;
+	}
+	if (d.opts.check) {
+		check_print(&d.opts, &d.cfg);
+		d.exit_code = fflush(stdout) == 0 && !ferror(stdout) ? EXIT_SUCCESS
+								    : EXIT_FAILURE;
 		goto out;
 	}
 
@@ -651,10 +821,14 @@ int main(int argc, char **argv)
 	r = control_start(&d);
 	if (r < 0)
 		goto out;
+	if (metrics_apply(&d, d.cfg.metrics, &err) < 0) {
+		fatal("%s", err.msg);
+		goto out;
+	}
 
 	vlog(LOG_INFO, "vsxd %s: serving %zu VM%s", PACKAGE_VERSION, d.cfg.n_vms,
 	     d.cfg.n_vms == 1 ? "" : "s");
-	notify("READY=1");
+	notify("READY=1\nSTATUS=serving %zu VM%s", d.cfg.n_vms, d.cfg.n_vms == 1 ? "" : "s");
 	if (vsx_evloop_run(&d.ev) < 0) {
 		vlog(LOG_ERR, "the event loop failed");
 		goto out;

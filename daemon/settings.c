@@ -3,13 +3,15 @@
  * durations), the VMs and the configuration as a whole, with their
  * defaults, checks, copies and frees (config.h).
  *
- * The same key table serves the three ways to describe a VM: a --vm list
+ * The same key table serves the four ways to describe a VM: a --vm list
  * ("guest-cid=3,socket=...,uds-path=..."), the single-VM flags of
- * vhost-device-vsock (--guest-cid, --socket, --uds-path, ...) and a
- * [vm NAME] section of vsxd.conf. Each key is checked once, where it is
- * set (vsxd_vm_set); what needs every VM (unique CIDs, names and paths) is
- * checked on the merged configuration (vsxd_config_check). The readers
- * are conffile.c (vsxd.conf) and cmdline.c (the command line).
+ * vhost-device-vsock (--guest-cid, --socket, --uds-path, ...), a
+ * [vm NAME] section of vsxd.conf and an entry of vhost-device-vsock's YAML
+ * vms: list. Each key is checked once, where it is set (vsxd_vm_set); a
+ * VM as a whole (socket, and uds-path or forward-cid) in vsxd_vm_finish;
+ * what needs every VM (unique CIDs, names and paths) on the merged
+ * configuration (vsxd_config_check). The readers are conffile.c
+ * (vsxd.conf), conffile_yaml.c (YAML) and cmdline.c (the command line).
  */
 #include <errno.h>
 #include <limits.h>
@@ -300,15 +302,12 @@ static const struct vm_key {
 	{ "queue-size", VSXD_VM_QUEUE },
 	{ "groups", VSXD_VM_GROUPS },
 	{ "name", VSXD_VM_NAME },
+	{ "forward-cid", VSXD_VM_FWD_CID },
+	{ "forward-listen", VSXD_VM_FWD_LISTEN },
 };
 
-/* vhost-device-vsock keys we know and do not serve (its AF_VSOCK
- * forwarding backend would open vsock sockets on the host). */
-static const char *const vm_keys_unsupported[] = {
-	"forward-cid", "forward-listen",
-};
-
-#define VM_KEYS_KNOWN "guest-cid, socket, uds-path, tx-buffer-size, queue-size, groups, name"
+#define VM_KEYS_KNOWN "guest-cid, socket, uds-path, tx-buffer-size, queue-size, groups, name, " \
+	"forward-cid, forward-listen"
 
 bool vsxd__key_is(const char *key, size_t keylen, const char *name)
 {
@@ -383,6 +382,51 @@ static int check_groups(const char *val, size_t len, struct vsxd_err *err)
 	return 0;
 }
 
+/* forward-listen: "PORT+PORT...", each a u32, none twice. */
+static int parse_ports(struct vsxd_vm *vm, const char *val, size_t len,
+		       struct vsxd_err *err)
+{
+	uint32_t ports[VSXD_FWD_LISTEN_MAX];
+	const char *p = val, *end = val + len, *w;
+	char q[VSXD_QBUF], q2[VSXD_QBUF];
+	size_t n = 0, i;
+	uint64_t port;
+	int r;
+
+	for (;;) {
+		w = memchr(p, '+', (size_t)(end - p));
+		if (!w)
+			w = end;
+		r = vsx__parse_uint(p, (size_t)(w - p), UINT32_MAX, &port);
+		if (r == -EINVAL)
+			return vsxd_err_set(err, "forward-listen '%s': '%s' is not a port number",
+				       vsxd_quote(q, val, len),
+				       vsxd_quote(q2, p, (size_t)(w - p)));
+		if (r < 0)
+			return vsxd_err_set(err, "forward-listen '%s': port %s is out of range "
+				       "(0 to %u)", vsxd_quote(q, val, len),
+				       vsxd_quote(q2, p, (size_t)(w - p)),
+				       UINT32_MAX);
+		for (i = 0; i < n; i++)
+			if (ports[i] == port)
+				return vsxd_err_set(err, "forward-listen '%s': port %llu given twice",
+					       vsxd_quote(q, val, len), (unsigned long long)port);
+		if (n == VSXD_FWD_LISTEN_MAX)
+			return vsxd_err_set(err, "forward-listen: more than %u ports",
+				       VSXD_FWD_LISTEN_MAX);
+		ports[n++] = (uint32_t)port;
+		if (w == end)
+			break;
+		p = w + 1;
+	}
+	vm->forward_listen = malloc(n * sizeof(*ports));
+	if (!vm->forward_listen)
+		return -ENOMEM;
+	memcpy(vm->forward_listen, ports, n * sizeof(*ports));
+	vm->n_forward_listen = n;
+	return 0;
+}
+
 int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 		const char *val, size_t vallen, struct vsxd_err *err)
 {
@@ -395,15 +439,9 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 	for (i = 0; i < sizeof(vm_keys) / sizeof(vm_keys[0]); i++)
 		if (vsxd__key_is(key, keylen, vm_keys[i].name))
 			k = &vm_keys[i];
-	if (!k) {
-		for (i = 0; i < sizeof(vm_keys_unsupported) / sizeof(char *); i++)
-			if (vsxd__key_is(key, keylen, vm_keys_unsupported[i]))
-				return vsxd_err_set(err, "'%s' is not supported: vsxd has no vsock "
-					       "forwarding backend (use uds-path)",
-					       vm_keys_unsupported[i]);
+	if (!k)
 		return vsxd_err_set(err, "unknown key '%s' (known keys: " VM_KEYS_KNOWN ")",
 			       vsxd_quote(q, key, keylen));
-	}
 	if (vm->set & k->bit)
 		return vsxd_err_set(err, "'%s' given twice", k->name);
 	if (vallen == 0)
@@ -473,6 +511,21 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 		if (vsxd__set_str(&vm->name, val, vallen))
 			return -ENOMEM;
 		break;
+	case VSXD_VM_FWD_CID:
+		r = vsx__parse_uint(val, vallen, VSXD_CID_MAX, &n);
+		if (r == -EINVAL)
+			return vsxd_err_set(err, "forward-cid '%s' is not a number",
+				       vsxd_quote(q, val, vallen));
+		if (r < 0)
+			return vsxd_err_set(err, "forward-cid %s is out of range (0 to %u)",
+				       vsxd_quote(q, val, vallen), VSXD_CID_MAX);
+		vm->forward_cid = (uint32_t)n;
+		break;
+	case VSXD_VM_FWD_LISTEN:
+		r = parse_ports(vm, val, vallen, err);
+		if (r < 0)
+			return r;
+		break;
 	}
 	vm->set |= k->bit;
 	return 0;
@@ -482,11 +535,16 @@ int vsxd_vm_finish(struct vsxd_vm *vm, struct vsxd_err *err)
 {
 	if (!(vm->set & VSXD_VM_SOCKET))
 		return vsxd_err_set(err, "missing 'socket'");
-	if (!(vm->set & VSXD_VM_UDS))
-		return vsxd_err_set(err, "missing 'uds-path'");
+	if ((vm->set & VSXD_VM_UDS) && (vm->set & VSXD_VM_FWD_CID))
+		return vsxd_err_set(err, "uds-path and forward-cid exclude each other "
+			       "(give one of them)");
+	if (!(vm->set & (VSXD_VM_UDS | VSXD_VM_FWD_CID)))
+		return vsxd_err_set(err, "missing 'uds-path' (or 'forward-cid')");
+	if ((vm->set & VSXD_VM_FWD_LISTEN) && !(vm->set & VSXD_VM_FWD_CID))
+		return vsxd_err_set(err, "forward-listen needs forward-cid");
 	if (!(vm->set & VSXD_VM_CID))
 		vm->guest_cid = VSXD_CID_DEFAULT;
-	if (!strcmp(vm->socket_path, vm->uds_path))
+	if (vm->uds_path && !strcmp(vm->socket_path, vm->uds_path))
 		return vsxd_err_set(err, "socket and uds-path are the same path");
 	return 0;
 }
@@ -541,6 +599,7 @@ void vsxd_vm_free(struct vsxd_vm *vm)
 	free(vm->uds_path);
 	free(vm->groups);
 	free(vm->origin);
+	free(vm->forward_listen);
 	memset(vm, 0, sizeof(*vm));
 }
 
@@ -558,7 +617,16 @@ int vsxd_vm_copy(struct vsxd_vm *dst, const struct vsxd_vm *src)
 	dst->guest_cid = src->guest_cid;
 	dst->tx_buffer_size = src->tx_buffer_size;
 	dst->queue_size = src->queue_size;
+	dst->forward_cid = src->forward_cid;
 	dst->set = src->set;
+	if (src->n_forward_listen) {
+		dst->forward_listen = malloc(src->n_forward_listen * sizeof(*src->forward_listen));
+		if (!dst->forward_listen)
+			return -ENOMEM;
+		memcpy(dst->forward_listen, src->forward_listen,
+		       src->n_forward_listen * sizeof(*src->forward_listen));
+		dst->n_forward_listen = src->n_forward_listen;
+	}
 	if (dup_opt(&dst->name, src->name) ||
 	    dup_opt(&dst->socket_path, src->socket_path) ||
 	    dup_opt(&dst->uds_path, src->uds_path) ||
@@ -594,6 +662,11 @@ bool vsxd_vm_same_device(const struct vsxd_vm *a, const struct vsxd_vm *b)
 	       str_eq(a->socket_path, b->socket_path) &&
 	       str_eq(a->uds_path, b->uds_path) &&
 	       a->queue_size == b->queue_size &&
+	       a->forward_cid == b->forward_cid &&
+	       a->n_forward_listen == b->n_forward_listen &&
+	       (!a->n_forward_listen ||
+		!memcmp(a->forward_listen, b->forward_listen,
+			a->n_forward_listen * sizeof(*a->forward_listen))) &&
 	       str_eq(a->groups ? a->groups : "default",
 		      b->groups ? b->groups : "default");
 }
@@ -618,6 +691,7 @@ void vsxd_config_free(struct vsxd_config *cfg)
 		vsxd_fwd_free(&cfg->fwds[i]);
 	free(cfg->fwds);
 	free(cfg->control_path);
+	free(cfg->metrics);
 	free(cfg->control_allow_uids);
 	vsxd_config_init(cfg);
 }
@@ -691,6 +765,12 @@ int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
 			if (!out->control_path)
 				return -ENOMEM;
 		}
+		if (src[s]->metrics) {
+			free(out->metrics);
+			out->metrics = strdup(src[s]->metrics);
+			if (!out->metrics)
+				return -ENOMEM;
+		}
 		if (src[s]->control_allow_set) {
 			/* a list replaces the file's, as other [daemon] keys do */
 			free(out->control_allow_uids);
@@ -733,7 +813,7 @@ static int check_paths(const struct vsxd_vm *a, const struct vsxd_vm *b,
 
 	for (x = 0; x < 2; x++)
 		for (y = 0; y < 2; y++)
-			if (!strcmp(ap[x], bp[y]))
+			if (ap[x] && bp[y] && !strcmp(ap[x], bp[y]))
 				return vsxd_err_set(err, "%s: %s '%s' is already the %s of %s",
 					       a->origin, role[x], ap[x], role[y], b->origin);
 	return 0;
@@ -759,13 +839,13 @@ int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err)
 							 : VSXB_DEFAULT_BUF_ALLOC,
 				       a->tx_buffer_size ? "" : " (the default)",
 				       (unsigned long long)mem);
-		if (!strcmp(a->socket_path, a->uds_path))
+		if (a->uds_path && !strcmp(a->socket_path, a->uds_path))
 			return vsxd_err_set(err, "%s: socket and uds-path are the same path",
 				       a->origin);
 		if (cfg->control_path && !strcmp(a->socket_path, cfg->control_path))
 			return vsxd_err_set(err, "%s: socket '%s' is also the control socket",
 				       a->origin, a->socket_path);
-		if (cfg->control_path && !strcmp(a->uds_path, cfg->control_path))
+		if (cfg->control_path && a->uds_path && !strcmp(a->uds_path, cfg->control_path))
 			return vsxd_err_set(err, "%s: uds-path '%s' is also the control socket",
 				       a->origin, a->uds_path);
 		na = vsxd_vm_name(a, ba, sizeof(ba));

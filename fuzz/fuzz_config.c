@@ -1,7 +1,9 @@
 /*
  * Fuzz target: vsxd's settings parsers (daemon/settings.c, conffile.c,
- * cmdline.c). The first byte picks the parser, the rest is its input:
- *   0: vsxd.conf(5) text: vsxd_config_parse, then vsxd_config_check and
+ * conffile_yaml.c, cmdline.c). The first byte picks the parser, the rest
+ * is its input:
+ *   0: a --config file, vsxd.conf(5) or YAML (vsxd_config_parse chooses;
+ *      seeds file03, file04 are YAML), then vsxd_config_check and
  *      vsxd_config_merge with itself;
  *   1: a --vm spec (vsxd_vm_parse), then copy and compare;
  *   2: a command line, arguments separated by NUL bytes (vsxd_opts_parse);

@@ -93,6 +93,7 @@ put("config", "file00", b"\x00" + CONF.encode())
 put("config", "file01", b"\x00[vm a]\nguest-cid = 3\nsocket = /a\nuds-path = /b\n"
     b"[vm a]\nguest-cid = 3\nsocket = /a\nuds-path = /b\n")
 put("config", "file02", b"\x00[daemon]\nlog = nowhere\n[bogus]\nx=1\n")
+put("config", "file05", b"\x00[daemon]\nmetrics = tcp:[::1]:9100\ncontrol = /c\n")
 put("config", "vm00", b"\x01guest-cid=3,socket=/run/a.vhost,uds-path=/run/a.vsock")
 put("config", "vm01", b"\x01name=web,guest-cid=4294967294,socket=/s,uds-path=/u,"
     b"tx-buffer-size=64K,queue-size=1024,groups=a+b")
@@ -105,6 +106,8 @@ put("config", "argv01", b"\x02" + b"\0".join([
     b"/tmp/vm4.vsock", b"--tx-buffer-size=1G", b"--queue-size", b"512"]))
 put("config", "argv02", b"\x02" + b"\0".join([b"--config", b"/etc/vsxd.conf", b"-h", b"-V",
                                               b"--help", b"--bogus", b"-x"]))
+put("config", "argv03", b"\x02" + b"\0".join([b"--metrics", b"tcp:127.0.0.1:9100",
+                                              b"--control", b"/c"]))
 for i, v in enumerate(["64K", "1G", "0x1000", "1048576", "3KiB", "error", "debug",
                        "1000, 1001 0", "4294967295"]):
     put("config", "val%02d" % i, b"\x03" + v.encode())

@@ -152,6 +152,10 @@
 #define VSX_CTL_K_ORIGIN "origin"       /* guest, host, sibling, relay */
 #define VSX_CTL_K_GUEST "guest"         /* CID:PORT (relay: the client) */
 #define VSX_CTL_K_PEER "peer"           /* CID:PORT (relay: the target) */
+#define VSX_CTL_K_GUEST_CID "guest-cid" /* guest's CID and port as numbers */
+#define VSX_CTL_K_GUEST_PORT "guest-port" /* (not in relay records) */
+#define VSX_CTL_K_PEER_CID "peer-cid"
+#define VSX_CTL_K_PEER_PORT "peer-port"
 #define VSX_CTL_K_TO_GUEST "to-guest"   /* bytes */
 #define VSX_CTL_K_FROM_GUEST "from-guest"
 #define VSX_CTL_K_BUF_ALLOC "buf-alloc"

@@ -1201,6 +1201,116 @@ Test(datapath, small_packets_batched_into_one_write)
 	close(lfd);
 }
 
+/*
+ * One RW packet of @c whose header and payload, contiguous in the scratch
+ * area at @at, are cut into descriptors of the @nseg lengths in @seg (they
+ * sum to 44 + @plen): the boundaries a guest driver may choose.
+ */
+static void chain_packet(struct gc *c, const void *payload, uint32_t plen,
+			 const uint32_t *seg, unsigned nseg, uint64_t at)
+{
+	struct virtio_vsock_hdr h = {
+		.src_cid = c->g->cid,
+		.dst_cid = c->pcid,
+		.src_port = c->lport,
+		.dst_port = c->pport,
+		.len = plen,
+		.type = c->type,
+		.op = OP_RW,
+		.buf_alloc = c->buf_alloc,
+		.fwd_cnt = c->fwd_cnt,
+	};
+	uint64_t scratch, addr[64], pos;
+	uint32_t len[64], sum = 0;
+	uint16_t flags[64], next[64];
+	size_t slen;
+	uint8_t *p;
+	unsigned i;
+
+	cr_assert_leq(nseg, 64);
+	scratch = drv_scratch(c->g->d, &slen);
+	cr_assert_leq(at + sizeof(h) + plen, slen / 2, "keep to the lower region");
+	p = drv_mem(c->g->d, scratch + at, sizeof(h) + plen);
+	eng_hdr_swap(&h);
+	memcpy(p, &h, sizeof(h));
+	memcpy(p + sizeof(h), payload, plen);
+	for (i = 0, pos = scratch + at; i < nseg; pos += seg[i], i++) {
+		addr[i] = pos;
+		len[i] = seg[i];
+		flags[i] = i + 1 < nseg ? 1 : 0; /* VRING_DESC_F_NEXT */
+		next[i] = (uint16_t)(i + 1);
+		sum += seg[i];
+	}
+	cr_assert_eq(sum, sizeof(h) + plen);
+	cr_assert_geq(drv_send_raw(c->g->d, addr, len, flags, next, nseg), 0);
+	c->last_fwd_sent = c->fwd_cnt;
+	c->tx_cnt += plen;
+}
+
+/* A TX packet split across descriptors at any boundary is the same packet:
+ * the header alone, the header with part of the payload, the header itself
+ * cut (even inside a field), many small descriptors, and a 64 KiB payload in
+ * pages after a short linear part (the 6.12 driver's nonlinear skbs). */
+Test(datapath, tx_chain_split_at_any_boundary)
+{
+	static const uint32_t s_alone[] = { 44, 1000 };
+	static const uint32_t s_part[] = { 44 + 300, 700 };
+	static const uint32_t s_hdr[] = { 20, 24, 1000 };
+	static const uint32_t s_field[] = { 1, 43 + 10, 990 };
+	static const uint32_t s_three[] = { 30, 14 + 1, 998 };
+	uint32_t s_many[60], s_pages[18];
+	struct {
+		const uint32_t *seg;
+		unsigned n;
+		uint32_t plen;
+	} t[] = {
+		{ s_alone, 2, 1000 }, { s_part, 2, 1000 }, { s_hdr, 3, 1000 },
+		{ s_field, 3, 1000 }, { s_three, 3, 999 }, { s_many, 60, 0 },
+		{ s_pages, 18, 65536 },
+	};
+	struct vsxb_engine_stats a, b;
+	uint8_t *out, *in;
+	size_t total = 0, off = 0;
+	unsigned i;
+	struct gc c;
+	int lfd, fd;
+
+	/* 44 bytes of header in 4 descriptors of 11, then 56 of 37 bytes */
+	for (i = 0; i < 60; i++)
+		s_many[i] = i < 4 ? 11 : 37;
+	t[5].plen = 56 * 37;
+	/* header alone, 100 bytes of linear part, 16 pages and what is left */
+	s_pages[0] = 44;
+	s_pages[1] = 100;
+	for (i = 2; i < 18; i++)
+		s_pages[i] = 4096;
+	s_pages[17] = 65536 - 100 - 15 * 4096;
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		total += t[i].plen;
+	out = malloc(total);
+	in = malloc(total);
+	fill_pattern(out, total, 612);
+	g2h_open(&c, 0, STREAM, 43100, 1290, &lfd, &fd);
+	hx_stats(&H, 0, &a);
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		chain_packet(&c, out + off, t[i].plen, t[i].seg, t[i].n, 0);
+		/* read back before the next one reuses the scratch area */
+		cr_assert_eq(h_read_full(fd, in + off, t[i].plen, TMO), 0, "chain %u", i);
+		cr_assert_arr_eq(in + off, out + off, t[i].plen, "chain %u", i);
+		off += t[i].plen;
+	}
+	hx_sync(&H);
+	hx_stats(&H, 0, &b);
+	cr_assert_eq(b.tx_pkts - a.tx_pkts, sizeof(t) / sizeof(t[0]));
+	cr_assert_eq(b.dropped, a.dropped, "a split chain was dropped");
+	cr_assert_eq(conn_of(&c, 0).from_guest_bytes, total);
+	still_works(&c, fd);
+	close(fd);
+	close(lfd);
+	free(out);
+	free(in);
+}
+
 Test(datapath, host_data_read_straight_into_rx_buffers)
 {
 	size_t len = 64 * 1024;
@@ -1228,6 +1338,40 @@ Test(datapath, host_data_read_straight_into_rx_buffers)
 	close(lfd);
 	free(buf);
 	free(back);
+}
+
+/* Small host writes that piled up while the guest took nothing go out
+ * merged, as full RX buffers: 60 writes of 1..60 bytes, one packet (a
+ * guest kernel that queues one skb per packet must not be handed a skb per
+ * write: Linux 6.12 bounds a socket's skb overhead by its buffer). */
+Test(datapath, small_host_writes_merged_into_rx_buffers)
+{
+	uint8_t out[4096], in[4096];
+	struct vsxb_engine_stats a, b;
+	size_t total = 0;
+	unsigned i;
+	struct gc c;
+	int lfd, fd;
+
+	g2h_open(&c, 0, STREAM, 43002, 1282, &lfd, &fd);
+	fill_pattern(out, sizeof(out), 32);
+	hx_stats(&H, 0, &a);
+	hx_pause(&H);
+	for (i = 0; i < 60; i++) {
+		size_t n = 1 + i;
+
+		cr_assert_eq(h_write_full(fd, out + total, n, TMO), 0);
+		total += n;
+	}
+	hx_unpause(&H);
+	g_read(&c, in, total);
+	cr_assert_arr_eq(in, out, total);
+	hx_sync(&H);
+	hx_stats(&H, 0, &b);
+	cr_assert_eq(b.rx_pkts - a.rx_pkts, 1, "%llu packets for 60 writes (%zu bytes)",
+		     (unsigned long long)(b.rx_pkts - a.rx_pkts), total);
+	close(fd);
+	close(lfd);
 }
 
 Test(datapath, control_packets_go_straight_into_rx)

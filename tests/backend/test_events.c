@@ -505,6 +505,84 @@ Test(events, refusals_rate_limited_for_logging)
 	cr_assert_eq(stats().refused, 31);
 }
 
+/* ---- per-VM counters (vsxb_vm_get_counters) ---- */
+
+static void c_counters(void *arg)
+{
+	vsxb_vm_get_counters(H.v[0].vm, arg);
+}
+
+static struct vsxb_vm_counters counters(void)
+{
+	struct vsxb_vm_counters ct;
+
+	vsx_test_loop_call(H.tl, c_counters, &ct);
+	return ct;
+}
+
+Test(events, vm_counters_bytes_stalls_and_reasons)
+{
+	static char buf[100000], back[100000];
+	struct vsxb_vm_counters ct;
+	struct gc c, d;
+	int lfd, fd, lfd2, fd2;
+
+	g2h_open(&c, 40200, 1210, &lfd, &fd);
+	ct = counters();
+	cr_assert_eq(ct.opened, 1);
+	cr_assert_eq(ct.conns[VSXB_CONN_ESTABLISHED], 1);
+	cr_assert_eq(ct.credit_stalls, 0);
+
+	/* guest -> host: 3000 bytes */
+	fill_pattern(buf, sizeof(buf), 7);
+	g_write(&c, buf, 3000, 1000);
+	cr_assert_eq(h_read_full(fd, back, 3000, TMO), 0);
+	cr_assert_eq(counters().from_guest_bytes, 3000);
+
+	/* host -> guest with a 10000-byte window: one stall per window used up */
+	c.buf_alloc = 10000;
+	c.auto_credit = false;
+	cr_assert_geq(g_send(&c, OP_CREDIT_UPDATE, 0, NULL, 0), 0);
+	cr_assert_eq(h_write_full(fd, buf, sizeof(buf), TMO), 0);
+	g_read(&c, back, 10000);
+	cr_assert(g_quiet(G(0), &c, QUIET), "data beyond the credit");
+	ct = counters();
+	cr_assert_eq(ct.to_guest_bytes, 10000);
+	cr_assert_eq(ct.credit_stalls, 1, "stalls %llu", (unsigned long long)ct.credit_stalls);
+	/* what the guest consumed is credit again: 10000 more, one more stall */
+	cr_assert_geq(g_send(&c, OP_CREDIT_UPDATE, 0, NULL, 0), 0);
+	g_read(&c, back + 10000, 10000);
+	cr_assert(g_quiet(G(0), &c, QUIET), "data beyond the credit");
+	ct = counters();
+	cr_assert_eq(ct.to_guest_bytes, 20000);
+	cr_assert_eq(ct.credit_stalls, 2);
+	cr_assert_arr_eq(back, buf, 20000);
+
+	/* ends by reason: a reset, a graceful close, a refusal */
+	cr_assert_geq(g_send(&c, OP_RST, 0, NULL, 0), 0);
+	wait_event(VSXB_CONN_EV_RESET, 0);
+	g2h_open(&d, 40201, 1211, &lfd2, &fd2);
+	close(fd2);
+	free(g_expect(&d, OP_SHUTDOWN, TMO));
+	cr_assert_geq(g_send(&d, OP_RST, 0, NULL, 0), 0);
+	wait_event(VSXB_CONN_EV_CLOSE, 0);
+	gc_init(&d, G(0), STREAM, 40202, VSOCK_CID_HOST, 4446);
+	cr_assert_eq(g_connect(&d), OP_RST);
+	wait_event(VSXB_CONN_EV_REFUSE, 0);
+	ct = counters();
+	cr_assert_eq(ct.opened, 2);
+	cr_assert_eq(ct.reset[VSXB_REASON_GUEST_RST], 1);
+	cr_assert_eq(ct.closed[VSXB_REASON_HOST_CLOSED], 1);
+	cr_assert_eq(ct.refused[VSXB_REASON_REFUSED], 1);
+	cr_assert_eq(ct.conns[VSXB_CONN_ESTABLISHED] + ct.conns[VSXB_CONN_CLOSING] +
+		     ct.conns[VSXB_CONN_CONNECTING], 0);
+	cr_assert_eq(ct.to_guest_bytes, 20000);
+	cr_assert_eq(ct.from_guest_bytes, 3000);
+	close(fd);
+	close(lfd);
+	close(lfd2);
+}
+
 /* ---- limits ---- */
 
 Test(limits, per_vm_limit_refuses_with_rst_and_counts)

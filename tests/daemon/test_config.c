@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 
 #include "../../daemon/config.h"
+#include "../../daemon/forward.h"
 
 #define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -141,10 +142,22 @@ Test(vm, bad_lists)
 	expect_vm_err("", "empty VM description");
 	expect_vm_err("   ", "empty VM description");
 	expect_vm_err("guest-cid=3,socket=/s,uds-path=/s", "socket and uds-path are the same");
-	expect_vm_err("guest-cid=3,socket=/s,forward-cid=1",
-		      "'forward-cid' is not supported");
-	expect_vm_err("guest-cid=3,socket=/s,forward_listen=9000",
-		      "'forward-listen' is not supported");
+	expect_vm_err("guest-cid=3,socket=/s,uds-path=/u,forward-cid=1",
+		      "uds-path and forward-cid exclude each other");
+	expect_vm_err("guest-cid=3,socket=/s,uds-path=/u,forward_listen=9000",
+		      "forward-listen needs forward-cid");
+	expect_vm_err("guest-cid=3,socket=/s", "missing 'uds-path' (or 'forward-cid')");
+	expect_vm_err("socket=/s,forward-cid=x", "forward-cid 'x' is not a number");
+	expect_vm_err("socket=/s,forward-cid=4294967295", "forward-cid 4294967295 is out of range");
+	expect_vm_err("socket=/s,forward-cid=1,forward-listen=9001+",
+		      "forward-listen '9001+': '' is not a port number");
+	expect_vm_err("socket=/s,forward-cid=1,forward-listen=9001+x",
+		      "'x' is not a port number");
+	expect_vm_err("socket=/s,forward-cid=1,forward-listen=4294967296",
+		      "port 4294967296 is out of range");
+	expect_vm_err("socket=/s,forward-cid=1,forward-listen=7+8+7",
+		      "port 7 given twice");
+	expect_vm_err("socket=/s,forward-cid=1,forward-cid=2", "'forward-cid' given twice");
 	expect_vm_err("socket=/s,uds-path=/u,tx-buffer-size=12X",
 		      "tx-buffer-size '12X' is not a size");
 	expect_vm_err("socket=/s,uds-path=/u,tx-buffer-size=0",
@@ -332,7 +345,9 @@ static const struct cli_case bad_cli[] = {
 	{ { "--guest-cid", "1", "--socket", "/s" }, "--guest-cid: guest-cid 1 is out of range" },
 	{ { "--socket", "/s", "--socket", "/t" }, "--socket: 'socket' given twice" },
 	{ { "--socket=" }, "--socket: empty value for 'socket'" },
-	{ { "--forward-cid", "1" }, "'forward-cid' is not supported" },
+	{ { "--forward-cid", "1" }, "--guest-cid/--socket/--uds-path: missing 'socket'" },
+	{ { "--forward-cid", "1", "--socket", "/s", "--uds-path", "/u" },
+	  "uds-path and forward-cid exclude each other" },
 	{ { "--vm", "socket=/s,uds-path=/u,frob=1" }, "--vm #1: unknown key 'frob'" },
 	{ { "--vm", "socket=/s,uds-path=/u,tx-buffer-size=1Q" },
 	  "--vm #1: tx-buffer-size '1Q' is not a size" },
@@ -490,7 +505,7 @@ Test(conf, errors_name_file_and_line)
 	expect_conf_err("[vm a:b]\n", "t.conf:1: name 'a:b' is not valid");
 	expect_conf_err("[daemon]\nlouder = yes\n",
 			"t.conf:2: unknown key 'louder' in [daemon] (known keys: control, "
-			"control-allow-uid, log, log-level");
+			"control-allow-uid, metrics, log, log-level");
 	expect_conf_err("[daemon]\nlog = file\n", "t.conf:2: log 'file' is not 'stderr' or 'syslog'");
 	expect_conf_err("[daemon]\nlog-level = loud\n", "t.conf:2: log-level 'loud' is not one of");
 	expect_conf_err("[daemon]\ncontrol = /a\n\n[daemon]\ncontrol = /b\n",
@@ -507,8 +522,8 @@ Test(conf, errors_name_file_and_line)
 	expect_conf_err("[vm a]\n= 3\n", "t.conf:2: missing key before '='");
 	expect_conf_err("[vm a]\njust words\n",
 			"t.conf:2: expected 'KEY = VALUE' or a '[section]', not 'just words'");
-	expect_conf_err("vms:\n  - guest_cid: 3\n", "t.conf:1: this looks like a vhost-device-vsock "
-			"YAML file");
+	/* YAML, by its first line (test_config_yaml.c has the rest) */
+	expect_conf_err("vms:\n  - guest_cid: 3\n", "t.conf:2: vms entry 1: missing 'socket'");
 }
 
 Test(conf, binary_and_long_input)
@@ -753,6 +768,49 @@ Test(conf, control_allow_uid)
 			"t.conf:3: 'control-allow-uid' given twice (first on line 2)");
 	cr_assert_eq(parse_argv(ARGC(argv_bad), argv_bad, &o, &err), -EINVAL);
 	cr_assert(strstr(err.msg, "control-allow-uid 'bob' is not a uid"), "%s", err.msg);
+	vsxd_opts_free(&o);
+}
+
+Test(conf, metrics)
+{
+	char *argv[] = { "vsxd", "--metrics", "tcp:127.0.0.1:9200" };
+	char *argv_bad[] = { "vsxd", "--metrics", "unix:/m" };
+	struct vsxd_endpoint ep = { 0 };
+	struct vsxd_config cfg, merged;
+	struct vsxd_opts o;
+	struct vsxd_err err;
+
+	cr_assert_eq(conf("[daemon]\nmetrics = tcp:[::1]:9100\n", &cfg, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(cfg.metrics, "tcp:[::1]:9100");
+	cr_assert_eq(vsxd_metrics_check(cfg.metrics, strlen(cfg.metrics), "metrics", &ep, &err), 0);
+	cr_assert_eq(ep.kind, VSXD_EP_TCP);
+	cr_assert_str_eq(ep.host, "::1");
+	cr_assert_eq(ep.port, 9100);
+	vsxd_endpoint_free(&ep);
+
+	/* the flag wins over the file; without it the file's stays */
+	cr_assert_eq(parse_argv(ARGC(argv), argv, &o, &err), 0, "%s", err.msg);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &cfg, &o.cfg), 0);
+	cr_assert_str_eq(merged.metrics, "tcp:127.0.0.1:9200");
+	vsxd_config_free(&merged);
+	vsxd_opts_free(&o);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &cfg, NULL), 0);
+	cr_assert_str_eq(merged.metrics, "tcp:[::1]:9100");
+	vsxd_config_free(&merged);
+	vsxd_config_free(&cfg);
+
+	expect_conf_err("[daemon]\nmetrics = unix:/m\n",
+			"t.conf:2: metrics: 'unix:/m' is not a TCP address (expected tcp:HOST:PORT");
+	expect_conf_err("[daemon]\nmetrics = tcp:h:0\n",
+			"t.conf:2: metrics: 'tcp:h:0': the TCP port must be 1 to 65535");
+	expect_conf_err("[daemon]\nmetrics = tcp:h\n", "t.conf:2: metrics: 'tcp:h': expected "
+			"tcp:HOST:PORT");
+	expect_conf_err("[daemon]\nmetrics = tcp:h:1\nmetrics = tcp:h:2\n",
+			"t.conf:3: 'metrics' given twice (first on line 2)");
+	cr_assert_eq(parse_argv(ARGC(argv_bad), argv_bad, &o, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "--metrics: 'unix:/m' is not a TCP address"), "%s", err.msg);
 	vsxd_opts_free(&o);
 }
 

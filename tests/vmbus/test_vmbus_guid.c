@@ -1,9 +1,10 @@
 /*
  * Hyper-V service GUIDs: vsx_guid_* and `vsxctl guid` (tools/vsxctl/
- * cmd_guid.c, called here through guid_main until vsxctl exists).
+ * cmd_guid.c, called here through guid_main, -j included).
  * Pure computation: no socket of any kind.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "check.h"
 
 int guid_main(int argc, char **argv);
+bool opt_json;   /* vsxctl's -j (tools/vsxctl/main.c), set by the tests */
 
 static const uint8_t g808[16] = {
 	0x00, 0x00, 0x08, 0x08, 0xfa, 0xcb, 0x11, 0xe6,
@@ -261,6 +263,25 @@ Test(vsxctl_guid, guid_to_port)
 	r = vsxctl_guid("00000808-facb-11e6-bd58-64006a7986d3");
 	EQ(r.status, 0);
 	cr_assert_str_eq(r.out, "2056\n");
+}
+
+Test(vsxctl_guid, json)
+{
+	struct run r;
+
+	opt_json = true;
+	r = vsxctl_guid("2056");
+	EQ(r.status, 0);
+	cr_assert_str_eq(r.out, "{\"port\": 2056, \"guid\": "
+			 "\"00000808-facb-11e6-bd58-64006a7986d3\"}\n");
+	r = vsxctl_guid("{00000808-FACB-11E6-BD58-64006A7986D3}");
+	EQ(r.status, 0);
+	cr_assert_str_eq(r.out, "{\"port\": 2056, \"guid\": "
+			 "\"00000808-facb-11e6-bd58-64006a7986d3\"}\n");
+	r = vsxctl_guid("2056x");
+	EQ(r.status, 1);
+	cr_assert_str_eq(r.out, "");
+	opt_json = false;
 }
 
 Test(vsxctl_guid, edges)

@@ -1,4 +1,5 @@
-/* vsxctl close ID [--reset]: close a connection gracefully, or reset it. */
+/* vsxctl close ID [--reset]: close a connection gracefully, or reset it.
+ * Silent on success; -j prints vsxd's answer (conn, vm or forward, action). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,5 +19,5 @@ int close_main(int argc, char **argv)
 	vsx__ctl_req_addf(&req, VSX_CTL_K_ID, "%llu", (unsigned long long)id);
 	if (argc == 3)
 		vsx__ctl_req_add(&req, VSX_CTL_K_RESET, "1");
-	return ctl_run("close", &req, NULL);
+	return ctl_run("close", &req, opt_json ? out_pairs : NULL);
 }

@@ -9,6 +9,8 @@
  * hex. A GUID may be braced and in any case; one outside the template
  * XXXXXXXX-facb-11e6-bd58-64006a7986d3 has no port (exit 1).
  *
+ * With -j, either way: {"port": 2056, "guid": "00000808-facb-..."}.
+ *
  * Exit status: 0, 1 for an argument that is neither, 2 for usage.
  * The command needs no vsxd: it is pure libvsx (vsx_guid_*).
  */
@@ -17,9 +19,7 @@
 
 #include <vsx/vsx.h>
 
-#include "util.h"
-
-int guid_main(int argc, char **argv);
+#include "vsxctl.h"
 
 static int usage(FILE *f)
 {
@@ -35,28 +35,31 @@ int guid_main(int argc, char **argv)
 	uint8_t guid[16];
 	uint64_t dec;
 	uint32_t port;
+	bool to_guid;
 	int rc;
 
 	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
 		return usage(stdout);
 	if (argc != 2)
 		return usage(stderr);
-	if (vsx__parse_dec(argv[1], strlen(argv[1]), UINT32_MAX, &dec) == 0) {
-		vsx_guid_from_port((uint32_t)dec, guid);
-		vsx_guid_format(guid, 0, text, sizeof(text));
-		printf("%s\n", text);
-		return 0;
-	}
-	if (vsx_guid_parse(argv[1], guid) < 0) {
+	to_guid = vsx__parse_dec(argv[1], strlen(argv[1]), UINT32_MAX, &dec) == 0;
+	if (to_guid) {
+		port = (uint32_t)dec;
+		vsx_guid_from_port(port, guid);
+	} else if (vsx_guid_parse(argv[1], guid) < 0) {
 		fprintf(stderr, "vsxctl guid: '%.64s' is neither a decimal port "
 			"(0 to 4294967295) nor a GUID\n", argv[1]);
 		return 1;
-	}
-	rc = vsx_guid_to_port(guid, &port);
-	if (rc < 0) {
+	} else if ((rc = vsx_guid_to_port(guid, &port)) < 0) {
 		fprintf(stderr, "vsxctl guid: %s\n", vsx_strerror(rc));
 		return 1;
 	}
-	printf("%u\n", port);
+	vsx_guid_format(guid, 0, text, sizeof(text));
+	if (opt_json)
+		printf("{\"port\": %u, \"guid\": \"%s\"}\n", port, text);
+	else if (to_guid)
+		printf("%s\n", text);
+	else
+		printf("%u\n", port);
 	return 0;
 }

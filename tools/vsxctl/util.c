@@ -74,18 +74,6 @@ int ctl_run(const char *cmd, struct vsx_ctl_req *req,
 	return rc;
 }
 
-bool is_number(const char *s)
-{
-	if (!*s)
-		return false;
-	if (*s == '-')
-		s++;
-	for (; *s; s++)
-		if (*s < '0' || *s > '9')
-			return false;
-	return true;
-}
-
 void json_string(const char *s)
 {
 	putchar('"');
@@ -100,9 +88,52 @@ void json_string(const char *s)
 	putchar('"');
 }
 
-static void json_value(const char *v)
+/*
+ * JSON keys are the control protocol's keys with every '-' made '_'
+ * (buf-alloc -> buf_alloc), as ip -j and ss print theirs; the commands that
+ * write their own JSON (ss, probe, guid, set-buffer --pid) use such names
+ * from the start. vsxctl(8), JSON OUTPUT, says so.
+ */
+static void json_key(const char *key)
 {
-	if (is_number(v))
+	putchar('"');
+	for (; *key; key++)
+		putchar(*key == '-' ? '_' : *key);
+	putchar('"');
+}
+
+/* Keys whose values are names or text a user chose: always strings, even
+ * when they read as a number (a VM called 42 stays "42"). */
+static const char *const text_keys[] = {
+	VSX_CTL_K_VM, VSX_CTL_K_FORWARD, VSX_CTL_K_VERSION, VSX_CTL_K_CONTROL,
+	VSX_CTL_K_SOCKET, VSX_CTL_K_UDS_PATH, VSX_CTL_K_GUEST, VSX_CTL_K_PEER,
+};
+
+/* A decimal integer as JSON writes one: no '+', no leading zeros. */
+static bool is_json_int(const char *s)
+{
+	if (*s == '-')
+		s++;
+	if (*s < '1' || *s > '9')
+		return s[0] == '0' && s[1] == '\0';
+	while (*++s)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+/* "key": value, the value a number when it is a decimal integer and @key
+ * is not one of text_keys[], else a string. */
+static void json_pair(const char *key, const char *v)
+{
+	size_t i;
+
+	json_key(key);
+	printf(": ");
+	for (i = 0; i < sizeof(text_keys) / sizeof(text_keys[0]); i++)
+		if (strcmp(key, text_keys[i]) == 0)
+			break;
+	if (i == sizeof(text_keys) / sizeof(text_keys[0]) && is_json_int(v))
 		fputs(v, stdout);
 	else
 		json_string(v);
@@ -148,9 +179,7 @@ void out_records(const struct vsx_kvs *kvs, const char *rec_key,
 			printf(nrec++ ? ",\n {" : "\n {");
 			for (c = b; c < e; c++) {
 				printf(c > b ? ", " : "");
-				json_string(kvs->kv[c].key);
-				printf(": ");
-				json_value(kvs->kv[c].value);
+				json_pair(kvs->kv[c].key, kvs->kv[c].value);
 			}
 			printf("}");
 		}
@@ -189,9 +218,7 @@ static void print_pairs(const struct vsx_kvs *kvs, unsigned b, unsigned e)
 			continue;
 		if (opt_json) {
 			printf(n++ ? ", " : "");
-			json_string(kvs->kv[i].key);
-			printf(": ");
-			json_value(kvs->kv[i].value);
+			json_pair(kvs->kv[i].key, kvs->kv[i].value);
 		} else {
 			printf("%-16s %s\n", kvs->kv[i].key, kvs->kv[i].value);
 		}

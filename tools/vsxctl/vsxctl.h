@@ -52,11 +52,12 @@ int parse_u64(const char *s, uint64_t *out);
 int ctl_run(const char *cmd, struct vsx_ctl_req *req,
 	    void (*print)(const struct vsx_kvs *kvs));
 
-/* Output of reply records: a table with @cols columns, or JSON (opt_json). */
+/* Output of reply records: a table with @cols columns, or JSON (opt_json):
+ * keys snake_case (util.c, json_key), decimal integers as numbers. */
 struct out_col {
 	const char *key;     /* reply key */
 	const char *title;   /* column title */
-	bool number;         /* JSON number, right-aligned */
+	bool number;         /* right-aligned (JSON: util.c decides) */
 };
 /* Print the records of @kvs that start with @rec_key as rows. */
 void out_records(const struct vsx_kvs *kvs, const char *rec_key,
@@ -66,7 +67,7 @@ void out_records(const struct vsx_kvs *kvs, const char *rec_key,
 void out_record_detail(const struct vsx_kvs *kvs, const char *rec_key);
 /* Print all pairs except errno as a JSON object or "key: value" lines. */
 void out_pairs(const struct vsx_kvs *kvs);
+/* @s as a JSON string, quoted and escaped. */
 void json_string(const char *s);
-bool is_number(const char *s);
 
 #endif

@@ -242,6 +242,7 @@ enum vsxb_conn_reason {
 	VSXB_REASON_LIMIT,          /* "limit": a connection or memory limit */
 	VSXB_REASON_PROTOCOL,       /* "protocol": the guest broke the protocol */
 	VSXB_REASON_ERROR,          /* "error": see err */
+	VSXB_REASON_COUNT           /* not a reason: how many there are */
 };
 
 const char *vsxb_conn_reason_name(int reason);
@@ -336,5 +337,32 @@ struct vsxb_router_stats {
 };
 
 void vsxb_router_get_stats(const struct vsxb_router *r, struct vsxb_router_stats *out);
+
+/*
+ * Counters of one VM since it was created (vsxd's metrics), and what it
+ * holds now. Events are counted as they are reported (see "Connection
+ * events"): a connection ends in exactly one of closed[] (CLOSE), reset[]
+ * (RESET) or refused[] (REFUSE), indexed by its enum vsxb_conn_reason.
+ * Bytes are payload, counted as they cross the virtqueues, for live
+ * connections too. A credit stall is a connection with data for its guest
+ * that found no credit left: counted once, until the guest's credit
+ * moves again.
+ */
+struct vsxb_vm_counters {
+	unsigned conns[VSXB_CONN_CLOSING + 1]; /* live, by enum vsxb_conn_state
+						   ([0] unused) */
+	uint64_t queued_bytes;          /* now: held for slow peers, all connections */
+	uint64_t opened;                /* OPEN events */
+	uint64_t closed[VSXB_REASON_COUNT];
+	uint64_t reset[VSXB_REASON_COUNT];
+	uint64_t refused[VSXB_REASON_COUNT];
+	uint64_t to_guest_bytes;        /* into the guest's RX buffers */
+	uint64_t from_guest_bytes;      /* taken from the guest's TX buffers */
+	uint64_t credit_stalls;
+};
+
+/* Fill @out for @vm: the counters, and a walk of its connections for the
+ * rest (conns, queued_bytes); nothing is allocated. */
+void vsxb_vm_get_counters(const struct vsxb_vm *vm, struct vsxb_vm_counters *out);
 
 #endif

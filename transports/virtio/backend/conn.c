@@ -195,6 +195,7 @@ void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsx_vq_elem *e,
 	rx_push(vm, e, &h);
 	c->tx_cnt += len;
 	c->to_guest += len;
+	vm->ct.to_guest_bytes += len;
 }
 
 /* One header-only packet into the RX queue; false without a buffer. */

@@ -168,15 +168,36 @@ static void refuse_rate(struct vsxb_vm *vm, struct vsxb_conn_event *ev)
 	vm->refuse_suppressed = 0;
 }
 
+/* The router's totals and the VM's counters (backend.h) of one event. */
+static void count_event(struct vsxb_vm *vm, int type, int why)
+{
+	struct vsxb_router *r = vm->r;
+	unsigned i = why > 0 && why < VSXB_REASON_COUNT ? (unsigned)why : VSXB_REASON_NONE;
+
+	switch (type) {
+	case VSXB_CONN_EV_OPEN:
+		r->st.opened++;
+		vm->ct.opened++;
+		break;
+	case VSXB_CONN_EV_CLOSE:
+		vm->ct.closed[i]++;
+		break;
+	case VSXB_CONN_EV_RESET:
+		vm->ct.reset[i]++;
+		break;
+	case VSXB_CONN_EV_REFUSE:
+		r->st.refused++;
+		vm->ct.refused[i]++;
+		break;
+	}
+}
+
 static void conn_event(struct conn *c, int type)
 {
 	struct vsxb_router *r = c->vm->r;
 	struct vsxb_conn_event ev = { .type = type };
 
-	if (type == VSXB_CONN_EV_OPEN)
-		r->st.opened++;
-	else if (type == VSXB_CONN_EV_REFUSE)
-		r->st.refused++;
+	count_event(c->vm, type, c->why);
 	if (!r->ev_fn)
 		return;
 	vsxb__conn_info(c, &ev.ci);
@@ -214,7 +235,7 @@ void vsxb__refuse(struct vsxb_vm *vm, uint16_t type, uint32_t guest_port,
 		.limit = limit,
 	};
 
-	r->st.refused++;
+	count_event(vm, VSXB_CONN_EV_REFUSE, reason);
 	if (!r->ev_fn)
 		return;
 	ev.ci.vm = vm->name;

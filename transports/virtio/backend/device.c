@@ -55,6 +55,8 @@ static void vm_send_event(struct vsxb_vm *vm)
 static void credit_moved(struct conn *c)
 {
 	c->credit_req_sent = false;
+	if (vsxb__conn_peer_free(c))
+		c->credit_stalled = false;
 	if (c->ops->credit_changed)
 		c->ops->credit_changed(c);
 }
@@ -82,6 +84,7 @@ static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsx_vq_elem *
 	}
 	c->rx_cnt += h->len;
 	c->from_guest += h->len;
+	vm->ct.from_guest_bytes += h->len;
 	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
 		flags = h->flags & (VIRTIO_VSOCK_SEQ_EOM | VIRTIO_VSOCK_SEQ_EOR);
 		if (!(flags & VIRTIO_VSOCK_SEQ_EOM))
@@ -157,6 +160,14 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsx_vq_elem *e)
 		vsxb__vm_warn(vm, "TX packet shorter than a header (%u bytes): dropped",
 			     e->out_len);
 		return;
+	}
+	/* How the guest's driver lays packets out (6.12 splits the large
+	 * ones: header, linear part, pages): at debug level, each time a
+	 * packet comes in more pieces than any before. */
+	if (e->out_num > vm->tx_pieces_max) {
+		vm->tx_pieces_max = e->out_num;
+		vsxb__log(vm->r, VSXB_LOG_DEBUG, "vm %s: a TX packet in %u piece(s) (%u bytes), "
+			  "the most so far", vm->name, e->out_num, e->out_len);
 	}
 	vsx_iov_to_buf(e->iov, e->out_num, 0, &h, HDR_LEN);
 	eng_hdr_swap(&h);

@@ -297,6 +297,7 @@ struct conn {
 	uint32_t peer_fwd_cnt;
 	uint32_t tx_cnt;             /* sent to the guest */
 	bool credit_req_sent;        /* asked once; cleared when credit moves */
+	bool credit_stalled;         /* counted in credit_stalls; cleared when credit moves */
 	bool msg_open;               /* seq: the guest's current message has bytes */
 	uint64_t to_guest, from_guest;
 
@@ -404,6 +405,7 @@ struct vsxb_vm {
 
 	/* TX processing (device.c) */
 	struct vsx_timer *resume;    /* a budget ran out: continue at once */
+	unsigned tx_pieces_max;      /* most iovecs of one TX packet (logged) */
 	struct vsx_vq_elem *txe;     /* ENG_TX_BATCH */
 	struct vsx_vq_elem *rxe;     /* ENG_RX_BATCH */
 	struct iovec *riov;          /* ENG_IOV_MAX: RX payload slices */
@@ -419,6 +421,7 @@ struct vsxb_vm {
 
 	unsigned log_budget;
 	struct vsxb_engine_stats st;
+	struct vsxb_vm_counters ct;  /* backend.h (conns, queued_bytes unused here) */
 
 	/* spare queue chunks (txbuf.c), swept by ptimer (conn.c) */
 	struct txq_pool pool;
@@ -512,6 +515,16 @@ static inline uint32_t vsxb__conn_rx_room(const struct conn *c)
 	int32_t room = (int32_t)(c->rx_limit - c->rx_cnt);
 
 	return c->advertised && room > 0 ? (uint32_t)room : 0;
+}
+
+/* @c has data for its guest and no credit to send it: one stall, counted
+ * once until the guest's credit moves (device.c: credit_moved). */
+static inline void vsxb__conn_stall(struct conn *c)
+{
+	if (!c->credit_stalled) {
+		c->credit_stalled = true;
+		c->vm->ct.credit_stalls++;
+	}
 }
 
 /* Emission results */

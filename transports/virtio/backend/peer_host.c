@@ -579,6 +579,7 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 	}
 	if ((size_t)m > credit) {
 		/* A message goes whole; ask for the room rather than stall. */
+		vsxb__conn_stall(c);
 		if (!c->credit_req_sent) {
 			c->credit_req_sent = true;
 			vsxb__conn_ctrl(c, C_CREDIT_REQUEST);
@@ -633,8 +634,10 @@ static int host_emit(struct conn *c)
 	if (!hp(c)->readable || !host_can_read(c))
 		return EMIT_DONE;
 	credit = vsxb__conn_peer_free(c);
-	if (!credit)
+	if (!credit) {
+		vsxb__conn_stall(c);
 		return EMIT_DONE; /* the guest's next credit update resumes us */
+	}
 	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET)
 		return host_emit_seq(c, credit);
 

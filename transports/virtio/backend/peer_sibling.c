@@ -188,6 +188,8 @@ static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
 		credit -= (uint32_t)k;
 		vsxb__rx_put(to, b, e, (uint32_t)k, off == len ? flags : 0);
 	}
+	if (off < len && !credit)
+		vsxb__conn_stall(b);
 	return off;
 }
 
@@ -269,8 +271,10 @@ static int sib_emit(struct conn *b)
 	}
 	while (b->q.bytes) {
 		credit = vsxb__conn_peer_free(b);
-		if (!credit)
+		if (!credit) {
+			vsxb__conn_stall(b);
 			return EMIT_DONE; /* resumed when the guest's credit moves */
+		}
 		if (sent >= VSOCK_MAX_PKT_PAYLOAD)
 			return EMIT_MORE;
 		if (vsxb__rx_pop(vm, e) <= 0)

@@ -410,6 +410,24 @@ void vsxb_vm_get_info(const struct vsxb_vm *vm, struct vsxb_vm_info *out)
 	};
 }
 
+void vsxb_vm_get_counters(const struct vsxb_vm *vm, struct vsxb_vm_counters *out)
+{
+	const struct eng_list *n;
+
+	*out = vm->ct;
+	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
+		const struct conn *c = eng_container_of(n, struct conn, node);
+		const struct txq *q = c->ops->queue ? c->ops->queue(c) : &c->q;
+
+		if (c->dead)
+			continue;
+		if (c->state >= VSXB_CONN_CONNECTING && c->state <= VSXB_CONN_CLOSING)
+			out->conns[c->state]++;
+		if (q)
+			out->queued_bytes += q->bytes;
+	}
+}
+
 int vsxb_router_foreach_vm(struct vsxb_router *r, vsxb_vm_cb cb, void *arg)
 {
 	struct eng_list *n;
