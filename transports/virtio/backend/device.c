@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "router.h"
+#include "util.h"
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 
@@ -382,6 +383,55 @@ static void op_kick(void *dev, unsigned q)
 	vsxb__router_round(vm->r);
 }
 
+/* ---- Pause and resume ---- */
+
+/*
+ * QEMU stops a device's rings with GET_VRING_BASE both when the VM pauses
+ * (stop, snapshot, migration) and when the guest resets the device; only
+ * the next start tells them apart (vhost-user: the rings restart where
+ * they stopped, or at 0). Until then the VM is paused: its connections
+ * stay, nothing reads or writes guest memory (vsxb__rx_pop finds no
+ * buffers, TX is not looked at), host sockets are read only into RX
+ * buffers, so their bytes wait in the kernel's socket buffers, and what
+ * vsxd holds stays within the credit windows it gave; timers that wait for
+ * the guest are held. Control requests go on as usual.
+ */
+static void vm_pause(struct vsxb_vm *vm)
+{
+	vm->paused = true;
+	vm->paused_ms = vsx__now_ms();
+	vm->tx_more = false;
+	vsxb__vm_timers_hold(vm);
+	if (vm->resume)
+		vm->r->loop->timer_disarm(vm->resume);
+	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device stopped (VM paused, or a guest "
+		 "reset the restart will show): %u connection(s) kept", vm->name, vm->nconns);
+}
+
+static void vm_unpause(struct vsxb_vm *vm, struct vsx_vq *rxq, struct vsx_vq *txq,
+		       struct vsx_vq *evq)
+{
+	vm->rxq = rxq;
+	vm->txq = txq;
+	vm->evq = evq;
+	vm->paused = false;
+	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device resumed after %.1f s (VM paused "
+		 "and continued): %u connection(s) kept", vm->name,
+		 (double)(vsx__now_ms() - vm->paused_ms) / 1000.0, vm->nconns);
+	vsxb__vm_timers_release(vm);
+}
+
+static void vm_reset_paused(struct vsxb_vm *vm, bool bad)
+{
+	vsxb__log(vm->r, bad ? VSXB_LOG_ERR : VSXB_LOG_INFO, "vm %s: device restarted %s: "
+		 "%u connection(s) reset", vm->name, bad ? "at ring indexes where it did not "
+		 "stop" : "as new (the guest reset it)", vm->nconns);
+	vm->paused = false;
+	vsxb__vm_drop_all(vm, false);
+	vm->tx_more = false;
+	vm->rx_pushed = false;
+}
+
 static void op_start(void *dev, enum vsx_vu_start how)
 {
 	struct vsxb_vm *vm = dev;
@@ -397,13 +447,13 @@ static void op_start(void *dev, enum vsx_vu_start how)
 		q[i] = vsx_vu_queue(vm->vu, i);
 	if (vm->paused) {
 		if (how == VSX_VU_START_RESUMED) {
-			vsxb__vm_unpause(vm, q[VSOCK_VQ_RX], q[VSOCK_VQ_TX], q[VSOCK_VQ_EVENT]);
+			vm_unpause(vm, q[VSOCK_VQ_RX], q[VSOCK_VQ_TX], q[VSOCK_VQ_EVENT]);
 			vm_tx_run(vm);
 			vsxb__vm_touch(vm);
 			vsxb__router_round(vm->r);
 			return;
 		}
-		vsxb__vm_reset_paused(vm, how == VSX_VU_START_BAD);
+		vm_reset_paused(vm, how == VSX_VU_START_BAD);
 	}
 	vm->rxq = q[VSOCK_VQ_RX];
 	vm->txq = q[VSOCK_VQ_TX];
@@ -437,7 +487,7 @@ static void op_stop(void *dev, bool resumable)
 	if (!vm->live)
 		return;
 	if (resumable && !vm->broken) {
-		vsxb__vm_pause(vm);
+		vm_pause(vm);
 		return;
 	}
 	if (vm->nconns)

@@ -12,56 +12,6 @@
 #include <sys/un.h>
 
 #include "router.h"
-#include "util.h"
-
-/* ---- Pause and resume ---- */
-
-/*
- * QEMU stops a device's rings with GET_VRING_BASE both when the VM pauses
- * (stop, snapshot, migration) and when the guest resets the device; only
- * the next start tells them apart (vhost-user: the rings restart where
- * they stopped, or at 0). Until then the VM is paused: its connections
- * stay, nothing reads or writes guest memory (vsxb__rx_pop finds no
- * buffers, TX is not looked at), host sockets are read only into RX
- * buffers, so their bytes wait in the kernel's socket buffers, and what
- * vsxd holds stays within the credit windows it gave; timers that wait for
- * the guest are held. Control requests go on as usual.
- */
-void vsxb__vm_pause(struct vsxb_vm *vm)
-{
-	vm->paused = true;
-	vm->paused_ms = vsx__now_ms();
-	vm->tx_more = false;
-	vsxb__vm_timers_hold(vm);
-	if (vm->resume)
-		vm->r->loop->timer_disarm(vm->resume);
-	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device stopped (VM paused, or a guest "
-		 "reset the restart will show): %u connection(s) kept", vm->name, vm->nconns);
-}
-
-void vsxb__vm_unpause(struct vsxb_vm *vm, struct vsx_vq *rxq, struct vsx_vq *txq,
-		     struct vsx_vq *evq)
-{
-	vm->rxq = rxq;
-	vm->txq = txq;
-	vm->evq = evq;
-	vm->paused = false;
-	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device resumed after %.1f s (VM paused "
-		 "and continued): %u connection(s) kept", vm->name,
-		 (double)(vsx__now_ms() - vm->paused_ms) / 1000.0, vm->nconns);
-	vsxb__vm_timers_release(vm);
-}
-
-void vsxb__vm_reset_paused(struct vsxb_vm *vm, bool bad)
-{
-	vsxb__log(vm->r, bad ? VSXB_LOG_ERR : VSXB_LOG_INFO, "vm %s: device restarted %s: "
-		 "%u connection(s) reset", vm->name, bad ? "at ring indexes where it did not "
-		 "stop" : "as new (the guest reset it)", vm->nconns);
-	vm->paused = false;
-	vsxb__vm_drop_all(vm, false);
-	vm->tx_more = false;
-	vm->rx_pushed = false;
-}
 
 /* ---- Router ---- */
 

@@ -26,13 +26,5 @@ extern const struct vsx_vu_ops vsxb__vsock_ops;
 void vsxb__vm_resume(struct vsxb_vm *vm);
 
 /* ---- lifecycle.c: vsxb_router_new/free, vsxb_vm_new/free (calls all) ---- */
-/* The device stopped resumably: keep everything, touch no guest memory. */
-void vsxb__vm_pause(struct vsxb_vm *vm);
-/* The same session goes on, on these queues. */
-void vsxb__vm_unpause(struct vsxb_vm *vm, struct vsx_vq *rxq, struct vsx_vq *txq,
-		     struct vsx_vq *evq);
-/* It does not: the guest reset its device (or @bad: rings restarted
- * elsewhere); every connection kept over the pause ends, quietly. */
-void vsxb__vm_reset_paused(struct vsxb_vm *vm, bool bad);
 
 #endif
