@@ -2640,3 +2640,56 @@ Test(lifecycle, front_end_gone_while_paused)
 	close(fd2);
 	close(lfd2);
 }
+
+/* ---- a VMM that shrinks the file behind guest memory ---- */
+
+TestSuite(memfault, .init = setup_bare, .fini = teardown, .timeout = 120);
+
+static bool wait_log(const char *needle, int ms)
+{
+	for (; ms > 0; ms -= 20) {
+		if (hx_log_has(&H, needle))
+			return true;
+		usleep(20 * 1000);
+	}
+	return hx_log_has(&H, needle);
+}
+
+Test(memfault, shrunk_memory_breaks_that_vm_only)
+{
+	static uint8_t out[128 * 1024], in[128 * 1024];
+	struct gc a, b;
+	int lfd, fd, lfd1, fd1;
+	uint64_t moved;
+
+	cr_assert_eq(hx_vm(&H, 0, NULL), 0);
+	cr_assert_eq(hx_vm(&H, 1, NULL), 0);
+	hx_open(&H, 0, NULL);
+	hx_open(&H, 1, NULL);
+	g2h_open(&a, 0, STREAM, 46000, 1460, &lfd, &fd);
+	g2h_open(&b, 1, STREAM, 46001, 1461, &lfd1, &fd1);
+	fill_pattern(out, sizeof(out), 9);
+
+	/* VM 0's front-end truncates its memfd; its host peer keeps writing,
+	 * so vsxd goes on filling VM 0's RX buffers from it */
+	cr_assert_eq(drv_truncate_mem(G(0)->d, 0), 0);
+	cr_assert_eq(h_write_full(fd, out, sizeof(out), TMO), 0);
+	cr_assert(wait_log("guest memory fault", TMO), "no memory fault logged");
+	cr_assert_geq(h_eof(fd, TMO), -ECONNRESET, "VM 0's host peer did not see the end");
+
+	/* VM 1 goes on: 64 MiB each way, every byte checked */
+	for (moved = 0; moved < (64u << 20); moved += sizeof(out)) {
+		fill_pattern(out, sizeof(out), (unsigned)(moved >> 17));
+		g_write(&b, out, sizeof(out), 65536);
+		cr_assert_eq(h_read_full(fd1, in, sizeof(in), TMO), 0);
+		cr_assert_arr_eq(in, out, sizeof(in));
+		cr_assert_eq(h_write_full(fd1, out, sizeof(out), TMO), 0);
+		g_read(&b, in, sizeof(in));
+		cr_assert_arr_eq(in, out, sizeof(in));
+	}
+	cr_assert_eq(hx_log_count(&H, "guest memory fault"), 1, "logged once");
+	close(fd);
+	close(lfd);
+	close(fd1);
+	close(lfd1);
+}

@@ -771,6 +771,11 @@ static int stop_rings(struct drv *d)
 	return 0;
 }
 
+int drv_truncate_mem(struct drv *d, uint64_t size)
+{
+	return ftruncate(d->memfd, (off_t)size) < 0 ? -errno : 0;
+}
+
 int drv_pause(struct drv *d)
 {
 	return stop_rings(d);

@@ -94,6 +94,9 @@ int drv_ring_error(struct drv *d, unsigned q);
  * its device (driver reload, system_reset): stop, fresh rings at index 0,
  * features again, buffers posted. */
 int drv_pause(struct drv *d);
+/* A misbehaving VMM: shrink the file behind guest memory to @size. The
+ * driver must not touch guest memory afterwards (only drv_close). */
+int drv_truncate_mem(struct drv *d, uint64_t size);
 int drv_resume(struct drv *d, int skew);
 int drv_reset(struct drv *d);
 /* Send an arbitrary vhost-user message (for protocol fuzzing/bad input);

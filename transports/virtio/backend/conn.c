@@ -103,6 +103,7 @@
 #include "conn.h"
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
+#define MEM_FAULT "guest memory fault (SIGBUS: the file behind guest memory shrank)"
 
 static int conn_emit(struct conn *c);
 
@@ -900,6 +901,11 @@ void vsxb__vm_round(struct vsxb_vm *vm)
 {
 	struct eng_list *n, *next;
 
+	/* A SIGBUS in this VM's memory was absorbed (vhost-user/memguard.h):
+	 * what it read since are zeros; the device goes, the others stay. */
+	if (vm->live && !vm->broken && vsx_vu_mem_faulted(vm->vu))
+		vsxb__vm_broken(vm, MEM_FAULT);
+
 	if (vm->live && !vm->broken)
 		vm_rx_run(vm);
 	if (vm->rx_pushed && vm->live && vm->rxq) {
@@ -1004,6 +1010,9 @@ void vsxb__vm_broken(struct vsxb_vm *vm, const char *why)
 {
 	if (vm->broken)
 		return;
+	/* what broke a ring may be a fault absorbed in its memory: say that */
+	if (vm->vu && vsx_vu_mem_faulted(vm->vu))
+		why = MEM_FAULT;
 	vm->broken = true;
 	vsxb__log(vm->r, VSXB_LOG_ERR, "vm %s: %s: device stopped until the guest resets "
 		 "it; %u connection(s) reset", vm->name, why, vm->nconns);

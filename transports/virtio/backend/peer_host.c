@@ -148,8 +148,21 @@ static void host_wr_gone(struct conn *c)
 	vsxb__conn_credit_check(c);
 }
 
+/* EFAULT: the kernel could not copy from or to guest memory, whose file
+ * shrank (vhost-user/memguard.h): that VM's device goes, not just @c. */
+static bool host_mem_fault(struct conn *c, int err)
+{
+	if (err != EFAULT)
+		return false;
+	vsxb__vm_broken(c->vm, "guest memory fault (EFAULT: the file behind guest "
+			"memory shrank)");
+	return true;
+}
+
 static void host_write_error(struct conn *c, int err)
 {
+	if (host_mem_fault(c, err))
+		return;
 	if (c->draining) {
 		vsxb__conn_kill(c);   /* nobody left to tell */
 		return;
@@ -536,6 +549,8 @@ static int host_read_error(struct conn *c, int err)
 	}
 	if (err == EINTR)
 		return EMIT_MORE;
+	if (host_mem_fault(c, err))
+		return EMIT_DONE;
 	vsxb__log(c->vm->r, VSXB_LOG_INFO, "vm %s: connection %llu: host socket: %s",
 		 c->vm->name, (unsigned long long)c->id, strerror(err));
 	vsxb__conn_why(c, VSXB_REASON_ERROR, err);

@@ -65,6 +65,7 @@
 
 #include "vhost_user.h"
 #include "vhost_user_proto.h"
+#include "memguard.h"
 #include "util.h"
 
 /* ---- Protocol (vhost_user_proto.h) ---- */
@@ -454,6 +455,14 @@ static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 	return a < b + blen && b < a + alen;
 }
 
+/* Can the file behind a region not shrink (a memfd with F_SEAL_SHRINK)? */
+static bool file_sealed(int fd)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	return seals >= 0 && (seals & F_SEAL_SHRINK);
+}
+
 static int vu_set_mem_table(struct vsx_vu *vu)
 {
 	const struct vu_memory *m = &vu->rx.p.mem;
@@ -525,6 +534,13 @@ static int vu_set_mem_table(struct vsx_vu *vu)
 			       strerror(-err));
 			goto fail;
 		}
+		nm.r[i].guard = vsx_memguard_add(nm.r[i].map, nm.r[i].map_len);
+		if (!nm.r[i].guard)
+			vu_log(vu, "vhost-user: SET_MEM_TABLE region %u: no memory-guard slot "
+			       "left: a VMM that shrinks its file will crash vsxd", i);
+		if (!file_sealed(vu->rx.fds[i]))
+			vu_log(vu, "vhost-user: SET_MEM_TABLE region %u: its file is not "
+			       "sealed against shrinking; accesses are guarded", i);
 		nm.r[i].gpa = r->gpa;
 		nm.r[i].size = r->size;
 		nm.r[i].uva = r->uva;
@@ -560,6 +576,7 @@ fail:
 				}
 			}
 		} else if (nm.r[i].map) {
+			vsx_memguard_del(nm.r[i].guard);
 			munmap(nm.r[i].map, nm.r[i].map_len);
 		}
 	}
@@ -1151,6 +1168,11 @@ int vsx_vu_set_queue_max(struct vsx_vu *vu, unsigned max)
 		return -EINVAL;
 	vu->queue_max = max;
 	return 0;
+}
+
+bool vsx_vu_mem_faulted(const struct vsx_vu *vu)
+{
+	return vsx_mem_faulted(&vu->mem);
 }
 
 struct vsx_vq *vsx_vu_queue(struct vsx_vu *vu, unsigned q)

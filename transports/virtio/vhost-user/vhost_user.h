@@ -98,6 +98,10 @@ void vsx_vu_free(struct vsx_vu *vu);
  * VSX_VQ_MAX_SIZE, the default). -EINVAL otherwise. */
 int vsx_vu_set_queue_max(struct vsx_vu *vu, unsigned max);
 
+/* Did the file behind guest memory shrink under us (memguard.h)? Its
+ * pages read as zeros now: the device is to be dropped. */
+bool vsx_vu_mem_faulted(const struct vsx_vu *vu);
+
 /* The device's queue @q (0 <= q < nqueues). */
 struct vsx_vq *vsx_vu_queue(struct vsx_vu *vu, unsigned q);
 

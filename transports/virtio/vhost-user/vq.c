@@ -22,6 +22,7 @@
 
 #include <linux/virtio_ring.h>
 
+#include "memguard.h"
 #include "vq.h"
 
 /* ---- Guest memory ---- */
@@ -74,10 +75,21 @@ void *vsx_mem_uva(const struct vsx_mem *m, uint64_t uva, uint64_t len)
 void vsx_mem_unmap(struct vsx_mem *m)
 {
 	for (unsigned i = 0; i < m->n; i++) {
-		if (m->r[i].map)
-			munmap(m->r[i].map, m->r[i].map_len);
+		if (!m->r[i].map)
+			continue;
+		vsx_memguard_del(m->r[i].guard);
+		munmap(m->r[i].map, m->r[i].map_len);
 	}
 	memset(m, 0, sizeof(*m));
+}
+
+bool vsx_mem_faulted(const struct vsx_mem *m)
+{
+	for (unsigned i = 0; i < m->n; i++) {
+		if (m->r[i].map && vsx_memguard_faulted(m->r[i].guard))
+			return true;
+	}
+	return false;
 }
 
 /* ---- Ring access ---- */

@@ -32,6 +32,7 @@ struct vsx_mem_region {
 	void *host;          /* where gpa maps here */
 	void *map;           /* mmap'ed base (host - mmap_offset) */
 	uint64_t map_len;
+	int guard;           /* its memguard.h slot, 0: none */
 };
 
 struct vsx_mem {
@@ -45,6 +46,8 @@ void *vsx_mem_gpa(const struct vsx_mem *m, uint64_t gpa, uint64_t len);
 void *vsx_mem_uva(const struct vsx_mem *m, uint64_t uva, uint64_t len);
 /* Unmap every region; the table becomes empty. */
 void vsx_mem_unmap(struct vsx_mem *m);
+/* A region's file shrank under us (memguard.h): its pages are zeros now. */
+bool vsx_mem_faulted(const struct vsx_mem *m);
 
 struct vring_desc;
 struct vring_avail;

@@ -1,0 +1,37 @@
+/*
+ * The guest-memory guard: a VMM may shrink the file behind guest memory
+ * after SET_MEM_TABLE (a memfd without F_SEAL_SHRINK, a memory-backend-file
+ * truncated under us). The next access to a page past the new end raises
+ * SIGBUS, which would kill the whole daemon and every other VM with it.
+ *
+ * Every guest-memory mapping is registered here. A SIGBUS inside a
+ * registered mapping replaces that mapping in place with anonymous zero
+ * pages (mmap MAP_FIXED: async-signal-safe) and marks it faulted; the
+ * access restarts and succeeds (it reads zeros, its writes go nowhere), and
+ * the mapping's owner sees the mark at its next check (vsx_memguard_faulted)
+ * and drops that one device. A SIGBUS anywhere else gets the action that
+ * was there before (the default: the process dies, as without the guard).
+ * Kernel copies from or to such pages (readv, sendmsg on guest iovecs)
+ * fail with EFAULT instead of raising the signal: their callers treat
+ * EFAULT the same way.
+ *
+ * Registration and the check run on one thread (the loop's); the handler
+ * runs on the thread that faulted, reading slots that are written before a
+ * mapping is used and cleared after it is unmapped.
+ */
+#ifndef VSX_VU_MEMGUARD_H
+#define VSX_VU_MEMGUARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A slot for [@map, @map + @len), numbered from 1; 0 when every slot is
+ * taken (the mapping is then unguarded; the caller logs it). Installs the
+ * handler once. */
+int vsx_memguard_add(void *map, size_t len);
+/* Forget slot @slot (0: nothing) before the mapping goes. */
+void vsx_memguard_del(int slot);
+/* Did a SIGBUS hit slot @slot's mapping? */
+bool vsx_memguard_faulted(int slot);
+
+#endif
