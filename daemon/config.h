@@ -85,7 +85,7 @@ struct vsxd_vm {
 	char *uds_path;           /* NULL with forward-cid */
 	uint32_t forward_cid;     /* vsock-to-vsock forwarding (forward-cid, */
 	uint32_t *forward_listen; /* forward-listen: n_forward_listen ports, */
-	size_t n_forward_listen;  /* owned); not served yet */
+	size_t n_forward_listen;  /* owned; vsock_listen.c) */
 	uint32_t tx_buffer_size;  /* 0: the backend's default */
 	unsigned queue_size;      /* 0: the backend's default */
 	char *groups;             /* "a+b"; NULL: "default" */

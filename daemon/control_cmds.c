@@ -137,7 +137,7 @@ static const char *origin_name(const struct vsxb_conn_info *ci)
 {
 	if (ci->guest_initiated)
 		return "guest";
-	return ci->peer_cid == HOST_CID ? "host" : "sibling";
+	return ci->peer_kind;
 }
 
 static void put_conn(struct evbuffer *b, const struct vsxb_conn_info *ci)
@@ -148,6 +148,7 @@ static void put_conn(struct evbuffer *b, const struct vsxb_conn_info *ci)
 	vsxd__ctl_put_str(b, VSX_CTL_K_STATE, state_name(ci->state));
 	vsxd__ctl_put_str(b, VSX_CTL_K_VM_STATE, ci->vm_paused ? "paused" : "running");
 	vsxd__ctl_put_str(b, VSX_CTL_K_ORIGIN, origin_name(ci));
+	vsxd__ctl_put_str(b, VSX_CTL_K_PEER_KIND, ci->peer_kind);
 	put(b, VSX_CTL_K_GUEST, "%llu:%u", (unsigned long long)ci->guest_cid, ci->guest_port);
 	put(b, VSX_CTL_K_PEER, "%llu:%u", (unsigned long long)ci->peer_cid, ci->peer_port);
 	put(b, VSX_CTL_K_GUEST_CID, "%llu", (unsigned long long)ci->guest_cid);
@@ -180,6 +181,7 @@ static void put_relay(struct evbuffer *b, const struct vsxd_relay_info *ri)
 	vsxd__ctl_put_str(b, VSX_CTL_K_TYPE, "stream");
 	vsxd__ctl_put_str(b, VSX_CTL_K_STATE, ri->state);
 	vsxd__ctl_put_str(b, VSX_CTL_K_ORIGIN, "relay");
+	vsxd__ctl_put_str(b, VSX_CTL_K_PEER_KIND, "relay");
 	vsxd__ctl_put_str(b, VSX_CTL_K_GUEST, ri->client);
 	vsxd__ctl_put_str(b, VSX_CTL_K_PEER, ri->target);
 	put(b, VSX_CTL_K_TO_GUEST, "%llu", (unsigned long long)ri->to_client);

@@ -21,8 +21,10 @@
  * (check_print) and exits 0, or prints the first error and exits 1; it
  * reads the --config file and creates nothing.
  *
- * VMs with forward-cid (vhost-device-vsock's vsock-to-vsock backend) are
- * parsed and checked but not served yet: load_config refuses them.
+ * VMs with forward-cid (vhost-device-vsock's vsock-to-vsock backend): the
+ * backend connects their guests' connections to the host to the host
+ * kernel's vsock CID forward-cid; vsxd listens on their forward-listen
+ * ports (vsock_listen.c) with the VM, from its start to its end.
  *
  * The metrics endpoint (metrics.c), when --metrics or the [daemon] metrics
  * key gives one, starts last; an address that cannot be used is a
@@ -60,6 +62,7 @@
 #include "control.h"
 #include "vhost-user/loop-event.h"
 #include "forward.h"
+#include "vsock_listen.h"
 #include "metrics.h"
 #include "backend/backend.h"
 
@@ -262,28 +265,14 @@ struct vsxd {
 	struct vsxd_config cfg;        /* in force: the file's, then the flags' */
 	struct vsxb_vm **vms;           /* cfg.n_vms entries, owned by the router;
 					  NULL: failed to start (reload) */
+	struct vsxd_vlisten **vls;      /* cfg.n_vms: each VM's forward-listen */
 	struct event *sig[NSIGNALS];
 	int exit_code;
 };
 
-/* What the configuration asks for and vsxd cannot serve yet (the one place
- * that says so): -EINVAL with @err, or 0. */
-static int check_served(const struct vsxd_config *cfg, struct vsxd_err *err)
-{
-	char n[32];
-	size_t i;
-
-	for (i = 0; i < cfg->n_vms; i++)
-		if (cfg->vms[i].set & VSXD_VM_FWD_CID)
-			return vsxd_err_set(err, "%s: VM %s: forward-cid is not supported yet "
-				       "(vsxd serves uds-path VMs only)", cfg->vms[i].origin,
-				       vsxd_vm_name(&cfg->vms[i], n, sizeof(n)));
-	return 0;
-}
-
 /* Read the --config file (if any) and merge it with the command line into
  * @out (initialised here, free it either way). -EINVAL: bad input, said
- * in @err. Without --check, what cannot be served yet is bad input too. */
+ * in @err. */
 static int load_config(const struct vsxd_opts *opts, struct vsxd_config *out,
 		       struct vsxd_err *err)
 {
@@ -300,8 +289,6 @@ static int load_config(const struct vsxd_opts *opts, struct vsxd_config *out,
 		snprintf(err->msg, sizeof(err->msg), "out of memory");
 	if (r == 0)
 		r = vsxd_config_check(out, err);
-	if (r == 0 && !opts->check)
-		r = check_served(out, err);
 	vsxd_config_free(&file);
 	return r;
 }
@@ -334,7 +321,7 @@ static void check_print(const struct vsxd_opts *opts, const struct vsxd_config *
 		if (vm->uds_path)
 			printf("  uds-path %s\n", vm->uds_path);
 		if (vm->set & VSXD_VM_FWD_CID) {
-			printf("  forward-cid %u (not supported yet)\n", vm->forward_cid);
+			printf("  forward-cid %u\n", vm->forward_cid);
 			printf("  forward-listen ");
 			for (j = 0; j < vm->n_forward_listen; j++)
 				printf("%s%u", j ? "+" : "", vm->forward_listen[j]);
@@ -384,7 +371,9 @@ static const char *vm_label(const struct vsxd_vm *vm, char *buf, size_t len)
 	return buf;
 }
 
-static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsxb_vm **out)
+/* The VM and its forward-listen listeners (*@vl, NULL without). */
+static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsxb_vm **out,
+		    struct vsxd_vlisten **vl)
 {
 	const struct vsxb_vm_config vc = {
 		.name = vm->name,
@@ -394,18 +383,39 @@ static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsxb_vm **o
 		.tx_buffer_size = vm->tx_buffer_size,
 		.queue_size = vm->queue_size,
 		.groups = vm->groups,
+		.forward = vm->set & VSXD_VM_FWD_CID,
+		.forward_cid = vm->forward_cid,
 	};
 	char label[256];
+	uint32_t bad = 0;
 	int r;
 
+	*vl = NULL;
 	r = vsxb_vm_new(d->router, &vc, out);
 	if (r < 0) {
 		*out = NULL;
 		return r;
 	}
-	vlog(LOG_INFO, "%s: guest-cid %llu, vhost-user socket %s, uds-path %s",
-	     vm_label(vm, label, sizeof(label)), (unsigned long long)vm->guest_cid,
-	     vm->socket_path, vm->uds_path);
+	if (vm->n_forward_listen) {
+		r = vsxd_vlisten_new(d->base, *out, vm->forward_listen,
+				     vm->n_forward_listen, backend_log, vl, &bad);
+		if (r < 0) {
+			vlog(LOG_ERR, "%s: forward-listen %u: %s",
+			     vm_label(vm, label, sizeof(label)), bad, strerror(-r));
+			vsxb_vm_free(*out);
+			*out = NULL;
+			return r;
+		}
+	}
+	if (vc.forward)
+		vlog(LOG_INFO, "%s: guest-cid %llu, vhost-user socket %s, forward-cid %u, "
+		     "%zu forward-listen port%s", vm_label(vm, label, sizeof(label)),
+		     (unsigned long long)vm->guest_cid, vm->socket_path, vm->forward_cid,
+		     vm->n_forward_listen, vm->n_forward_listen == 1 ? "" : "s");
+	else
+		vlog(LOG_INFO, "%s: guest-cid %llu, vhost-user socket %s, uds-path %s",
+		     vm_label(vm, label, sizeof(label)), (unsigned long long)vm->guest_cid,
+		     vm->socket_path, vm->uds_path);
 	vlog(LOG_DEBUG, "%s: tx-buffer-size %u, queue-size %u, groups %s",
 	     vm_label(vm, label, sizeof(label)),
 	     vm->tx_buffer_size ? vm->tx_buffer_size : VSXB_DEFAULT_BUF_ALLOC,
@@ -523,6 +533,7 @@ static void reload(struct vsxd *d)
 {
 	struct vsxd_config nc;
 	struct vsxb_vm **nvms = NULL;
+	struct vsxd_vlisten **nvls = NULL;
 	struct vsxd_err err;
 	bool *kept = NULL, ok = false;
 	char label[256];
@@ -542,8 +553,9 @@ static void reload(struct vsxd *d)
 		goto out;
 	}
 	nvms = calloc(nc.n_vms ? nc.n_vms : 1, sizeof(*nvms));
+	nvls = calloc(nc.n_vms ? nc.n_vms : 1, sizeof(*nvls));
 	kept = calloc(d->cfg.n_vms ? d->cfg.n_vms : 1, sizeof(*kept));
-	if (!nvms || !kept) {
+	if (!nvms || !nvls || !kept) {
 		vlog(LOG_ERR, "reload failed: out of memory");
 		goto out;
 	}
@@ -558,6 +570,7 @@ static void reload(struct vsxd *d)
 				continue;
 			kept[i] = true;
 			nvms[j] = d->vms[i];
+			nvls[j] = d->vls[i];
 			if (d->cfg.vms[i].tx_buffer_size != nc.vms[j].tx_buffer_size)
 				set_buffer(nvms[j], &nc.vms[j]);
 			break;
@@ -569,6 +582,8 @@ static void reload(struct vsxd *d)
 			continue;
 		vlog(LOG_INFO, "%s: removed",
 		     vm_label(&d->cfg.vms[i], label, sizeof(label)));
+		vsxd_vlisten_free(d->vls[i]);
+		d->vls[i] = NULL;
 		vsxb_vm_free(d->vms[i]);
 		d->vms[i] = NULL;
 		removed++;
@@ -577,7 +592,7 @@ static void reload(struct vsxd *d)
 	for (j = 0; j < nc.n_vms; j++) {
 		if (nvms[j])
 			continue;
-		r = vm_start(d, &nc.vms[j], &nvms[j]);
+		r = vm_start(d, &nc.vms[j], &nvms[j], &nvls[j]);
 		if (r < 0) {
 			vlog(LOG_ERR, "%s: cannot start: %s",
 			     vm_label(&nc.vms[j], label, sizeof(label)), start_error(r, false));
@@ -615,6 +630,9 @@ static void reload(struct vsxd *d)
 	free(d->vms);
 	d->vms = nvms;
 	nvms = NULL;
+	free(d->vls);
+	d->vls = nvls;
+	nvls = NULL;
 	vlog(LOG_INFO, "reloaded: %zu VMs (%zu added, %zu removed, %zu failed)",
 	     d->cfg.n_vms - failed, added, removed, failed);
 	ok = failed == 0 && r == 0;    /* r: the forwards' */
@@ -624,6 +642,7 @@ out:
 	       ok ? "" : "; the last reload failed in part or whole, see the log");
 	free(kept);
 	free(nvms);
+	free(nvls);
 	vsxd_config_free(&nc);
 }
 
@@ -720,6 +739,9 @@ static void daemon_free(struct vsxd *d)
 	vsxd_metrics_free(d->metrics);      /* before what it looks at */
 	vsxd_control_free(d->control);
 	vsxd_fwds_free(d->fwds);            /* before the router it uses */
+	for (i = 0; d->vls && i < d->cfg.n_vms; i++)
+		vsxd_vlisten_free(d->vls[i]); /* before their VMs */
+	free(d->vls);
 	if (d->router)
 		vsxb_router_free(d->router);     /* frees the VMs too */
 	free(d->vms);
@@ -796,12 +818,13 @@ int main(int argc, char **argv)
 	if (limits_apply(&d, &d.cfg) < 0)
 		goto out;
 	d.vms = calloc(d.cfg.n_vms ? d.cfg.n_vms : 1, sizeof(*d.vms));
-	if (!d.vms || signals_setup(&d) < 0) {
+	d.vls = calloc(d.cfg.n_vms ? d.cfg.n_vms : 1, sizeof(*d.vls));
+	if (!d.vms || !d.vls || signals_setup(&d) < 0) {
 		fatal("out of memory");
 		goto out;
 	}
 	for (i = 0; i < d.cfg.n_vms; i++) {
-		r = vm_start(&d, &d.cfg.vms[i], &d.vms[i]);
+		r = vm_start(&d, &d.cfg.vms[i], &d.vms[i], &d.vls[i]);
 		if (r < 0) {
 			vm_label(&d.cfg.vms[i], label, sizeof(label));
 			fatal("%s: cannot start: %s", label, start_error(r, false));

@@ -149,7 +149,9 @@
 #define VSX_CTL_K_STATE "state"         /* connecting, established, closing */
 #define VSX_CTL_K_VM_STATE "vm-state"   /* running, paused: its VM's device */
 #define VSX_CTL_K_PAUSED "paused"       /* 0 or 1: rings stopped, state kept */
-#define VSX_CTL_K_ORIGIN "origin"       /* guest, host, sibling, relay */
+#define VSX_CTL_K_ORIGIN "origin"       /* guest, host, sibling, vsock, relay */
+#define VSX_CTL_K_PEER_KIND "peer-kind" /* host, sibling, vsock (forward-cid,
+					   forward-listen), relay */
 #define VSX_CTL_K_GUEST "guest"         /* CID:PORT (relay: the client) */
 #define VSX_CTL_K_PEER "peer"           /* CID:PORT (relay: the target) */
 #define VSX_CTL_K_GUEST_CID "guest-cid" /* guest's CID and port as numbers */

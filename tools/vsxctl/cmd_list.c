@@ -14,6 +14,7 @@ static const struct out_col conn_cols[] = {
 	{ VSX_CTL_K_VM_STATE, "VM_STATE", false },
 	{ VSX_CTL_K_GUEST, "GUEST", false },
 	{ VSX_CTL_K_PEER, "PEER", false },
+	{ VSX_CTL_K_PEER_KIND, "KIND", false },
 	{ VSX_CTL_K_TO_GUEST, "TO_GUEST", true },
 	{ VSX_CTL_K_FROM_GUEST, "FROM_GUEST", true },
 	{ VSX_CTL_K_BUF_ALLOC, "BUF_ALLOC", true },

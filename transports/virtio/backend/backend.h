@@ -35,6 +35,13 @@
 
 typedef void (*vsxb_log_fn)(void *arg, int prio, const char *msg);
 
+/* Opens a non-blocking stream socket to vsock (@cid, @port) for a forward
+ * (vsxb_vm_config.forward): returns the descriptor, connected or with its
+ * connect in progress (it turns writable and SO_ERROR says how it went;
+ * the backend owns and closes it), or a negative errno. The default opens
+ * an AF_VSOCK socket; tests give one of their own. */
+typedef int (*vsxb_forward_connect_fn)(void *arg, uint32_t cid, uint32_t port);
+
 struct vsxb_vm_config {
 	const char *name;          /* vm:NAME and vsxctl; NULL: "cid<N>" */
 	uint64_t guest_cid;        /* 3 .. 0xFFFFFFFE */
@@ -44,6 +51,16 @@ struct vsxb_vm_config {
 	uint32_t tx_buffer_size;   /* buf_alloc per connection; 0: default */
 	unsigned queue_size;       /* largest ring size accepted; 0: default */
 	const char *groups;        /* "a+b"; NULL: "default" */
+	/* vhost-device-vsock's forward-cid: the guest's STREAM connections
+	 * to the host (CID 2) go to the host kernel's vsock CID forward_cid,
+	 * same port (a port with a handler, vsxb_router_listen_port, keeps
+	 * it). SEQPACKET ones are refused. Their peer kind is "vsock", as is
+	 * that of an AF_VSOCK descriptor given to vsxb_vm_connect_fd (vsxd's
+	 * forward-listen). */
+	bool forward;
+	uint32_t forward_cid;
+	vsxb_forward_connect_fn forward_connect; /* NULL: AF_VSOCK */
+	void *forward_arg;
 };
 
 struct vsxb_router;
@@ -87,6 +104,9 @@ struct vsxb_conn_info {
 	uint64_t peer_cid;         /* 2 for host programs, a sibling's CID */
 	uint32_t peer_port;
 	bool guest_initiated;
+	const char *peer_kind;     /* "host" (a socket), "sibling", "vsock" (a
+				      host kernel vsock socket: forward-cid,
+				      forward-listen) */
 	unsigned guest_shut;       /* SHUTDOWN flags the guest sent (1 rcv, 2 send) */
 	unsigned host_shut;        /* SHUTDOWN flags we sent */
 	uint64_t to_guest_bytes;   /* payload bytes delivered into the guest */

@@ -302,6 +302,7 @@ void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci)
 	ci->vm = c->vm->name;
 	ci->type = c->type;
 	ci->state = c->state;
+	ci->peer_kind = c->ops->name;
 	ci->guest_cid = c->vm->cid;
 	ci->guest_port = c->guest_port;
 	ci->peer_cid = c->peer_cid;

@@ -17,6 +17,9 @@
  *                   host peer and the connection API
  *   peer_host.c     the host socket peer   } call only the connection API;
  *   peer_sibling.c  the sibling VM peer    } one static ops table each
+ *                   (peer_host.c has two: "host", and "vsock", a host
+ *                   kernel vsock socket of a forward)
+ *   peer_vsock.c    the AF_VSOCK connect of forward-cid; calls nothing
  *   conn.c          the connection API: state machine, credit, RX path
  *                   and schedule, timers, rounds; reaches peers only
  *                   through their tables
@@ -360,6 +363,10 @@ struct vsxb_vm {
 	uint64_t cid;
 	char *socket_path;
 	char *uds_path;              /* NULL: no hybrid exposure */
+	bool forward;                /* guest -> host: vsock forward_cid */
+	uint32_t forward_cid;
+	vsxb_forward_connect_fn forward_connect;
+	void *forward_arg;
 	uint32_t buf_default;
 	unsigned queue_size;
 	char **groups;

@@ -179,6 +179,11 @@ int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 	vm->name = strdup(cfg->name ? cfg->name : name);
 	vm->socket_path = strdup(cfg->socket_path);
 	vm->uds_path = cfg->uds_path ? strdup(cfg->uds_path) : NULL;
+	vm->forward = cfg->forward;
+	vm->forward_cid = cfg->forward_cid;
+	vm->forward_connect = cfg->forward_connect ? cfg->forward_connect
+						   : vsxb__vsock_connect;
+	vm->forward_arg = cfg->forward_arg;
 	vm->txe = calloc(ENG_TX_BATCH, sizeof(*vm->txe));
 	vm->rxe = calloc(ENG_RX_BATCH, sizeof(*vm->rxe));
 	vm->iov = calloc(ENG_IOV_MAX, sizeof(*vm->iov));

@@ -27,6 +27,11 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
  * connection, attached later by vsxb_router_conn_attach_fd). */
 void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 			    const struct virtio_vsock_hdr *h);
+/* peer_host.c: a guest REQUEST to the host of a forward-cid VM: connect
+ * to vm->forward_cid, RESPONSE once connected, RST if not. */
+void vsxb__host_forward(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
+/* peer_vsock.c: the default vsxb_forward_connect_fn (AF_VSOCK). */
+int vsxb__vsock_connect(void *arg, uint32_t cid, uint32_t port);
 /* peer_host.c: backend.h's vsxb_vm_connect_fd. */
 int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char *tag,
 			 uint64_t *id);

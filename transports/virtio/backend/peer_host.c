@@ -26,6 +26,16 @@
  * A port with a handler (a vsxd forward, vsxb_router_listen_port) instead
  * waits, CONNECTING, for the handler's descriptor (attach_fd).
  *
+ * Forwards to the host kernel's vsock (forward-cid): a VM with
+ * vm->forward connects a guest's STREAM REQUEST to (forward_cid, port)
+ * through vm->forward_connect (peer_vsock.c's AF_VSOCK by default) and
+ * waits, CONNECTING, for the socket to turn writable: SO_ERROR 0 answers
+ * RESPONSE, anything else (or the connect timer) RST. SEQPACKET is refused,
+ * as vhost-device-vsock does. From there the connection is a host socket's
+ * like any other, with its own table (vsock_ops: the same hooks, the peer
+ * kind "vsock" vsxctl shows); an AF_VSOCK descriptor handed over by
+ * vsxb_vm_connect_fd (vsxd's forward-listen) gets it too.
+ *
  * Data: guest payload is written with sendmsg (MSG_NOSIGNAL) from iovecs
  * that point into guest memory, consecutive packets of one connection in one
  * call (the VM's TX batch); the rest is queued (txbuf.c). Host data is read
@@ -59,9 +69,10 @@ struct host_peer {
 	bool eof;                    /* the host shut its sending side */
 	bool wr_shut;                /* we shut down our sending side */
 	bool wr_dead;                /* the host no longer takes data */
+	bool pending;                /* a forward's connect is in progress */
 };
 
-static const struct vsxb_peer_ops host_ops;
+static const struct vsxb_peer_ops host_ops, vsock_ops;
 
 static struct host_peer *hp(const struct conn *c)
 {
@@ -106,6 +117,8 @@ static void host_watch(struct conn *c)
 		ev |= VSX_EV_READ;
 	if (host_wants_write(c))
 		ev |= VSX_EV_WRITE;
+	if (hp(c)->pending)
+		ev = VSX_EV_WRITE;   /* the connect's outcome, nothing else */
 	if (ev != hp(c)->wev) {
 		vm_loop(c->vm)->watch_set(hp(c)->w, ev);
 		hp(c)->wev = ev;
@@ -706,12 +719,41 @@ static void connecting_readable(struct conn *c)
 	vsxb__conn_reset(c, false);
 }
 
+/* A forward's socket turned writable: connected, or refused. */
+static void forward_connected(struct conn *c)
+{
+	socklen_t len = sizeof(int);
+	int err = 0;
+
+	if (getsockopt(hp(c)->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err) {
+		vsxb__log(c->vm->r, VSXB_LOG_DEBUG, "vm %s: guest port %u -> vsock %u:%u: %s",
+			 c->vm->name, c->guest_port, c->vm->forward_cid, c->peer_port,
+			 strerror(err));
+		vsxb__conn_why(c, VSXB_REASON_REFUSED, err);
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	hp(c)->pending = false;
+	vsxb__conn_timer(c, T_NONE, 0);
+	c->state = VSXB_CONN_ESTABLISHED;
+	vsxb__conn_opened(c);
+	vsxb__conn_ctrl(c, C_RESPONSE);
+	host_watch(c);
+}
+
 static void host_cb(int fd, int events, void *arg)
 {
 	struct conn *c = arg;
 	struct vsxb_router *r = c->vm->r;
 
 	(void)fd;
+	if (!c->dead && hp(c)->pending) {
+		forward_connected(c);
+		vsxb__router_round(r);
+		return;
+	}
 	if (!c->dead && c->state == VSXB_CONN_CONNECTING && (events & VSX_EV_READ)) {
 		connecting_readable(c);
 		vsxb__router_round(r);
@@ -818,11 +860,12 @@ static void host_flush_batch(struct conn *c)
 	host_batch_flush(c->vm);
 }
 
-/* A connection to a host socket; its socket comes with host_attach. */
-static struct conn *host_new(struct vsxb_vm *vm, uint16_t type, uint32_t guest_port,
-			     uint32_t host_port)
+/* A connection to a host socket (@ops: host_ops or vsock_ops); its socket
+ * comes with host_attach. */
+static struct conn *host_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
+			     uint16_t type, uint32_t guest_port, uint32_t host_port)
 {
-	struct conn *c = vsxb__conn_new(vm, &host_ops, type, guest_port,
+	struct conn *c = vsxb__conn_new(vm, ops, type, guest_port,
 					VSOCK_CID_HOST, host_port);
 
 	if (c)
@@ -861,7 +904,7 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 		close(fd);
 		goto refuse;
 	}
-	c = host_new(vm, h->type, h->src_port, h->dst_port);
+	c = host_new(vm, &host_ops, h->type, h->src_port, h->dst_port);
 	if (!c) {
 		close(fd);
 		err = ENOMEM;
@@ -879,6 +922,48 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 	vsxb__conn_opened(c);
 	vsxb__conn_ctrl(c, C_RESPONSE);
 	host_watch(c);
+	return;
+refuse:
+	vsxb__refuse(vm, h->type, h->src_port, VSOCK_CID_HOST, h->dst_port, true,
+		    err == ENOMEM ? VSXB_REASON_ERROR : VSXB_REASON_REFUSED, err, 0);
+	vsxb__orphan_rst(vm, h);
+}
+
+/* ---- Forwards to the host kernel's vsock (forward-cid) ---- */
+
+void vsxb__host_forward(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
+{
+	struct conn *c;
+	int fd, err;
+
+	if (h->type != VIRTIO_VSOCK_TYPE_STREAM) {
+		err = EPROTOTYPE;
+		goto refuse;
+	}
+	fd = vm->forward_connect(vm->forward_arg, vm->forward_cid, h->dst_port);
+	if (fd < 0) {
+		err = -fd;
+		vsxb__log(vm->r, VSXB_LOG_DEBUG, "vm %s: guest port %u -> vsock %u:%u: %s",
+			 vm->name, h->src_port, vm->forward_cid, h->dst_port,
+			 strerror(err));
+		goto refuse;
+	}
+	c = host_new(vm, &vsock_ops, h->type, h->src_port, h->dst_port);
+	if (!c) {
+		close(fd);
+		err = ENOMEM;
+		goto refuse;
+	}
+	c->guest_initiated = true;
+	c->peer_buf_alloc = h->buf_alloc;
+	c->peer_fwd_cnt = h->fwd_cnt;
+	hp(c)->pending = true;
+	if (host_attach(c, fd) < 0) {
+		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
 	return;
 refuse:
 	vsxb__refuse(vm, h->type, h->src_port, VSOCK_CID_HOST, h->dst_port, true,
@@ -935,7 +1020,7 @@ void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 		vsxb__orphan_rst(vm, h);
 		return;
 	}
-	c = host_new(vm, h->type, h->src_port, h->dst_port);
+	c = host_new(vm, &host_ops, h->type, h->src_port, h->dst_port);
 	if (!c) {
 		vsxb__orphan_rst(vm, h);
 		return;
@@ -969,6 +1054,15 @@ static int host_attach_fd(struct conn *c, int fd)
 	return 0;
 }
 
+static bool is_vsock(int fd)
+{
+	socklen_t len = sizeof(int);
+	int domain;
+
+	return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+	       domain == AF_VSOCK;
+}
+
 int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char *tag,
 			 uint64_t *id)
 {
@@ -982,7 +1076,8 @@ int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char 
 		close(fd);
 		return -EINVAL;
 	}
-	c = host_new(vm, VIRTIO_VSOCK_TYPE_STREAM, port, host_port_alloc(vm, port));
+	c = host_new(vm, is_vsock(fd) ? &vsock_ops : &host_ops, VIRTIO_VSOCK_TYPE_STREAM,
+		     port, host_port_alloc(vm, port));
 	if (!c) {
 		close(fd);
 		return -EBUSY;
@@ -1013,7 +1108,8 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 		close(fd);
 		return;
 	}
-	c = host_new(vm, VIRTIO_VSOCK_TYPE_STREAM, port, host_port_alloc(vm, port));
+	c = host_new(vm, &host_ops, VIRTIO_VSOCK_TYPE_STREAM, port,
+		     host_port_alloc(vm, port));
 	if (!c) {
 		vsxb__refuse(vm, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
 			    VSXB_PORT_UNKNOWN, false, VSXB_REASON_ERROR, ENOMEM, 0);
@@ -1030,24 +1126,33 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 	vsxb__conn_ctrl(c, C_REQUEST);
 }
 
+/* The hooks of both tables: a forward's vsock socket is a host socket. */
+#define HOST_PEER_HOOKS \
+	.priv_size = sizeof(struct host_peer), \
+	/* Guest -> peer */ \
+	.rw = host_rw, \
+	.flush = host_flush_batch, \
+	.guest_shutdown = host_guest_shutdown, \
+	.credit_changed = host_sync, \
+	.established = host_established, \
+	/* Peer -> guest */ \
+	.emit = host_emit, \
+	.sync = host_sync, \
+	/* Credit */ \
+	.set_buffer = host_size_sndbuf, \
+	/* Ends */ \
+	.reset = host_close, \
+	.gone = host_gone, \
+	.release = host_close, \
+	/* Control */ \
+	.attach_fd = host_attach_fd
+
 static const struct vsxb_peer_ops host_ops = {
 	.name = "host",
-	.priv_size = sizeof(struct host_peer),
-	/* Guest -> peer */
-	.rw = host_rw,
-	.flush = host_flush_batch,
-	.guest_shutdown = host_guest_shutdown,
-	.credit_changed = host_sync,
-	.established = host_established,
-	/* Peer -> guest */
-	.emit = host_emit,
-	.sync = host_sync,
-	/* Credit */
-	.set_buffer = host_size_sndbuf,
-	/* Ends */
-	.reset = host_close,
-	.gone = host_gone,
-	.release = host_close,
-	/* Control */
-	.attach_fd = host_attach_fd,
+	HOST_PEER_HOOKS,
+};
+
+static const struct vsxb_peer_ops vsock_ops = {
+	.name = "vsock",
+	HOST_PEER_HOOKS,
 };

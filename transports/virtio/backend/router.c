@@ -173,6 +173,8 @@ void vsxb__router_request(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 		p = vsxb__port_find(vm->r, vm, h->dst_port);
 		if (p)
 			vsxb__host_port_request(vm, p, h);
+		else if (vm->forward)
+			vsxb__host_forward(vm, h);
 		else
 			vsxb__host_connect(vm, h);
 		return;
