@@ -2694,6 +2694,7 @@ Test(memfault, shrunk_memory_breaks_that_vm_only)
 	close(lfd);
 	close(fd1);
 	close(lfd1);
+}
 
 /* ---- fwdcid: forward-cid, the host kernel's vsock as the far end ---- */
 
