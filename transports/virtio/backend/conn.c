@@ -85,11 +85,25 @@
  * Broken guests. A chain vq.c rejects marks the device broken: logged
  * once, every connection reset, host peers closed, siblings told; the
  * device stays silent until the front-end restarts it. The next start
- * after any stop sends VIRTIO_VSOCK_EVENT_TRANSPORT_RESET on the event
- * queue so the guest drops sockets it still believes in, when the
- * front-end gave us that queue (QEMU 7.2 keeps it and sends the event
+ * after a stop that was not a pause sends VIRTIO_VSOCK_EVENT_TRANSPORT_RESET
+ * on the event queue so the guest drops sockets it still believes in, when
+ * the front-end gave us that queue (QEMU 7.2 keeps it and sends the event
  * itself, on migration); a stale guest socket then meets an RST on its
  * first packet instead.
+ *
+ * Memory faults. A VMM that shrinks the file behind guest memory makes our
+ * next access to it raise SIGBUS. vhost-user/memguard.h absorbs that
+ * signal inside guest mappings (the mapping becomes zero pages and is
+ * marked), so the access completes with zeros; vsxb__vm_round sees the
+ * mark (vsx_vu_mem_faulted) at the end of that VM's round and breaks the
+ * device as above, before anything else is sent for it. A kernel copy on
+ * such memory fails with EFAULT instead (peer_host.c, host_mem_fault):
+ * the same break. Other VMs never notice.
+ *
+ * Pauses. A stop the front-end may resume (device.c, vm_pause) keeps
+ * every connection; until the start that says what it was, nothing
+ * touches the VM's memory (vsxb__rx_pop finds no buffers, TX is not
+ * read) and its guest-bound timers are held (vsxb__vm_timers_hold).
  */
 #include <errno.h>
 #include <errno.h>
