@@ -2535,6 +2535,18 @@ Test(control, foreach_all_vms_and_early_stop)
 
 TestSuite(lifecycle, .init = setup1, .fini = teardown, .timeout = 60);
 
+/* After the old one ended: a new guest connection works on VM @vm. */
+static void new_conn_works(unsigned vm, uint32_t lport, uint32_t hport)
+{
+	struct gc d;
+	int lfd, fd;
+
+	g2h_open(&d, vm, STREAM, lport, hport, &lfd, &fd);
+	still_works(&d, fd);
+	close(fd);
+	close(lfd);
+}
+
 Test(lifecycle, pause_resume_keeps_connections)
 {
 	static uint8_t out[100000], in[100000];
@@ -2586,26 +2598,23 @@ Test(lifecycle, pause_resume_keeps_connections)
 
 Test(lifecycle, guest_reset_ends_connections)
 {
-	struct gc c, d;
-	int lfd, fd, lfd2, fd2;
+	struct gc c;
+	int lfd, fd;
 
 	g2h_open(&c, 0, STREAM, 45010, 1451, &lfd, &fd);
 	cr_assert_eq(drv_reset(G(0)->d), 0);
 	cr_assert(hx_log_has(&H, "restarted as new"));
 	cr_assert_geq(h_eof(fd, 1000), -ECONNRESET, "the host peer did not see the end");
 	g_forget(G(0));
-	g2h_open(&d, 0, STREAM, 45011, 1452, &lfd2, &fd2);
-	still_works(&d, fd2);
+	new_conn_works(0, 45011, 1452);
 	close(fd);
 	close(lfd);
-	close(fd2);
-	close(lfd2);
 }
 
 Test(lifecycle, restart_elsewhere_breaks_the_device)
 {
-	struct gc c, d;
-	int lfd, fd, lfd2, fd2;
+	struct gc c;
+	int lfd, fd;
 
 	g2h_open(&c, 0, STREAM, 45020, 1453, &lfd, &fd);
 	cr_assert_eq(drv_pause(G(0)->d), 0);
@@ -2616,18 +2625,15 @@ Test(lifecycle, restart_elsewhere_breaks_the_device)
 	/* a guest reset brings it back */
 	cr_assert_eq(drv_reset(G(0)->d), 0);
 	g_forget(G(0));
-	g2h_open(&d, 0, STREAM, 45021, 1454, &lfd2, &fd2);
-	still_works(&d, fd2);
+	new_conn_works(0, 45021, 1454);
 	close(fd);
 	close(lfd);
-	close(fd2);
-	close(lfd2);
 }
 
 Test(lifecycle, front_end_gone_while_paused)
 {
-	struct gc c, d;
-	int lfd, fd, lfd2, fd2;
+	struct gc c;
+	int lfd, fd;
 
 	g2h_open(&c, 0, STREAM, 45030, 1455, &lfd, &fd);
 	cr_assert_eq(drv_pause(G(0)->d), 0);
@@ -2635,12 +2641,9 @@ Test(lifecycle, front_end_gone_while_paused)
 	cr_assert_geq(h_eof(fd, TMO), -ECONNRESET);
 	cr_assert(hx_log_has(&H, "for good while paused"));
 	hx_open(&H, 0, NULL);               /* a new front-end is served */
-	g2h_open(&d, 0, STREAM, 45031, 1456, &lfd2, &fd2);
-	still_works(&d, fd2);
+	new_conn_works(0, 45031, 1456);
 	close(fd);
 	close(lfd);
-	close(fd2);
-	close(lfd2);
 }
 
 /* ---- a VMM that shrinks the file behind guest memory ---- */
