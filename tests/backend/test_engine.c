@@ -2693,6 +2693,13 @@ Test(memfault, shrunk_memory_breaks_that_vm_only)
 		cr_assert_arr_eq(in, out, sizeof(in));
 	}
 	cr_assert_eq(hx_log_count(&H, "guest memory fault"), 1, "logged once");
+
+	/* the VMM grows its memory back and the guest resets the device: VM 0
+	 * is mapped afresh (not the zero pages) and works again */
+	cr_assert_eq(drv_truncate_mem(G(0)->d, 64ull << 20), 0);
+	cr_assert_eq(drv_reset(G(0)->d), 0);
+	g_forget(G(0));
+	new_conn_works(0, 46002, 1462);
 	close(fd);
 	close(lfd);
 	close(fd1);

@@ -512,7 +512,8 @@ static int vu_set_mem_table(struct vsx_vu *vu)
 		uint64_t delta = r->mmap_offset % page;
 
 		for (unsigned j = 0; j < vu->mem.n; j++) {
-			if (vu->mem.r[j].map &&
+			/* (not one a SIGBUS turned into zero pages: map it again) */
+			if (vu->mem.r[j].map && !vsx_memguard_faulted(vu->mem.r[j].guard) &&
 			    vu_same_region(&vu->mem.r[j], &vu->mem_id[j], r, &st[i])) {
 				nm.r[i] = vu->mem.r[j];
 				nid[i] = vu->mem_id[j];
