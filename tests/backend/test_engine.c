@@ -2884,3 +2884,27 @@ Test(engine, host_socket_kind_is_host)
 	close(fd);
 	close(lfd);
 }
+
+Test(sibling, receiver_paused_and_resumed)
+{
+	/* B's VM pauses (QEMU stop) while A sends within B's window: the bytes
+	 * wait in vsxd, nothing is reset, and all arrive after cont */
+	size_t len = 200000;
+	uint8_t *out = malloc(len), *in = malloc(len);
+	struct gc a, b;
+
+	two_vms(NULL, NULL);
+	sib_open(&a, &b, STREAM, 50020, 6020, 256 * 1024);
+	fill_pattern(out, len, 44);
+	cr_assert_eq(drv_pause(G(1)->d), 0);
+	g_write(&a, out, len, 65536);
+	hx_sync(&H);
+	cr_assert(hx_log_has(&H, "connection(s) kept"));
+	cr_assert_eq(drv_resume(G(1)->d, 0), 0);
+	cr_assert(hx_log_has(&H, "device resumed after"));
+	g_read(&b, in, len);
+	cr_assert_arr_eq(in, out, len);
+	cr_assert_eq(hx_log_count(&H, "conn reset"), 0);
+	free(out);
+	free(in);
+}
