@@ -39,6 +39,7 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 
+#include "util.h"
 #include "metrics.h"
 #include "forward.h"
 #include "vhost-user/loop-event.h"
@@ -65,15 +66,13 @@ struct vsxd_metrics {
 __attribute__((format(printf, 3, 4)))
 static void mlog(struct vsxd_metrics *m, int prio, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 
 	if (!m->log)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsx__logv(m->log, m->log_arg, prio, fmt, ap);
 	va_end(ap);
-	m->log(m->log_arg, prio, msg);
 }
 
 /* ---- The page ---- */

@@ -14,6 +14,7 @@
 
 #include <event2/event.h>
 
+#include "util.h"
 #include "vsock_listen.h"
 
 struct vlisten_port {
@@ -35,15 +36,13 @@ static void vlog(const struct vsxd_vlisten *l, int prio, const char *fmt, ...)
 
 static void vlog(const struct vsxd_vlisten *l, int prio, const char *fmt, ...)
 {
-	char msg[256];
 	va_list ap;
 
 	if (!l->log)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsx__logv(l->log, NULL, prio, fmt, ap);
 	va_end(ap);
-	l->log(NULL, prio, msg);
 }
 
 static void accept_cb(evutil_socket_t lfd, short what, void *arg)
