@@ -5,7 +5,14 @@
  * lets VMs of a common group reach each other by CID.
  *
  * No event loop is owned here: everything runs on the vsx_loop given.
- * Single-threaded: call these from the loop's thread only.
+ * Threads: call these from the router's loop's thread only (the control
+ * thread). A VM may run on a loop of its own (vsxb_vm_config.loop), on
+ * another thread: its device, host sockets and connections are then
+ * served there, and every call below that reads or changes VM state parks
+ * those threads for its duration (a world stop), so it sees one
+ * consistent state across VMs. The log, event and forward-connect
+ * callbacks run on the VM's thread; host-port handlers (vsxb_port_cb) on
+ * the control thread.
  */
 #ifndef VSXB_BACKEND_H
 #define VSXB_BACKEND_H
@@ -51,6 +58,11 @@ struct vsxb_vm_config {
 	uint32_t tx_buffer_size;   /* buf_alloc per connection; 0: default */
 	unsigned queue_size;       /* largest ring size accepted; 0: default */
 	const char *groups;        /* "a+b"; NULL: "default" */
+	/* The loop (thread) that serves the VM; NULL: the router's. A loop
+	 * of another thread must have post (loop.h). VMs that share a group
+	 * share a loop: a VM whose groups would join VMs of two loops is
+	 * refused with -EXDEV. */
+	const struct vsx_loop *loop;
 	/* vhost-device-vsock's forward-cid: the guest's STREAM connections
 	 * to the host (CID 2) go to the host kernel's vsock CID forward_cid,
 	 * same port (a port with a handler, vsxb_router_listen_port, keeps
@@ -75,6 +87,7 @@ void vsxb_router_free(struct vsxb_router *r);
 
 /* Validate @cfg, bind its sockets, attach the VM to @r. Errors: -EINVAL
  * (bad config, with a log line saying why), -EEXIST (CID or name taken),
+ * -EXDEV (its groups join VMs of another loop, see vsxb_vm_config.loop),
  * -EADDRINUSE (a socket path in use), -ENOTSOCK (a path is a file of
  * another kind: only stale sockets are replaced), other negative errno. */
 int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
@@ -345,6 +358,10 @@ void vsxb_router_get_limits(const struct vsxb_router *r, struct vsxb_router_limi
  * it keeps every kick. Must not be called from inside a backend callback.
  */
 bool vsxb_router_poll(struct vsxb_router *r, bool sleeping);
+/* The same for the VMs served by @loop (vsxb_vm_config.loop), on that
+ * loop's thread. */
+bool vsxb_router_poll_loop(struct vsxb_router *r, const struct vsx_loop *loop,
+			   bool sleeping);
 
 /* Counters since the router was created (vsxctl status). */
 struct vsxb_router_stats {

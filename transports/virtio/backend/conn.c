@@ -18,12 +18,13 @@
  *
  * Connections are keyed by (guest port, peer CID, peer port) in a per-VM
  * hash; ids are unique in the process and never reused. Everything of a
- * connection belongs to its VM and is touched from that VM's loop; the
+ * connection belongs to its VM and is touched from that VM's loop (its
+ * shard's thread, or the control thread in a world stop: engine.h); the
  * router's state (struct vsxb_router) is the only thing VMs share.
  *
  * Processing rounds. Every entry point (a kick, a host socket event, a
- * timer, a control call) does its work and ends with vsxb__router_round(),
- * which serves the RX schedule of every VM it touched and publishes used
+ * timer, a control call) does its work and ends with vsxb__round() of its
+ * shard, which serves the RX schedule of every VM it touched and publishes used
  * entries with one flush per queue per round (push many, flush once).
  * Connections are freed at the end of a round, never under a caller.
  *
@@ -390,7 +391,7 @@ bool vsxb__conn_mem_ok(struct conn *c)
 
 	if (!r->lim.max_conn_memory || c->dead || c->q.mem <= r->lim.max_conn_memory)
 		return true;
-	r->st.reset_limit_memory++;
+	eng_add(&r->st.reset_limit_memory, 1);
 	vsxb__log(r, VSXB_LOG_WARNING, "vm %s: connection %llu: queue memory %zu above "
 		 "max-conn-memory (%llu): reset", c->vm->name, (unsigned long long)c->id,
 		 c->q.mem, (unsigned long long)r->lim.max_conn_memory);
@@ -428,15 +429,19 @@ struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 		     ~(_Alignof(max_align_t) - 1);
 	struct conn *c;
 
-	if (vm->nconns >= vm->r->lim.max_conns_per_vm ||
-	    (vm->r->lim.max_conns && vm->r->nconns >= vm->r->lim.max_conns)) {
-		vsxb__vm_warn(vm, "connection limit reached");
-		return NULL;
+	if (vm->nconns >= vm->r->lim.max_conns_per_vm)
+		goto limit;
+	/* across shards: take the place, give it back when over */
+	if (eng_add(&vm->r->nconns, 1) > vm->r->lim.max_conns && vm->r->lim.max_conns) {
+		eng_add(&vm->r->nconns, -1);
+		goto limit;
 	}
 	c = calloc(1, off + ops->priv_size);
-	if (!c)
+	if (!c) {
+		eng_add(&vm->r->nconns, -1);
 		return NULL;
-	c->id = vm->r->next_id++;
+	}
+	c->id = eng_add(&vm->r->next_id, 1) - 1;
 	c->ops = ops;
 	c->priv = ops->priv_size ? (char *)c + off : NULL;
 	c->vm = vm;
@@ -453,9 +458,11 @@ struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 	c->q.pool = &vm->pool;
 	eng_list_add_tail(&vm->conns, &c->node);
 	vm->nconns++;
-	vm->r->nconns++;
 	conn_hash_add(c);
 	return c;
+limit:
+	vsxb__vm_warn(vm, "connection limit reached");
+	return NULL;
 }
 
 /* Timers that wait for the guest: a paused guest cannot answer. */
@@ -495,7 +502,7 @@ static void conn_timer_cb(void *arg)
 	case T_NONE:
 		break;
 	}
-	vsxb__router_round(r);
+	vsxb__round(c->vm->sh);
 }
 
 static unsigned timer_ms(const struct vsxb_router *r, enum conn_timer_kind kind)
@@ -505,7 +512,7 @@ static unsigned timer_ms(const struct vsxb_router *r, enum conn_timer_kind kind)
 
 void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms)
 {
-	const struct vsx_loop *l = c->vm->r->loop;
+	const struct vsx_loop *l = c->vm->sh->loop;
 
 	if (c->dead)
 		return;
@@ -546,7 +553,7 @@ void vsxb__conn_kill(struct conn *c)
 	if (c->ops->release)
 		c->ops->release(c);
 	if (c->timer) {
-		vm->r->loop->timer_free(c->timer);
+		vm->sh->loop->timer_free(c->timer);
 		c->timer = NULL;
 	}
 	vsxb__txq_clear(&c->q);
@@ -555,7 +562,7 @@ void vsxb__conn_kill(struct conn *c)
 	c->ctrl = 0;
 	c->shut_pending = 0;
 	vm->nconns--;
-	vm->r->nconns--;
+	eng_add(&vm->r->nconns, -1);
 	vm->ndead++;
 	vsxb__vm_touch(vm);
 }
@@ -843,7 +850,7 @@ static void vm_rx_run(struct vsxb_vm *vm)
 			/* Let other VMs and the TX side run; come back soon. */
 			vm->rx_more = true;
 			if (vm->resume)
-				vm->r->loop->timer_arm(vm->resume, 0);
+				vm->sh->loop->timer_arm(vm->resume, 0);
 			return;
 		}
 		c = eng_container_of(vm->pending.next, struct conn, pnode);
@@ -880,14 +887,14 @@ static void pool_timer_cb(void *arg)
 	if (vsxb__txq_pool_sweep(&vm->pool))
 		malloc_trim(0);
 	if (vm->pool.n || vm->pool.freed) {
-		vm->r->loop->timer_arm(vm->ptimer, ENG_POOL_SWEEP_MS);
+		vm->sh->loop->timer_arm(vm->ptimer, ENG_POOL_SWEEP_MS);
 		vm->ptimer_armed = true;
 	}
 }
 
 static void pool_tend(struct vsxb_vm *vm)
 {
-	const struct vsx_loop *l = vm->r->loop;
+	const struct vsx_loop *l = vm->sh->loop;
 
 	if (!vm->live) {
 		if (vm->pool.n || vm->pool.freed >= ENG_TRIM_MIN) {
@@ -947,24 +954,32 @@ void vsxb__vm_touch(struct vsxb_vm *vm)
 	if (vm->dirty)
 		return;
 	vm->dirty = true;
-	eng_list_add_tail(&vm->r->dirty, &vm->dnode);
+	eng_list_add_tail(&vm->sh->dirty, &vm->dnode);
 }
 
-void vsxb__router_round(struct vsxb_router *r)
+void vsxb__round(struct vsxb_shard *sh)
 {
 	unsigned guard = 0;
 
-	if (r->in_round)
+	if (sh->in_round)
 		return;
-	r->in_round = 1;
-	while (!eng_list_empty(&r->dirty) && guard++ < 10000) {
-		struct vsxb_vm *vm = eng_container_of(r->dirty.next, struct vsxb_vm, dnode);
+	sh->in_round = 1;
+	while (!eng_list_empty(&sh->dirty) && guard++ < 10000) {
+		struct vsxb_vm *vm = eng_container_of(sh->dirty.next, struct vsxb_vm, dnode);
 
 		eng_list_del(&vm->dnode);
 		vm->dirty = false;
 		vsxb__vm_round(vm);
 	}
-	r->in_round = 0;
+	sh->in_round = 0;
+}
+
+void vsxb__round_all(struct vsxb_router *r)
+{
+	struct eng_list *n;
+
+	for (n = r->shards.next; n != &r->shards; n = n->next)
+		vsxb__round(eng_container_of(n, struct vsxb_shard, node));
 }
 
 /* ---- Device-wide ---- */
@@ -995,7 +1010,7 @@ void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest)
  */
 void vsxb__vm_timers_hold(struct vsxb_vm *vm)
 {
-	const struct vsx_loop *l = vm->r->loop;
+	const struct vsx_loop *l = vm->sh->loop;
 	struct eng_list *n;
 
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {

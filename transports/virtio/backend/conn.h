@@ -99,9 +99,12 @@ void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
 /* conn.c: VMs and rounds */
 void vsxb__vm_touch(struct vsxb_vm *vm);
 /* End of a processing round: RX scheduling, used-ring flushes, deferred
- * frees, for every VM touched. Every entry point calls it last. */
-void vsxb__router_round(struct vsxb_router *r);
-/* vsxb__router_round's work for one VM. */
+ * frees, for every VM of @sh touched. Every entry point calls it last. */
+void vsxb__round(struct vsxb_shard *sh);
+/* Every shard's round: backend.h's calls, on the control thread, with the
+ * world stopped. */
+void vsxb__round_all(struct vsxb_router *r);
+/* vsxb__round's work for one VM. */
 void vsxb__vm_round(struct vsxb_vm *vm);
 void vsxb__vm_broken(struct vsxb_vm *vm, const char *why);
 void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest);

@@ -176,7 +176,7 @@ static void count_event(struct vsxb_vm *vm, int type, int why)
 
 	switch (type) {
 	case VSXB_CONN_EV_OPEN:
-		r->st.opened++;
+		eng_add(&r->st.opened, 1);
 		vm->ct.opened++;
 		break;
 	case VSXB_CONN_EV_CLOSE:
@@ -186,7 +186,7 @@ static void count_event(struct vsxb_vm *vm, int type, int why)
 		vm->ct.reset[i]++;
 		break;
 	case VSXB_CONN_EV_REFUSE:
-		r->st.refused++;
+		eng_add(&r->st.refused, 1);
 		vm->ct.refused[i]++;
 		break;
 	}
@@ -257,13 +257,13 @@ int vsxb__conn_limit(struct vsxb_vm *vm, unsigned n)
 	struct vsxb_router *r = vm->r;
 
 	if (vm->nconns + n > r->lim.max_conns_per_vm) {
-		r->st.refused_limit_vm++;
+		eng_add(&r->st.refused_limit_vm, 1);
 		vsxb__log(r, VSXB_LOG_DEBUG, "vm %s: connection refused: max-conns-per-vm "
 			 "(%u) reached", vm->name, r->lim.max_conns_per_vm);
 		return VSXB_LIMIT_VM_CONNS;
 	}
-	if (r->lim.max_conns && r->nconns + n > r->lim.max_conns) {
-		r->st.refused_limit_conns++;
+	if (r->lim.max_conns && eng_load(&r->nconns) + n > r->lim.max_conns) {
+		eng_add(&r->st.refused_limit_conns, 1);
 		vsxb__log(r, VSXB_LOG_DEBUG, "vm %s: connection refused: max-conns (%u) "
 			 "reached", vm->name, r->lim.max_conns);
 		return VSXB_LIMIT_CONNS;

@@ -282,7 +282,7 @@ static void vm_tx_run(struct vsxb_vm *vm)
 		budget -= n < budget ? n : budget;
 		if (n < ENG_TX_BATCH) {
 			/* the loop polls the ring (vsxb_router_poll): no kick */
-			if (vm->r->polling)
+			if (vm->sh->polling)
 				return;
 			vsx_vq_set_notify(vm->txq, true);
 			if (!vsx_vq_avail(vm->txq))
@@ -292,7 +292,7 @@ static void vm_tx_run(struct vsxb_vm *vm)
 			/* Yield to other VMs and sockets; resume right after. */
 			vm->tx_more = true;
 			if (vm->resume)
-				vm->r->loop->timer_arm(vm->resume, 0);
+				vm->sh->loop->timer_arm(vm->resume, 0);
 			return;
 		}
 	}
@@ -320,17 +320,30 @@ void vsxb__vm_resume(struct vsxb_vm *vm)
 	vsxb__vm_touch(vm);
 }
 
-bool vsxb_router_poll(struct vsxb_router *r, bool sleeping)
+bool vsxb_router_poll_loop(struct vsxb_router *r, const struct vsx_loop *loop,
+			   bool sleeping)
 {
+	struct vsxb_shard *sh = loop ? NULL : r->home;
 	struct eng_list *n;
 	bool found = false;
 
-	r->polling = !sleeping;
-	for (n = r->vms.next; n != &r->vms; n = n->next)
-		found |= vm_poll(eng_container_of(n, struct vsxb_vm, node), sleeping);
+	for (n = r->vms.next; n != &r->vms; n = n->next) {
+		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
+
+		if (sh ? vm->sh != sh : vm->sh->loop != loop)
+			continue;
+		sh = vm->sh;
+		sh->polling = !sleeping;
+		found |= vm_poll(vm, sleeping);
+	}
 	if (found)
-		vsxb__router_round(r);
+		vsxb__round(sh);
 	return found;
+}
+
+bool vsxb_router_poll(struct vsxb_router *r, bool sleeping)
+{
+	return vsxb_router_poll_loop(r, NULL, sleeping);
 }
 
 /* ---- Device callbacks ---- */
@@ -380,7 +393,7 @@ static void op_kick(void *dev, unsigned q)
 	else if (q == VSOCK_VQ_EVENT)
 		vm_send_event(vm);
 	vsxb__vm_touch(vm); /* RX: buffers came; the round serves them */
-	vsxb__router_round(vm->r);
+	vsxb__round(vm->sh);
 }
 
 /* ---- Pause and resume ---- */
@@ -403,7 +416,7 @@ static void vm_pause(struct vsxb_vm *vm)
 	vm->tx_more = false;
 	vsxb__vm_timers_hold(vm);
 	if (vm->resume)
-		vm->r->loop->timer_disarm(vm->resume);
+		vm->sh->loop->timer_disarm(vm->resume);
 	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device stopped (VM paused, or a guest "
 		 "reset the restart will show): %u connection(s) kept", vm->name, vm->nconns);
 }
@@ -450,7 +463,7 @@ static void op_start(void *dev, enum vsx_vu_start how)
 			vm_unpause(vm, q[VSOCK_VQ_RX], q[VSOCK_VQ_TX], q[VSOCK_VQ_EVENT]);
 			vm_tx_run(vm);
 			vsxb__vm_touch(vm);
-			vsxb__router_round(vm->r);
+			vsxb__round(vm->sh);
 			return;
 		}
 		vm_reset_paused(vm, how == VSX_VU_START_BAD);
@@ -477,7 +490,7 @@ static void op_start(void *dev, enum vsx_vu_start how)
 	vm_send_event(vm);
 	vm_tx_run(vm);
 	vsxb__vm_touch(vm);
-	vsxb__router_round(vm->r);
+	vsxb__round(vm->sh);
 }
 
 static void op_stop(void *dev, bool resumable)
@@ -503,9 +516,9 @@ static void op_stop(void *dev, bool resumable)
 	vm->rx_pushed = false;
 	vm->rxq = vm->txq = vm->evq = NULL;
 	if (vm->resume)
-		vm->r->loop->timer_disarm(vm->resume);
+		vm->sh->loop->timer_disarm(vm->resume);
 	vsxb__vm_touch(vm);
-	vsxb__router_round(vm->r);
+	vsxb__round(vm->sh);
 }
 
 static void op_log(void *dev, const char *msg)

@@ -357,7 +357,7 @@ struct vsxb_engine_stats {
  * through vsxb__conn_* calls on its own half's peer.
  */
 struct vsxb_vm {
-	struct vsxb_router *r;       /* shared: see struct vsxb_router */
+	struct vsxb_router *r;       /* shared: see struct vsxb_shard */
 	struct eng_list node;        /* r->vms (the router's) */
 	char *name;
 	uint64_t cid;
@@ -386,7 +386,8 @@ struct vsxb_vm {
 	bool rx_pushed;              /* RX used entries await a flush */
 	bool tx_more, rx_more;       /* budget ran out: resume timer armed */
 	bool dirty;                  /* needs end-of-round work */
-	struct eng_list dnode;       /* r->dirty */
+	struct eng_list dnode;       /* sh->dirty */
+	struct vsxb_shard *sh;       /* the loop (thread) it runs on */
 
 	/* Connections (conn.c) */
 	struct eng_list conns;       /* every connection, by age */
@@ -441,37 +442,73 @@ struct vsxb_vm {
 	uint64_t refuse_suppressed;  /* since the last one to log */
 };
 
-/* ---- The router (shared between VMs) ---- */
+/* ---- Shards and the router ---- */
 
 /*
- * What the VMs of one process share, and the only state that crosses
- * VMs: the VM list (lookup by name and CID, groups), the id counter, the
- * limits and timeouts, the handlers of host ports, the connection count
- * and the totals of backend.h's stats, the log and event callbacks. Under
- * a worker thread per VM this is what needs a lock (or atomics); the
- * round fields at the end are the loop's, and each worker would have its
- * own.
+ * Threads. A host program may run its VMs on several loops, each on a
+ * thread of its own (vsxd's worker threads: vsxb_vm_config.loop); the
+ * router's own loop is the control thread's, the one thread that calls
+ * backend.h. A shard is the VMs of one loop. A VM's state (struct
+ * vsxb_vm, its connections, queues, device and descriptors) is touched
+ * only on its shard's thread, or on the control thread while every other
+ * shard is parked: a world stop (shard.c), which every backend.h call that
+ * reads or changes VM state makes, so it sees and changes a consistent
+ * world, as on one thread. Parking is a callback posted to the shard's loop
+ * (loop.h's post) that blocks on the router's park mutex until the stop
+ * ends; the mutex orders the two threads' accesses.
+ *
+ * What a shard's thread touches beyond its own VMs, and how:
+ * - the router's VM list, groups and host-port handlers: read; only the
+ *   control thread changes them, and only during a world stop;
+ * - the limits and timeouts (lim, counter_base): read; changed only
+ *   during a world stop;
+ * - next_id, nconns and the stats (st): atomics (eng_add, eng_load);
+ * - the log and event callbacks: called on the shard's thread (the host
+ *   program's callbacks must be thread-safe: vsxd's are);
+ * - a host-port handler (vsxb_port_cb) is not called on the shard's
+ *   thread: the request is posted to the control thread (peer_host.c).
+ * Sibling VMs share a shard: vsxb_vm_new refuses a VM whose groups would
+ * join VMs of two shards (-EXDEV), so sibling traffic never crosses
+ * threads.
  */
-struct vsxb_router {
+struct vsxb_shard {
+	struct vsxb_router *r;
 	const struct vsx_loop *loop;
+	struct eng_list node;        /* r->shards */
+	unsigned nvms;
+	bool foreign;                /* not the router's loop: parked by stops */
+
+	/* Rounds (conn.c): one shard's VMs at a time */
+	struct eng_list dirty;       /* VMs touched this round */
+	int in_round;
+	bool polling;                /* vsxb_router_poll: the loop polls, TX kicks off */
+};
+
+/* Counters shared by the shards' threads. */
+#define eng_add(p, n) __atomic_add_fetch((p), (n), __ATOMIC_RELAXED)
+#define eng_load(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+
+struct vsxb_router {
+	const struct vsx_loop *loop; /* the control thread's */
 	vsxb_log_fn log;
 	void *log_arg;
 	struct eng_list vms;
-	uint64_t next_id;
+	uint64_t next_id;            /* eng_add */
 	uint32_t counter_base;       /* tests: new connections' counters start here */
 	struct eng_list ports;       /* struct vsxb_port: vsxb_router_listen_port */
 
 	/* Limits and events (backend.h) */
 	struct vsxb_router_limits lim; /* in force, defaults filled in */
-	unsigned nconns;             /* live connections, all VMs */
+	unsigned nconns;             /* live connections, all VMs (eng_add) */
 	vsxb_conn_event_fn ev_fn;
 	void *ev_arg;
-	struct vsxb_router_stats st;  /* conns unused here (nconns) */
+	struct vsxb_router_stats st;  /* eng_add; conns unused here (nconns) */
 
-	/* Rounds (conn.c): the loop's, not the VMs' */
-	struct eng_list dirty;       /* VMs touched this round */
-	int in_round;
-	bool polling;                /* vsxb_router_poll: the loop polls, TX kicks off */
+	/* Shards and world stops (shard.c) */
+	struct eng_list shards;
+	struct vsxb_shard *home;     /* the router's loop's */
+	struct vsxb_park *park;
+	unsigned stop_depth;         /* control thread only */
 };
 
 /* ---- Credit arithmetic and wire order (every room) ---- */
@@ -538,6 +575,17 @@ static inline void vsxb__conn_stall(struct conn *c)
 #define EMIT_DONE 0   /* nothing more to send now */
 #define EMIT_MORE 1   /* sent some, more is ready */
 #define EMIT_NOBUF 2  /* RX buffers ran out */
+
+/* ---- shard.c: shards and world stops (calls nothing) ---- */
+int vsxb__shards_init(struct vsxb_router *r);
+void vsxb__shards_free(struct vsxb_router *r);
+/* The shard of @loop (NULL: the router's), made on first use; NULL: out
+ * of memory, or a foreign loop without post. */
+struct vsxb_shard *vsxb__shard_get(struct vsxb_router *r, const struct vsx_loop *loop);
+/* Park every foreign shard until the matching world_start; nests. On the
+ * control thread only. */
+void vsxb__world_stop(struct vsxb_router *r);
+void vsxb__world_start(struct vsxb_router *r);
 
 /* ---- for tests and benchmarks ---- */
 void vsxb__router_set_timeouts(struct vsxb_router *r, unsigned handshake_ms,

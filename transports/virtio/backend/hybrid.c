@@ -32,7 +32,7 @@ struct hs {
 
 static const struct vsx_loop *loop_of(const struct vsxb_vm *vm)
 {
-	return vm->r->loop;
+	return vm->sh->loop;
 }
 
 static void hs_free(struct hs *h)
@@ -118,7 +118,7 @@ static void hs_cb(int fd, int events, void *arg)
 	h->fd = -1;
 	hs_free(h);
 	vsxb__host_hybrid(vm, fd, port);
-	vsxb__router_round(vm->r);
+	vsxb__round(vm->sh);
 	return;
 drop:
 	hs_free(h);

@@ -20,7 +20,7 @@ static void vm_resume_cb(void *arg)
 	struct vsxb_vm *vm = arg;
 
 	vsxb__vm_resume(vm);
-	vsxb__router_round(vm->r);
+	vsxb__round(vm->sh);
 }
 
 int vsxb_router_new(const struct vsx_loop *loop, vsxb_log_fn log, void *log_arg,
@@ -37,10 +37,13 @@ int vsxb_router_new(const struct vsx_loop *loop, vsxb_log_fn log, void *log_arg,
 	r->log = log;
 	r->log_arg = log_arg;
 	eng_list_init(&r->vms);
-	eng_list_init(&r->dirty);
 	eng_list_init(&r->ports);
 	r->next_id = 1;
 	vsxb__limits_defaults(&r->lim);
+	if (vsxb__shards_init(r) < 0) {
+		free(r);
+		return -ENOMEM;
+	}
 	*out = r;
 	return 0;
 }
@@ -53,6 +56,7 @@ void vsxb_router_free(struct vsxb_router *r)
 		vsxb_vm_free(eng_container_of(r->vms.next, struct vsxb_vm, node));
 	while (!eng_list_empty(&r->ports))
 		vsxb_port_free(eng_container_of(r->ports.next, struct vsxb_port, node));
+	vsxb__shards_free(r);
 	free(r);
 }
 
@@ -129,10 +133,28 @@ static const char *listen_error(int rc)
 	}
 }
 
-int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
-	       struct vsxb_vm **out)
+/* Its groups may join only VMs of its own shard (struct vsxb_shard). */
+static int shard_check(struct vsxb_vm *vm)
 {
-	const struct vsx_loop *l = r->loop;
+	struct eng_list *n;
+
+	for (n = vm->r->vms.next; n != &vm->r->vms; n = n->next) {
+		struct vsxb_vm *o = eng_container_of(n, struct vsxb_vm, node);
+
+		if (o->sh != vm->sh && vsxb__share_group(vm, o)) {
+			vsxb__log(vm->r, VSXB_LOG_ERR, "vm %s: shares a group with vm %s, "
+				 "which another thread serves: siblings must share "
+				 "a loop", vm->name, o->name);
+			return -EXDEV;
+		}
+	}
+	return 0;
+}
+
+static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
+		  struct vsxb_vm **out)
+{
+	const struct vsx_loop *l;
 	struct sockaddr_un un;
 	struct vsxb_vm *vm;
 	char name[32];
@@ -165,6 +187,13 @@ int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 	if (!vm)
 		return -ENOMEM;
 	vm->r = r;
+	vm->sh = vsxb__shard_get(r, cfg->loop);
+	if (!vm->sh) {
+		free(vm);
+		return cfg->loop->post ? -ENOMEM
+				       : bad_config(r, "a loop of another thread needs post");
+	}
+	l = vm->sh->loop;
 	vm->cid = cfg->guest_cid;
 	vm->lfd = -1;
 	vm->buf_default = cfg->tx_buffer_size ? cfg->tx_buffer_size
@@ -199,6 +228,9 @@ int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 			bad_config(r, "groups must be names joined by '+'");
 		goto err_vm;
 	}
+	rc = shard_check(vm);
+	if (rc < 0)
+		goto err_vm;
 	vm->resume = l->timer(l->ctx, vm_resume_cb, vm);
 	if (!vm->resume)
 		goto err_vm;
@@ -222,6 +254,7 @@ int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 		goto err_listen;
 	}
 	eng_list_add_tail(&r->vms, &vm->node);
+	vm->sh->nvms++;
 	*out = vm;
 	return 0;
 
@@ -235,18 +268,29 @@ err_vm:
 	return rc;
 }
 
-void vsxb_vm_free(struct vsxb_vm *vm)
+int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
+	       struct vsxb_vm **out)
 {
-	struct vsxb_router *r;
+	int rc;
+
+	if (!r)
+		return -EINVAL;
+	/* its watches and timers go on its loop: that thread parked */
+	vsxb__world_stop(r);
+	rc = vm_new(r, cfg, out);
+	vsxb__world_start(r);
+	return rc;
+}
+
+static void vm_free(struct vsxb_vm *vm)
+{
+	struct vsxb_shard *sh = vm->sh;
 	struct eng_list *n;
 
-	if (!vm)
-		return;
-	r = vm->r;
 	/* RSTs to a live guest while its queues are still ours. */
 	vsxb__vm_drop_all(vm, true);
 	vsxb__vm_touch(vm);
-	vsxb__router_round(r);
+	vsxb__round(sh);
 	vm->freeing = true;
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
 		struct conn *c = eng_container_of(n, struct conn, node);
@@ -255,7 +299,7 @@ void vsxb_vm_free(struct vsxb_vm *vm)
 			vsxb__conn_reset(c, true);
 	}
 	vsxb__vm_touch(vm);
-	vsxb__router_round(r);
+	vsxb__round(sh);
 	if (vm->uds_path)
 		vsxb__host_unlisten(vm);
 	vsx_vu_free(vm->vu);   /* may call stop: nothing is left to drop */
@@ -271,8 +315,21 @@ void vsxb_vm_free(struct vsxb_vm *vm)
 		eng_list_del(&vm->dnode);
 		vm->dirty = false;
 	}
-	r->loop->timer_free(vm->resume);
+	sh->loop->timer_free(vm->resume);
 	eng_list_del(&vm->node);
+	sh->nvms--;
 	vm_release(vm);
-	vsxb__router_round(r); /* siblings told of the resets */
+	vsxb__round(sh); /* siblings (same shard) told of the resets */
+}
+
+void vsxb_vm_free(struct vsxb_vm *vm)
+{
+	struct vsxb_router *r;
+
+	if (!vm)
+		return;
+	r = vm->r;
+	vsxb__world_stop(r);
+	vm_free(vm);
+	vsxb__world_start(r);
 }

@@ -81,7 +81,7 @@ static struct host_peer *hp(const struct conn *c)
 
 static const struct vsx_loop *vm_loop(const struct vsxb_vm *vm)
 {
-	return vm->r->loop;
+	return vm->sh->loop;
 }
 
 /* ---- Host socket of a connection ---- */
@@ -746,17 +746,17 @@ static void forward_connected(struct conn *c)
 static void host_cb(int fd, int events, void *arg)
 {
 	struct conn *c = arg;
-	struct vsxb_router *r = c->vm->r;
+	struct vsxb_shard *sh = c->vm->sh;
 
 	(void)fd;
 	if (!c->dead && hp(c)->pending) {
 		forward_connected(c);
-		vsxb__router_round(r);
+		vsxb__round(sh);
 		return;
 	}
 	if (!c->dead && c->state == VSXB_CONN_CONNECTING && (events & VSX_EV_READ)) {
 		connecting_readable(c);
-		vsxb__router_round(r);
+		vsxb__round(sh);
 		return;
 	}
 	if (events & VSX_EV_WRITE)
@@ -765,7 +765,7 @@ static void host_cb(int fd, int events, void *arg)
 		hp(c)->readable = true;
 		host_sync(c);
 	}
-	vsxb__router_round(r);
+	vsxb__round(sh);
 }
 
 /*
@@ -1008,6 +1008,91 @@ static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport)
 
 /* ---- Descriptors handed over (vsxd forwards, backend.h) ---- */
 
+/* ---- Host-port handlers of VMs on other threads ---- */
+
+struct port_call {
+	struct vsxb_router *r;
+	struct vsxb_port *p;         /* checked again: it may be gone */
+	struct vsxb_vm *vm;          /* likewise */
+	uint64_t id;
+	uint32_t guest_port, port;
+};
+
+static bool port_listed(struct vsxb_router *r, const struct vsxb_port *p)
+{
+	struct eng_list *n;
+
+	for (n = r->ports.next; n != &r->ports; n = n->next)
+		if (eng_container_of(n, struct vsxb_port, node) == p)
+			return true;
+	return false;
+}
+
+static struct conn *port_conn(struct vsxb_router *r, const struct vsxb_vm *vm,
+			      uint64_t id)
+{
+	struct eng_list *n;
+
+	for (n = r->vms.next; n != &r->vms; n = n->next)
+		if (eng_container_of(n, struct vsxb_vm, node) == vm)
+			break;
+	if (n == &r->vms)
+		return NULL;
+	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		if (c->id == id)
+			return c->dead ? NULL : c;
+	}
+	return NULL;
+}
+
+/* On the control thread, in a world stop: the handler, as if called at
+ * once; a connection that went away meanwhile is not offered. */
+static void port_run(void *arg)
+{
+	struct port_call *pc = arg;
+	struct vsxb_router *r = pc->r;
+	struct conn *c;
+	int rc;
+
+	vsxb__world_stop(r);
+	c = port_conn(r, pc->vm, pc->id);
+	if (c && port_listed(r, pc->p) && c->state == VSXB_CONN_CONNECTING) {
+		rc = pc->p->cb(pc->p->arg, pc->vm, pc->id, pc->guest_port, pc->port);
+		c = port_conn(r, pc->vm, pc->id);
+		if (rc < 0 && c) {
+			vsxb__conn_why(c, VSXB_REASON_REFUSED, -rc);
+			vsxb__conn_reset(c, false);
+		}
+	} else if (c) {
+		vsxb__conn_why(c, VSXB_REASON_REFUSED, ECONNREFUSED);
+		vsxb__conn_reset(c, false);
+	}
+	vsxb__round_all(r);
+	vsxb__world_start(r);
+	free(pc);
+}
+
+static void port_post(struct vsxb_vm *vm, struct vsxb_port *p, struct conn *c,
+		      const struct virtio_vsock_hdr *h)
+{
+	const struct vsx_loop *l = vm->r->loop;
+	struct port_call *pc = malloc(sizeof(*pc));
+	int rc = -ENOMEM;
+
+	if (pc) {
+		*pc = (struct port_call){ .r = vm->r, .p = p, .vm = vm, .id = c->id,
+					  .guest_port = h->src_port, .port = h->dst_port };
+		rc = l->post ? l->post(l->ctx, port_run, pc) : -ENOSYS;
+		if (!rc)
+			return;
+		free(pc);
+	}
+	vsxb__conn_why(c, VSXB_REASON_ERROR, -rc);
+	vsxb__conn_reset(c, false);
+}
+
 /* A guest REQUEST to a port with a handler: the connection waits,
  * CONNECTING, for vsxb__host_attach_fd (or the connect timer's RST). */
 void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
@@ -1030,6 +1115,11 @@ void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 	c->peer_fwd_cnt = h->fwd_cnt;
 	memcpy(c->tag, p->tag, sizeof(c->tag));
 	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
+	if (vm->sh->foreign) {
+		/* the handler is the host program's: on its (control) thread */
+		port_post(vm, p, c, h);
+		return;
+	}
 	rc = p->cb(p->arg, vm, c->id, h->src_port, h->dst_port);
 	if (rc < 0 && !c->dead) {
 		vsxb__conn_why(c, VSXB_REASON_REFUSED, -rc);

@@ -91,8 +91,8 @@ void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 	}
 	/* two connections: one in each VM */
 	lim = vsxb__conn_limit(to, 1);
-	if (!lim && r->lim.max_conns && r->nconns + 2 > r->lim.max_conns) {
-		r->st.refused_limit_conns++;
+	if (!lim && r->lim.max_conns && eng_load(&r->nconns) + 2 > r->lim.max_conns) {
+		eng_add(&r->st.refused_limit_conns, 1);
 		lim = VSXB_LIMIT_CONNS;
 	}
 	if (lim) {

@@ -9,6 +9,10 @@
  * set-buffer, close, attach a descriptor). It creates connections only
  * through the peers' own functions, and changes them only through the
  * connection API.
+ *
+ * Every backend.h call here runs on the control thread; those that read or
+ * change VM state do it in a world stop (shard.c), whichever thread serves
+ * the VM.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,18 +27,22 @@
 void vsxb__router_set_timeouts(struct vsxb_router *r, unsigned handshake_ms,
 			      unsigned connect_ms, unsigned linger_ms)
 {
+	vsxb__world_stop(r);
 	if (handshake_ms)
 		r->lim.handshake_ms = handshake_ms;
 	if (connect_ms)
 		r->lim.connect_ms = connect_ms;
 	if (linger_ms)
 		r->lim.linger_ms = linger_ms;
+	vsxb__world_start(r);
 }
 
 void vsxb_router_set_conn_events(struct vsxb_router *r, vsxb_conn_event_fn fn, void *arg)
 {
+	vsxb__world_stop(r);
 	r->ev_fn = fn;
 	r->ev_arg = arg;
+	vsxb__world_start(r);
 }
 
 void vsxb__limits_defaults(struct vsxb_router_limits *l)
@@ -59,7 +67,9 @@ int vsxb_router_set_limits(struct vsxb_router *r, const struct vsxb_router_limit
 		return -EINVAL;
 	n = *l;
 	vsxb__limits_defaults(&n);
+	vsxb__world_stop(r);
 	r->lim = n;
+	vsxb__world_start(r);
 	return 0;
 }
 
@@ -70,13 +80,21 @@ void vsxb_router_get_limits(const struct vsxb_router *r, struct vsxb_router_limi
 
 void vsxb_router_get_stats(const struct vsxb_router *r, struct vsxb_router_stats *out)
 {
-	*out = r->st;
-	out->conns = r->nconns;
+	*out = (struct vsxb_router_stats){
+		.conns = eng_load(&r->nconns),
+		.opened = eng_load(&r->st.opened),
+		.refused = eng_load(&r->st.refused),
+		.refused_limit_vm = eng_load(&r->st.refused_limit_vm),
+		.refused_limit_conns = eng_load(&r->st.refused_limit_conns),
+		.reset_limit_memory = eng_load(&r->st.reset_limit_memory),
+	};
 }
 
 void vsxb__router_set_counter_base(struct vsxb_router *r, uint32_t base)
 {
+	vsxb__world_stop(r);
 	r->counter_base = base;
+	vsxb__world_start(r);
 }
 
 struct vsxb_vm *vsxb_router_vm_by_name(struct vsxb_router *r, const char *name)
@@ -130,7 +148,7 @@ bool vsxb__name_ok(const char *s, size_t max)
 
 /* ---- Routing ---- */
 
-static bool share_group(const struct vsxb_vm *a, const struct vsxb_vm *b)
+bool vsxb__share_group(const struct vsxb_vm *a, const struct vsxb_vm *b)
 {
 	unsigned i, j;
 
@@ -146,8 +164,9 @@ static struct vsxb_vm *sibling(struct vsxb_vm *from, uint64_t cid)
 {
 	struct vsxb_vm *to = vsxb_router_vm_by_cid(from->r, cid);
 
+	/* to->sh != from->sh cannot be (vsxb_vm_new): never cross threads */
 	if (!to || to == from || !to->live || to->broken || to->freeing ||
-	    !share_group(from, to))
+	    to->sh != from->sh || !vsxb__share_group(from, to))
 		return NULL;
 	return to;
 }
@@ -220,6 +239,7 @@ int vsxb_router_foreach_conn(struct vsxb_router *r, struct vsxb_vm *vm,
 
 	if (!cb)
 		return -EINVAL;
+	vsxb__world_stop(r);
 	if (vm) {
 		rc = vm_foreach(vm, cb, arg);
 	} else {
@@ -227,7 +247,8 @@ int vsxb_router_foreach_conn(struct vsxb_router *r, struct vsxb_vm *vm,
 			rc = vm_foreach(eng_container_of(n, struct vsxb_vm, node), cb,
 					arg);
 	}
-	vsxb__router_round(r);
+	vsxb__round_all(r);
+	vsxb__world_start(r);
 	return rc;
 }
 
@@ -251,30 +272,40 @@ static struct conn *conn_by_id(struct vsxb_router *r, uint64_t id)
 int vsxb_router_conn_set_buffer(struct vsxb_router *r, uint64_t id, uint32_t bytes)
 {
 	struct conn *c;
+	int rc = -ENOENT;
 
 	if (!bytes || bytes > VSXB_MAX_BUF_ALLOC || vsxb__buf_cap(r, bytes) != bytes)
 		return -EINVAL;
+	vsxb__world_stop(r);
 	c = conn_by_id(r, id);
-	if (!c)
-		return -ENOENT;
-	vsxb__conn_set_buffer(c, bytes);
-	vsxb__router_round(r);
-	return 0;
+	if (c) {
+		vsxb__conn_set_buffer(c, bytes);
+		vsxb__round_all(r);
+		rc = 0;
+	}
+	vsxb__world_start(r);
+	return rc;
 }
 
 int vsxb_router_conn_close(struct vsxb_router *r, uint64_t id, bool reset)
 {
-	struct conn *c = conn_by_id(r, id);
+	struct conn *c;
+	int rc = -ENOENT;
 
-	if (!c)
-		return -ENOENT;
-	vsxb__conn_why(c, reset ? VSXB_REASON_CONTROL_RESET : VSXB_REASON_CONTROL_CLOSE, 0);
-	if (reset)
-		vsxb__conn_reset(c, false);
-	else
-		vsxb__conn_close(c);
-	vsxb__router_round(r);
-	return 0;
+	vsxb__world_stop(r);
+	c = conn_by_id(r, id);
+	if (c) {
+		vsxb__conn_why(c, reset ? VSXB_REASON_CONTROL_RESET
+					: VSXB_REASON_CONTROL_CLOSE, 0);
+		if (reset)
+			vsxb__conn_reset(c, false);
+		else
+			vsxb__conn_close(c);
+		vsxb__round_all(r);
+		rc = 0;
+	}
+	vsxb__world_start(r);
+	return rc;
 }
 
 /* ---- Descriptors handed over (vsxd forwards) ---- */
@@ -317,7 +348,9 @@ int vsxb_router_listen_port(struct vsxb_router *r, const char *vm_name, uint32_t
 	vsxb__set_tag(p->tag, tag);
 	p->cb = cb;
 	p->arg = arg;
+	vsxb__world_stop(r);
 	eng_list_add_tail(&r->ports, &p->node);
+	vsxb__world_start(r);
 	*out = p;
 	return 0;
 }
@@ -326,7 +359,9 @@ void vsxb_port_free(struct vsxb_port *p)
 {
 	if (!p)
 		return;
+	vsxb__world_stop(p->r);
 	eng_list_del(&p->node);
+	vsxb__world_start(p->r);
 	free(p);
 }
 
@@ -340,20 +375,26 @@ int vsxb_vm_connect_fd(struct vsxb_vm *vm, int fd, uint32_t guest_port, const ch
 			close(fd);
 		return -EINVAL;
 	}
+	vsxb__world_stop(vm->r);
 	rc = vsxb__host_connect_fd(vm, fd, guest_port, tag, id);
-	vsxb__router_round(vm->r);
+	vsxb__round(vm->sh);
+	vsxb__world_start(vm->r);
 	return rc;
 }
 
 int vsxb_router_conn_attach_fd(struct vsxb_router *r, uint64_t id, int fd)
 {
-	struct conn *c = conn_by_id(r, id);
-	int rc;
+	struct conn *c;
+	int rc = -ENOENT;
 
-	if (!c || fd < 0)
+	if (fd < 0)
 		return -ENOENT;
-	rc = c->ops->attach_fd ? c->ops->attach_fd(c, fd) : -ENOENT;
-	vsxb__router_round(r);
+	vsxb__world_stop(r);
+	c = conn_by_id(r, id);
+	if (c && c->ops->attach_fd)
+		rc = c->ops->attach_fd(c, fd);
+	vsxb__round_all(r);
+	vsxb__world_start(r);
 	return rc;
 }
 
@@ -364,6 +405,7 @@ int vsxb_router_close_tagged(struct vsxb_router *r, const char *tag, bool reset)
 
 	if (!tag || !*tag)
 		return 0;
+	vsxb__world_stop(r);
 	for (n = r->vms.next; n != &r->vms; n = n->next) {
 		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
 
@@ -380,25 +422,29 @@ int vsxb_router_close_tagged(struct vsxb_router *r, const char *tag, bool reset)
 			count++;
 		}
 	}
-	vsxb__router_round(r);
+	vsxb__round_all(r);
+	vsxb__world_start(r);
 	return count;
 }
 
 uint64_t vsxb_router_new_id(struct vsxb_router *r)
 {
-	return r->next_id++;
+	return eng_add(&r->next_id, 1) - 1;
 }
 
 int vsxb_vm_set_default_buffer(struct vsxb_vm *vm, uint32_t bytes)
 {
 	if (!bytes || bytes > VSXB_MAX_BUF_ALLOC || vsxb__buf_cap(vm->r, bytes) != bytes)
 		return -EINVAL;
+	vsxb__world_stop(vm->r);
 	vm->buf_default = bytes;
+	vsxb__world_start(vm->r);
 	return 0;
 }
 
 void vsxb_vm_get_info(const struct vsxb_vm *vm, struct vsxb_vm_info *out)
 {
+	vsxb__world_stop(vm->r);
 	*out = (struct vsxb_vm_info){
 		.name = vm->name,
 		.guest_cid = vm->cid,
@@ -410,12 +456,14 @@ void vsxb_vm_get_info(const struct vsxb_vm *vm, struct vsxb_vm_info *out)
 		.paused = vm->paused,
 		.conns = vm->nconns,
 	};
+	vsxb__world_start(vm->r);
 }
 
 void vsxb_vm_get_counters(const struct vsxb_vm *vm, struct vsxb_vm_counters *out)
 {
 	const struct eng_list *n;
 
+	vsxb__world_stop(vm->r);
 	*out = vm->ct;
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
 		const struct conn *c = eng_container_of(n, struct conn, node);
@@ -428,6 +476,7 @@ void vsxb_vm_get_counters(const struct vsxb_vm *vm, struct vsxb_vm_counters *out
 		if (q)
 			out->queued_bytes += q->bytes;
 	}
+	vsxb__world_start(vm->r);
 }
 
 int vsxb_router_foreach_vm(struct vsxb_router *r, vsxb_vm_cb cb, void *arg)
@@ -437,27 +486,34 @@ int vsxb_router_foreach_vm(struct vsxb_router *r, vsxb_vm_cb cb, void *arg)
 
 	if (!cb)
 		return -EINVAL;
-	for (n = r->vms.next; n != &r->vms; n = n->next) {
+	/* one stop for the walk: the callback's own calls nest in it */
+	vsxb__world_stop(r);
+	for (n = r->vms.next, rc = 0; n != &r->vms && !rc; n = n->next)
 		rc = cb(eng_container_of(n, struct vsxb_vm, node), arg);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	vsxb__world_start(r);
+	return rc;
 }
 
 void vsxb__vm_stats(const struct vsxb_vm *vm, struct vsxb_engine_stats *st)
 {
+	vsxb__world_stop(vm->r);
 	*st = vm->st;
+	vsxb__world_start(vm->r);
 }
 
 int vsxb__conn_mem(struct vsxb_router *r, uint64_t id, size_t *mem)
 {
-	struct conn *c = conn_by_id(r, id);
 	const struct txq *q;
+	struct conn *c;
+	int rc = -ENOENT;
 
-	if (!c)
-		return -ENOENT;
-	q = c->ops->queue ? c->ops->queue(c) : &c->q;
-	*mem = q ? q->mem : 0;
-	return 0;
+	vsxb__world_stop(r);
+	c = conn_by_id(r, id);
+	if (c) {
+		q = c->ops->queue ? c->ops->queue(c) : &c->q;
+		*mem = q ? q->mem : 0;
+		rc = 0;
+	}
+	vsxb__world_start(r);
+	return rc;
 }

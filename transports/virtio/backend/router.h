@@ -15,6 +15,8 @@ void vsxb__router_request(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
 /* The handler of @vm's host port @port, or NULL. */
 struct vsxb_port *vsxb__port_find(struct vsxb_router *r, const struct vsxb_vm *vm,
 				uint32_t port);
+/* @a and @b have a group in common. */
+bool vsxb__share_group(const struct vsxb_vm *a, const struct vsxb_vm *b);
 /* Fill the zero fields of @l with the defaults (backend.h). */
 void vsxb__limits_defaults(struct vsxb_router_limits *l);
 /* 1 to @max bytes of [A-Za-z0-9._-] (VM and group names). */

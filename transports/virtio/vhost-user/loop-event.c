@@ -24,11 +24,23 @@
  * the window was too short (double it), a sleep longer than the maximum
  * means there is nothing to gain (halve it). A poller (set_poller) is
  * asked after each non-blocking round, and told before the loop sleeps.
+ *
+ * Posting (vsx_evloop_enable_post): a mailbox, the one part of the adapter
+ * other threads touch. A post appends to a list under the mailbox's mutex
+ * and, when the list was empty, writes the eventfd; the loop's read watch
+ * on it takes the whole list under the mutex and runs it outside, in
+ * order. A callback posted from inside a posted callback runs at the next
+ * wake-up, not in the same batch.
  */
+#include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -193,6 +205,115 @@ static void ev_timer_free(struct vsx_timer *t)
 	evtimer_del(t->ev);
 	event_free(t->ev);
 	free(t);
+}
+
+/* ---- Posting ---- */
+
+struct mail {
+	struct mail *next;
+	vsx_post_cb cb;
+	void *arg;
+};
+
+struct vsx_evloop_mail {
+	pthread_mutex_t mu;
+	struct mail *head, **tail;   /* under @mu */
+	int efd;
+	struct vsx_watch *w;         /* the loop's read watch on @efd */
+};
+
+static void mail_run(int fd, int events, void *arg)
+{
+	struct vsx_evloop_mail *mb = arg;
+	struct mail *m, *next;
+	uint64_t v;
+
+	(void)events;
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return;
+	pthread_mutex_lock(&mb->mu);
+	m = mb->head;
+	mb->head = NULL;
+	mb->tail = &mb->head;
+	pthread_mutex_unlock(&mb->mu);
+	for (; m; m = next) {
+		next = m->next;
+		m->cb(m->arg);
+		free(m);
+	}
+}
+
+static int ev_post(void *ctx, vsx_post_cb cb, void *arg)
+{
+	struct vsx_evloop *el = ctx;
+	struct vsx_evloop_mail *mb = el->mail;
+	struct mail *m;
+	uint64_t one = 1;
+	bool wake;
+
+	if (!mb || !cb)
+		return -EINVAL;
+	m = malloc(sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	*m = (struct mail){ .cb = cb, .arg = arg };
+	pthread_mutex_lock(&mb->mu);
+	wake = !mb->head;
+	*mb->tail = m;
+	mb->tail = &m->next;
+	pthread_mutex_unlock(&mb->mu);
+	/* an eventfd write only fails when the counter would overflow, which
+	 * needs 2^64 - 1 unread posts: the loop is awake anyway */
+	if (wake && write(mb->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		return -errno;
+	return 0;
+}
+
+int vsx_evloop_enable_post(struct vsx_evloop *ev)
+{
+	struct vsx_evloop_mail *mb;
+
+	if (ev->mail)
+		return 0;
+	mb = calloc(1, sizeof(*mb));
+	if (!mb)
+		return -ENOMEM;
+	pthread_mutex_init(&mb->mu, NULL);
+	mb->tail = &mb->head;
+	mb->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (mb->efd < 0)
+		goto err;
+	mb->w = ev_watch(ev, mb->efd, VSX_EV_READ, mail_run, mb);
+	if (!mb->w)
+		goto err;
+	ev->mail = mb;
+	ev->loop.post = ev_post;
+	return 0;
+err:
+	if (mb->efd >= 0)
+		close(mb->efd);
+	pthread_mutex_destroy(&mb->mu);
+	free(mb);
+	return -ENOMEM;
+}
+
+void vsx_evloop_fini(struct vsx_evloop *ev)
+{
+	struct vsx_evloop_mail *mb = ev->mail;
+	struct mail *m, *next;
+
+	if (!mb)
+		return;
+	ev->loop.post = NULL;
+	ev->mail = NULL;
+	ev_unwatch(mb->w);
+	close(mb->efd);
+	for (m = mb->head; m; m = next) {
+		next = m->next;
+		free(m);
+	}
+	pthread_mutex_destroy(&mb->mu);
+	free(mb);
 }
 
 void vsx_evloop_init(struct vsx_evloop *ev, struct event_base *base)

@@ -38,6 +38,7 @@ struct vsx_evloop {
 	bool (*poller)(void *arg, bool sleeping);
 	void *poller_arg;
 	bool poller_on;                /* called while polling, not since */
+	struct vsx_evloop_mail *mail;  /* vsx_evloop_enable_post; NULL: no post */
 };
 
 /*
@@ -47,6 +48,19 @@ struct vsx_evloop {
  * freed by unwatch / timer_free. Polling is off.
  */
 void vsx_evloop_init(struct vsx_evloop *ev, struct event_base *base);
+
+/*
+ * Give the loop its post entry (loop.h), for a loop that runs on a thread
+ * of its own: callbacks posted from other threads are queued under a
+ * mutex and the loop is woken through an eventfd it watches. Call it
+ * before the loop runs, on the thread that made @ev; vsx_evloop_fini
+ * undoes it. 0, or -errno.
+ */
+int vsx_evloop_enable_post(struct vsx_evloop *ev);
+
+/* Free what vsx_evloop_enable_post made; callbacks still queued are
+ * dropped. After the loop has stopped for good. */
+void vsx_evloop_fini(struct vsx_evloop *ev);
 
 /*
  * Busy-poll for up to @max_us microseconds after a watch fired before

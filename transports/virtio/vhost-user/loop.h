@@ -5,6 +5,11 @@
  * libvhost-user): they ask their host program to watch descriptors and run
  * timers through this table. vsxd adapts it to libevent (transports/virtio/vhost-user/loop-event.c);
  * tests and benchmarks use the same adapter.
+ *
+ * A host program may run VMs on several loops, each on its own thread
+ * (vsxd's worker threads): every entry but post is then called only on the
+ * loop's own thread, or on another while that thread is parked (blocked
+ * in a callback posted to it, which orders the two).
  */
 #ifndef VSX_LOOP_H
 #define VSX_LOOP_H
@@ -17,6 +22,7 @@ struct vsx_timer;
 
 typedef void (*vsx_watch_cb)(int fd, int events, void *arg);
 typedef void (*vsx_timer_cb)(void *arg);
+typedef void (*vsx_post_cb)(void *arg);
 
 struct vsx_loop {
 	void *ctx; /* the adapter's own state (e.g. a struct event_base) */
@@ -32,6 +38,12 @@ struct vsx_loop {
 	void (*timer_arm)(struct vsx_timer *t, unsigned ms); /* re-arm replaces */
 	void (*timer_disarm)(struct vsx_timer *t);
 	void (*timer_free)(struct vsx_timer *t);
+	/* Optional (NULL: a loop only its own thread ever touches). Run
+	 * @cb(@arg) on the loop's thread, soon, never before returning; the
+	 * one entry that may be called from any thread. 0, or -errno (the
+	 * callback will not run). This is how the backend parks a worker
+	 * thread's loop while the control thread works on its VMs. */
+	int (*post)(void *ctx, vsx_post_cb cb, void *arg);
 };
 
 #endif

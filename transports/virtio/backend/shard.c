@@ -1,0 +1,152 @@
+/*
+ * Shards and world stops (struct vsxb_shard in engine.h says what is
+ * shared between threads and how).
+ *
+ * A world stop parks every foreign shard: a park callback is posted to
+ * each one's loop, and the control thread waits until all have arrived.
+ * A parked thread sits in that callback, blocked on the park mutex, until
+ * the stop ends; it holds no VM state then (it was between two events of
+ * its loop), so the control thread may read and change any VM, and its
+ * loop's watches and timers, as if it were that thread. The mutex hand-off
+ * at both ends orders everything done before and after.
+ *
+ * Stops nest (a backend.h call made inside a walk's callback): only the
+ * outermost one parks and releases. A stop costs a post and a wake-up per
+ * worker thread, microseconds each: they are for control (vsxctl, reload,
+ * metrics scrapes), never for the data path.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "engine.h"
+
+struct vsxb_park {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;           /* a shard arrived; a stop ended */
+	uint64_t begun, ended;       /* stops, under mu */
+	unsigned arrived;            /* shards parked in the stop begun last */
+};
+
+static struct vsxb_shard *shard_new(struct vsxb_router *r, const struct vsx_loop *loop)
+{
+	struct vsxb_shard *sh = calloc(1, sizeof(*sh));
+
+	if (!sh)
+		return NULL;
+	sh->r = r;
+	sh->loop = loop;
+	sh->foreign = loop != r->loop;
+	eng_list_init(&sh->dirty);
+	eng_list_add_tail(&r->shards, &sh->node);
+	return sh;
+}
+
+int vsxb__shards_init(struct vsxb_router *r)
+{
+	eng_list_init(&r->shards);
+	r->park = calloc(1, sizeof(*r->park));
+	if (!r->park)
+		return -ENOMEM;
+	pthread_mutex_init(&r->park->mu, NULL);
+	pthread_cond_init(&r->park->cv, NULL);
+	r->home = shard_new(r, r->loop);
+	if (!r->home) {
+		vsxb__shards_free(r);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void vsxb__shards_free(struct vsxb_router *r)
+{
+	while (!eng_list_empty(&r->shards)) {
+		struct vsxb_shard *sh = eng_container_of(r->shards.next, struct vsxb_shard,
+							 node);
+
+		eng_list_del(&sh->node);
+		free(sh);
+	}
+	if (r->park) {
+		pthread_cond_destroy(&r->park->cv);
+		pthread_mutex_destroy(&r->park->mu);
+		free(r->park);
+		r->park = NULL;
+	}
+}
+
+struct vsxb_shard *vsxb__shard_get(struct vsxb_router *r, const struct vsx_loop *loop)
+{
+	struct eng_list *n;
+
+	if (!loop || loop == r->loop)
+		return r->home;
+	for (n = r->shards.next; n != &r->shards; n = n->next) {
+		struct vsxb_shard *sh = eng_container_of(n, struct vsxb_shard, node);
+
+		if (sh->loop == loop)
+			return sh;
+	}
+	/* a loop of another thread must let us park it */
+	if (!loop->post)
+		return NULL;
+	return shard_new(r, loop);
+}
+
+/* Posted to a foreign shard's loop: wait there until the stop ends. */
+static void park(void *arg)
+{
+	struct vsxb_park *p = arg;
+	uint64_t mine;
+
+	pthread_mutex_lock(&p->mu);
+	mine = p->begun;
+	p->arrived++;
+	pthread_cond_broadcast(&p->cv);
+	while (p->ended < mine)
+		pthread_cond_wait(&p->cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void vsxb__world_stop(struct vsxb_router *r)
+{
+	struct vsxb_park *p = r->park;
+	const struct timespec ms = { 0, 1000000 };
+	unsigned want = 0;
+	struct eng_list *n;
+
+	if (r->stop_depth++)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->begun++;
+	p->arrived = 0;
+	pthread_mutex_unlock(&p->mu);
+	for (n = r->shards.next; n != &r->shards; n = n->next) {
+		struct vsxb_shard *sh = eng_container_of(n, struct vsxb_shard, node);
+
+		if (!sh->foreign)
+			continue;
+		/* a post fails only when malloc does: wait for memory, since
+		 * going on with that thread running is not an option */
+		while (sh->loop->post(sh->loop->ctx, park, p) < 0)
+			nanosleep(&ms, NULL);
+		want++;
+	}
+	pthread_mutex_lock(&p->mu);
+	while (p->arrived < want)
+		pthread_cond_wait(&p->cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void vsxb__world_start(struct vsxb_router *r)
+{
+	struct vsxb_park *p = r->park;
+
+	if (!r->stop_depth || --r->stop_depth)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->ended = p->begun;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
