@@ -58,6 +58,7 @@
  *               OFFSET (a negative control: the receiver must notice)
  *   -M SIZE     SEQPACKET: messages of at most SIZE bytes (the sizes of
  *               msg_sizes[] clamped to it)
+ *   -S MS       fail a step that makes no progress for MS (default 60000)
  *
  * Output: "vsx_peer[LABEL]: ..." lines; the last one is "ok: ..." or
  * "FAIL: ...". Exit status 0 when everything was as expected, 1 otherwise,
@@ -89,7 +90,8 @@
 #define MiB (1024 * KiB)
 #define IO_CHUNK (256 * 1024)
 #define MSG_BUF (256 * 1024 + 1)   /* larger than any message in msg_sizes */
-#define STALL_MS 60000             /* no progress for this long: fail */
+#define STALL_MS 60000             /* no progress for this long: fail (-S) */
+static int stall_ms = STALL_MS;
 #define HELLO_LEN 16
 #define MAX_STEPS 32
 #define MAX_CONNS 256
@@ -255,11 +257,11 @@ static int wait_io(struct conn *c, short events, short *revents)
 	int r;
 
 	do
-		r = poll(&p, 1, STALL_MS);
+		r = poll(&p, 1, stall_ms);
 	while (r < 0 && errno == EINTR);
 	if (r == 0)
 		FAIL(c, "no progress for %d s (sent %" PRIu64 ", received %" PRIu64 ")",
-		     STALL_MS / 1000, c->tx_off, c->rx_off);
+		     stall_ms / 1000, c->tx_off, c->rx_off);
 	if (r < 0)
 		FAIL(c, "poll: %s", strerror(errno));
 	*revents = p.revents;
@@ -908,7 +910,7 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: vsx_peer [-n N] [-s] [-t MS] [-w MS] [-x ERR [-m MS]] [-k SEED]\n"
-		"                [-T SECS] [-l LABEL] [-R FILE] [-v] [-X OFFSET] [-M SIZE]\n"
+		"                [-T SECS] [-l LABEL] [-R FILE] [-v] [-X OFFSET] [-M SIZE] [-S MS]\n"
 		"                listen|connect ADDR [STEPS]\n"
 		"steps: send:SIZE recv:SIZE duplex:SIZE shut eof gone msend:N mrecv:N\n"
 		"       sleep:MS within:MS buf:SIZE info close (comma-separated)\n");
@@ -923,7 +925,7 @@ int main(int argc, char **argv)
 	int opt, i, failed = 0, ok = 0, nserved = 0, strays = 0;
 	double t0;
 
-	while ((opt = getopt(argc, argv, "n:st:w:x:m:k:T:l:R:vX:M:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:st:w:x:m:k:T:l:R:vX:M:S:")) != -1) {
 		switch (opt) {
 		case 'n': cfg.nconns = atoi(optarg); break;
 		case 's': cfg.seq = 1; break;
@@ -942,6 +944,11 @@ int main(int argc, char **argv)
 		case 'l': cfg.label = optarg; break;
 		case 'R': cfg.ready_file = optarg; break;
 		case 'v': cfg.verbose = 1; break;
+		case 'S':
+			stall_ms = atoi(optarg);
+			if (stall_ms <= 0)
+				return usage();
+			break;
 		case 'X': cfg.corrupt_at = strtoll(optarg, NULL, 0); break;
 		case 'M': {
 			uint64_t m;
