@@ -56,6 +56,8 @@ const char vsxd_usage[] =
 "  --poll-us N           busy-poll the event loop up to N microseconds (0 to\n"
 "                        10000) after guest or host traffic before sleeping:\n"
 "                        lower latency for more CPU (default 0: off)\n"
+"  --threads N           worker threads serving the VMs (1 to 256; default:\n"
+"                        one per VM, up to the number of CPUs)\n"
 "  --syslog              log to syslog instead of stderr\n"
 "  -v, --verbose         log debug messages too\n"
 "  -h, --help            print this help and exit\n"
@@ -107,6 +109,7 @@ static const struct opt {
 	{ "connect-timeout", 0, true, OPT_LIMIT },
 	{ "linger-timeout", 0, true, OPT_LIMIT },
 	{ "poll-us", 0, true, OPT_LIMIT },
+	{ "threads", 0, true, OPT_LIMIT },
 };
 
 #define NOPTS (sizeof(options) / sizeof(options[0]))

@@ -16,7 +16,7 @@
 
 /* The [daemon] limit keys, for messages (the names of vsxd_limit_name). */
 #define LIMIT_KEYS "max-conns, max-conns-per-vm, max-conn-memory, handshake-timeout, " \
-	"connect-timeout, linger-timeout, poll-us"
+	"connect-timeout, linger-timeout, poll-us, threads"
 
 /* Put "PREFIX: " in front of the message already in @err. */
 __attribute__((format(printf, 2, 3)))

@@ -112,6 +112,7 @@ enum vsxd_limit {
 	VSXD_LIMIT_CONNECT_TIMEOUT,    /* connect-timeout: ms */
 	VSXD_LIMIT_LINGER_TIMEOUT,     /* linger-timeout: ms */
 	VSXD_LIMIT_POLL_US,            /* poll-us: µs of event-loop polling, 0: off */
+	VSXD_LIMIT_THREADS,            /* threads: worker threads; unset: the CPUs */
 	VSXD_LIMIT_N
 };
 
@@ -121,6 +122,7 @@ enum vsxd_limit {
 #define VSXD_TIMEOUT_MIN_MS 10u
 #define VSXD_TIMEOUT_MAX_MS 3600000u
 #define VSXD_POLL_US_MAX 10000u              /* poll-us (VSX_EVLOOP_POLL_MAX_US) */
+#define VSXD_THREADS_LIMIT 256u              /* threads (workers.h) */
 
 struct vsxd_config {
 	struct vsxd_vm *vms;      /* n_vms entries, owned */

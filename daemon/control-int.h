@@ -55,6 +55,7 @@ struct vsxd_control {
 	void *log_arg;
 	struct vsxd_fwds *fwds;     /* relayed connections (forward.h), or NULL */
 	const struct vsx_evloop *evloop; /* the loop's polling, or NULL */
+	const struct vsxd_workers *workers; /* or NULL */
 };
 
 /* The control socket's log, if any. */

@@ -432,6 +432,7 @@ int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 	c->log = o->log;
 	c->fwds = o->fwds;
 	c->evloop = o->evloop;
+	c->workers = o->workers;
 	c->log_arg = o->log_arg;
 	c->clients.next = c->clients.prev = &c->clients;
 	clock_gettime(CLOCK_MONOTONIC, &c->started);

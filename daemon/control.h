@@ -27,6 +27,8 @@ struct vsxd_control;
 struct vsxd_fwds;
 struct vsx_evloop;
 
+struct vsxd_workers;
+
 struct vsxd_control_opts {
 	const char *path;             /* the socket path (required) */
 	const uint32_t *allow_uids;   /* uids allowed besides root and vsxd's
@@ -40,6 +42,8 @@ struct vsxd_control_opts {
 					 listed too; NULL: none */
 	const struct vsx_evloop *evloop; /* evloop.h: its polling is reported
 					    by status; NULL: none */
+	const struct vsxd_workers *workers; /* workers.h: status and vms say
+					       which thread serves a VM; NULL */
 };
 
 /*

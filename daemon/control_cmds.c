@@ -27,6 +27,7 @@
 #include "control-int.h"
 #include "vhost-user/loop-event.h"
 #include "forward.h"
+#include "workers.h"
 #include "util.h"
 
 #define HOST_CID 2
@@ -299,6 +300,49 @@ static unsigned count_clients(const struct vsxd_control *c)
 	return c->nclients;
 }
 
+/* The VMs of worker @i, joined by ',' ("-" for none). */
+struct thread_vms {
+	const struct vsxd_workers *ws;
+	int index;
+	char names[512];
+	size_t len;
+};
+
+static int thread_vms_cb(struct vsxb_vm *vm, void *arg)
+{
+	struct thread_vms *t = arg;
+	struct vsxb_vm_info vi;
+	int n;
+
+	vsxb_vm_get_info(vm, &vi);
+	if (vsxd_workers_index(t->ws, vi.loop) != t->index || t->len >= sizeof(t->names))
+		return 0;
+	n = snprintf(t->names + t->len, sizeof(t->names) - t->len, "%s%s",
+		     t->len ? "," : "", vi.name);
+	if (n > 0)
+		t->len += (size_t)n;
+	if (t->len >= sizeof(t->names))
+		memcpy(t->names + sizeof(t->names) - 4, "...", 4);
+	return 0;
+}
+
+static void put_threads(struct vsxd_control *c, struct evbuffer *b)
+{
+	struct vsxd_worker_info wi;
+	unsigned i;
+
+	put(b, VSX_CTL_K_THREADS, "%u", vsxd_workers_count(c->workers));
+	put(b, VSX_CTL_K_THREADS_MAX, "%u", vsxd_workers_max(c->workers));
+	for (i = 0; vsxd_worker_info(c->workers, i, &wi) == 0; i++) {
+		struct thread_vms t = { .ws = c->workers, .index = (int)wi.index };
+
+		vsxb_router_foreach_vm(c->r, thread_vms_cb, &t);
+		put(b, VSX_CTL_K_THREAD, "w%u", wi.index);
+		vsxd__ctl_put_str(b, VSX_CTL_K_THREAD_VMS, t.len ? t.names : "-");
+		put(b, VSX_CTL_K_CPU_MS, "%llu", (unsigned long long)(wi.cpu_ns / 1000000));
+	}
+}
+
 static int cmd_status(struct req *q, struct evbuffer *b)
 {
 	struct vsxd_control *c = q->c;
@@ -337,10 +381,20 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 	put(b, VSX_CTL_K_CONNECT_TIMEOUT_MS, "%u", rl.connect_ms);
 	put(b, VSX_CTL_K_LINGER_TIMEOUT_MS, "%u", rl.linger_ms);
 	if (c->evloop) {
+		/* the data path's loops: the workers', and this one */
+		unsigned win = c->evloop->poll_ns, i;
+		uint64_t hits = c->evloop->poll_hits, misses = c->evloop->poll_misses;
+		struct vsxd_worker_info wi;
+
+		for (i = 0; c->workers && vsxd_worker_info(c->workers, i, &wi) == 0; i++) {
+			win = wi.poll_ns > win ? wi.poll_ns : win;
+			hits += wi.poll_hits;
+			misses += wi.poll_misses;
+		}
 		put(b, VSX_CTL_K_POLL_US, "%u", c->evloop->poll_max_ns / 1000);
-		put(b, VSX_CTL_K_POLL_WINDOW_NS, "%u", c->evloop->poll_ns);
-		put(b, VSX_CTL_K_POLL_HITS, "%llu", (unsigned long long)c->evloop->poll_hits);
-		put(b, VSX_CTL_K_POLL_MISSES, "%llu", (unsigned long long)c->evloop->poll_misses);
+		put(b, VSX_CTL_K_POLL_WINDOW_NS, "%u", win);
+		put(b, VSX_CTL_K_POLL_HITS, "%llu", (unsigned long long)hits);
+		put(b, VSX_CTL_K_POLL_MISSES, "%llu", (unsigned long long)misses);
 	}
 	vsxd_fwds_stats(c->fwds, &fst);
 	put(b, VSX_CTL_K_FORWARDS, "%u", fst.forwards);
@@ -351,12 +405,15 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 	put(b, VSX_CTL_K_AUTH_FAILURES, "%llu", (unsigned long long)fst.auth_failures);
 	put(b, VSX_CTL_K_CLIENTS, "%u", count_clients(c));
 	vsxd__ctl_put_str(b, VSX_CTL_K_CONTROL, c->path);
+	if (c->workers)
+		put_threads(c, b);
 	return 0;
 }
 
-static void put_vm(struct evbuffer *b, struct vsxb_vm *vm)
+static void put_vm(struct vsxd_control *c, struct evbuffer *b, struct vsxb_vm *vm)
 {
 	struct vsxb_vm_info vi;
+	int w;
 
 	vsxb_vm_get_info(vm, &vi);
 	vsxd__ctl_put_str(b, VSX_CTL_K_VM, vi.name);
@@ -369,17 +426,29 @@ static void put_vm(struct evbuffer *b, struct vsxb_vm *vm)
 	put(b, VSX_CTL_K_PAUSED, "%d", vi.paused);
 	put(b, VSX_CTL_K_CONNS, "%u", vi.conns);
 	put(b, VSX_CTL_K_TX_BUFFER_SIZE, "%u", vi.buf_default);
+	w = c->workers ? vsxd_workers_index(c->workers, vi.loop) : -1;
+	if (w >= 0)
+		put(b, VSX_CTL_K_THREAD, "w%d", w);
 }
+
+struct vm_put {
+	struct vsxd_control *c;
+	struct evbuffer *b;
+};
 
 static int vm_put_cb(struct vsxb_vm *vm, void *arg)
 {
-	put_vm(arg, vm);
+	struct vm_put *p = arg;
+
+	put_vm(p->c, p->b, vm);
 	return 0;
 }
 
 static int cmd_vms(struct req *q, struct evbuffer *b)
 {
-	vsxb_router_foreach_vm(q->c->r, vm_put_cb, b);
+	struct vm_put p = { q->c, b };
+
+	vsxb_router_foreach_vm(q->c->r, vm_put_cb, &p);
 	return 0;
 }
 

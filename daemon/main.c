@@ -64,6 +64,7 @@
 #include "forward.h"
 #include "vsock_listen.h"
 #include "metrics.h"
+#include "workers.h"
 #include "backend/backend.h"
 
 #define EXIT_USAGE 2
@@ -71,10 +72,14 @@
 
 /* ---- Logging ---- */
 
+/* Read by the worker threads too (their backend's log lines): atomics,
+ * changed only by log_setup at start and reload. */
 static struct {
 	int target;     /* enum vsxd_log_target */
 	int level;      /* highest priority logged */
 } logst = { VSXD_LOG_STDERR, DEFAULT_LOG_LEVEL };
+
+#define LOGST(f) __atomic_load_n(&logst.f, __ATOMIC_RELAXED)
 
 static const char *prio_prefix(int prio)
 {
@@ -95,9 +100,9 @@ static const char *prio_prefix(int prio)
 
 static void log_msg(int prio, const char *msg)
 {
-	if (prio > logst.level)
+	if (prio > LOGST(level))
 		return;
-	if (logst.target == VSXD_LOG_SYSLOG)
+	if (LOGST(target) == VSXD_LOG_SYSLOG)
 		syslog(prio, "%s", msg);
 	else
 		fprintf(stderr, "vsxd: %s%s\n", prio_prefix(prio), msg);
@@ -109,7 +114,7 @@ static void vlog(int prio, const char *fmt, ...)
 	char msg[1024];
 	va_list ap;
 
-	if (prio > logst.level)
+	if (prio > LOGST(level))
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -141,8 +146,10 @@ static void log_setup(const struct vsxd_config *cfg)
 		openlog("vsxd", LOG_PID, LOG_DAEMON);
 	else if (target != VSXD_LOG_SYSLOG && logst.target == VSXD_LOG_SYSLOG)
 		closelog();
-	logst.target = target;
-	logst.level = cfg->log_level == VSXD_UNSET ? DEFAULT_LOG_LEVEL : cfg->log_level;
+	__atomic_store_n(&logst.target, target, __ATOMIC_RELAXED);
+	__atomic_store_n(&logst.level, cfg->log_level == VSXD_UNSET ? DEFAULT_LOG_LEVEL
+								  : cfg->log_level,
+			 __ATOMIC_RELAXED);
 }
 
 static void backend_log(void *arg, int prio, const char *msg)
@@ -171,7 +178,7 @@ static void conn_event_log(void *arg, const struct vsxb_conn_event *ev)
 		return;
 	if (ev->reason == VSXB_REASON_LIMIT)
 		prio = LOG_WARNING;
-	if (prio > logst.level)
+	if (prio > LOGST(level))
 		return;
 	n = snprintf(msg, sizeof(msg), "conn %s id=%llu vm=%s type=%s guest=%llu:%s "
 		     "peer=%llu:%s origin=%s", vsxb_conn_event_name(ev->type),
@@ -258,6 +265,7 @@ struct vsxd {
 	struct event_base *base;
 	struct vsx_evloop ev;          /* the adapter over @base (ev.loop) */
 	struct vsxb_router *router;
+	struct vsxd_workers *workers;  /* the VMs' threads (workers.c) */
 	struct vsxd_control *control;  /* NULL: no control socket */
 	struct vsxd_fwds *fwds;        /* forward.c: the running forwards */
 	struct vsxd_metrics *metrics;  /* NULL: no metrics endpoint */
@@ -371,6 +379,16 @@ static const char *vm_label(const struct vsxd_vm *vm, char *buf, size_t len)
 	return buf;
 }
 
+/* Free @vm and give its worker's place back. */
+static void vm_stop(struct vsxd *d, struct vsxb_vm *vm)
+{
+	struct vsxb_vm_info vi;
+
+	vsxb_vm_get_info(vm, &vi);
+	vsxb_vm_free(vm);
+	vsxd_workers_unplace(d->workers, vi.loop);
+}
+
 /* The VM and its forward-listen listeners (*@vl, NULL without). */
 static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsxb_vm **out,
 		    struct vsxd_vlisten **vl)
@@ -385,14 +403,20 @@ static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsxb_vm **o
 		.groups = vm->groups,
 		.forward = vm->set & VSXD_VM_FWD_CID,
 		.forward_cid = vm->forward_cid,
+		.loop = vsxd_workers_place(d->workers),
 	};
 	char label[256];
 	uint32_t bad = 0;
 	int r;
 
 	*vl = NULL;
+	if (!vc.loop) {
+		*out = NULL;
+		return -EAGAIN;   /* no worker thread could be started */
+	}
 	r = vsxb_vm_new(d->router, &vc, out);
 	if (r < 0) {
+		vsxd_workers_unplace(d->workers, vc.loop);
 		*out = NULL;
 		return r;
 	}
@@ -402,7 +426,7 @@ static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsxb_vm **o
 		if (r < 0) {
 			vlog(LOG_ERR, "%s: forward-listen %u: %s",
 			     vm_label(vm, label, sizeof(label)), bad, strerror(-r));
-			vsxb_vm_free(*out);
+			vm_stop(d, *out);
 			*out = NULL;
 			return r;
 		}
@@ -416,11 +440,12 @@ static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsxb_vm **o
 		vlog(LOG_INFO, "%s: guest-cid %llu, vhost-user socket %s, uds-path %s",
 		     vm_label(vm, label, sizeof(label)), (unsigned long long)vm->guest_cid,
 		     vm->socket_path, vm->uds_path);
-	vlog(LOG_DEBUG, "%s: tx-buffer-size %u, queue-size %u, groups %s",
+	vlog(LOG_DEBUG, "%s: tx-buffer-size %u, queue-size %u, groups %s, thread w%d",
 	     vm_label(vm, label, sizeof(label)),
 	     vm->tx_buffer_size ? vm->tx_buffer_size : VSXB_DEFAULT_BUF_ALLOC,
 	     vm->queue_size ? vm->queue_size : VSXB_DEFAULT_QUEUE_SIZE,
-	     vm->groups ? vm->groups : VSXB_GROUP_DEFAULT);
+	     vm->groups ? vm->groups : VSXB_GROUP_DEFAULT,
+	     vsxd_workers_index(d->workers, vc.loop));
 	return 0;
 }
 
@@ -430,6 +455,8 @@ static const char *start_error(int r, bool control)
 	switch (r) {
 	case -EEXIST:
 		return "its guest-cid or name is already in use";
+	case -EAGAIN:
+		return "no worker thread could be started for it";
 	case -EADDRINUSE:
 		return control ? "in use (another vsxd is running?)"
 			       : "a socket path is in use by another program";
@@ -482,6 +509,10 @@ static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
 	if (r < 0)
 		vlog(LOG_ERR, "cannot apply the limits: %s", strerror(-r));
 	vsx_evloop_set_poll(&d->ev, (unsigned)cfg->limits[VSXD_LIMIT_POLL_US]);
+	vsxd_workers_set_poll(d->workers, (unsigned)cfg->limits[VSXD_LIMIT_POLL_US]);
+	/* (workers already running stay: a VM never moves) */
+	vsxd_workers_set_max(d->workers, cfg->limit_set[VSXD_LIMIT_THREADS]
+					 ? (unsigned)cfg->limits[VSXD_LIMIT_THREADS] : 0);
 	return r;
 }
 
@@ -584,7 +615,7 @@ static void reload(struct vsxd *d)
 		     vm_label(&d->cfg.vms[i], label, sizeof(label)));
 		vsxd_vlisten_free(d->vls[i]);
 		d->vls[i] = NULL;
-		vsxb_vm_free(d->vms[i]);
+		vm_stop(d, d->vms[i]);
 		d->vms[i] = NULL;
 		removed++;
 	}
@@ -658,6 +689,7 @@ static int control_start(struct vsxd *d)
 		.log = backend_log,
 		.fwds = d->fwds,
 		.evloop = &d->ev,
+		.workers = d->workers,
 	};
 	int r;
 
@@ -744,6 +776,8 @@ static void daemon_free(struct vsxd *d)
 	free(d->vls);
 	if (d->router)
 		vsxb_router_free(d->router);     /* frees the VMs too */
+	vsxd_workers_free(d->workers);      /* after their VMs */
+	vsx_evloop_fini(&d->ev);
 	free(d->vms);
 	if (d->base)
 		event_base_free(d->base);
@@ -815,6 +849,12 @@ int main(int argc, char **argv)
 	}
 	vsxb_router_set_conn_events(d.router, conn_event_log, NULL);
 	vsx_evloop_set_poller(&d.ev, poll_rings, d.router);
+	/* workers post host-port requests to this thread */
+	if (vsx_evloop_enable_post(&d.ev) < 0 ||
+	    vsxd_workers_new(d.router, &d.workers) < 0) {
+		fatal("out of memory");
+		goto out;
+	}
 	if (limits_apply(&d, &d.cfg) < 0)
 		goto out;
 	d.vms = calloc(d.cfg.n_vms ? d.cfg.n_vms : 1, sizeof(*d.vms));

@@ -172,6 +172,7 @@ static const char *const limit_names[VSXD_LIMIT_N] = {
 	[VSXD_LIMIT_CONNECT_TIMEOUT] = "connect-timeout",
 	[VSXD_LIMIT_LINGER_TIMEOUT] = "linger-timeout",
 	[VSXD_LIMIT_POLL_US] = "poll-us",
+	[VSXD_LIMIT_THREADS] = "threads",
 };
 
 int vsxd_parse_duration(const char *s, size_t len, uint64_t max_ms, uint64_t *out)
@@ -274,6 +275,15 @@ int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t v
 		if (r < 0)
 			return vsxd_err_set(err, "%s %s is out of range (0 to %u)", name,
 				       vsxd_quote(q, val, vallen), VSXD_POLL_US_MAX);
+		break;
+	case VSXD_LIMIT_THREADS:
+		r = vsx__parse_uint(val, vallen, VSXD_THREADS_LIMIT, &v);
+		if (r == -EINVAL)
+			return vsxd_err_set(err, "%s '%s' is not a number (of worker threads)",
+				       name, vsxd_quote(q, val, vallen));
+		if (r < 0 || v == 0)
+			return vsxd_err_set(err, "%s %s is out of range (1 to %u)", name,
+				       vsxd_quote(q, val, vallen), VSXD_THREADS_LIMIT);
 		break;
 	default:
 		return vsxd_err_set(err, "unknown limit");

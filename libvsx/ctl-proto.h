@@ -62,9 +62,12 @@
  *                                         poll-misses] forwards relays
  *                                         fwd-accepted fwd-denied fwd-failed
  *                                         auth-failures clients control
+ *                                         threads threads-max, then
+ *                                         thread= records: thread
+ *                                         thread-vms cpu-ms
  *   vms         -                         vm= records: vm cid socket
  *                                         [uds-path] connected broken paused
- *                                         conns tx-buffer-size
+ *                                         conns tx-buffer-size [thread]
  *   list        [vm]                      conn= records (CONN below): the
  *                                         engine's, then (without vm=) the
  *                                         relays of vsxd's forwards (RELAY)
@@ -135,6 +138,12 @@
 #define VSX_CTL_K_AUTH_FAILURES "auth-failures"
 #define VSX_CTL_K_CLIENTS "clients"     /* control clients served */
 #define VSX_CTL_K_CONTROL "control"     /* the control socket path */
+#define VSX_CTL_K_THREADS "threads"     /* worker threads running */
+#define VSX_CTL_K_THREADS_MAX "threads-max" /* --threads, or the CPUs */
+#define VSX_CTL_K_THREAD "thread"       /* a worker: w0, w1, ...; a thread=
+					   record; in vm= records, its own */
+#define VSX_CTL_K_THREAD_VMS "thread-vms" /* names joined by ',', or - */
+#define VSX_CTL_K_CPU_MS "cpu-ms"       /* the thread's CPU time so far */
 
 /* vm= records (vms), resolve */
 #define VSX_CTL_K_CID "cid"

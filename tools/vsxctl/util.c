@@ -107,6 +107,7 @@ static void json_key(const char *key)
 static const char *const text_keys[] = {
 	VSX_CTL_K_VM, VSX_CTL_K_FORWARD, VSX_CTL_K_VERSION, VSX_CTL_K_CONTROL,
 	VSX_CTL_K_SOCKET, VSX_CTL_K_UDS_PATH, VSX_CTL_K_GUEST, VSX_CTL_K_PEER,
+	VSX_CTL_K_THREAD_VMS,
 };
 
 /* A decimal integer as JSON writes one: no '+', no leading zeros. */
@@ -165,8 +166,9 @@ static const char *rec_get(const struct vsx_kvs *kvs, unsigned b, unsigned e,
 	return NULL;
 }
 
-void out_records(const struct vsx_kvs *kvs, const char *rec_key,
-		 const struct out_col *cols, unsigned ncols)
+/* The records of @kvs from pair @from on: a table, or a JSON array. */
+static void records(const struct vsx_kvs *kvs, const char *rec_key, unsigned from,
+		    const struct out_col *cols, unsigned ncols)
 {
 	size_t width[32] = { 0 };
 	unsigned b, e, c, nrec = 0;
@@ -174,7 +176,7 @@ void out_records(const struct vsx_kvs *kvs, const char *rec_key,
 
 	if (opt_json) {
 		printf("[");
-		for (b = next_record(kvs, rec_key, 0, &e); b < kvs->n;
+		for (b = next_record(kvs, rec_key, from, &e); b < kvs->n;
 		     b = next_record(kvs, rec_key, e, &e)) {
 			printf(nrec++ ? ",\n {" : "\n {");
 			for (c = b; c < e; c++) {
@@ -183,12 +185,12 @@ void out_records(const struct vsx_kvs *kvs, const char *rec_key,
 			}
 			printf("}");
 		}
-		printf(nrec ? "\n]\n" : "]\n");
+		printf(nrec ? "\n]" : "]");
 		return;
 	}
 	for (c = 0; c < ncols && c < 32; c++)
 		width[c] = strlen(cols[c].title);
-	for (b = next_record(kvs, rec_key, 0, &e); b < kvs->n;
+	for (b = next_record(kvs, rec_key, from, &e); b < kvs->n;
 	     b = next_record(kvs, rec_key, e, &e))
 		for (c = 0; c < ncols && c < 32; c++)
 			if ((v = rec_get(kvs, b, e, cols[c].key)) && strlen(v) > width[c])
@@ -196,13 +198,60 @@ void out_records(const struct vsx_kvs *kvs, const char *rec_key,
 	for (c = 0; c < ncols && c < 32; c++)
 		printf(cols[c].number ? "%*s%s" : "%-*s%s", (int)width[c], cols[c].title,
 		       c + 1 < ncols ? "  " : "\n");
-	for (b = next_record(kvs, rec_key, 0, &e); b < kvs->n;
+	for (b = next_record(kvs, rec_key, from, &e); b < kvs->n;
 	     b = next_record(kvs, rec_key, e, &e))
 		for (c = 0; c < ncols && c < 32; c++) {
 			v = rec_get(kvs, b, e, cols[c].key);
 			printf(cols[c].number ? "%*s%s" : "%-*s%s", (int)width[c],
 			       v ? v : "-", c + 1 < ncols ? "  " : "\n");
 		}
+}
+
+void out_records(const struct vsx_kvs *kvs, const char *rec_key,
+		 const struct out_col *cols, unsigned ncols)
+{
+	records(kvs, rec_key, 0, cols, ncols);
+	if (opt_json)
+		printf("\n");
+}
+
+/* The pairs [@b, @e) of @kvs but errno, as the members of a JSON object
+ * (*@n so far) or "key value" lines. */
+static void print_members(const struct vsx_kvs *kvs, unsigned b, unsigned e, unsigned *n)
+{
+	unsigned i;
+
+	for (i = b; i < e && i < kvs->n; i++) {
+		if (strcmp(kvs->kv[i].key, VSX_CTL_K_ERRNO) == 0)
+			continue;
+		if (opt_json) {
+			printf((*n)++ ? ", " : "");
+			json_pair(kvs->kv[i].key, kvs->kv[i].value);
+		} else {
+			printf("%-16s %s\n", kvs->kv[i].key, kvs->kv[i].value);
+		}
+	}
+}
+
+void out_pairs_records(const struct vsx_kvs *kvs, const char *rec_key, const char *name,
+		       const struct out_col *cols, unsigned ncols)
+{
+	unsigned e, first = next_record(kvs, rec_key, 0, &e), n = 0;
+
+	if (opt_json)
+		printf("{");
+	print_members(kvs, 0, first, &n);
+	if (opt_json) {
+		printf("%s", n ? ", " : "");
+		json_key(name);
+		printf(": ");
+	} else if (first < kvs->n) {
+		printf("\n");
+	}
+	if (opt_json || first < kvs->n)
+		records(kvs, rec_key, first, cols, ncols);
+	if (opt_json)
+		printf("}\n");
 }
 
 /* The pairs [@b, @e) of @kvs but errno, as a JSON object or "key value"

@@ -67,6 +67,11 @@ void out_records(const struct vsx_kvs *kvs, const char *rec_key,
 void out_record_detail(const struct vsx_kvs *kvs, const char *rec_key);
 /* Print all pairs except errno as a JSON object or "key: value" lines. */
 void out_pairs(const struct vsx_kvs *kvs);
+/* The pairs before the first @rec_key record as out_pairs does, then the
+ * records as out_records does (JSON: one object, the records an array
+ * member named @name). */
+void out_pairs_records(const struct vsx_kvs *kvs, const char *rec_key, const char *name,
+		       const struct out_col *cols, unsigned ncols);
 /* @s as a JSON string, quoted and escaped. */
 void json_string(const char *s);
 

@@ -59,9 +59,8 @@ struct vsxb_vm_config {
 	unsigned queue_size;       /* largest ring size accepted; 0: default */
 	const char *groups;        /* "a+b"; NULL: "default" */
 	/* The loop (thread) that serves the VM; NULL: the router's. A loop
-	 * of another thread must have post (loop.h). VMs that share a group
-	 * share a loop: a VM whose groups would join VMs of two loops is
-	 * refused with -EXDEV. */
+	 * of another thread must have post (loop.h). Siblings may be on
+	 * different loops (their pairs then cross through a socketpair). */
 	const struct vsx_loop *loop;
 	/* vhost-device-vsock's forward-cid: the guest's STREAM connections
 	 * to the host (CID 2) go to the host kernel's vsock CID forward_cid,
@@ -87,7 +86,6 @@ void vsxb_router_free(struct vsxb_router *r);
 
 /* Validate @cfg, bind its sockets, attach the VM to @r. Errors: -EINVAL
  * (bad config, with a log line saying why), -EEXIST (CID or name taken),
- * -EXDEV (its groups join VMs of another loop, see vsxb_vm_config.loop),
  * -EADDRINUSE (a socket path in use), -ENOTSOCK (a path is a file of
  * another kind: only stale sockets are replaced), other negative errno. */
 int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
@@ -165,6 +163,8 @@ struct vsxb_vm_info {
 	bool paused;               /* rings stopped by the front-end (QEMU stop),
 				    connections kept for the restart */
 	unsigned conns;            /* live connections */
+	const struct vsx_loop *loop; /* the loop serving it (vsxb_vm_config.loop;
+				      the router's when none was given) */
 };
 
 void vsxb_vm_get_info(const struct vsxb_vm *vm, struct vsxb_vm_info *out);

@@ -32,6 +32,10 @@ void vsxb__refuse(struct vsxb_vm *vm, uint16_t type, uint32_t guest_port,
 		 int reason, int err, int limit);
 /* buf_alloc allowed by max_conn_memory (@bytes or less). */
 uint32_t vsxb__buf_cap(const struct vsxb_router *r, uint32_t bytes);
+/* The most a sibling pair may have in flight each way (the guests' own
+ * buffers decide below it): VSXB_SIBLING_WINDOW_MAX, or tx-buffer-size
+ * when larger, capped as vsxb__buf_cap does. */
+uint32_t vsxb__sib_cap(const struct vsxb_vm *vm);
 /* What vsxctl shows of @c. */
 void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci);
 

@@ -271,6 +271,14 @@ int vsxb__conn_limit(struct vsxb_vm *vm, unsigned n)
 	return VSXB_LIMIT_NONE;
 }
 
+uint32_t vsxb__sib_cap(const struct vsxb_vm *vm)
+{
+	uint32_t cap = vm->buf_default > VSXB_SIBLING_WINDOW_MAX ? vm->buf_default
+								 : VSXB_SIBLING_WINDOW_MAX;
+
+	return vsxb__buf_cap(vm->r, cap);
+}
+
 uint32_t vsxb__buf_cap(const struct vsxb_router *r, uint32_t bytes)
 {
 	if (r->lim.max_conn_memory && bytes > r->lim.max_conn_memory / 2)

@@ -467,9 +467,9 @@ struct vsxb_vm {
  *   program's callbacks must be thread-safe: vsxd's are);
  * - a host-port handler (vsxb_port_cb) is not called on the shard's
  *   thread: the request is posted to the control thread (peer_host.c).
- * Sibling VMs share a shard: vsxb_vm_new refuses a VM whose groups would
- * join VMs of two shards (-EXDEV), so sibling traffic never crosses
- * threads.
+ * - siblings: a pair within one shard is peer_sibling.c's (guest to guest,
+ *   one copy); a pair across shards is two host-peer halves joined by a
+ *   socketpair, set up by posted messages (peer_host.c, xsib_ops).
  */
 struct vsxb_shard {
 	struct vsxb_router *r;

@@ -133,26 +133,8 @@ static const char *listen_error(int rc)
 	}
 }
 
-/* Its groups may join only VMs of its own shard (struct vsxb_shard). */
-static int shard_check(struct vsxb_vm *vm)
-{
-	struct eng_list *n;
-
-	for (n = vm->r->vms.next; n != &vm->r->vms; n = n->next) {
-		struct vsxb_vm *o = eng_container_of(n, struct vsxb_vm, node);
-
-		if (o->sh != vm->sh && vsxb__share_group(vm, o)) {
-			vsxb__log(vm->r, VSXB_LOG_ERR, "vm %s: shares a group with vm %s, "
-				 "which another thread serves: siblings must share "
-				 "a loop", vm->name, o->name);
-			return -EXDEV;
-		}
-	}
-	return 0;
-}
-
 static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
-		  struct vsxb_vm **out)
+		  struct vsxb_shard *sh, struct vsxb_vm **out)
 {
 	const struct vsx_loop *l;
 	struct sockaddr_un un;
@@ -187,13 +169,8 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 	if (!vm)
 		return -ENOMEM;
 	vm->r = r;
-	vm->sh = vsxb__shard_get(r, cfg->loop);
-	if (!vm->sh) {
-		free(vm);
-		return cfg->loop->post ? -ENOMEM
-				       : bad_config(r, "a loop of another thread needs post");
-	}
-	l = vm->sh->loop;
+	vm->sh = sh;
+	l = sh->loop;
 	vm->cid = cfg->guest_cid;
 	vm->lfd = -1;
 	vm->buf_default = cfg->tx_buffer_size ? cfg->tx_buffer_size
@@ -228,9 +205,6 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 			bad_config(r, "groups must be names joined by '+'");
 		goto err_vm;
 	}
-	rc = shard_check(vm);
-	if (rc < 0)
-		goto err_vm;
 	vm->resume = l->timer(l->ctx, vm_resume_cb, vm);
 	if (!vm->resume)
 		goto err_vm;
@@ -271,13 +245,19 @@ err_vm:
 int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 	       struct vsxb_vm **out)
 {
+	struct vsxb_shard *sh;
 	int rc;
 
-	if (!r)
+	if (!r || !cfg)
 		return -EINVAL;
-	/* its watches and timers go on its loop: that thread parked */
+	/* the shard first, so that the stop parks its thread too: the VM's
+	 * watches and timers go on its loop */
+	sh = vsxb__shard_get(r, cfg->loop);
+	if (!sh)
+		return cfg->loop->post ? -ENOMEM
+				       : bad_config(r, "a loop of another thread needs post");
 	vsxb__world_stop(r);
-	rc = vm_new(r, cfg, out);
+	rc = vm_new(r, cfg, sh, out);
 	vsxb__world_start(r);
 	return rc;
 }

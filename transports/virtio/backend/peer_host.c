@@ -36,6 +36,27 @@
  * kind "vsock" vsxctl shows); an AF_VSOCK descriptor handed over by
  * vsxb_vm_connect_fd (vsxd's forward-listen) gets it too.
  *
+ * Siblings two threads serve (VMs of one group on different shards,
+ * struct vsxb_shard): the pair is two connections of this peer, one in
+ * each VM, joined by a Unix socketpair of the guests' type (xsib_ops, peer
+ * kind "sibling"). The kernel's socket buffers are the bounded hand-off
+ * between the threads, and each half has the host data path: one copy
+ * from A's guest into the pair, one from the pair into B's guest. Only
+ * the setup and the credit cross threads, as posted messages (struct
+ * xsib_msg) naming a VM and a connection id, checked on arrival:
+ * - A's REQUEST makes the A half, CONNECTING with its end of the pair,
+ *   and posts MAKE to B's thread, which makes the B half and sends B's
+ *   guest the REQUEST; B's guest's RESPONSE posts OK back, and A answers
+ *   its guest. A refusal there (no listener, a limit, B gone) closes B's
+ *   end: A reads EOF while connecting and resets its guest.
+ * - Credit end to end, as between siblings of one thread (peer_sibling.c):
+ *   each half's buf_alloc is the other guest's buf_alloc, capped by
+ *   vsxb__sib_cap(); a guest that changes its buffer has its half post BUF
+ *   to the other. vsxd holds at most that window per half (plus what the
+ *   socketpair holds).
+ * - Ends: a SHUTDOWN shuts the pair's direction, an RST closes the half's
+ *   end; the other half sees EOF, as a host program's socket would show.
+ *
  * Data: guest payload is written with sendmsg (MSG_NOSIGNAL) from iovecs
  * that point into guest memory, consecutive packets of one connection in one
  * call (the VM's TX batch); the rest is queued (txbuf.c). Host data is read
@@ -70,9 +91,13 @@ struct host_peer {
 	bool wr_shut;                /* we shut down our sending side */
 	bool wr_dead;                /* the host no longer takes data */
 	bool pending;                /* a forward's connect is in progress */
+	/* xsib_ops: the other half of the pair, on another thread */
+	struct vsxb_vm *xvm;
+	uint64_t xid;                /* its id; 0: not known yet */
+	uint32_t xbuf;               /* this guest's buf_alloc, as last told it */
 };
 
-static const struct vsxb_peer_ops host_ops, vsock_ops;
+static const struct vsxb_peer_ops host_ops, vsock_ops, xsib_ops;
 
 static struct host_peer *hp(const struct conn *c)
 {
@@ -1093,6 +1118,238 @@ static void port_post(struct vsxb_vm *vm, struct vsxb_port *p, struct conn *c,
 	vsxb__conn_reset(c, false);
 }
 
+/* ---- Siblings that two threads serve ---- */
+
+enum xsib_what { XS_MAKE, XS_OK, XS_BUF };
+
+struct xsib_msg {
+	enum xsib_what what;
+	struct vsxb_vm *vm;          /* whose thread runs it; it may be gone */
+	uint64_t id;                 /* OK, BUF: the half there */
+	struct vsxb_vm *from;        /* the sending half's VM ... */
+	uint64_t from_id;            /* ... and id */
+	uint32_t buf;                /* the sending half's guest's buf_alloc */
+	/* MAKE: the B half */
+	int fd;                      /* its end of the pair */
+	uint16_t type;
+	uint32_t guest_port, peer_port;
+};
+
+/* @vm is still one of the router's. On @vm's thread, which the list
+ * changes under only while it is parked. */
+static bool vm_listed(const struct vsxb_router *r, const struct vsxb_vm *vm)
+{
+	const struct eng_list *n;
+
+	for (n = r->vms.next; n != &r->vms; n = n->next)
+		if (eng_container_of(n, struct vsxb_vm, node) == vm)
+			return true;
+	return false;
+}
+
+static struct conn *conn_by_id(struct vsxb_vm *vm, uint64_t id)
+{
+	struct eng_list *n;
+
+	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		if (c->id == id)
+			return c->dead ? NULL : c;
+	}
+	return NULL;
+}
+
+static void xsib_run(void *arg);
+
+static int xsib_post(struct xsib_msg *m)
+{
+	const struct vsx_loop *l = m->vm->sh->loop;
+	struct xsib_msg *copy = malloc(sizeof(*copy));
+	int rc;
+
+	if (!copy)
+		return -ENOMEM;
+	*copy = *m;
+	rc = l->post(l->ctx, xsib_run, copy);
+	if (rc < 0)
+		free(copy);
+	return rc;
+}
+
+static uint32_t xsib_window(const struct vsxb_vm *vm, uint32_t guest_buf)
+{
+	return eng_u32min(guest_buf ? guest_buf : 1, vsxb__sib_cap(vm));
+}
+
+/* On B's thread: the B half, and B's guest asked. */
+static void xsib_make(struct xsib_msg *m)
+{
+	struct vsxb_vm *vm = m->vm;
+	struct conn *c;
+	int lim;
+
+	if (!vm->live || vm->broken || vm->freeing || vm->paused ||
+	    (m->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !vm->seqpacket) ||
+	    vsxb__conn_find(vm, m->guest_port, m->from->cid, m->peer_port)) {
+		close(m->fd);
+		return;
+	}
+	lim = vsxb__conn_limit(vm, 1);
+	if (lim) {
+		vsxb__refuse(vm, m->type, m->guest_port, m->from->cid, m->peer_port, false,
+			    VSXB_REASON_LIMIT, 0, lim);
+		close(m->fd);
+		return;
+	}
+	c = vsxb__conn_new(vm, &xsib_ops, m->type, m->guest_port, m->from->cid,
+			  m->peer_port);
+	if (!c) {
+		close(m->fd);
+		return;
+	}
+	hp(c)->fd = -1;
+	hp(c)->xvm = m->from;
+	hp(c)->xid = m->from_id;
+	c->buf_alloc = xsib_window(vm, m->buf);
+	if (host_attach(c, m->fd) < 0) {
+		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_kill(c);   /* closes the fd */
+		return;
+	}
+	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
+	vsxb__conn_ctrl(c, C_REQUEST);
+}
+
+/* On A's thread: B's guest accepted. */
+static void xsib_ok(struct xsib_msg *m)
+{
+	struct conn *c = conn_by_id(m->vm, m->id);
+
+	if (!c || c->state != VSXB_CONN_CONNECTING || hp(c)->fd < 0)
+		return; /* gone: B reads EOF from the pair */
+	hp(c)->xid = m->from_id;
+	c->buf_alloc = xsib_window(c->vm, m->buf);
+	vsxb__conn_timer(c, T_NONE, 0);
+	c->state = VSXB_CONN_ESTABLISHED;
+	vsxb__conn_opened(c);
+	vsxb__conn_ctrl(c, C_RESPONSE);
+	host_watch(c);
+}
+
+static void xsib_run(void *arg)
+{
+	struct xsib_msg *m = arg;
+	struct conn *c;
+
+	if (!vm_listed(m->from->r, m->vm)) {
+		if (m->what == XS_MAKE)
+			close(m->fd);
+		free(m);
+		return;
+	}
+	switch (m->what) {
+	case XS_MAKE:
+		xsib_make(m);
+		break;
+	case XS_OK:
+		xsib_ok(m);
+		break;
+	case XS_BUF:
+		c = conn_by_id(m->vm, m->id);
+		if (c && c->buf_alloc != xsib_window(m->vm, m->buf))
+			vsxb__conn_set_buffer(c, xsib_window(m->vm, m->buf));
+		break;
+	}
+	vsxb__round(m->vm->sh);
+	free(m);
+}
+
+void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
+		       const struct virtio_vsock_hdr *h)
+{
+	bool seq = h->type == VIRTIO_VSOCK_TYPE_SEQPACKET;
+	struct xsib_msg m;
+	struct conn *c;
+	int sp[2], lim;
+
+	lim = vsxb__conn_limit(vm, 1);
+	if (lim) {
+		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSXB_REASON_LIMIT, 0, lim);
+		vsxb__orphan_rst(vm, h);
+		return;
+	}
+	if (socketpair(AF_UNIX, (seq ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_NONBLOCK |
+		       SOCK_CLOEXEC, 0, sp) < 0) {
+		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSXB_REASON_ERROR, errno, 0);
+		vsxb__orphan_rst(vm, h);
+		return;
+	}
+	c = vsxb__conn_new(vm, &xsib_ops, h->type, h->src_port, h->dst_cid, h->dst_port);
+	if (!c) {
+		close(sp[0]);
+		close(sp[1]);
+		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSXB_REASON_ERROR, ENOMEM, 0);
+		vsxb__orphan_rst(vm, h);
+		return;
+	}
+	hp(c)->fd = -1;
+	hp(c)->xvm = to;
+	c->guest_initiated = true;
+	c->peer_buf_alloc = h->buf_alloc;
+	c->peer_fwd_cnt = h->fwd_cnt;
+	hp(c)->xbuf = h->buf_alloc;
+	c->buf_alloc = xsib_window(vm, VSXB_DEFAULT_BUF_ALLOC);
+	if (host_attach(c, sp[0]) < 0) {
+		close(sp[1]);
+		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
+	m = (struct xsib_msg){ .what = XS_MAKE, .vm = to, .from = vm, .from_id = c->id,
+			       .buf = h->buf_alloc, .fd = sp[1], .type = h->type,
+			       .guest_port = h->dst_port, .peer_port = h->src_port };
+	if (xsib_post(&m) < 0) {
+		close(sp[1]);
+		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_reset(c, false);
+	}
+}
+
+/* The B half's guest accepted: tell the A half, with this guest's buffer. */
+static int xsib_established(struct conn *c)
+{
+	struct xsib_msg m = { .what = XS_OK, .vm = hp(c)->xvm, .id = hp(c)->xid,
+			      .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc };
+	int rc = host_established(c);
+
+	if (rc < 0)
+		return rc;
+	hp(c)->xbuf = c->peer_buf_alloc;
+	if (xsib_post(&m) < 0) {
+		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* This guest's buffer changed: the other half's window follows. */
+static void xsib_credit_changed(struct conn *c)
+{
+	struct xsib_msg m = { .what = XS_BUF, .vm = hp(c)->xvm, .id = hp(c)->xid,
+			      .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc };
+
+	host_sync(c);
+	if (c->dead || !hp(c)->xid || c->peer_buf_alloc == hp(c)->xbuf)
+		return;
+	if (xsib_post(&m) == 0)
+		hp(c)->xbuf = c->peer_buf_alloc;
+}
+
 /* A guest REQUEST to a port with a handler: the connection waits,
  * CONNECTING, for vsxb__host_attach_fd (or the connect timer's RST). */
 void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
@@ -1216,15 +1473,14 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 	vsxb__conn_ctrl(c, C_REQUEST);
 }
 
-/* The hooks of both tables: a forward's vsock socket is a host socket. */
+/* The hooks every table has: a forward's vsock socket is a host socket,
+ * and so is a cross-thread sibling's end of its socketpair. */
 #define HOST_PEER_HOOKS \
 	.priv_size = sizeof(struct host_peer), \
 	/* Guest -> peer */ \
 	.rw = host_rw, \
 	.flush = host_flush_batch, \
 	.guest_shutdown = host_guest_shutdown, \
-	.credit_changed = host_sync, \
-	.established = host_established, \
 	/* Peer -> guest */ \
 	.emit = host_emit, \
 	.sync = host_sync, \
@@ -1233,16 +1489,29 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 	/* Ends */ \
 	.reset = host_close, \
 	.gone = host_gone, \
-	.release = host_close, \
-	/* Control */ \
-	.attach_fd = host_attach_fd
+	.release = host_close
 
 static const struct vsxb_peer_ops host_ops = {
 	.name = "host",
 	HOST_PEER_HOOKS,
+	.credit_changed = host_sync,
+	.established = host_established,
+	.attach_fd = host_attach_fd,
 };
 
 static const struct vsxb_peer_ops vsock_ops = {
 	.name = "vsock",
 	HOST_PEER_HOOKS,
+	.credit_changed = host_sync,
+	.established = host_established,
+	.attach_fd = host_attach_fd,
+};
+
+/* A sibling on another thread: the host data path over a socketpair,
+ * with the setup and the credit told across. */
+static const struct vsxb_peer_ops xsib_ops = {
+	.name = "sibling",
+	HOST_PEER_HOOKS,
+	.credit_changed = xsib_credit_changed,
+	.established = xsib_established,
 };

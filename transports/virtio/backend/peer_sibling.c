@@ -11,7 +11,7 @@
  * never have more in flight than B's guest can take, and when B raises or
  * lowers its buffer A hears of it. The bytes stay in vsxd only while B has
  * no RX buffers posted; that queue is bounded by the window, which is
- * capped by the A-side connection's buf_alloc: sib_cap(), at most
+ * capped by the A-side connection's buf_alloc: vsxb__sib_cap(), at most
  * VSXB_SIBLING_WINDOW_MAX (or tx-buffer-size when larger, or half of
  * max-conn-memory), and lowered by a set-buffer on the connection. SHUTDOWN, RST and
  * CREDIT_REQUEST are relayed; SHUTDOWN and RST only after the data queued
@@ -21,7 +21,8 @@
  * through the engine's connection calls on it (vsxb__conn_*, the RX
  * helpers) and its queue, and reads the guest credit values it relays
  * (peer_buf_alloc, peer_fwd_cnt): that is the whole cross-VM surface, the
- * one a worker thread per VM must hand off.
+ * reason both halves must be on one thread: a pair whose VMs two threads
+ * serve is made by peer_host.c instead (vsxb__xsib_request).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -41,16 +42,6 @@ static const struct vsxb_peer_ops sib_ops;
 static struct sib_peer *sp(const struct conn *c)
 {
 	return c->priv;
-}
-
-/* The most a sibling pair may have in flight each way (the guests' own
- * buffers decide below it). */
-static uint32_t sib_cap(const struct vsxb_vm *vm)
-{
-	uint32_t cap = vm->buf_default > VSXB_SIBLING_WINDOW_MAX ? vm->buf_default
-								 : VSXB_SIBLING_WINDOW_MAX;
-
-	return vsxb__buf_cap(vm->r, cap);
 }
 
 /* Unlink the pair, telling nobody. */
@@ -115,8 +106,8 @@ void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		goto refuse;
 	}
 	a->guest_initiated = true;
-	a->buf_alloc = sib_cap(vm);
-	b->buf_alloc = sib_cap(to);
+	a->buf_alloc = vsxb__sib_cap(vm);
+	b->buf_alloc = vsxb__sib_cap(to);
 	sp(a)->other = b;
 	sp(b)->other = a;
 	a->peer_buf_alloc = h->buf_alloc;
@@ -332,7 +323,7 @@ static int sib_established(struct conn *c)
 	return 0;
 }
 
-/* End to end: the other guest's values, buf_alloc capped by sib_cap()
+/* End to end: the other guest's values, buf_alloc capped by vsxb__sib_cap()
  * (or the operator's set-buffer) on this half. */
 static void sib_window(const struct conn *c, uint32_t *fwd, uint32_t *buf)
 {

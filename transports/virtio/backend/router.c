@@ -164,9 +164,12 @@ static struct vsxb_vm *sibling(struct vsxb_vm *from, uint64_t cid)
 {
 	struct vsxb_vm *to = vsxb_router_vm_by_cid(from->r, cid);
 
-	/* to->sh != from->sh cannot be (vsxb_vm_new): never cross threads */
-	if (!to || to == from || !to->live || to->broken || to->freeing ||
-	    to->sh != from->sh || !vsxb__share_group(from, to))
+	if (!to || to == from || !vsxb__share_group(from, to))
+		return NULL;
+	/* another thread's VM: its state is read there (peer_host.c) */
+	if (to->sh != from->sh)
+		return to;
+	if (!to->live || to->broken || to->freeing)
 		return NULL;
 	return to;
 }
@@ -199,6 +202,10 @@ void vsxb__router_request(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 		return;
 	}
 	to = sibling(vm, h->dst_cid);
+	if (to && to->sh != vm->sh) {
+		vsxb__xsib_request(vm, to, h);
+		return;
+	}
 	if (to) {
 		vsxb__sib_request(vm, to, h);
 		return;
@@ -455,6 +462,7 @@ void vsxb_vm_get_info(const struct vsxb_vm *vm, struct vsxb_vm_info *out)
 		.broken = vm->broken,
 		.paused = vm->paused,
 		.conns = vm->nconns,
+		.loop = vm->sh->loop,
 	};
 	vsxb__world_start(vm->r);
 }

@@ -27,6 +27,7 @@ struct vsxb_park {
 	pthread_cond_t cv;           /* a shard arrived; a stop ended */
 	uint64_t begun, ended;       /* stops, under mu */
 	unsigned arrived;            /* shards parked in the stop begun last */
+	unsigned inside;             /* threads in park() */
 };
 
 static struct vsxb_shard *shard_new(struct vsxb_router *r, const struct vsx_loop *loop)
@@ -103,9 +104,12 @@ static void park(void *arg)
 	pthread_mutex_lock(&p->mu);
 	mine = p->begun;
 	p->arrived++;
+	p->inside++;
 	pthread_cond_broadcast(&p->cv);
 	while (p->ended < mine)
 		pthread_cond_wait(&p->cv, &p->mu);
+	if (!--p->inside)
+		pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 }
 
@@ -148,5 +152,9 @@ void vsxb__world_start(struct vsxb_router *r)
 	pthread_mutex_lock(&p->mu);
 	p->ended = p->begun;
 	pthread_cond_broadcast(&p->cv);
+	/* every parked thread out before the next stop, or the park's
+	 * memory going with the router */
+	while (p->inside)
+		pthread_cond_wait(&p->cv, &p->mu);
 	pthread_mutex_unlock(&p->mu);
 }

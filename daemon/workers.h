@@ -1,0 +1,47 @@
+/* vsxd's worker threads: see workers.c. Main thread only. */
+#ifndef VSXD_WORKERS_H
+#define VSXD_WORKERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "vhost-user/loop-event.h"
+
+#define VSXD_THREADS_MAX 256
+
+struct vsxd_workers;
+struct vsxd_worker;
+
+int vsxd_workers_new(struct vsxb_router *r, struct vsxd_workers **out);
+/* Stops and joins every worker: after the router has freed their VMs. */
+void vsxd_workers_free(struct vsxd_workers *ws);
+/* At most @max workers (0: one per CPU); workers already running stay. */
+void vsxd_workers_set_max(struct vsxd_workers *ws, unsigned max);
+unsigned vsxd_workers_max(const struct vsxd_workers *ws);
+/* --poll-us for every worker's loop. */
+void vsxd_workers_set_poll(struct vsxd_workers *ws, unsigned us);
+/* The loop of the worker a new VM goes to (vsxb_vm_config.loop), made if
+ * need be; NULL: no worker could be made. unplace: that VM is gone. */
+const struct vsx_loop *vsxd_workers_place(struct vsxd_workers *ws);
+void vsxd_workers_unplace(struct vsxd_workers *ws, const struct vsx_loop *l);
+/* The worker of loop @l (vsxb_vm_info.loop): its index, or -1. */
+int vsxd_workers_index(const struct vsxd_workers *ws, const struct vsx_loop *l);
+unsigned vsxd_workers_count(const struct vsxd_workers *ws);
+
+struct vsxd_worker_info {
+	unsigned index;
+	unsigned vms;
+	uint64_t cpu_ns;            /* the thread's CPU time */
+	/* its loop's polling (vsx_evloop), read on its thread */
+	unsigned poll_ns;
+	uint64_t poll_hits, poll_misses;
+	struct vsxd_worker *w;      /* (internal) */
+};
+int vsxd_worker_info(const struct vsxd_workers *ws, unsigned i,
+		     struct vsxd_worker_info *out);
+/* Run @fn(@arg) (may be NULL) on worker @w and wait for it. */
+int vsxd_workers_run(struct vsxd_workers *ws, struct vsxd_worker *w,
+		     void (*fn)(void *), void *arg);
+
+#endif
