@@ -16,6 +16,7 @@ struct slot {
 };
 
 static struct slot slots[SLOTS];
+unsigned vsx_memguard_hits;
 static struct sigaction old_bus;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -36,6 +37,8 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 		    MAP_FAILED)
 			break;
 		s->faulted = 1;
+		/* after the mark: a reader that sees the count sees the mark */
+		__atomic_add_fetch(&vsx_memguard_hits, 1, __ATOMIC_RELEASE);
 		return;
 	}
 	/* not guest memory: what would have happened without us */

@@ -34,4 +34,15 @@ void vsx_memguard_del(int slot);
 /* Did a SIGBUS hit slot @slot's mapping? */
 bool vsx_memguard_faulted(int slot);
 
+/* SIGBUSes absorbed so far, in any slot (never goes down). */
+extern unsigned vsx_memguard_hits;
+
+/* False when no mapping ever faulted: the data path asks every round, and
+ * a fault is rare, so the common answer is one load, not a walk of the
+ * regions (an atomic load: the handler may run on another thread). */
+static inline bool vsx_memguard_any(void)
+{
+	return __atomic_load_n(&vsx_memguard_hits, __ATOMIC_ACQUIRE) != 0;
+}
+
 #endif

@@ -1171,7 +1171,7 @@ int vsx_vu_set_queue_max(struct vsx_vu *vu, unsigned max)
 	return 0;
 }
 
-bool vsx_vu_mem_faulted(const struct vsx_vu *vu)
+bool vsx_vu__mem_faulted(const struct vsx_vu *vu)
 {
 	return vsx_mem_faulted(&vu->mem);
 }

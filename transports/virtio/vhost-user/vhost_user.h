@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "loop.h"
+#include "memguard.h"
 #include "vq.h"
 
 #define VSX_VU_MAX_QUEUES 3
@@ -99,8 +100,14 @@ void vsx_vu_free(struct vsx_vu *vu);
 int vsx_vu_set_queue_max(struct vsx_vu *vu, unsigned max);
 
 /* Did the file behind guest memory shrink under us (memguard.h)? Its
- * pages read as zeros now: the device is to be dropped. */
-bool vsx_vu_mem_faulted(const struct vsx_vu *vu);
+ * pages read as zeros now: the device is to be dropped. Asked every
+ * round: inline, and only a load while no SIGBUS was ever absorbed. */
+bool vsx_vu__mem_faulted(const struct vsx_vu *vu);
+
+static inline bool vsx_vu_mem_faulted(const struct vsx_vu *vu)
+{
+	return vsx_memguard_any() && vsx_vu__mem_faulted(vu);
+}
 
 /* The device's queue @q (0 <= q < nqueues). */
 struct vsx_vq *vsx_vu_queue(struct vsx_vu *vu, unsigned q);

@@ -85,6 +85,8 @@ void vsx_mem_unmap(struct vsx_mem *m)
 
 bool vsx_mem_faulted(const struct vsx_mem *m)
 {
+	if (!vsx_memguard_any())
+		return false;
 	for (unsigned i = 0; i < m->n; i++) {
 		if (m->r[i].map && vsx_memguard_faulted(m->r[i].guard))
 			return true;
