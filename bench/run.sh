@@ -16,6 +16,11 @@
 #             host program's and socketpair's SO_SNDBUF/SO_RCVBUF)
 #   lat       512 B ping-pong; again with vsxd --poll-us 50 when this vsxd
 #             has that option
+#   multivm   1, 2, 4, 8 VMs on one vsxd (VSX_BENCH_VMS), each its own
+#             vsxbench process (guest and host program), 64 KiB writes
+#             guest -> host, then host -> guest, all VMs at once; beside the
+#             same number of socketpair processes; with vsxd --threads 1 and
+#             its default when this vsxd has --threads, else once
 #   qemu      bench/qemu.sh: vsock through vsxd against TCP over virtio-net
 #             in one real QEMU guest (skipped, and said so, when QEMU or a
 #             kernel is missing)
@@ -31,6 +36,9 @@
 # such runs), VSX_BENCH_POLL_US (50: vsxd --poll-us of the second latency
 # run; 0: none), VSX_BENCH_QEMU (auto; 0: no real-QEMU phase),
 # VSX_QEMU_BYTES (32M here: bytes per qemu.sh run), VSX_QEMU_REPS (3),
+# VSX_BENCH_VMS (1,2,4,8: VM counts of the multi-VM phase), VSX_BENCH_PHASES
+# (idle,mem,throughput,buffer,lat,multivm,qemu: the phases run, e.g.
+# "multivm" alone; "buffer" is the larger-buffer throughput set),
 # VSX_BENCH_WAIT_LOAD (e.g. 0.5: first wait, up to 10 minutes, for the
 # 1-minute load average to fall below it), VSX_BENCH_REPORT=FILE (run
 # nothing: write RESULTS.md and the plot from FILE, a latest.txt, again).
@@ -47,6 +55,24 @@ scale=${VSX_BENCH_SCALE:-1}
 bigbuf=${VSX_BENCH_BUFFER:-2097152}
 poll_us=${VSX_BENCH_POLL_US:-50}
 qemu_bytes=${VSX_QEMU_BYTES:-32M}
+all_phases=idle,mem,throughput,buffer,lat,multivm,qemu
+phases=${VSX_BENCH_PHASES:-$all_phases}
+mv_vms=${VSX_BENCH_VMS:-1,2,4,8}
+for p in $(printf '%s' "$phases" | tr , ' '); do
+	case ",$all_phases," in
+	*",$p,"*) ;;
+	*) echo "run.sh: VSX_BENCH_PHASES: unknown phase '$p' (of $all_phases)" >&2; exit 2;;
+	esac
+done
+for n in $(printf '%s' "$mv_vms" | tr , ' '); do
+	case $n in
+	'' | *[!0-9]* | 0*) echo "run.sh: VSX_BENCH_VMS=$mv_vms: want VM counts 1 to 64, e.g. 1,2,4,8" >&2; exit 2;;
+	esac
+	if [ "$n" -gt 64 ]; then
+		echo "run.sh: VSX_BENCH_VMS=$mv_vms: at most 64 VMs" >&2
+		exit 2
+	fi
+done
 case $bigbuf in
 '' | *[!0-9]*) echo "run.sh: VSX_BENCH_BUFFER=$bigbuf: want a number of bytes" >&2; exit 2;;
 esac
@@ -57,7 +83,12 @@ esac
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vsxbench.XXXXXX")
 pid=
 ppid=
+mvpids=
 cleanup() {
+	for p in $mvpids; do
+		kill -TERM "$p" 2>/dev/null || :
+		wait "$p" 2>/dev/null || :
+	done
 	if [ -n "$ppid" ]; then
 		kill -INT "$ppid" 2>/dev/null || :
 		wait "$ppid" 2>/dev/null || :
@@ -75,6 +106,13 @@ raw=$tmp/latest.txt
 : >"$raw"
 log() { printf '%s\n' "$*" >>"$raw"; }
 say() { printf 'run.sh: %s\n' "$*" >&2; }
+# want PHASE: PHASE is in VSX_BENCH_PHASES
+want() {
+	case ",$phases," in
+	*",$1,"*) return 0;;
+	esac
+	return 1
+}
 
 # vsxd options for the idle phase: its per-VM connection limit above the
 # connections held (when this vsxd has the option).
@@ -157,15 +195,22 @@ start_vsxd() {
 		--vm "guest-cid=3,socket=$tmp/vhost.sock,uds-path=$tmp/vm.vsock$vm_keys" \
 		--control "$tmp/ctl.sock" 2>>"$tmp/vsxd.log" &
 	pid=$!
-	n=0
-	while [ ! -S "$tmp/vhost.sock" ] || [ ! -S "$tmp/ctl.sock" ]; do
-		n=$((n + 1))
-		if [ $n -gt 100 ] || ! kill -0 "$pid" 2>/dev/null; then
-			cat "$tmp/vsxd.log" >&2
-			echo "run.sh: vsxd did not start" >&2
-			exit 1
-		fi
-		sleep 0.05
+	wait_vsxd "$tmp/vhost.sock" "$tmp/ctl.sock"
+}
+
+# wait_vsxd SOCKET...: the vsxd just started ($pid) has made them all.
+wait_vsxd() {
+	w=0
+	for sock in "$@"; do
+		while [ ! -S "$sock" ]; do
+			w=$((w + 1))
+			if [ $w -gt 200 ] || ! kill -0 "$pid" 2>/dev/null; then
+				cat "$tmp/vsxd.log" >&2
+				echo "run.sh: vsxd did not start" >&2
+				exit 1
+			fi
+			sleep 0.05
+		done
 	done
 }
 
@@ -247,6 +292,217 @@ qemu_phase() {
 	esac
 }
 
+# ---- The multi-VM phase ----
+#
+# N VMs in one vsxd (a [vm] section each in a generated vsxd.conf), each
+# with its own vsxbench process: its own guest (the driver) and host
+# program, so that the benchmark is not one process's bottleneck. One
+# direction at a time (each vsxbench drives one connection, as in the
+# single-VM phases), all N started together: each gets its connection up
+# and waits for a go file (vsxbench --together), and reports its bytes and
+# its first and last byte on CLOCK_MONOTONIC; the aggregate is their bytes
+# over the span from the first start to the last end. Beside each, N
+# vsxbench processes each doing the same bytes over a socketpair, started
+# the same way. vsxd's CPU, per thread (utime + stime from
+# /proc/PID/task/*/stat), is read just before the go and after the last
+# process ends.
+
+# vsxd --threads N (worker threads, each VM's data path on one of them) is
+# in newer vsxd only; without it the phase runs once, on the single loop.
+has_threads=no
+if "$build/daemon/vsxd" --help 2>&1 | grep -q -- --threads; then
+	has_threads=yes
+fi
+# 64 KiB writes; bytes per VM and direction: 1 GiB at scale 1.
+mv_size=65536
+mv_bytes=$(awk -v s="$scale" -v w=$mv_size 'BEGIN {
+	b = int(1073741824 * s / w) * w; if (b < w) b = w; printf "%.0f", b }')
+tck=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
+# mv_conf N: $tmp/mv.conf with N VMs, checked by vsxd --check.
+mv_conf() {
+	{
+		echo "# bench/run.sh, multi-VM phase: $1 VMs"
+		echo "[daemon]"
+		echo "control = $tmp/ctl.sock"
+		i=1
+		while [ $i -le "$1" ]; do
+			echo
+			echo "[vm vm$i]"
+			echo "guest-cid = $((i + 2))"
+			echo "socket = $tmp/vm$i.vhost"
+			echo "uds-path = $tmp/vm$i.vsock"
+			i=$((i + 1))
+		done
+	} >"$tmp/mv.conf"
+	if ! "$build/daemon/vsxd" --check --config "$tmp/mv.conf" >"$tmp/check.out" 2>&1; then
+		cat "$tmp/check.out" >&2
+		echo "run.sh: vsxd --check refused the multi-VM vsxd.conf" >&2
+		exit 1
+	fi
+}
+
+# mv_start N [OPTION...]: a fresh vsxd serving $tmp/mv.conf's N VMs.
+mv_start() {
+	mn=$1
+	shift
+	i=1
+	while [ $i -le "$mn" ]; do
+		rm -f "$tmp/vm$i.vhost" "$tmp/vm$i.vsock"
+		i=$((i + 1))
+	done
+	rm -f "$tmp/ctl.sock"
+	"$build/daemon/vsxd" --config "$tmp/mv.conf" "$@" 2>>"$tmp/vsxd.log" &
+	pid=$!
+	set -- "$tmp/ctl.sock"
+	i=1
+	while [ $i -le "$mn" ]; do
+		set -- "$@" "$tmp/vm$i.vhost"
+		i=$((i + 1))
+	done
+	wait_vsxd "$@"
+}
+
+# task_cpu PID: "TID COMM TICKS" per thread (utime + stime, clock ticks).
+task_cpu() {
+	for f in /proc/"$1"/task/*/stat; do
+		ts=$(cat "$f" 2>/dev/null) || continue
+		tid=${f%/stat}
+		tid=${tid##*/}
+		comm=${ts#*(}
+		comm=$(printf '%s' "${comm%)*}" | tr -c 'A-Za-z0-9_.-' _)
+		# after the ")": field 3 (state) ... 14 utime, 15 stime
+		# shellcheck disable=SC2086 # the fields: words
+		set -- ${ts##*)}
+		echo "$tid $comm $((${12} + ${13}))"
+	done
+}
+
+mv_fail() {
+	i=1
+	while [ $i -le "$1" ]; do
+		cat "$tmp/mv.err.$i" >&2
+		i=$((i + 1))
+	done
+	echo "--- vsxd log" >&2
+	cat "$tmp/vsxd.log" >&2
+	echo "run.sh: multi-VM phase, $1 VMs: $2" >&2
+	exit 1
+}
+
+# mv_go N CASE PATH THREADS: N vsxbench processes at once, CASE (g2h, h2g)
+# on the N VMs of the running vsxd (PATH vsxd) or over socketpairs (PATH
+# socketpair); their "together" lines and one "multivm ..." line of
+# aggregates to the raw output.
+mv_go() {
+	mn=$1 mc=$2 mp=$3 mt=$4
+	sync=$tmp/mv.sync
+	rm -rf "$sync"
+	mkdir "$sync"
+	mvpids=
+	i=1
+	while [ $i -le "$mn" ]; do
+		if [ "$mp" = vsxd ]; then
+			set -- --socket "$tmp/vm$i.vhost" --uds-path "$tmp/vm$i.vsock" --label "vm$i"
+		else
+			set -- --socketpair-only --label "pair$i"
+		fi
+		"$build/bench/vsxbench" "$@" --cases "$mc" --sizes $mv_size --bytes "$mv_bytes" \
+			--together "$sync" >"$tmp/mv.out.$i" 2>"$tmp/mv.err.$i" &
+		mvpids="$mvpids $!"
+		i=$((i + 1))
+	done
+	# every connection up (vsxbench waits 10 s for the go, then fails)
+	w=0
+	while [ "$(find "$sync" -name 'ready.*' | wc -l)" -lt "$mn" ]; do
+		w=$((w + 1))
+		[ $w -le 160 ] || mv_fail "$mn" "not every vsxbench was connected within 8 s"
+		sleep 0.05
+	done
+	[ "$mp" != vsxd ] || task_cpu "$pid" | sort -n >"$tmp/mv.cpu0"
+	: >"$sync/go"
+	mst=0
+	for p in $mvpids; do
+		wait "$p" || mst=1
+	done
+	mvpids=
+	[ "$mp" != vsxd ] || task_cpu "$pid" | sort -n >"$tmp/mv.cpu1"
+	[ $mst = 0 ] || mv_fail "$mn" "$mc over $mp: a vsxbench failed"
+	i=1
+	while [ $i -le "$mn" ]; do
+		cat "$tmp/mv.out.$i"
+		i=$((i + 1))
+	done >"$tmp/mv.out"
+	cat "$tmp/mv.out" >>"$raw"
+	tasks=
+	if [ "$mp" = vsxd ]; then
+		# per thread, in thread id order: main (the thread whose id is
+		# vsxd's pid), w0, w1 ... for vsxd-w0 ..., any other by its name
+		tasks=$(awk -v pid="$pid" -v tck="$tck" '
+		NR == FNR { before[$1] = $3; next }
+		{
+			l = $1 == pid ? "main" : $2
+			sub(/^vsxd-/, "", l)
+			if (l in seen) l = l "/" $1
+			seen[l] = 1
+			t = ($3 - ($1 in before ? before[$1] : 0)) / tck
+			sum += t
+			out = out (out == "" ? "" : ",") l ":" sprintf("%.2f", t)
+		}
+		END { printf "vsxd_cpu_s=%.2f tasks=%s", sum, out }' "$tmp/mv.cpu0" "$tmp/mv.cpu1")
+	fi
+	awk -v n="$mn" -v c="$mc" -v p="$mp" -v t="$mt" -v tasks="$tasks" '
+	function kv(key,   i, m) {
+		for (i = 1; i <= NF; i++) {
+			m = index($i, "=")
+			if (m && substr($i, 1, m - 1) == key)
+				return substr($i, m + 1)
+		}
+		return ""
+	}
+	/^together / {
+		k++
+		bytes += kv("bytes"); cpu += kv("self_cpu_s"); m = kv("mibs") + 0
+		t0 = kv("t0_ns") + 0; t1 = kv("t1_ns") + 0
+		if (k == 1 || t0 < lo) lo = t0
+		if (k == 1 || t1 > hi) hi = t1
+		if (k == 1 || m < mlo) mlo = m
+		if (k == 1 || m > mhi) mhi = m
+	}
+	END {
+		span = (hi - lo) / 1e9
+		agg = span > 0 ? bytes / 1048576 / span : 0
+		printf "multivm vms=%d threads=%s case=%s path=%s procs=%d bytes=%.0f span_s=%.4f mibs=%.1f proc_min_mibs=%.1f proc_max_mibs=%.1f bench_cpu_s=%.3f%s\n",
+			n, t, c, p, k, bytes, span, agg, mlo, mhi, cpu, (tasks != "" ? " " tasks : "")
+	}' "$tmp/mv.out" >>"$raw"
+}
+
+multivm_phase() {
+	if [ $has_threads = yes ]; then
+		modes="1 default"
+	else
+		modes=n/a
+	fi
+	for vms in $(printf '%s' "$mv_vms" | tr , ' '); do
+		mv_conf "$vms"
+		for t in $modes; do
+			topt=
+			[ "$t" != 1 ] || topt="--threads 1"
+			say "multivm $vms VMs, threads $t"
+			# shellcheck disable=SC2086 # topt: words
+			mv_start "$vms" $topt
+			log "phase multivm vms=$vms threads=$t (fresh vsxd pid $pid, $vms [vm] sections in its vsxd.conf; options: ${topt:-none})"
+			log "load $(cut -d' ' -f1-3 /proc/loadavg)"
+			for c in g2h h2g; do
+				mv_go "$vms" "$c" vsxd "$t"
+				mv_go "$vms" "$c" socketpair "$t"
+			done
+			log "load $(cut -d' ' -f1-3 /proc/loadavg)"
+			stop_vsxd
+		done
+	done
+}
+
 measure() {
 	if ! make -C "$build" bench/vsxbench bench/qperf daemon/vsxd tools/vsxctl/vsxctl \
 		>"$tmp/make.log" 2>&1; then
@@ -290,41 +546,48 @@ measure() {
 	log "build cflags=$cflags werror=${werror:-no} sanitizers=${san:-none}"
 	log "source rev=$rev"
 	log "date $(date -u '+%Y-%m-%d %H:%M UTC')"
-	log "params reps=$reps scale=$scale buffer=$bigbuf poll_us=$poll_us"
+	log "params reps=$reps scale=$scale buffer=$bigbuf poll_us=$poll_us phases=$phases vms=$mv_vms mv_bytes=$mv_bytes"
 	log "vsxd has_poll_us=$has_poll"
+	log "vsxd has_threads=$has_threads"
 
 	log "perf $use_perf"
 
 	# ---- the runs ----
-	say "idle"
-	# shellcheck disable=SC2086 # idle_opts: words
-	start_vsxd $idle_opts
-	log "phase idle (fresh vsxd pid $pid, options: ${idle_opts:-none})"
-	bench --cases idle --idle-conns "$idle"
-	stop_vsxd
+	if want idle; then
+		say "idle"
+		# shellcheck disable=SC2086 # idle_opts: words
+		start_vsxd $idle_opts
+		log "phase idle (fresh vsxd pid $pid, options: ${idle_opts:-none})"
+		bench --cases idle --idle-conns "$idle"
+		stop_vsxd
+	fi
 
-	say "mem"
-	start_vsxd
-	log "phase mem (fresh vsxd pid $pid)"
-	bench --cases mem
-	stop_vsxd
+	if want mem; then
+		say "mem"
+		start_vsxd
+		log "phase mem (fresh vsxd pid $pid)"
+		bench --cases mem
+		stop_vsxd
+	fi
 
-	for c in g2h h2g; do
-		for s in 64 4096 65536 262144; do
-			say "$c $s"
-			start_vsxd
-			log "phase $c $s (fresh vsxd pid $pid)"
-			perf_start
-			bench --cases "$c" --sizes "$s"
-			perf_stop "$c" "$s"
-			stop_vsxd
+	if want throughput; then
+		for c in g2h h2g; do
+			for s in 64 4096 65536 262144; do
+				say "$c $s"
+				start_vsxd
+				log "phase $c $s (fresh vsxd pid $pid)"
+				perf_start
+				bench --cases "$c" --sizes "$s"
+				perf_stop "$c" "$s"
+				stop_vsxd
+			done
 		done
-	done
+	fi
 
 	# The same at larger buffers on every side: vsxd's credit window, the
 	# guest's buf_alloc (and so its TX window), the host program's and
 	# the socketpair's socket buffers.
-	if [ "$bigbuf" != 0 ]; then
+	if want buffer && [ "$bigbuf" != 0 ]; then
 		vm_keys=",tx-buffer-size=$bigbuf"
 		for c in g2h h2g; do
 			for s in 4096 65536 262144; do
@@ -340,21 +603,31 @@ measure() {
 		vm_keys=
 	fi
 
-	say "lat"
-	start_vsxd
-	log "phase lat (fresh vsxd pid $pid; perf stat only in a second pass)"
-	lat_pass
-	stop_vsxd
-	if [ "$has_poll" = yes ] && [ "$poll_us" != 0 ]; then
-		say "lat poll_us=$poll_us"
-		start_vsxd --poll-us "$poll_us"
-		log "phase lat poll_us=$poll_us (fresh vsxd pid $pid, options: --poll-us $poll_us; perf stat only in a second pass)"
-		lat_pass "poll_us=$poll_us"
+	if want lat; then
+		say "lat"
+		start_vsxd
+		log "phase lat (fresh vsxd pid $pid; perf stat only in a second pass)"
+		lat_pass
 		stop_vsxd
+		if [ "$has_poll" = yes ] && [ "$poll_us" != 0 ]; then
+			say "lat poll_us=$poll_us"
+			start_vsxd --poll-us "$poll_us"
+			log "phase lat poll_us=$poll_us (fresh vsxd pid $pid, options: --poll-us $poll_us; perf stat only in a second pass)"
+			lat_pass "poll_us=$poll_us"
+			stop_vsxd
+		fi
 	fi
 
-	say "qemu"
-	qemu_phase
+	if want multivm; then
+		multivm_phase
+	fi
+
+	if want qemu; then
+		say "qemu"
+		qemu_phase
+	else
+		log "qemu skipped: not in VSX_BENCH_PHASES"
+	fi
 }
 
 mkdir -p "$out/results"
@@ -444,8 +717,24 @@ BEGIN { DEF = 262144 }
 /^build / { build = rest($0, "build") }
 /^source / { rev = rest($0, "source"); sub(/^rev=/, "", rev) }
 /^date / { date = rest($0, "date") }
-/^params / { pbuf = kv("buffer") }
+/^params / { pbuf = kv("buffer"); mvbytes = kv("mv_bytes"); phases = kv("phases") }
 /^vsxd has_poll_us=/ { haspoll = kv("has_poll_us") }
+/^vsxd has_threads=/ { hasthreads = kv("has_threads") }
+/^multivm / {
+	k = kv("vms") SUBSEP kv("threads"); p = kv("path"); c = kv("case")
+	if (!(k in mvseen)) { mvseen[k] = 1; mvlist[++nmv] = k }
+	mvb[k, p] += kv("bytes"); mvs[k, p] += kv("span_s"); mvdir[k, p, c] = kv("mibs")
+	mvbench[k, p] += kv("bench_cpu_s")
+	if (p == "vsxd") {
+		mvcpu[k] += kv("vsxd_cpu_s")
+		nt0 = split(kv("tasks"), ta, ",")
+		for (i = 1; i <= nt0; i++) {
+			m = index(ta[i], ":"); l = substr(ta[i], 1, m - 1)
+			if (!((k, l) in tseen)) { tseen[k, l] = 1; tl[k, ++ntl[k]] = l }
+			tv[k, l] += substr(ta[i], m + 1)
+		}
+	}
+}
 /^load / {
 	nload++
 	if (nload == 1) load0 = $2 " " $3 " " $4
@@ -527,10 +816,14 @@ END {
 	for (i = 1; i <= nl; i++)
 		if (llist[i] != "")
 			polled = llist[i]
-	if (haspoll == "no")
+	if (nl == 0)
+		nopoll = ""
+	else if (haspoll == "no")
 		nopoll = "not measured: this vsxd has no `--poll-us`"
 	else if (haspoll == "yes" && polled == "")
 		nopoll = "not measured: VSX_BENCH_POLL_US=0"
+	if (queue == "")
+		queue = 128
 	print "# vsx benchmarks"
 	print ""
 	print "Generated by `make bench` (bench/run.sh) on " date "; raw output in"
@@ -551,7 +844,7 @@ END {
 	print "| build | " build " |"
 	print "| source | " rev " |"
 	print "| load average | " load0 " (1/5/15 min) at the start; the 1-minute figure ranged " lmin "–" lmax " over the " nload " samples before and after each phase (those after a phase count the benchmark itself: 2 to 3 busy threads; QEMU'"'"'s, more). The machine is shared: other processes may have been running, and every figure is affected by them |"
-	print "| vsxd | one process, one VM, a fresh process per phase; defaults (tx-buffer-size, its credit window, 256 KiB; no polling) unless a table says otherwise |"
+	print "| vsxd | one process, one VM (the multi-VM phase: several), a fresh process per phase; defaults (tx-buffer-size, its credit window, 256 KiB; no polling) unless a table says otherwise |"
 	print "| guest | tests/driver (plays QEMU 7.2 and a Linux guest): queue size " queue \
 		", event idx, indirect descriptors, 4 KiB RX buffers, buf_alloc the buffer size of the run and a TX credit window of the smaller of vsxd'"'"'s buf_alloc and its own (as Linux limits it), single-threaded, synchronous |"
 	print "| host program | a thread of vsxbench on the hybrid socket (`CONNECT` through uds-path for host → guest, a listener on uds-path_PORT for guest → host) |"
@@ -568,104 +861,165 @@ END {
 	print "CPUs; the socketpair baseline has two (writer and reader)."
 	print ""
 	print "## Throughput"
-	print ""
-	print "A payload is the write size on the sending side: the guest sends RW"
-	print "packets of that size (at most 64 KiB each, within its credit: a 256 KiB"
-	print "write is 4 packets), the host `write()`s that size. The receiver reads"
-	print "what comes (the host with 256 KiB reads; the guest per 4 KiB RX buffer)."
-	print "CPU is per GiB moved: vsxd from /proc/PID (all threads, schedstat; user"
-	print "and system from utime/stime ticks), vsxbench (guest + host program) and"
-	print "the socketpair run (writer + reader) from getrusage. \"vsxd runs\" counts"
-	print "the times vsxd was switched in (wakeups and returns from preemption,"
-	print "schedstat); \"switches\" the context switches of vsxbench (getrusage)."
-	for (i = 1; i <= nb; i++) {
-		b = blist[i]
+	if (nb == 0) {
 		print ""
-		print "### " bufname(b) (b == DEF ? " (the defaults)" : "")
+		print "Not measured in this run."
+	} else {
 		print ""
-		if (b == DEF)
-			print "vsxd tx-buffer-size and the guest'"'"'s buf_alloc 256 KiB (Linux'"'"'s default): a credit window of 256 KiB each way; host program and socketpair sockets: " sockdesc(b) "."
-		else
-			print "vsxd with `--vm ...,tx-buffer-size=" b "` and vsxbench `--buffer " b "`: a credit window of " human(b) " each way; host program and socketpair sockets: " sockdesc(b) ". vsxd raises its own Unix host socket'"'"'s SO_SNDBUF to a connection'"'"'s buffer above the default (capped by net.core.wmem_max)."
-		print ""
-		tphead()
-		for (j = 1; j <= nr[b]; j++)
-			print row[border[b, j], b]
-	}
-	if (pbuf == "0") {
-		print ""
-		print "The set at larger buffers was not run (VSX_BENCH_BUFFER=0)."
-	}
-	if (nb > 1) {
-		print ""
-		print "### Ratio to the socketpair, by buffer size"
-		print ""
-		print "Each socketpair ran with the buffers of its vsxd run (vsxd MiB/s in parentheses)."
-		print ""
-		hdr = "| direction | payload |"; sep = "|---|---|"
-		for (i = 1; i <= nb; i++) {
-			hdr = hdr " " bufname(blist[i]) " |"; sep = sep "---|"
-		}
-		print hdr
-		print sep
-		for (n = 1; n <= ncs; n++) {
-			split(cslist[n], cs, SUBSEP)
-			line = "| " dir(cs[1]) " | " human(cs[2]) " |"
-			for (i = 1; i <= nb; i++) {
-				k = cs[1] SUBSEP cs[2] SUBSEP blist[i]
-				line = line " " ((k in ratio) ? ratio[k] " × (" mibs[k] ")" : "not run") " |"
-			}
-			print line
-		}
-	}
-	if (perfok == "yes") {
-		print ""
-		print "### vsxd system calls (perf stat)"
-		print ""
-		print "Counted over the whole vsxd process of each case (its " reps " vsxd runs and the"
-		print "idle time of the socketpair runs beside them), per MiB moved (per round"
-		print "trip for the latency): what vsxd asks of the kernel, the profile that"
-		print "explains the CPU figures above. The ping-pong is counted in a second"
-		print "pass on the same vsxd, after the measured one: the tracepoints of perf"
-		print "stat add to every system call, and a round trip is a dozen of them."
-		print ""
-		print "| case | payload | syscalls | sendmsg | readv | recvmsg | epoll_wait | epoll_ctl | write (eventfd) | read (eventfd) | brk + mmap | page faults | context switches |"
-		print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+		print "A payload is the write size on the sending side: the guest sends RW"
+		print "packets of that size (at most 64 KiB each, within its credit: a 256 KiB"
+		print "write is 4 packets), the host `write()`s that size. The receiver reads"
+		print "what comes (the host with 256 KiB reads; the guest per 4 KiB RX buffer)."
+		print "CPU is per GiB moved: vsxd from /proc/PID (all threads, schedstat; user"
+		print "and system from utime/stime ticks), vsxbench (guest + host program) and"
+		print "the socketpair run (writer + reader) from getrusage. \"vsxd runs\" counts"
+		print "the times vsxd was switched in (wakeups and returns from preemption,"
+		print "schedstat); \"switches\" the context switches of vsxbench (getrusage)."
 		for (i = 1; i <= nb; i++) {
 			b = blist[i]
-			for (j = 1; j <= nr[b]; j++) {
-				split(border[b, j], cs, SUBSEP)
-				k = cs[1] SUBSEP cs[2] SUBSEP b
-				pline(k SUBSEP "", dir(cs[1]) ", " bufname(b), cs[2], mib_run[k])
+			print ""
+			print "### " bufname(b) (b == DEF ? " (the defaults)" : "")
+			print ""
+			if (b == DEF)
+				print "vsxd tx-buffer-size and the guest'"'"'s buf_alloc 256 KiB (Linux'"'"'s default): a credit window of 256 KiB each way; host program and socketpair sockets: " sockdesc(b) "."
+			else
+				print "vsxd with `--vm ...,tx-buffer-size=" b "` and vsxbench `--buffer " b "`: a credit window of " human(b) " each way; host program and socketpair sockets: " sockdesc(b) ". vsxd raises its own Unix host socket'"'"'s SO_SNDBUF to a connection'"'"'s buffer above the default (capped by net.core.wmem_max)."
+			print ""
+			tphead()
+			for (j = 1; j <= nr[b]; j++)
+				print row[border[b, j], b]
+		}
+		if (pbuf == "0") {
+			print ""
+			print "The set at larger buffers was not run (VSX_BENCH_BUFFER=0)."
+		}
+		if (nb > 1) {
+			print ""
+			print "### Ratio to the socketpair, by buffer size"
+			print ""
+			print "Each socketpair ran with the buffers of its vsxd run (vsxd MiB/s in parentheses)."
+			print ""
+			hdr = "| direction | payload |"; sep = "|---|---|"
+			for (i = 1; i <= nb; i++) {
+				hdr = hdr " " bufname(blist[i]) " |"; sep = sep "---|"
+			}
+			print hdr
+			print sep
+			for (n = 1; n <= ncs; n++) {
+				split(cslist[n], cs, SUBSEP)
+				line = "| " dir(cs[1]) " | " human(cs[2]) " |"
+				for (i = 1; i <= nb; i++) {
+					k = cs[1] SUBSEP cs[2] SUBSEP blist[i]
+					line = line " " ((k in ratio) ? ratio[k] " × (" mibs[k] ")" : "not run") " |"
+				}
+				print line
 			}
 		}
-		for (i = 1; i <= nl; i++) {
-			p = llist[i]
-			pline("lat" SUBSEP 512 SUBSEP DEF SUBSEP p,
-			      "512 B ping-pong, per round trip, " pollname(p), 512, latn[p] * reps)
+		if (perfok == "yes") {
+			print ""
+			print "### vsxd system calls (perf stat)"
+			print ""
+			print "Counted over the whole vsxd process of each case (its " reps " vsxd runs and the"
+			print "idle time of the socketpair runs beside them), per MiB moved (per round"
+			print "trip for the latency): what vsxd asks of the kernel, the profile that"
+			print "explains the CPU figures above. The ping-pong is counted in a second"
+			print "pass on the same vsxd, after the measured one: the tracepoints of perf"
+			print "stat add to every system call, and a round trip is a dozen of them."
+			print ""
+			print "| case | payload | syscalls | sendmsg | readv | recvmsg | epoll_wait | epoll_ctl | write (eventfd) | read (eventfd) | brk + mmap | page faults | context switches |"
+			print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+			for (i = 1; i <= nb; i++) {
+				b = blist[i]
+				for (j = 1; j <= nr[b]; j++) {
+					split(border[b, j], cs, SUBSEP)
+					k = cs[1] SUBSEP cs[2] SUBSEP b
+					pline(k SUBSEP "", dir(cs[1]) ", " bufname(b), cs[2], mib_run[k])
+				}
+			}
+			for (i = 1; i <= nl; i++) {
+				p = llist[i]
+				pline("lat" SUBSEP 512 SUBSEP DEF SUBSEP p,
+				      "512 B ping-pong, per round trip, " pollname(p), 512, latn[p] * reps)
+			}
 		}
 	}
 	print ""
 	print "## Latency"
-	print ""
-	print "512-byte ping-pong over one connection: the guest sends 512 bytes, the"
-	print "host program reads them and writes them back; " latn[llist[1]] " round trips per run,"
-	print "measured in the guest. The baseline is the same ping-pong between two"
-	print "threads over a socketpair, run beside each vsxd run. Microseconds; vsxd"
-	print "CPU and runs (times switched in) per round trip. Default buffers."
-	if (polled != "") {
-		print "With `--poll-us " polled "`, vsxd keeps polling its event loop and the guest'"'"'s"
-		print "TX ring (the guest'"'"'s kicks off meanwhile) for up to that long after"
-		print "activity before it sleeps (adaptive: see vsxd(8)); its CPU per round trip"
-		print "includes the polling."
+	if (nl == 0) {
+		print ""
+		print "Not measured in this run."
+	} else {
+		print ""
+		print "512-byte ping-pong over one connection: the guest sends 512 bytes, the"
+		print "host program reads them and writes them back; " latn[llist[1]] " round trips per run,"
+		print "measured in the guest. The baseline is the same ping-pong between two"
+		print "threads over a socketpair, run beside each vsxd run. Microseconds; vsxd"
+		print "CPU and runs (times switched in) per round trip. Default buffers."
+		if (polled != "") {
+			print "With `--poll-us " polled "`, vsxd keeps polling its event loop and the guest'"'"'s"
+			print "TX ring (the guest'"'"'s kicks off meanwhile) for up to that long after"
+			print "activity before it sleeps (adaptive: see vsxd(8)); its CPU per round trip"
+			print "includes the polling."
+		}
+		print ""
+		print "| | p50 (min–max of the runs) | p99 | socketpair p50 (min–max) | socketpair p99 | ratio p50 | ratio p99 | vsxd CPU µs/round trip | vsxd runs/round trip |"
+		print "|---|---|---|---|---|---|---|---|---|"
+		for (i = 1; i <= nl; i++)
+			print lrow[llist[i]]
+		if (nopoll != "")
+			print "| vsxd with polling | " nopoll " | | | | | | | |"
 	}
 	print ""
-	print "| | p50 (min–max of the runs) | p99 | socketpair p50 (min–max) | socketpair p99 | ratio p50 | ratio p99 | vsxd CPU µs/round trip | vsxd runs/round trip |"
-	print "|---|---|---|---|---|---|---|---|---|"
-	for (i = 1; i <= nl; i++)
-		print lrow[llist[i]]
-	if (nopoll != "")
-		print "| vsxd with polling | " nopoll " | | | | | | | |"
+	print "## Multi-VM"
+	print ""
+	if (nmv == 0) {
+		print "Not measured in this run."
+	} else {
+		print "N VMs on one vsxd (a `[vm]` section each in one vsxd.conf), each driven by"
+		print "its own vsxbench process (its own guest and host program), all started"
+		print "together: " human(mvbytes) " per VM in 64 KiB writes guest → host, then the same"
+		print "host → guest (one connection per VM, one direction at a time). Beside each"
+		print "direction, N processes each moving the same bytes over a socketpair, started"
+		print "the same way. Aggregate MiB/s: the bytes of all N over the span from the"
+		print "first start to the last end, both directions together (bytes of both over"
+		print "the two spans added; each direction in parentheses). CPU per GiB moved,"
+		print "both directions summed: vsxd from /proc/PID/task/*/stat (utime + stime of"
+		print "every thread), the vsxbench processes (guest + host program) and the"
+		print "socketpair processes (writer + reader) from getrusage. Per thread: vsxd'"'"'s"
+		print "CPU seconds over both directions (main: its main thread; wN: worker"
+		print "thread vsxd-wN)."
+		if (hasthreads == "yes")
+			print "Each VM count ran twice, on a fresh vsxd each: with `--threads 1` (every VM'"'"'s data path on one worker) and with vsxd'"'"'s default (one worker per VM, up to the number of CPUs)."
+		else
+			print "This vsxd has no `--threads` option: one event loop serves every VM (threads: n/a (single loop))."
+		print "With " nproc " CPUs the aggregate cannot scale past what " nproc " CPUs give the"
+		print "guests, the host programs and vsxd together; the CPU per GiB and its"
+		print "spread over vsxd'"'"'s threads are the figures (bench/README.md says what"
+		print "a machine with more cores is expected to show)."
+		print ""
+		print "| VMs | vsxd threads | aggregate MiB/s (g2h / h2g) | socketpair MiB/s (g2h / h2g) | ratio | vsxd CPU s/GiB | guest+host CPU s/GiB | socketpair CPU s/GiB | vsxd CPU per thread |"
+		print "|---|---|---|---|---|---|---|---|---|"
+		for (i = 1; i <= nmv; i++) {
+			k = mvlist[i]
+			split(k, kk, SUBSEP)
+			tname = kk[2] == "n/a" ? "n/a (single loop)" : kk[2] == "1" ? "1 (`--threads 1`)" : kk[2]
+			a = mvs[k, "vsxd"] > 0 ? mvb[k, "vsxd"] / 1048576 / mvs[k, "vsxd"] : 0
+			ap = mvs[k, "socketpair"] > 0 ? mvb[k, "socketpair"] / 1048576 / mvs[k, "socketpair"] : 0
+			gv = mvb[k, "vsxd"] / 1073741824; gp = mvb[k, "socketpair"] / 1073741824
+			tt = ""
+			for (j = 1; j <= ntl[k]; j++) {
+				l = tl[k, j]
+				tt = tt (j > 1 ? ", " : "") l " " sprintf("%.2f", tv[k, l]) " s"
+			}
+			printf "| %s | %s | %.1f (%s / %s) | %.1f (%s / %s) | %s | %s | %s | %s | %s |\n",
+				kk[1], tname, a, mvdir[k, "vsxd", "g2h"], mvdir[k, "vsxd", "h2g"],
+				ap, mvdir[k, "socketpair", "g2h"], mvdir[k, "socketpair", "h2g"],
+				(ap > 0 ? sprintf("%.3f", a / ap) : ""),
+				(gv > 0 ? sprintf("%.3f", mvcpu[k] / gv) : ""),
+				(gv > 0 ? sprintf("%.3f", mvbench[k, "vsxd"] / gv) : ""),
+				(gp > 0 ? sprintf("%.3f", mvbench[k, "socketpair"] / gp) : ""), tt
+		}
+	}
 	print ""
 	print "## Real QEMU guest: vsock through vsxd against TCP over virtio-net"
 	print ""
@@ -696,37 +1050,42 @@ END {
 	}
 	print ""
 	print "## Memory under a 1-byte flood"
-	print ""
-	print "The guest opened " m_conns " connections to a host program that accepts"
-	print "and never reads, then sent 1-byte RW packets round-robin over the first"
-	print "half of them as fast as it could until none had credit left, then the"
-	print "same over the second half (" m_pkts " packets"
-	print "in " m_secs " s, " m_mpps " M packets/s" (m_ns != "" ? ", vsxd " m_ns " ns of CPU per packet, " m_ppr " packets per time it ran" : "") ")."
-	print "vsxd (a fresh process, default buffers) was measured from /proc/PID/status;"
-	print "anonymous memory (RssAnon) is what vsxd allocates, the guest memory it maps"
-	print "is shared (RssShmem) and counted apart."
-	print ""
-	print "| | |"
-	print "|---|---|"
-	print "| credit per connection (vsxd buf_alloc) | " m_credit " bytes |"
-	print "| RssAnon idle / connected / first half flooded / all flooded / after close | " m_idle " / " m_c " / " m_half " / " m_f " / " m_after " KiB |"
-	print "| VmRSS idle / flooded (RssShmem flooded) | " m_rss_idle " / " m_rss_f " (" m_shm ") KiB |"
-	print "| VmHWM (peak RSS) | " m_hwm " KiB |"
-	print "| RssAnon growth per connection, from idle | " m_per " bytes (" m_ratio " x credit) |"
-	print "| RssAnon growth per connection, from connected | " m_per1 " bytes |"
-	print "| marginal: growth per connection of the second half | " m_marg " bytes (" m_mratio " x credit) |"
-	print "| bound: 1.25 x credit | " m_bound " bytes: " (m_ok == "yes" ? "within" : "**exceeded**") " |"
-	if (m_q != "" && m_q != "unavailable")
-		print "| vsxd accounting (vsxctl list: queued) | " m_q " bytes in all, " m_qpc " per connection |"
-	else
-		print "| vsxd accounting (vsxctl list: queued) | unavailable |"
-	print ""
-	print "Growth from idle includes memory the first flood touches once for the"
-	print "whole VM (the TX batch array of vsxd: 128 descriptor chains, about 1 KiB each);"
-	print "the growth per connection of the second half is the marginal cost of a"
-	print "flooded connection. After the connections closed, vsxd keeps freed queue"
-	print "chunks as spares while traffic goes on and frees them, with malloc_trim,"
-	print "after a second of quiet: RssAnon 0.2 s after the close " m_after " KiB, 3 s after " m_after3 " KiB."
+	if (m_conns == "") {
+		print ""
+		print "Not measured in this run."
+	} else {
+		print ""
+		print "The guest opened " m_conns " connections to a host program that accepts"
+		print "and never reads, then sent 1-byte RW packets round-robin over the first"
+		print "half of them as fast as it could until none had credit left, then the"
+		print "same over the second half (" m_pkts " packets"
+		print "in " m_secs " s, " m_mpps " M packets/s" (m_ns != "" ? ", vsxd " m_ns " ns of CPU per packet, " m_ppr " packets per time it ran" : "") ")."
+		print "vsxd (a fresh process, default buffers) was measured from /proc/PID/status;"
+		print "anonymous memory (RssAnon) is what vsxd allocates, the guest memory it maps"
+		print "is shared (RssShmem) and counted apart."
+		print ""
+		print "| | |"
+		print "|---|---|"
+		print "| credit per connection (vsxd buf_alloc) | " m_credit " bytes |"
+		print "| RssAnon idle / connected / first half flooded / all flooded / after close | " m_idle " / " m_c " / " m_half " / " m_f " / " m_after " KiB |"
+		print "| VmRSS idle / flooded (RssShmem flooded) | " m_rss_idle " / " m_rss_f " (" m_shm ") KiB |"
+		print "| VmHWM (peak RSS) | " m_hwm " KiB |"
+		print "| RssAnon growth per connection, from idle | " m_per " bytes (" m_ratio " x credit) |"
+		print "| RssAnon growth per connection, from connected | " m_per1 " bytes |"
+		print "| marginal: growth per connection of the second half | " m_marg " bytes (" m_mratio " x credit) |"
+		print "| bound: 1.25 x credit | " m_bound " bytes: " (m_ok == "yes" ? "within" : "**exceeded**") " |"
+		if (m_q != "" && m_q != "unavailable")
+			print "| vsxd accounting (vsxctl list: queued) | " m_q " bytes in all, " m_qpc " per connection |"
+		else
+			print "| vsxd accounting (vsxctl list: queued) | unavailable |"
+		print ""
+		print "Growth from idle includes memory the first flood touches once for the"
+		print "whole VM (the TX batch array of vsxd: 128 descriptor chains, about 1 KiB each);"
+		print "the growth per connection of the second half is the marginal cost of a"
+		print "flooded connection. After the connections closed, vsxd keeps freed queue"
+		print "chunks as spares while traffic goes on and frees them, with malloc_trim,"
+		print "after a second of quiet: RssAnon 0.2 s after the close " m_after " KiB, 3 s after " m_after3 " KiB."
+	}
 	print ""
 	print "## Memory per idle connection"
 	print ""
@@ -779,7 +1138,8 @@ END {
 		print "| 512 B ping-pong p50, vsxd polling | ≤ 2 × socketpair | " nopoll " | **not done** | |"
 	if (i_n != "")
 		tgt("RSS per idle connection (" i_n " on one VM)", "≤ 4096 bytes", i_pa " bytes (RssAnon; VmRSS " i_pr ")", i_pa + 0 <= 4096 && i_n + 0 >= 10000, "")
-	tgt("1-byte flood: RssAnon growth per connection", "≤ 1.25 × credit", m_ratio " × credit", m_ok == "yes", "")
+	if (m_conns != "")
+		tgt("1-byte flood: RssAnon growth per connection", "≤ 1.25 × credit", m_ratio " × credit", m_ok == "yes", "")
 	print "| vsxd CPU time per GiB, each case | reported | see the throughput tables | met | |"
 	qname = "real QEMU guest: vsock through vsxd vs TCP over virtio-net, " \
 		(q_size != "" ? human(q_size) : "64 KiB") " writes"
@@ -832,6 +1192,9 @@ if command -v gnuplot >/dev/null 2>&1; then
 		for (s in sz)
 			print s, v(g, s), v(gp, s), v(h, s), v(hp, s), v(G, s), v(GP, s), v(H, s), v(HP, s)
 	}' "$raw" | sort -n >"$tmp/tp.dat"
+fi
+# no throughput phase in this run (VSX_BENCH_PHASES): no plot
+if command -v gnuplot >/dev/null 2>&1 && [ -s "$tmp/tp.dat" ]; then
 	bigname=$(awk -v b="$bigbuf" 'BEGIN {
 		if (b >= 1048576) printf "%g MiB", b / 1048576; else printf "%g KiB", b / 1024 }')
 	bigplot=

@@ -8,7 +8,8 @@
  *   vsxbench --socket VHOST --uds-path UDS [--pid PID] [--label NAME]
  *            [--cases g2h,h2g,lat,mem] [--sizes LIST] [--reps N] [--scale F]
  *            [--queue-size N] [--conns N] [--lat-iters N] [--queued-cmd CMD]
- *            [--idle-conns N] [--buffer BYTES]
+ *            [--idle-conns N] [--buffer BYTES] [--bytes N]
+ *            [--together DIR [--socketpair-only]]
  *
  * The "guest" is the in-process test driver (tests/driver/driver.h): it
  * plays QEMU and a Linux guest's virtio-vsock driver, single-threaded and
@@ -58,6 +59,21 @@
  * "vsxctl -j list"), the "queued" values it prints are summed at the
  * flood's peak: the backend's own accounting beside its RSS.
  *
+ * --together DIR: one of several vsxbench processes started at once
+ * against one backend (bench/run.sh's multi-VM phase: each its own VM, so
+ * its own guest and host program). Each g2h or h2g run (one per selected
+ * size; --reps and the socketpair beside it do not apply) gets its
+ * connection up, creates DIR/ready.PID, and moves its bytes only once
+ * DIR/go exists (the caller creates it when every process is ready); it
+ * prints a "together ..." line with its bytes and its first and last byte
+ * on CLOCK_MONOTONIC (t0_ns, t1_ns: one clock for every process, so the
+ * caller can take the span of them all) and this process's CPU time.
+ * --socketpair-only runs the socketpair baseline of those runs instead,
+ * with no backend (no --socket, --uds-path): the same number of processes
+ * of it make the baseline of the same number of VMs. --bytes N moves N
+ * bytes per run (rounded down to a multiple of the size) instead of the
+ * size's default times --scale.
+ *
  * Output: a "setup ..." line, one line per run ("run ..."), one per
  * median ("median ...", with buffer=BYTES: the --buffer it ran with),
  * "mem ..." for the flood and "idle ..." for the idle connections, as
@@ -68,6 +84,7 @@
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -111,6 +128,9 @@ static struct {
 	const char *vhost, *uds, *label, *queued_cmd;
 	int pid;
 	unsigned reps, queue_size, conns, lat_iters, idle_conns;
+	const char *together;      /* --together DIR */
+	bool pair_only;            /* --socketpair-only */
+	uint64_t bytes;            /* --bytes: per run (0: by size and --scale) */
 	uint32_t buffer;           /* --buffer: guest buf_alloc (and socket buffers) */
 	bool sockbuf;              /* --buffer other than the default: set SO_*BUF */
 	double scale;
@@ -148,6 +168,40 @@ static void die(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(1);
+}
+
+/* ---- --together: start with the other processes ---- */
+
+/* This process's connection is up: DIR/ready.PID says so to the caller. */
+static void together_ready(void)
+{
+	char path[300];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/ready.%d", opt.together, (int)getpid());
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		die("together: %s: %s", path, strerror(errno));
+	close(fd);
+}
+
+/*
+ * Wait for DIR/go. Polled: a file is what a shell script can make, and
+ * half a millisecond of skew between the processes is nothing against
+ * runs of seconds. Bounded well below the sockets' WAIT_MS timeouts, which
+ * run meanwhile on an idle connection.
+ */
+static void together_go(void)
+{
+	uint64_t end = now_ns() + (uint64_t)WAIT_MS / 2 * 1000000;
+	char path[300];
+
+	snprintf(path, sizeof(path), "%s/go", opt.together);
+	while (access(path, F_OK) != 0) {
+		if (now_ns() > end)
+			die("together: no %s after %d s", path, WAIT_MS / 2000);
+		usleep(500);
+	}
 }
 
 /* ---- The backend process, from /proc ---- */
@@ -542,6 +596,7 @@ struct hjob {
 	int *idle_fds;               /* H_IDLE: nconns of them */
 	unsigned accepted;           /* H_IDLE: so far (atomic) */
 	int stop;                    /* H_HOLD, H_IDLE: close and return (atomic) */
+	bool go;                     /* H_SOURCE connecting: together_go() first */
 	char err[256];
 	pthread_t th;
 };
@@ -761,6 +816,8 @@ static void *host_main(void *arg)
 			fd = host_connect(j->port, j->err, sizeof(j->err));
 			if (fd < 0)
 				return NULL;
+			if (j->go)
+				together_go();
 			source(j, fd);
 			finish(fd);
 		} else {
@@ -851,6 +908,7 @@ struct run {
 	double be_cpu_s_gib, be_user_s_gib, be_sys_s_gib, self_cpu_s_gib;
 	double be_runs_mib, self_cs_mib;  /* switches per MiB moved */
 	double p50, p99, mean;         /* latency, us */
+	uint64_t t0_ns, t1_ns;         /* throughput: first write, last byte read */
 	bool be_ok;
 };
 
@@ -923,7 +981,7 @@ static void print_run(const char *cs, size_t size, const char *path, unsigned re
 
 static uint64_t case_total(unsigned si)
 {
-	uint64_t t = (uint64_t)((double)base_total[si] * opt.scale);
+	uint64_t t = opt.bytes ? opt.bytes : (uint64_t)((double)base_total[si] * opt.scale);
 
 	return t < sizes[si] ? sizes[si] : t - t % sizes[si];
 }
@@ -941,6 +999,10 @@ static void tp_g2h(size_t size, uint64_t total, struct run *r, double *secs)
 	j.lfd = host_listen(port, path, sizeof(path));
 	hstart(&j);
 	c = gconnect(port);
+	if (opt.together) {
+		together_ready();
+		together_go();
+	}
 	cpu_sample(&a);
 	t0 = now_ns();
 	while (sent < total) {
@@ -956,6 +1018,8 @@ static void tp_g2h(size_t size, uint64_t total, struct run *r, double *secs)
 	unlink(path);
 	*secs = (double)(j.t1 - t0) / 1e9;
 	r->mibs = (double)total / MIB / *secs;
+	r->t0_ns = t0;
+	r->t1_ns = j.t1;
 	run_cpu(r, &a, &b, total);
 }
 
@@ -963,7 +1027,7 @@ static void tp_h2g(size_t size, uint64_t total, struct run *r, double *secs)
 {
 	static uint32_t port_seq;
 	struct hjob j = { .kind = H_SOURCE, .fd = -1, .lfd = -1, .wsize = size,
-			  .total = total };
+			  .total = total, .go = opt.together != NULL };
 	struct gconn *c = NULL;
 	struct cpu a, b;
 	uint64_t t1;
@@ -973,6 +1037,8 @@ static void tp_h2g(size_t size, uint64_t total, struct run *r, double *secs)
 	cpu_sample(&a);
 	hstart(&j);
 	WAIT_FOR((c = conn_accepted(listen_port)), "the host's connection");
+	if (opt.together)
+		together_ready();        /* the host thread waits for the go */
 	c->rx_want = total;
 	WAIT_FOR(c->t_rx_done || !c->open, "host data");
 	if (!c->t_rx_done)
@@ -988,6 +1054,8 @@ static void tp_h2g(size_t size, uint64_t total, struct run *r, double *secs)
 	cpu_sample(&b);
 	*secs = (double)(t1 - j.t0) / 1e9;
 	r->mibs = (double)total / MIB / *secs;
+	r->t0_ns = j.t0;
+	r->t1_ns = t1;
 	run_cpu(r, &a, &b, total);
 }
 
@@ -1004,6 +1072,10 @@ static void tp_pair(size_t size, uint64_t total, struct run *r, double *secs)
 	rd.fd = sv[1];
 	set_timeouts(sv[0]);
 	set_timeouts(sv[1]);
+	if (opt.together) {
+		together_ready();
+		together_go();
+	}
 	cpu_sample(&a);
 	hstart(&w);
 	host_main(&rd);                /* reads, then closes sv[1] */
@@ -1013,12 +1085,44 @@ static void tp_pair(size_t size, uint64_t total, struct run *r, double *secs)
 	cpu_sample(&b);
 	*secs = (double)(rd.t1 - w.t0) / 1e9;
 	r->mibs = (double)total / MIB / *secs;
+	r->t0_ns = w.t0;
+	r->t1_ns = rd.t1;
 	run_cpu(r, &a, &b, total);
 	r->be_ok = false;
 }
 
+/* --together: one run per selected size, on the backend or (with
+ * --socketpair-only) on a socketpair, and its "together" line. */
+static void throughput_together(const char *cs, bool g2h)
+{
+	for (unsigned si = 0; si < NSIZES; si++) {
+		uint64_t total = case_total(si);
+		struct run r = { 0 };
+		double secs;
+
+		if (!(opt.size_mask & (1u << si)))
+			continue;
+		if (opt.pair_only)
+			tp_pair(sizes[si], total, &r, &secs);
+		else if (g2h)
+			tp_g2h(sizes[si], total, &r, &secs);
+		else
+			tp_h2g(sizes[si], total, &r, &secs);
+		printf("together case=%s size=%zu buffer=%u path=%s label=%s bytes=%" PRIu64
+		       " secs=%.4f mibs=%.1f t0_ns=%" PRIu64 " t1_ns=%" PRIu64
+		       " self_cpu_s=%.3f\n", cs, sizes[si], opt.buffer,
+		       opt.pair_only ? "socketpair" : "backend", opt.label, total, secs, r.mibs,
+		       r.t0_ns, r.t1_ns, r.self_cpu_s_gib * (double)total / GIB);
+		fflush(stdout);
+	}
+}
+
 static void throughput(const char *cs, bool g2h)
 {
+	if (opt.together) {
+		throughput_together(cs, g2h);
+		return;
+	}
 	for (unsigned si = 0; si < NSIZES; si++) {
 		struct run rv[64] = { 0 }, rp[64] = { 0 };
 		uint64_t total = case_total(si);
@@ -1436,7 +1540,10 @@ static void usage(FILE *f)
 		"[--conns N]\n"
 		"                [--lat-iters N] [--queued-cmd CMD] [--idle-conns N]\n"
 		"                [--buffer BYTES]  (guest buf_alloc and socket buffers;\n"
-		"                                   default 262144; K, M suffixes)\n");
+		"                                   default 262144; K, M suffixes)\n"
+		"                [--bytes N] [--together DIR [--socketpair-only]]\n"
+		"                (--together: with other processes, --cases g2h or h2g;\n"
+		"                 --socketpair-only: no --socket, --uds-path)\n");
 }
 
 /* Bad option values end the program with status 2 and say why. */
@@ -1563,6 +1670,9 @@ int main(int argc, char **argv)
 		{ "sizes", required_argument, NULL, 'z' },
 		{ "idle-conns", required_argument, NULL, 'I' },
 		{ "buffer", required_argument, NULL, 'B' },
+		{ "bytes", required_argument, NULL, 'b' },
+		{ "together", required_argument, NULL, 'T' },
+		{ "socketpair-only", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1602,15 +1712,25 @@ int main(int argc, char **argv)
 			/* vsxd's tx-buffer-size range ends at 1 GiB too */
 			opt.buffer = (uint32_t)parse_num("buffer", optarg, 4096, 1ull << 30, true);
 			break;
+		case 'b':
+			opt.bytes = parse_num("bytes", optarg, 1, 1ull << 40, true);
+			break;
+		case 'T': opt.together = optarg; break;
+		case 'P': opt.pair_only = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (!opt.vhost || !opt.uds || optind != argc || !opt.reps || opt.reps > 64 ||
-	    opt.scale <= 0 || !opt.lat_iters || !opt.conns || !opt.idle_conns) {
+	if ((!opt.pair_only && (!opt.vhost || !opt.uds)) || optind != argc || !opt.reps ||
+	    opt.reps > 64 || opt.scale <= 0 || !opt.lat_iters || !opt.conns ||
+	    !opt.idle_conns) {
 		usage(stderr);
 		return 2;
 	}
+	if (opt.pair_only && !opt.together)
+		bad_opt("--socketpair-only: only with --together");
+	if (opt.together && (opt.lat || opt.mem || opt.idle || !(opt.g2h || opt.h2g)))
+		bad_opt("--together: --cases g2h, h2g or both, nothing else");
 	opt.sockbuf = opt.buffer != DEFAULT_BUF;
 	sockbuf_probe(&sndbuf, &rcvbuf);
 	capped = opt.sockbuf && (long long)sndbuf < 2ll * opt.buffer;
@@ -1640,17 +1760,28 @@ int main(int argc, char **argv)
 			die("--idle-conns %u: only %llu descriptors (ulimit -n)", opt.idle_conns,
 			    (unsigned long long)rl.rlim_cur);
 	}
+	if (opt.pair_only) {
+		/* the baseline of a --together run: no backend, no setup line */
+		if (opt.g2h)
+			throughput("g2h", true);
+		if (opt.h2g)
+			throughput("h2g", false);
+		return 0;
+	}
 	dopts.queue_size = opt.queue_size;
 	r = drv_open(opt.vhost, &dopts, &d);
 	if (r < 0)
 		die("drv_open %s: %s", opt.vhost, strerror(-r));
 	cid = drv_cid(d);
-	printf("setup label=%s cid=%" PRIu64 " features=0x%" PRIx64 " queue_size=%u "
-	       "guest_buf=%u reps=%u scale=%g pid=%d sockbuf=%s sockbuf_eff=%d "
-	       "rcvbuf_eff=%d%s\n", opt.label, cid, drv_features(d), opt.queue_size,
-	       GUEST_BUF, opt.reps, opt.scale, opt.pid, opt.sockbuf ? "set" : "default",
-	       sndbuf, rcvbuf,
-	       capped ? " sockbuf_capped=yes" : "");
+	/* --together: the processes of a multi-VM run are many; the setup is
+	 * the single-VM phases' */
+	if (!opt.together)
+		printf("setup label=%s cid=%" PRIu64 " features=0x%" PRIx64 " queue_size=%u "
+		       "guest_buf=%u reps=%u scale=%g pid=%d sockbuf=%s sockbuf_eff=%d "
+		       "rcvbuf_eff=%d%s\n", opt.label, cid, drv_features(d), opt.queue_size,
+		       GUEST_BUF, opt.reps, opt.scale, opt.pid,
+		       opt.sockbuf ? "set" : "default", sndbuf, rcvbuf,
+		       capped ? " sockbuf_capped=yes" : "");
 	if (capped)
 		fprintf(stderr, "vsxbench: SO_SNDBUF %u became %d (net.core.wmem_max): the "
 			"socketpair and host sockets have less buffer than asked\n",
