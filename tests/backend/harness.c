@@ -152,6 +152,14 @@ int hx_vm(struct hx *h, unsigned i, const struct vsxb_vm_config *tmpl)
 	return k.rc;
 }
 
+const struct vsx_loop *hx_worker(struct hx *h, unsigned k)
+{
+	cr_assert_lt(k, HX_VMS);
+	if (!h->wl[k])
+		cr_assert_eq(vsx_test_loop_new(&h->wl[k]), 0);
+	return vsx_test_loop_get(h->wl[k]);
+}
+
 void hx_open(struct hx *h, unsigned i, const struct drv_opts *o)
 {
 	struct hx_vm *v = &h->v[i];
@@ -208,6 +216,9 @@ void hx_fini(struct hx *h)
 		hx_close_drv(h, i);
 	vsx_test_loop_call(h->tl, c_fini, &k);
 	vsx_test_loop_free(h->tl);
+	/* after the router: its VMs are gone from them */
+	for (i = 0; i < HX_VMS; i++)
+		vsx_test_loop_free(h->wl[i]);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "cannot remove %s\n", h->dir);

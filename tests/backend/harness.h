@@ -67,6 +67,7 @@ struct hx {
 	char dir[64];
 	struct vsx_test_loop *tl;
 	const struct vsx_loop *loop;
+	struct vsx_test_loop *wl[HX_VMS]; /* hx_worker: loops of their own */
 	struct vsxb_router *r;
 	struct hx_vm v[HX_VMS];
 	char *logbuf;
@@ -80,6 +81,9 @@ void hx_init(struct hx *h);
  * filled in. Returns vsxb_vm_new's result. */
 int hx_vm(struct hx *h, unsigned i, const struct vsxb_vm_config *cfg);
 void hx_open(struct hx *h, unsigned i, const struct drv_opts *o);
+/* Loop @k of its own, a thread of its own (made on first use), for
+ * vsxb_vm_config.loop: the VMs on it run there, as on vsxd's workers. */
+const struct vsx_loop *hx_worker(struct hx *h, unsigned k);
 void hx_close_drv(struct hx *h, unsigned i);
 void hx_fini(struct hx *h);
 void hx_timeouts(struct hx *h, unsigned handshake_ms, unsigned connect_ms,

@@ -63,6 +63,7 @@ TestSuite(credit, .init = setup1, .fini = teardown, .timeout = 60);
 TestSuite(hostile, .init = setup1, .fini = teardown, .timeout = 60);
 TestSuite(datapath, .init = setup1, .fini = teardown, .timeout = 120);
 TestSuite(sibling, .init = setup_bare, .fini = teardown, .timeout = 60);
+TestSuite(threads, .init = setup_bare, .fini = teardown, .timeout = 60);
 TestSuite(control, .init = setup1, .fini = teardown, .timeout = 60);
 TestSuite(config, .init = setup_bare, .fini = teardown, .timeout = 60);
 
@@ -2905,6 +2906,139 @@ Test(sibling, receiver_paused_and_resumed)
 	g_read(&b, in, len);
 	cr_assert_arr_eq(in, out, len);
 	cr_assert_eq(hx_log_count(&H, "conn reset"), 0);
+	free(out);
+	free(in);
+}
+
+/* ---- threads: VMs on loops of their own (vsxd's workers) ---- */
+
+/* VM0 and VM1 in one group, each served by a thread of its own. */
+static void two_vms_two_threads(void)
+{
+	struct vsxb_vm_config a = { .loop = hx_worker(&H, 0) };
+	struct vsxb_vm_config b = { .loop = hx_worker(&H, 1) };
+
+	cr_assert_eq(hx_vm(&H, 0, &a), 0);
+	cr_assert_eq(hx_vm(&H, 1, &b), 0);
+	hx_open(&H, 0, NULL);
+	hx_open(&H, 1, NULL);
+}
+
+/* @len bytes from @from to @to, 64 KiB at a time, compared. */
+static void sib_move(struct gc *from, struct gc *to, size_t len, uint32_t seed)
+{
+	uint8_t *out = malloc(len), *in = malloc(len);
+	size_t off, n;
+
+	cr_assert(out && in);
+	fill_pattern(out, len, seed);
+	for (off = 0; off < len; off += n) {
+		n = len - off < 65536 ? len - off : 65536;
+		g_write(from, out + off, n, 4096);
+		g_read(to, in + off, n);
+	}
+	cr_assert_arr_eq(in, out, len);
+	free(out);
+	free(in);
+}
+
+Test(threads, sibling_pair_across_threads_both_ways)
+{
+	struct vsxb_conn_info ci[8];
+	struct gc a, b;
+	unsigned n, i, sib = 0;
+
+	two_vms_two_threads();
+	/* the REQUEST crosses to B's thread, the answer back to A's; A's
+	 * window is B's buffer, as between siblings of one thread */
+	sib_open(&a, &b, STREAM, 50100, 6100, 131072);
+	cr_assert_eq(a.peer_buf, 131072);
+	sib_move(&a, &b, 4u << 20, 70);
+	sib_move(&b, &a, 4u << 20, 71);
+	/* the control thread sees both halves, each on its VM */
+	n = hx_conns(&H, -1, ci, 8);
+	for (i = 0; i < n; i++)
+		if (!strcmp(ci[i].peer_kind, "sibling") &&
+		    ci[i].state == VSXB_CONN_ESTABLISHED)
+			sib++;
+	cr_assert_eq(sib, 2, "%u sibling halves established, want 2", sib);
+	/* B's guest raises its buffer: A's window follows across */
+	b.buf_alloc = 1u << 20;
+	cr_assert_geq(g_send(&b, OP_CREDIT_UPDATE, 0, NULL, 0), 0);
+	for (i = 0; i < 100 && a.peer_buf != 1u << 20; i++) {
+		struct pkt *p = g_next(G(0), &a, 50);
+
+		free(p);
+	}
+	cr_assert_eq(a.peer_buf, 1u << 20);
+	sib_move(&a, &b, 1u << 20, 72);
+	/* A's guest resets: B's half ends too */
+	cr_assert_geq(g_send(&a, OP_RST, 0, NULL, 0), 0);
+	free(g_expect(&b, OP_SHUTDOWN, TMO));
+}
+
+Test(threads, sibling_refused_across_threads)
+{
+	struct gc a, b;
+	struct pkt *p;
+
+	two_vms_two_threads();
+	gc_init(&a, G(0), STREAM, 50200, 4, 6200);
+	cr_assert_geq(g_send(&a, OP_REQUEST, 0, NULL, 0), 0);
+	gc_init(&b, G(1), STREAM, 6200, 3, 50200);
+	free(g_expect(&b, OP_REQUEST, TMO));
+	cr_assert_geq(g_send(&b, OP_RST, 0, NULL, 0), 0);
+	p = g_expect(&a, OP_RST, TMO);
+	free(p);
+	/* and a VM with no such guest at all: refused at once */
+	gc_init(&a, G(0), STREAM, 50201, 9, 6201);
+	cr_assert_eq(g_connect(&a), OP_RST);
+}
+
+Test(threads, host_traffic_on_two_threads_and_control)
+{
+	struct vsxb_vm_config c0 = { .loop = hx_worker(&H, 0) };
+	struct vsxb_vm_config c1 = { .loop = hx_worker(&H, 1) };
+	struct vsxb_conn_info ci[4];
+	size_t len = 2u << 20;
+	uint8_t *out = malloc(len), *in = malloc(len);
+	int lfd[2], fd[2];
+	struct gc g[2];
+	struct hio io;
+	char path[128];
+	unsigned i;
+
+	cr_assert_eq(hx_vm(&H, 0, &c0), 0);
+	cr_assert_eq(hx_vm(&H, 1, &c1), 0);
+	for (i = 0; i < 2; i++) {
+		hx_open(&H, i, NULL);
+		snprintf(path, sizeof(path), "%s_%u", H.v[i].uds, 7000 + i);
+		lfd[i] = h_listen(path, SOCK_STREAM);
+		gc_init(&g[i], G(i), STREAM, 51000 + i, 2, 7000 + i);
+		cr_assert_eq(g_connect(&g[i]), 0);
+		fd[i] = h_accept(lfd[i], TMO);
+		cr_assert_geq(fd[i], 0);
+	}
+	/* both VMs' guests write to their host programs, each thread its own */
+	for (i = 0; i < 2; i++) {
+		fill_pattern(out, len, 80 + i);
+		hio_start(&io, fd[i], in, len, false);
+		g_write(&g[i], out, len, 32768);
+		cr_assert_eq(hio_join(&io), 0);
+		cr_assert_arr_eq(in, out, len);
+	}
+	/* control reaches connections of either thread */
+	cr_assert_eq(hx_conns(&H, 1, ci, 4), 1);
+	cr_assert_eq(hx_set_buffer(&H, ci[0].id, 65536), 0);
+	cr_assert(hx_conn(&H, ci[0].id, &ci[1]));
+	cr_assert_eq(ci[1].buf_alloc, 65536);
+	cr_assert_eq(hx_close_conn(&H, ci[0].id, true), 0);
+	free(g_expect(&g[1], OP_RST, TMO));
+	cr_assert_eq(h_eof(fd[1], TMO), 0);
+	for (i = 0; i < 2; i++) {
+		close(fd[i]);
+		close(lfd[i]);
+	}
 	free(out);
 	free(in);
 }

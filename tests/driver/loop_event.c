@@ -85,6 +85,11 @@ int vsx_test_loop_new(struct vsx_test_loop **out)
 	if (!tl->ctl || event_add(tl->ctl, NULL) < 0)
 		goto err_base;
 	vsx_evloop_init(&tl->ev, tl->base);
+	/* post: the backend may park this loop (a VM's loop of its own) */
+	err = vsx_evloop_enable_post(&tl->ev);
+	if (err)
+		goto err_base;
+	err = -ENOMEM;
 	pthread_mutex_init(&tl->call_lock, NULL);
 	pthread_mutex_init(&tl->lock, NULL);
 	pthread_cond_init(&tl->done_cond, NULL);
@@ -95,6 +100,7 @@ int vsx_test_loop_new(struct vsx_test_loop **out)
 	return 0;
 
 err_base:
+	vsx_evloop_fini(&tl->ev);
 	if (tl->ctl)
 		event_free(tl->ctl);
 	event_base_free(tl->base);
@@ -143,6 +149,7 @@ void vsx_test_loop_free(struct vsx_test_loop *tl)
 	pthread_mutex_unlock(&tl->lock);
 	ctl_poke(tl);
 	pthread_join(tl->thread, NULL);
+	vsx_evloop_fini(&tl->ev);
 	event_free(tl->ctl);
 	event_base_free(tl->base);
 	close(tl->efd);
