@@ -25,6 +25,8 @@
  *                   through their tables
  *   conn_events.c   logging, connection events, refusals, limits
  *   txbuf.c         the byte queue
+ *   shard.c         shards (a loop's VMs, one thread) and world stops;
+ *                   calls nothing
  *
  * Headers follow the same order: engine.h (this one: the types every
  * room shares, the credit arithmetic, and what tests and benchmarks call),
