@@ -524,6 +524,7 @@ static int metrics_apply(struct vsxd *d, const char *addr, struct vsxd_err *err)
 		.addr = addr,
 		.fwds = d->fwds,
 		.evloop = &d->ev,
+		.workers = d->workers,
 		.log = backend_log,
 	};
 	struct vsxd_metrics *m = NULL;

@@ -41,6 +41,7 @@
 
 #include "util.h"
 #include "metrics.h"
+#include "workers.h"
 #include "forward.h"
 #include "vhost-user/loop-event.h"
 
@@ -52,6 +53,7 @@ struct vsxd_metrics {
 	struct vsxb_router *r;
 	struct vsxd_fwds *fwds;
 	const struct vsx_evloop *evloop;
+	const struct vsxd_workers *workers;
 	vsxb_log_fn log;
 	void *log_arg;
 	char *addr;
@@ -258,6 +260,9 @@ static void daemon_families(struct vsxd_metrics *m, struct page *p)
 {
 	struct vsxb_router_stats rs;
 	struct vsxd_fwd_stats fs = { 0 };
+	struct vsxd_worker_info wi;
+	uint64_t hits, misses;
+	unsigned i;
 
 	family(p, "vsxd_build_info", "gauge", "Always 1; the version of vsxd.");
 	out(p, "vsxd_build_info{version=\"%s\"} 1\n", PACKAGE_VERSION);
@@ -293,14 +298,28 @@ static void daemon_families(struct vsxd_metrics *m, struct page *p)
 	       "that failed.");
 	out(p, "vsxd_auth_failures_total %llu\n", (unsigned long long)fs.auth_failures);
 
-	family(p, "vsxd_poll_hits_total", "counter", "Events that came while the loop "
-	       "busy-polled (--poll-us).");
-	out(p, "vsxd_poll_hits_total %llu\n",
-	    (unsigned long long)(m->evloop ? m->evloop->poll_hits : 0));
+	hits = m->evloop ? m->evloop->poll_hits : 0;
+	misses = m->evloop ? m->evloop->poll_misses : 0;
+	for (i = 0; m->workers && vsxd_worker_info(m->workers, i, &wi) == 0; i++) {
+		hits += wi.poll_hits;
+		misses += wi.poll_misses;
+	}
+	family(p, "vsxd_poll_hits_total", "counter", "Events that came while a loop "
+	       "busy-polled (--poll-us), all threads.");
+	out(p, "vsxd_poll_hits_total %llu\n", (unsigned long long)hits);
 	family(p, "vsxd_poll_misses_total", "counter", "Polling windows that ran out "
-	       "without an event.");
-	out(p, "vsxd_poll_misses_total %llu\n",
-	    (unsigned long long)(m->evloop ? m->evloop->poll_misses : 0));
+	       "without an event, all threads.");
+	out(p, "vsxd_poll_misses_total %llu\n", (unsigned long long)misses);
+	if (!m->workers)
+		return;
+	family(p, "vsxd_worker_cpu_seconds_total", "counter", "CPU time of each worker "
+	       "thread (vsxd-wN), which serves its VMs' data path.");
+	for (i = 0; vsxd_worker_info(m->workers, i, &wi) == 0; i++)
+		out(p, "vsxd_worker_cpu_seconds_total{thread=\"w%u\"} %.3f\n", wi.index,
+		    (double)wi.cpu_ns / 1e9);
+	family(p, "vsxd_worker_vms", "gauge", "VMs each worker thread serves.");
+	for (i = 0; vsxd_worker_info(m->workers, i, &wi) == 0; i++)
+		out(p, "vsxd_worker_vms{thread=\"w%u\"} %u\n", wi.index, wi.vms);
 }
 
 int vsxd_metrics_render(struct vsxd_metrics *m, struct evbuffer *b)
@@ -433,6 +452,7 @@ int vsxd_metrics_new(struct event_base *base, struct vsxb_router *r,
 	m->r = r;
 	m->fwds = o->fwds;
 	m->evloop = o->evloop;
+	m->workers = o->workers;
 	m->log = o->log;
 	m->log_arg = o->log_arg;
 	m->started = time(NULL);

@@ -27,10 +27,14 @@ struct vsxd_fwds;
 struct vsx_evloop;
 struct vsxd_metrics;
 
+struct vsxd_workers;
+
 struct vsxd_metrics_opts {
 	const char *addr;                /* tcp:HOST:PORT (vsxd_metrics_check) */
 	struct vsxd_fwds *fwds;          /* forward.h; NULL: none */
 	const struct vsx_evloop *evloop; /* its polling counters; NULL: none */
+	const struct vsxd_workers *workers; /* workers.h: theirs too, and their
+					       CPU; NULL: none */
 	vsxb_log_fn log;                 /* may be NULL */
 	void *log_arg;
 };

@@ -198,6 +198,21 @@ void hx_close_drv(struct hx *h, unsigned i)
 	stash_free(&v->g);
 }
 
+static void c_vm_free(void *arg)
+{
+	struct call *k = arg;
+
+	vsxb_vm_free(k->h->v[k->i].vm);
+	k->h->v[k->i].vm = NULL;
+}
+
+void hx_vm_free(struct hx *h, unsigned i)
+{
+	struct call k = { .h = h, .i = i };
+
+	vsx_test_loop_call(h->tl, c_vm_free, &k);
+}
+
 static void c_fini(void *arg)
 {
 	struct call *k = arg;

@@ -85,6 +85,8 @@ void hx_open(struct hx *h, unsigned i, const struct drv_opts *o);
  * vsxb_vm_config.loop: the VMs on it run there, as on vsxd's workers. */
 const struct vsx_loop *hx_worker(struct hx *h, unsigned k);
 void hx_close_drv(struct hx *h, unsigned i);
+/* vsxb_vm_free of VM @i (its driver stays open, talking to nobody). */
+void hx_vm_free(struct hx *h, unsigned i);
 void hx_fini(struct hx *h);
 void hx_timeouts(struct hx *h, unsigned handshake_ms, unsigned connect_ms,
 		 unsigned linger_ms);

@@ -3042,3 +3042,35 @@ Test(threads, host_traffic_on_two_threads_and_control)
 	free(out);
 	free(in);
 }
+
+Test(threads, vm_freed_under_a_pair_across_threads)
+{
+	struct gc a, b;
+	struct pkt *p;
+	int i;
+
+	two_vms_two_threads();
+	sib_open(&a, &b, STREAM, 50300, 6300, 262144);
+	sib_move(&a, &b, 1u << 20, 73);
+	/* B's VM goes (a reload removing it) with A's guest still sending:
+	 * A's half ends, nothing of B's is touched again */
+	hx_vm_free(&H, 1);
+	for (i = 0; i < 8; i++)
+		g_send(&a, OP_RW, 0, "x", 1);
+	p = g_next(G(0), &a, TMO);
+	while (p && p->h.op == OP_CREDIT_UPDATE) {
+		free(p);
+		p = g_next(G(0), &a, TMO);
+	}
+	cr_assert_not_null(p, "A's guest never heard its peer went");
+	cr_assert(p->h.op == OP_SHUTDOWN || p->h.op == OP_RST, "op %u", p->h.op);
+	free(p);
+	/* and A's VM still serves a new pair to a VM that comes back */
+	struct vsxb_vm_config c = { .loop = hx_worker(&H, 1) };
+
+	hx_close_drv(&H, 1);
+	cr_assert_eq(hx_vm(&H, 1, &c), 0);
+	hx_open(&H, 1, NULL);
+	sib_open(&a, &b, STREAM, 50301, 6301, 262144);
+	sib_move(&b, &a, 1u << 20, 74);
+}

@@ -390,6 +390,8 @@ struct vsxb_vm {
 	bool dirty;                  /* needs end-of-round work */
 	struct eng_list dnode;       /* sh->dirty */
 	struct vsxb_shard *sh;       /* the loop (thread) it runs on */
+	uint64_t serial;             /* unique in the router: names it in posted
+					messages, whatever reuses its memory */
 
 	/* Connections (conn.c) */
 	struct eng_list conns;       /* every connection, by age */
@@ -509,6 +511,7 @@ struct vsxb_router {
 	/* Shards and world stops (shard.c) */
 	struct eng_list shards;
 	struct vsxb_shard *home;     /* the router's loop's */
+	uint64_t next_serial;        /* vsxb_vm.serial (control thread) */
 	struct vsxb_park *park;
 	unsigned stop_depth;         /* control thread only */
 };

@@ -170,6 +170,7 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 		return -ENOMEM;
 	vm->r = r;
 	vm->sh = sh;
+	vm->serial = ++r->next_serial;
 	l = sh->loop;
 	vm->cid = cfg->guest_cid;
 	vm->lfd = -1;
@@ -296,6 +297,8 @@ static void vm_free(struct vsxb_vm *vm)
 		vm->dirty = false;
 	}
 	sh->loop->timer_free(vm->resume);
+	/* halves on other threads forget it (they are parked) */
+	vsxb__xsib_forget(vm->r, vm);
 	eng_list_del(&vm->node);
 	sh->nvms--;
 	vm_release(vm);

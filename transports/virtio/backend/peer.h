@@ -46,6 +46,9 @@ void vsxb__host_unlisten(struct vsxb_vm *vm);
 
 /* peer_sibling.c: a guest of @vm asks for @to (a sibling VM): a pair of
  * connections, REQUEST to @to's guest. */
+/* @gone is being freed: the halves of other VMs' cross-thread pairs stop
+ * naming it (the world is stopped). */
+void vsxb__xsib_forget(struct vsxb_router *r, const struct vsxb_vm *gone);
 /* A REQUEST to a sibling VM that another thread serves (peer_host.c). */
 void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		       const struct virtio_vsock_hdr *h);

@@ -92,7 +92,8 @@ struct host_peer {
 	bool wr_dead;                /* the host no longer takes data */
 	bool pending;                /* a forward's connect is in progress */
 	/* xsib_ops: the other half of the pair, on another thread */
-	struct vsxb_vm *xvm;
+	struct vsxb_vm *xvm;         /* NULL once that VM is gone */
+	uint64_t xserial;            /* its serial */
 	uint64_t xid;                /* its id; 0: not known yet */
 	uint32_t xbuf;               /* this guest's buf_alloc, as last told it */
 };
@@ -740,7 +741,9 @@ static void connecting_readable(struct conn *c)
 	}
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	vsxb__conn_why(c, VSXB_REASON_HOST_CLOSED, 0);
+	/* a sibling on another thread closes its end when it refuses */
+	vsxb__conn_why(c, c->ops == &xsib_ops ? VSXB_REASON_REFUSED : VSXB_REASON_HOST_CLOSED,
+		       0);
 	vsxb__conn_reset(c, false);
 }
 
@@ -1124,9 +1127,13 @@ enum xsib_what { XS_MAKE, XS_OK, XS_BUF };
 
 struct xsib_msg {
 	enum xsib_what what;
+	struct vsxb_router *r;
 	struct vsxb_vm *vm;          /* whose thread runs it; it may be gone */
+	uint64_t serial;             /* ... and be another VM at that address */
 	uint64_t id;                 /* OK, BUF: the half there */
-	struct vsxb_vm *from;        /* the sending half's VM ... */
+	struct vsxb_vm *from;        /* the sending half's VM (may be gone:
+				        only its cid is read, in MAKE) ... */
+	uint64_t from_cid, from_serial;
 	uint64_t from_id;            /* ... and id */
 	uint32_t buf;                /* the sending half's guest's buf_alloc */
 	/* MAKE: the B half */
@@ -1135,16 +1142,33 @@ struct xsib_msg {
 	uint32_t guest_port, peer_port;
 };
 
-/* @vm is still one of the router's. On @vm's thread, which the list
- * changes under only while it is parked. */
-static bool vm_listed(const struct vsxb_router *r, const struct vsxb_vm *vm)
+/* @vm is still the router's VM of that serial. On @vm's thread, which
+ * the list changes under only while it is parked. */
+static bool vm_listed(const struct vsxb_router *r, const struct vsxb_vm *vm,
+		      uint64_t serial)
 {
 	const struct eng_list *n;
 
 	for (n = r->vms.next; n != &r->vms; n = n->next)
 		if (eng_container_of(n, struct vsxb_vm, node) == vm)
-			return true;
+			return vm->serial == serial;
 	return false;
+}
+
+void vsxb__xsib_forget(struct vsxb_router *r, const struct vsxb_vm *gone)
+{
+	struct eng_list *n, *m;
+
+	for (n = r->vms.next; n != &r->vms; n = n->next) {
+		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
+
+		for (m = vm->conns.next; m != &vm->conns; m = m->next) {
+			struct conn *c = eng_container_of(m, struct conn, node);
+
+			if (c->ops == &xsib_ops && hp(c)->xvm == gone)
+				hp(c)->xvm = NULL;
+		}
+	}
 }
 
 static struct conn *conn_by_id(struct vsxb_vm *vm, uint64_t id)
@@ -1164,10 +1188,14 @@ static void xsib_run(void *arg);
 
 static int xsib_post(struct xsib_msg *m)
 {
-	const struct vsx_loop *l = m->vm->sh->loop;
-	struct xsib_msg *copy = malloc(sizeof(*copy));
+	const struct vsx_loop *l;
+	struct xsib_msg *copy;
 	int rc;
 
+	if (!m->vm)
+		return -ENOENT; /* the other VM is gone; its end of the pair too */
+	l = m->vm->sh->loop;
+	copy = malloc(sizeof(*copy));
 	if (!copy)
 		return -ENOMEM;
 	*copy = *m;
@@ -1189,27 +1217,31 @@ static void xsib_make(struct xsib_msg *m)
 	struct conn *c;
 	int lim;
 
-	if (!vm->live || vm->broken || vm->freeing || vm->paused ||
+	/* as vsxb__sib_request refuses; a paused VM gets the REQUEST at cont.
+	 * A gone (it cannot go while this thread runs): nobody to answer */
+	if (!vm_listed(m->r, m->from, m->from_serial) ||
+	    !vm->live || vm->broken || vm->freeing ||
 	    (m->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !vm->seqpacket) ||
-	    vsxb__conn_find(vm, m->guest_port, m->from->cid, m->peer_port)) {
+	    vsxb__conn_find(vm, m->guest_port, m->from_cid, m->peer_port)) {
 		close(m->fd);
 		return;
 	}
 	lim = vsxb__conn_limit(vm, 1);
 	if (lim) {
-		vsxb__refuse(vm, m->type, m->guest_port, m->from->cid, m->peer_port, false,
+		vsxb__refuse(vm, m->type, m->guest_port, m->from_cid, m->peer_port, false,
 			    VSXB_REASON_LIMIT, 0, lim);
 		close(m->fd);
 		return;
 	}
-	c = vsxb__conn_new(vm, &xsib_ops, m->type, m->guest_port, m->from->cid,
+	c = vsxb__conn_new(vm, &xsib_ops, m->type, m->guest_port, m->from_cid,
 			  m->peer_port);
 	if (!c) {
 		close(m->fd);
 		return;
 	}
 	hp(c)->fd = -1;
-	hp(c)->xvm = m->from;
+	hp(c)->xvm = m->from;        /* listed: forgotten when it goes */
+	hp(c)->xserial = m->from_serial;
 	hp(c)->xid = m->from_id;
 	c->buf_alloc = xsib_window(vm, m->buf);
 	if (host_attach(c, m->fd) < 0) {
@@ -1242,7 +1274,7 @@ static void xsib_run(void *arg)
 	struct xsib_msg *m = arg;
 	struct conn *c;
 
-	if (!vm_listed(m->from->r, m->vm)) {
+	if (!vm_listed(m->r, m->vm, m->serial)) {
 		if (m->what == XS_MAKE)
 			close(m->fd);
 		free(m);
@@ -1298,6 +1330,7 @@ void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 	}
 	hp(c)->fd = -1;
 	hp(c)->xvm = to;
+	hp(c)->xserial = to->serial;
 	c->guest_initiated = true;
 	c->peer_buf_alloc = h->buf_alloc;
 	c->peer_fwd_cnt = h->fwd_cnt;
@@ -1310,7 +1343,9 @@ void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		return;
 	}
 	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
-	m = (struct xsib_msg){ .what = XS_MAKE, .vm = to, .from = vm, .from_id = c->id,
+	m = (struct xsib_msg){ .what = XS_MAKE, .r = vm->r, .vm = to, .serial = to->serial,
+			       .from = vm, .from_cid = vm->cid, .from_serial = vm->serial,
+			       .from_id = c->id,
 			       .buf = h->buf_alloc, .fd = sp[1], .type = h->type,
 			       .guest_port = h->dst_port, .peer_port = h->src_port };
 	if (xsib_post(&m) < 0) {
@@ -1323,8 +1358,10 @@ void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 /* The B half's guest accepted: tell the A half, with this guest's buffer. */
 static int xsib_established(struct conn *c)
 {
-	struct xsib_msg m = { .what = XS_OK, .vm = hp(c)->xvm, .id = hp(c)->xid,
-			      .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc };
+	struct xsib_msg m = {
+		.what = XS_OK, .r = c->vm->r, .vm = hp(c)->xvm, .serial = hp(c)->xserial,
+		.id = hp(c)->xid, .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc,
+	};
 	int rc = host_established(c);
 
 	if (rc < 0)
@@ -1340,8 +1377,10 @@ static int xsib_established(struct conn *c)
 /* This guest's buffer changed: the other half's window follows. */
 static void xsib_credit_changed(struct conn *c)
 {
-	struct xsib_msg m = { .what = XS_BUF, .vm = hp(c)->xvm, .id = hp(c)->xid,
-			      .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc };
+	struct xsib_msg m = {
+		.what = XS_BUF, .r = c->vm->r, .vm = hp(c)->xvm, .serial = hp(c)->xserial,
+		.id = hp(c)->xid, .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc,
+	};
 
 	host_sync(c);
 	if (c->dead || !hp(c)->xid || c->peer_buf_alloc == hp(c)->xbuf)

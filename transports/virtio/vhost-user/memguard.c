@@ -13,6 +13,7 @@ struct slot {
 	uintptr_t start;             /* 0: free */
 	size_t len;
 	volatile sig_atomic_t faulted;
+	bool claimed;                /* taken (add), before start is set */
 };
 
 static struct slot slots[SLOTS];
@@ -60,7 +61,13 @@ int vsx_memguard_add(void *map, size_t len)
 {
 	pthread_once(&once, install);
 	for (unsigned i = 0; i < SLOTS; i++) {
-		if (slots[i].start)
+		bool free_slot = false;
+
+		/* several worker threads may add at once: claim, then fill; the
+		 * handler looks only at slots whose start is set */
+		if (slots[i].start || !__atomic_compare_exchange_n(&slots[i].claimed, &free_slot,
+								   true, false, __ATOMIC_ACQUIRE,
+								   __ATOMIC_RELAXED))
 			continue;
 		slots[i].len = len;
 		slots[i].faulted = 0;
@@ -76,6 +83,7 @@ void vsx_memguard_del(int slot)
 		return;
 	__atomic_store_n(&slots[slot - 1].start, 0, __ATOMIC_RELEASE);
 	slots[slot - 1].faulted = 0;
+	__atomic_store_n(&slots[slot - 1].claimed, false, __ATOMIC_RELEASE);
 }
 
 bool vsx_memguard_faulted(int slot)
