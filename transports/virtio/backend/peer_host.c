@@ -1297,35 +1297,33 @@ static void xsib_run(void *arg)
 	free(m);
 }
 
+/* A's REQUEST cannot go on: refused, and the guest told. */
+static void xsib_refuse(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h, int err)
+{
+	vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+		    VSXB_REASON_ERROR, err, 0);
+	vsxb__orphan_rst(vm, h);
+}
+
+/* (the router checked A's connection limits) */
 void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		       const struct virtio_vsock_hdr *h)
 {
 	bool seq = h->type == VIRTIO_VSOCK_TYPE_SEQPACKET;
 	struct xsib_msg m;
 	struct conn *c;
-	int sp[2], lim;
+	int sp[2];
 
-	lim = vsxb__conn_limit(vm, 1);
-	if (lim) {
-		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSXB_REASON_LIMIT, 0, lim);
-		vsxb__orphan_rst(vm, h);
-		return;
-	}
 	if (socketpair(AF_UNIX, (seq ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_NONBLOCK |
 		       SOCK_CLOEXEC, 0, sp) < 0) {
-		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSXB_REASON_ERROR, errno, 0);
-		vsxb__orphan_rst(vm, h);
+		xsib_refuse(vm, h, errno);
 		return;
 	}
 	c = vsxb__conn_new(vm, &xsib_ops, h->type, h->src_port, h->dst_cid, h->dst_port);
 	if (!c) {
 		close(sp[0]);
 		close(sp[1]);
-		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-			    VSXB_REASON_ERROR, ENOMEM, 0);
-		vsxb__orphan_rst(vm, h);
+		xsib_refuse(vm, h, ENOMEM);
 		return;
 	}
 	hp(c)->fd = -1;
