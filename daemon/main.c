@@ -775,9 +775,15 @@ static void daemon_free(struct vsxd *d)
 	for (i = 0; d->vls && i < d->cfg.n_vms; i++)
 		vsxd_vlisten_free(d->vls[i]); /* before their VMs */
 	free(d->vls);
+	/* the VMs, while their workers run; then the workers, which run
+	 * what was posted to them before they stop; then the router, which
+	 * those posts may name */
+	for (i = 0; d->router && d->vms && i < d->cfg.n_vms; i++)
+		if (d->vms[i])
+			vsxb_vm_free(d->vms[i]);
+	vsxd_workers_free(d->workers);
 	if (d->router)
-		vsxb_router_free(d->router);     /* frees the VMs too */
-	vsxd_workers_free(d->workers);      /* after their VMs */
+		vsxb_router_free(d->router);
 	vsx_evloop_fini(&d->ev);
 	free(d->vms);
 	if (d->base)

@@ -229,11 +229,14 @@ void hx_fini(struct hx *h)
 
 	for (i = 0; i < HX_VMS; i++)
 		hx_close_drv(h, i);
-	vsx_test_loop_call(h->tl, c_fini, &k);
-	vsx_test_loop_free(h->tl);
-	/* after the router: its VMs are gone from them */
+	/* as vsxd does: the VMs, then their loops, then the router */
+	for (i = 0; i < HX_VMS; i++)
+		if (h->v[i].vm)
+			hx_vm_free(h, i);
 	for (i = 0; i < HX_VMS; i++)
 		vsx_test_loop_free(h->wl[i]);
+	vsx_test_loop_call(h->tl, c_fini, &k);
+	vsx_test_loop_free(h->tl);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "cannot remove %s\n", h->dir);

@@ -10,7 +10,8 @@
  * another thread: its device, host sockets and connections are then
  * served there, and every call below that reads or changes VM state parks
  * those threads for its duration (a world stop), so it sees one
- * consistent state across VMs. The log, event and forward-connect
+ * consistent state across VMs. A loop that serves no VM is never touched:
+ * free a loop's VMs, then stop its thread, then free the router. The log, event and forward-connect
  * callbacks run on the VM's thread; host-port handlers (vsxb_port_cb) on
  * the control thread.
  */

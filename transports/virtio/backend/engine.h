@@ -479,8 +479,9 @@ struct vsxb_shard {
 	struct vsxb_router *r;
 	const struct vsx_loop *loop;
 	struct eng_list node;        /* r->shards */
-	unsigned nvms;
-	bool foreign;                /* not the router's loop: parked by stops */
+	unsigned nvms;               /* VMs on it (and one being made) */
+	bool foreign;                /* not the router's loop: parked by stops
+					while it serves a VM */
 
 	/* Rounds (conn.c): one shard's VMs at a time */
 	struct eng_list dirty;       /* VMs touched this round */

@@ -229,7 +229,6 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 		goto err_listen;
 	}
 	eng_list_add_tail(&r->vms, &vm->node);
-	vm->sh->nvms++;
 	*out = vm;
 	return 0;
 
@@ -257,8 +256,11 @@ int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 	if (!sh)
 		return cfg->loop->post ? -ENOMEM
 				       : bad_config(r, "a loop of another thread needs post");
+	sh->nvms++;          /* counted now, so that the stop parks it */
 	vsxb__world_stop(r);
 	rc = vm_new(r, cfg, sh, out);
+	if (rc < 0)
+		sh->nvms--;
 	vsxb__world_start(r);
 	return rc;
 }

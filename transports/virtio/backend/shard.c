@@ -10,6 +10,9 @@
  * loop's watches and timers, as if it were that thread. The mutex hand-off
  * at both ends orders everything done before and after.
  *
+ * Only shards that serve a VM are parked: a host program may stop a loop
+ * once its last VM is freed (vsxd does at exit), and the router outlives it.
+ *
  * Stops nest (a backend.h call made inside a walk's callback): only the
  * outermost one parks and releases. A stop costs a post and a wake-up per
  * worker thread, microseconds each: they are for control (vsxctl, reload,
@@ -129,7 +132,9 @@ void vsxb__world_stop(struct vsxb_router *r)
 	for (n = r->shards.next; n != &r->shards; n = n->next) {
 		struct vsxb_shard *sh = eng_container_of(n, struct vsxb_shard, node);
 
-		if (!sh->foreign)
+		/* a shard with no VM (none yet: vsxb_vm_new counts the one
+		 * it makes first) has nothing to stop; its loop may be gone */
+		if (!sh->foreign || !sh->nvms)
 			continue;
 		/* a post fails only when malloc does: wait for memory, since
 		 * going on with that thread running is not an option */
