@@ -54,7 +54,12 @@
  * Backend CPU time is read from /proc/PID (the sum of every thread's
  * schedstat run time, and utime/stime ticks for the user/system split),
  * before and after each run, with the times it was switched in; RSS from
- * /proc/PID/status. Without --pid those figures are left out. With
+ * /proc/PID/status. Without --pid those figures are left out. This
+ * process's CPU is getrusage(RUSAGE_SELF) (every thread together) and, for
+ * throughput, each side's own thread (CLOCK_THREAD_CPUTIME_ID, sampled in
+ * that thread): the socketpair's writer and reader, the backend run's host
+ * program and guest, so that the backend's CPU per GiB can be set against
+ * what one socketpair writer spends on the same bytes. With
  * --queued-cmd, a shell command printing the backend's connections (vsxd:
  * "vsxctl -j list"), the "queued" values it prints are summed at the
  * flood's peak: the backend's own accounting beside its RSS.
@@ -153,6 +158,16 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The calling thread's CPU time (user + system, ns): one side of a
+ * transfer, where getrusage(RUSAGE_SELF) sums every thread. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -591,6 +606,7 @@ struct hjob {
 	uint64_t total;
 	unsigned iters, nconns;
 	uint64_t t0, t1;             /* first write / last byte read (ns) */
+	uint64_t cpu_ns;             /* H_SOURCE, H_SINK: this thread's CPU in source()/sink() */
 	uint64_t got;
 	int fds[MAX_CONNS];
 	int *idle_fds;               /* H_IDLE: nconns of them */
@@ -698,6 +714,7 @@ fail:
 /* Read @total bytes, checking each against the pattern; then until EOF. */
 static void sink(struct hjob *j, int fd)
 {
+	uint64_t cpu0 = thread_cpu_ns();
 	uint8_t *buf = malloc(RBUF);
 	ssize_t n;
 
@@ -724,11 +741,12 @@ static void sink(struct hjob *j, int fd)
 		hfail(j, "%zd bytes beyond the %" PRIu64 " sent", n, j->total);
 out:
 	free(buf);
+	j->cpu_ns = thread_cpu_ns() - cpu0;
 }
 
 static void source(struct hjob *j, int fd)
 {
-	uint64_t off = 0;
+	uint64_t off = 0, cpu0 = thread_cpu_ns();
 	ssize_t n;
 
 	j->t0 = now_ns();
@@ -738,10 +756,11 @@ static void source(struct hjob *j, int fd)
 		n = write(fd, pat_at(off), k);
 		if (n <= 0) {
 			hfail(j, "write at %" PRIu64 ": %s", off, strerror(errno));
-			return;
+			break;
 		}
 		off += (uint64_t)n;
 	}
+	j->cpu_ns = thread_cpu_ns() - cpu0;
 }
 
 static bool read_full(int fd, void *b, size_t len)
@@ -906,6 +925,13 @@ static int host_listen(uint32_t port, char *path, size_t max)
 struct run {
 	double mibs;
 	double be_cpu_s_gib, be_user_s_gib, be_sys_s_gib, self_cpu_s_gib;
+	/* Throughput, per thread (CLOCK_THREAD_CPUTIME_ID): on a socketpair
+	 * its writer and reader, on the backend the host program and the
+	 * guest. self_cpu_s_gib is their sum and a little more (thread start,
+	 * the samples themselves). */
+	double wr_cpu_s_gib, rd_cpu_s_gib;      /* socketpair */
+	double host_cpu_s_gib, guest_cpu_s_gib; /* backend */
+	bool pair;                     /* a socketpair run: wr/rd, not host/guest */
 	double be_runs_mib, self_cs_mib;  /* switches per MiB moved */
 	double p50, p99, mean;         /* latency, us */
 	uint64_t t0_ns, t1_ns;         /* throughput: first write, last byte read */
@@ -927,6 +953,11 @@ static void run_cpu(struct run *r, const struct cpu *a, const struct cpu *b,
 	r->be_cpu_s_gib = (double)(b->be_ns - a->be_ns) / 1e9 / gib;
 	r->be_user_s_gib = (double)(b->be_utick - a->be_utick) / (double)tck / gib;
 	r->be_sys_s_gib = (double)(b->be_stick - a->be_stick) / (double)tck / gib;
+}
+
+static double per_gib(uint64_t ns, uint64_t bytes)
+{
+	return (double)ns / 1e9 / ((double)bytes / GIB);
 }
 
 static int dcmp(const void *a, const void *b)
@@ -969,6 +1000,12 @@ static void print_run(const char *cs, size_t size, const char *path, unsigned re
 	printf("run case=%s size=%zu buffer=%u path=%s rep=%u bytes=%" PRIu64 " secs=%.4f "
 	       "mibs=%.1f self_cpu_s_per_gib=%.3f self_cs_per_mib=%.1f", cs, size, opt.buffer,
 	       path, rep, bytes, secs, r->mibs, r->self_cpu_s_gib, r->self_cs_mib);
+	if (r->pair)
+		printf(" writer_cpu_s_per_gib=%.3f reader_cpu_s_per_gib=%.3f", r->wr_cpu_s_gib,
+		       r->rd_cpu_s_gib);
+	else
+		printf(" host_cpu_s_per_gib=%.3f guest_cpu_s_per_gib=%.3f", r->host_cpu_s_gib,
+		       r->guest_cpu_s_gib);
 	if (r->be_ok)
 		printf(" be_cpu_s_per_gib=%.3f be_user_s_per_gib=%.2f be_sys_s_per_gib=%.2f "
 		       "be_runs_per_mib=%.1f", r->be_cpu_s_gib, r->be_user_s_gib,
@@ -994,7 +1031,7 @@ static void tp_g2h(size_t size, uint64_t total, struct run *r, double *secs)
 	char path[200];
 	struct cpu a, b;
 	struct gconn *c;
-	uint64_t t0, sent = 0;
+	uint64_t t0, sent = 0, gcpu;
 
 	j.lfd = host_listen(port, path, sizeof(path));
 	hstart(&j);
@@ -1004,6 +1041,7 @@ static void tp_g2h(size_t size, uint64_t total, struct run *r, double *secs)
 		together_go();
 	}
 	cpu_sample(&a);
+	gcpu = thread_cpu_ns();
 	t0 = now_ns();
 	while (sent < total) {
 		size_t k = total - sent < size ? (size_t)(total - sent) : size;
@@ -1013,6 +1051,7 @@ static void tp_g2h(size_t size, uint64_t total, struct run *r, double *secs)
 	}
 	gclose(c);
 	hjoin(&j, "g2h");
+	gcpu = thread_cpu_ns() - gcpu;
 	cpu_sample(&b);
 	close(j.lfd);
 	unlink(path);
@@ -1021,6 +1060,8 @@ static void tp_g2h(size_t size, uint64_t total, struct run *r, double *secs)
 	r->t0_ns = t0;
 	r->t1_ns = j.t1;
 	run_cpu(r, &a, &b, total);
+	r->host_cpu_s_gib = per_gib(j.cpu_ns, total);
+	r->guest_cpu_s_gib = per_gib(gcpu, total);
 }
 
 static void tp_h2g(size_t size, uint64_t total, struct run *r, double *secs)
@@ -1030,11 +1071,12 @@ static void tp_h2g(size_t size, uint64_t total, struct run *r, double *secs)
 			  .total = total, .go = opt.together != NULL };
 	struct gconn *c = NULL;
 	struct cpu a, b;
-	uint64_t t1;
+	uint64_t t1, gcpu;
 
 	listen_port = 9000 + (port_seq++ % 1000);
 	j.port = listen_port;
 	cpu_sample(&a);
+	gcpu = thread_cpu_ns();
 	hstart(&j);
 	WAIT_FOR((c = conn_accepted(listen_port)), "the host's connection");
 	if (opt.together)
@@ -1051,12 +1093,15 @@ static void tp_h2g(size_t size, uint64_t total, struct run *r, double *secs)
 	gclose(c);
 	listen_port = 0;
 	hjoin(&j, "h2g");
+	gcpu = thread_cpu_ns() - gcpu;
 	cpu_sample(&b);
 	*secs = (double)(t1 - j.t0) / 1e9;
 	r->mibs = (double)total / MIB / *secs;
 	r->t0_ns = j.t0;
 	r->t1_ns = t1;
 	run_cpu(r, &a, &b, total);
+	r->host_cpu_s_gib = per_gib(j.cpu_ns, total);
+	r->guest_cpu_s_gib = per_gib(gcpu, total);
 }
 
 static void tp_pair(size_t size, uint64_t total, struct run *r, double *secs)
@@ -1089,6 +1134,9 @@ static void tp_pair(size_t size, uint64_t total, struct run *r, double *secs)
 	r->t1_ns = rd.t1;
 	run_cpu(r, &a, &b, total);
 	r->be_ok = false;
+	r->pair = true;
+	r->wr_cpu_s_gib = per_gib(w.cpu_ns, total);
+	r->rd_cpu_s_gib = per_gib(rd.cpu_ns, total);
 }
 
 /* --together: one run per selected size, on the backend or (with
@@ -1149,6 +1197,10 @@ static void throughput(const char *cs, bool g2h)
 		       MED(rv, opt.reps, mibs) / MED(rp, opt.reps, mibs),
 		       MED(rv, opt.reps, self_cpu_s_gib), MED(rp, opt.reps, self_cpu_s_gib),
 		       MED(rv, opt.reps, self_cs_mib), MED(rp, opt.reps, self_cs_mib));
+		printf(" host_cpu_s_per_gib=%.3f guest_cpu_s_per_gib=%.3f "
+		       "pair_writer_cpu_s_per_gib=%.3f pair_reader_cpu_s_per_gib=%.3f",
+		       MED(rv, opt.reps, host_cpu_s_gib), MED(rv, opt.reps, guest_cpu_s_gib),
+		       MED(rp, opt.reps, wr_cpu_s_gib), MED(rp, opt.reps, rd_cpu_s_gib));
 		if (rv[0].be_ok)
 			printf(" be_cpu_s_per_gib=%.3f be_user_s_per_gib=%.2f "
 			       "be_sys_s_per_gib=%.2f be_runs_per_mib=%.1f",
