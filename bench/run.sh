@@ -690,8 +690,15 @@ function tgt(name, want, got, ok, note) {
 	printf "| %s | %s | %s | %s | %s |\n", name, want, got, ok ? "met" : "**not met**", note
 }
 function tphead() {
-	print "| direction | payload | data per run | vsxd MiB/s (min–max) | socketpair MiB/s (min–max) | ratio | vsxd CPU s/GiB (user / sys) | guest+host CPU s/GiB | socketpair CPU s/GiB | vsxd runs/MiB | guest+host switches/MiB |"
-	print "|---|---|---|---|---|---|---|---|---|---|---|"
+	print "| direction | payload | data per run | vsxd MiB/s (min–max) | socketpair MiB/s (min–max) | ratio | vsxd CPU s/GiB (user / sys) | guest+host CPU s/GiB | socketpair CPU s/GiB | socketpair writer CPU s/GiB | vsxd / writer CPU | vsxd runs/MiB | guest+host switches/MiB |"
+	print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+}
+# vsxd CPU per GiB over the socketpair writer'"'"'s (medians); "n/a" for a
+# latest.txt from before vsxbench measured the writer on its own.
+function cpuratio(be, wr) {
+	if (wr == "" || be == "")
+		return "n/a"
+	return wr + 0 > 0 ? sprintf("%.2f", be / wr) : "n/a"
 }
 function mibs3(m, lo, hi) { return m " (" lo "–" hi ")" }
 # The socket buffers of the host program and the socketpair at buffer b.
@@ -764,11 +771,13 @@ BEGIN { DEF = 262144 }
 /^median case=g2h|^median case=h2g/ {
 	c = kv("case"); s = kv("size"); b = kv("buffer"); if (b == "") b = DEF
 	k = c SUBSEP s SUBSEP b
-	row[k] = sprintf("| %s | %s | %s | %s | %s | %s | %s (%s / %s) | %s | %s | %s | %s |",
+	wr = kv("pair_writer_cpu_s_per_gib")
+	row[k] = sprintf("| %s | %s | %s | %s | %s | %s | %s (%s / %s) | %s | %s | %s | %s | %s | %s |",
 		dir(c), human(s), human(kv("bytes")), mibs3(kv("mibs"), kv("min_mibs"), kv("max_mibs")),
 		mibs3(kv("pair_mibs"), kv("pair_min_mibs"), kv("pair_max_mibs")), kv("ratio"),
 		kv("be_cpu_s_per_gib"), kv("be_user_s_per_gib"), kv("be_sys_s_per_gib"),
-		kv("self_cpu_s_per_gib"), kv("pair_cpu_s_per_gib"), kv("be_runs_per_mib"),
+		kv("self_cpu_s_per_gib"), kv("pair_cpu_s_per_gib"), (wr != "" ? wr : "n/a"),
+		cpuratio(kv("be_cpu_s_per_gib"), wr), kv("be_runs_per_mib"),
 		kv("self_cs_per_mib"))
 	if (!(b in bseen)) { bseen[b] = 1; blist[++nb] = b }
 	border[b, ++nr[b]] = c SUBSEP s
@@ -872,9 +881,16 @@ END {
 		print "what comes (the host with 256 KiB reads; the guest per 4 KiB RX buffer)."
 		print "CPU is per GiB moved: vsxd from /proc/PID (all threads, schedstat; user"
 		print "and system from utime/stime ticks), vsxbench (guest + host program) and"
-		print "the socketpair run (writer + reader) from getrusage. \"vsxd runs\" counts"
-		print "the times vsxd was switched in (wakeups and returns from preemption,"
-		print "schedstat); \"switches\" the context switches of vsxbench (getrusage)."
+		print "the socketpair run (writer + reader) from getrusage. \"socketpair writer"
+		print "CPU\" is the socketpair'"'"'s writer thread alone (CLOCK_THREAD_CPUTIME_ID,"
+		print "read in that thread around its writes; its reader spends most of the rest"
+		print "of the socketpair figure), and \"vsxd / writer CPU\" is median vsxd CPU over"
+		print "median writer CPU: what vsxd spends to relay a byte as a multiple of what"
+		print "one writer spends to put it into a socket (issue #17 asks at most 1.5 at"
+		print "64 KiB). \"n/a\": a latest.txt from before vsxbench measured the writer."
+		print "\"vsxd runs\" counts the times vsxd was switched in (wakeups and returns"
+		print "from preemption, schedstat); \"switches\" the context switches of vsxbench"
+		print "(getrusage)."
 		for (i = 1; i <= nb; i++) {
 			b = blist[i]
 			print ""
