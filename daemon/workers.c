@@ -32,7 +32,6 @@ struct vsxd_worker {
 	struct vsxd_workers *ws;
 	unsigned idx;
 	pthread_t th;
-	bool started;
 	struct event_base *base;
 	struct vsx_evloop ev;
 	unsigned nvms;                 /* placed here (main thread's count) */
@@ -105,7 +104,6 @@ static struct vsxd_worker *worker_new(struct vsxd_workers *ws)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0)
 		goto err;
-	w->started = true;
 	ws->w[ws->n++] = w;
 	return w;
 err:
