@@ -92,7 +92,7 @@ static struct vsxd_worker *worker_new(struct vsxd_workers *ws)
 	if (!w->base)
 		goto err;
 	vsx_evloop_init(&w->ev, w->base);
-	/* (its mailbox's watch also keeps a loop with no VM waiting) */
+	/* (its mailbox's event also keeps a loop with no VM waiting) */
 	if (vsx_evloop_enable_post(&w->ev) < 0)
 		goto err;
 	vsx_evloop_set_poll(&w->ev, ws->poll_us);
