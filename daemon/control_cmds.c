@@ -326,20 +326,37 @@ static int thread_vms_cb(struct vsxb_vm *vm, void *arg)
 	return 0;
 }
 
-static void put_threads(struct vsxd_control *c, struct evbuffer *b)
+/* Every worker's counters, read once per reply (the polling summary and
+ * the thread records share them): each vsxd_worker_info posts to the
+ * worker's thread and waits for it. 12 KiB with 256 workers. */
+struct workers_info {
+	unsigned n;
+	struct vsxd_worker_info wi[VSXD_THREADS_MAX];
+};
+
+static void get_workers_info(const struct vsxd_workers *ws, struct workers_info *wsi)
 {
-	struct vsxd_worker_info wi;
+	wsi->n = 0;
+	while (ws && wsi->n < VSXD_THREADS_MAX &&
+	       vsxd_worker_info(ws, wsi->n, &wsi->wi[wsi->n]) == 0)
+		wsi->n++;
+}
+
+static void put_threads(struct vsxd_control *c, struct evbuffer *b,
+			const struct workers_info *wsi)
+{
 	unsigned i;
 
-	put(b, VSX_CTL_K_THREADS, "%u", vsxd_workers_count(c->workers));
+	put(b, VSX_CTL_K_THREADS, "%u", wsi->n);
 	put(b, VSX_CTL_K_THREADS_MAX, "%u", vsxd_workers_max(c->workers));
-	for (i = 0; vsxd_worker_info(c->workers, i, &wi) == 0; i++) {
-		struct thread_vms t = { .ws = c->workers, .index = (int)wi.index };
+	for (i = 0; i < wsi->n; i++) {
+		const struct vsxd_worker_info *wi = &wsi->wi[i];
+		struct thread_vms t = { .ws = c->workers, .index = (int)wi->index };
 
 		vsxb_router_foreach_vm(c->r, thread_vms_cb, &t);
-		put(b, VSX_CTL_K_THREAD, "w%u", wi.index);
+		put(b, VSX_CTL_K_THREAD, "w%u", wi->index);
 		vsxd__ctl_put_str(b, VSX_CTL_K_THREAD_VMS, t.len ? t.names : "-");
-		put(b, VSX_CTL_K_CPU_MS, "%llu", (unsigned long long)(wi.cpu_ns / 1000000));
+		put(b, VSX_CTL_K_CPU_MS, "%llu", (unsigned long long)(wi->cpu_ns / 1000000));
 	}
 }
 
@@ -350,9 +367,11 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 	struct vsxb_router_stats rs;
 	struct vsxd_fwd_stats fst;
 	struct vsxb_router_limits rl;
+	struct workers_info wsi;
 	struct timespec now;
 	long long up;
 
+	get_workers_info(c->workers, &wsi);
 	vsxb_router_foreach_vm(c->r, count_cb, &n);
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	up = (long long)(now.tv_sec - c->started.tv_sec);
@@ -384,12 +403,11 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 		/* the data path's loops: the workers', and this one */
 		unsigned win = c->evloop->poll_ns, i;
 		uint64_t hits = c->evloop->poll_hits, misses = c->evloop->poll_misses;
-		struct vsxd_worker_info wi;
 
-		for (i = 0; c->workers && vsxd_worker_info(c->workers, i, &wi) == 0; i++) {
-			win = wi.poll_ns > win ? wi.poll_ns : win;
-			hits += wi.poll_hits;
-			misses += wi.poll_misses;
+		for (i = 0; i < wsi.n; i++) {
+			win = wsi.wi[i].poll_ns > win ? wsi.wi[i].poll_ns : win;
+			hits += wsi.wi[i].poll_hits;
+			misses += wsi.wi[i].poll_misses;
 		}
 		put(b, VSX_CTL_K_POLL_US, "%u", c->evloop->poll_max_ns / 1000);
 		put(b, VSX_CTL_K_POLL_WINDOW_NS, "%u", win);
@@ -406,7 +424,7 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 	put(b, VSX_CTL_K_CLIENTS, "%u", count_clients(c));
 	vsxd__ctl_put_str(b, VSX_CTL_K_CONTROL, c->path);
 	if (c->workers)
-		put_threads(c, b);
+		put_threads(c, b, &wsi);
 	return 0;
 }
 

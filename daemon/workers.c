@@ -32,7 +32,6 @@ struct vsxd_worker {
 	struct vsxd_workers *ws;
 	unsigned idx;
 	pthread_t th;
-	bool started;
 	struct event_base *base;
 	struct vsx_evloop ev;
 	unsigned nvms;                 /* placed here (main thread's count) */
@@ -93,7 +92,7 @@ static struct vsxd_worker *worker_new(struct vsxd_workers *ws)
 	if (!w->base)
 		goto err;
 	vsx_evloop_init(&w->ev, w->base);
-	/* (its mailbox's watch also keeps a loop with no VM waiting) */
+	/* (its mailbox's event also keeps a loop with no VM waiting) */
 	if (vsx_evloop_enable_post(&w->ev) < 0)
 		goto err;
 	vsx_evloop_set_poll(&w->ev, ws->poll_us);
@@ -105,7 +104,6 @@ static struct vsxd_worker *worker_new(struct vsxd_workers *ws)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0)
 		goto err;
-	w->started = true;
 	ws->w[ws->n++] = w;
 	return w;
 err:
@@ -145,7 +143,7 @@ void vsxd_workers_set_poll(struct vsxd_workers *ws, unsigned us)
 	ws->poll_us = us;
 	/* the adapter's polling state is its thread's: set it there, parked */
 	for (i = 0; i < ws->n; i++)
-		vsxd_workers_run(ws, ws->w[i], NULL, NULL);
+		vsxd_workers_run(ws->w[i], NULL, NULL);
 }
 
 const struct vsx_loop *vsxd_workers_place(struct vsxd_workers *ws)
@@ -225,7 +223,7 @@ int vsxd_worker_info(const struct vsxd_workers *ws, unsigned i,
 	if (pthread_getcpuclockid(w->th, &cid) == 0 && clock_gettime(cid, &ts) == 0)
 		out->cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	out->w = w;
-	if (vsxd_workers_run((struct vsxd_workers *)ws, w, poll_copy, out) < 0)
+	if (vsxd_workers_run(w, poll_copy, out) < 0)
 		out->poll_ns = 0, out->poll_hits = out->poll_misses = 0;
 	return 0;
 }
@@ -254,13 +252,11 @@ static void run_there(void *arg)
 	pthread_mutex_unlock(&r->mu);
 }
 
-int vsxd_workers_run(struct vsxd_workers *ws, struct vsxd_worker *w,
-		     void (*fn)(void *), void *arg)
+int vsxd_workers_run(struct vsxd_worker *w, void (*fn)(void *), void *arg)
 {
 	struct run r = { .w = w, .fn = fn, .arg = arg };
 	int rc;
 
-	(void)ws;
 	pthread_mutex_init(&r.mu, NULL);
 	pthread_cond_init(&r.cv, NULL);
 	rc = w->ev.loop.post(w->ev.loop.ctx, run_there, &r);

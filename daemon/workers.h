@@ -41,7 +41,6 @@ struct vsxd_worker_info {
 int vsxd_worker_info(const struct vsxd_workers *ws, unsigned i,
 		     struct vsxd_worker_info *out);
 /* Run @fn(@arg) (may be NULL) on worker @w and wait for it. */
-int vsxd_workers_run(struct vsxd_workers *ws, struct vsxd_worker *w,
-		     void (*fn)(void *), void *arg);
+int vsxd_workers_run(struct vsxd_worker *w, void (*fn)(void *), void *arg);
 
 #endif

@@ -689,3 +689,49 @@ Test(evloop, poller_is_told_before_the_loop_sleeps)
 	cr_assert_eq(pp_run(&p), 0);
 	cr_assert_eq(calls[0] + calls[1], 0);
 }
+
+/* ---- posting (vsx_evloop_enable_post) ----
+ *
+ * A post is control traffic (vsxd: a world stop, a status request's
+ * counters, a pair set up across threads), not the data path: a loop woken
+ * only by posts leaves @fired and its polling as they were. Each post here
+ * is made from the one before it, so each runs at a wake-up of its own.
+ */
+struct chain {
+	int left, runs;
+};
+
+static void chain_run(void *arg)
+{
+	struct chain *ch = arg;
+
+	ch->runs++;
+	if (--ch->left > 0)
+		cr_assert_eq(ev.loop.post(ev.loop.ctx, chain_run, ch), 0);
+	else
+		event_base_loopbreak(base);
+}
+
+Test(evloop, posts_are_not_activity)
+{
+	struct chain ch = { .left = 20 };
+	struct pp p = { .gap_ms = 1, .rounds = 5 };
+
+	cr_assert_null(ev.loop.post, "no post before vsx_evloop_enable_post");
+	cr_assert_eq(vsx_evloop_enable_post(&ev), 0);
+	cr_assert_not_null(ev.loop.post);
+	vsx_evloop_set_poll(&ev, 10000);
+	cr_assert_eq(ev.loop.post(ev.loop.ctx, chain_run, &ch), 0);
+	cr_assert_eq(vsx_evloop_run(&ev), 0);
+	cr_assert_eq(ch.runs, 20);
+	cr_assert_eq(ev.fired, 0, "fired %llu", (unsigned long long)ev.fired);
+	cr_assert_eq(ev.poll_ns, 0, "window %u ns", ev.poll_ns);
+	cr_assert_eq(ev.poll_hits + ev.poll_misses, 0, "%llu hits, %llu misses",
+		     (unsigned long long)ev.poll_hits, (unsigned long long)ev.poll_misses);
+	/* the watches still count, with the mailbox there */
+	cr_assert_eq(pp_run(&p), 0);
+	cr_assert_eq(ev.fired, 5);
+	cr_assert_gt(ev.poll_ns, 0);
+	vsx_evloop_fini(&ev);
+	cr_assert_null(ev.loop.post);
+}

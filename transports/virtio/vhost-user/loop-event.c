@@ -27,10 +27,13 @@
  *
  * Posting (vsx_evloop_enable_post): a mailbox, the one part of the adapter
  * other threads touch. A post appends to a list under the mailbox's mutex
- * and, when the list was empty, writes the eventfd; the loop's read watch
+ * and, when the list was empty, writes the eventfd; the loop's read event
  * on it takes the whole list under the mutex and runs it outside, in
  * order. A callback posted from inside a posted callback runs at the next
- * wake-up, not in the same batch.
+ * wake-up, not in the same batch. That event is a plain libevent one, not
+ * a watch, so posts stay out of @fired: they are control traffic (vsxd:
+ * world stops, status requests, set-up across threads), and a polling
+ * window opened by one would only burn CPU.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -219,16 +222,16 @@ struct vsx_evloop_mail {
 	pthread_mutex_t mu;
 	struct mail *head, **tail;   /* under @mu */
 	int efd;
-	struct vsx_watch *w;         /* the loop's read watch on @efd */
+	struct event *ev;            /* the loop's read event on @efd (not a watch) */
 };
 
-static void mail_run(int fd, int events, void *arg)
+static void mail_run(evutil_socket_t fd, short what, void *arg)
 {
 	struct vsx_evloop_mail *mb = arg;
 	struct mail *m, *next;
 	uint64_t v;
 
-	(void)events;
+	(void)what;
 	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return;
 	pthread_mutex_lock(&mb->mu);
@@ -283,13 +286,15 @@ int vsx_evloop_enable_post(struct vsx_evloop *ev)
 	mb->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (mb->efd < 0)
 		goto err;
-	mb->w = ev_watch(ev, mb->efd, VSX_EV_READ, mail_run, mb);
-	if (!mb->w)
+	mb->ev = event_new(ev->base, mb->efd, EV_READ | EV_PERSIST, mail_run, mb);
+	if (!mb->ev || event_add(mb->ev, NULL) < 0)
 		goto err;
 	ev->mail = mb;
 	ev->loop.post = ev_post;
 	return 0;
 err:
+	if (mb->ev)
+		event_free(mb->ev);
 	if (mb->efd >= 0)
 		close(mb->efd);
 	pthread_mutex_destroy(&mb->mu);
@@ -306,7 +311,7 @@ void vsx_evloop_fini(struct vsx_evloop *ev)
 		return;
 	ev->loop.post = NULL;
 	ev->mail = NULL;
-	ev_unwatch(mb->w);
+	event_free(mb->ev);
 	close(mb->efd);
 	for (m = mb->head; m; m = next) {
 		next = m->next;
@@ -441,8 +446,8 @@ int vsx_evloop_run(struct vsx_evloop *ev)
 			return r;
 		if (event_base_got_break(ev->base) || event_base_got_exit(ev->base))
 			return 0;
-		/* Only the data path's watches count: a timer, a signal or the
-		 * control socket waking the loop changes nothing. */
+		/* Only the data path's watches count: a timer, a signal, a
+		 * post or the control socket waking the loop changes nothing. */
 		if (!ev->poll_max_ns || ev->fired == before)
 			continue;
 		now = now_ns();

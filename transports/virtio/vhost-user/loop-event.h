@@ -28,7 +28,8 @@ struct event_base;
 struct vsx_evloop {
 	struct vsx_loop loop;          /* what the backend gets */
 	struct event_base *base;       /* the caller's: outlives every watch */
-	uint64_t fired;                /* watch callbacks run, and poller finds */
+	uint64_t fired;                /* watch callbacks run, and poller finds
+					* (not posts: see enable_post) */
 	/* Polling (vsx_evloop_run): see vsx_evloop_set_poll. */
 	unsigned poll_max_ns;          /* 0: never poll */
 	unsigned poll_ns;              /* the window now, in [0, poll_max_ns] */
@@ -52,9 +53,11 @@ void vsx_evloop_init(struct vsx_evloop *ev, struct event_base *base);
 /*
  * Give the loop its post entry (loop.h), for a loop that runs on a thread
  * of its own: callbacks posted from other threads are queued under a
- * mutex and the loop is woken through an eventfd it watches. Call it
- * before the loop runs, on the thread that made @ev; vsx_evloop_fini
- * undoes it. 0, or -errno.
+ * mutex and the loop is woken through an eventfd it watches. A post is
+ * not activity for the polling (vsx_evloop_set_poll): it neither opens
+ * nor extends a window, nor counts in @fired. Call it before the loop
+ * runs, on the thread that made @ev; vsx_evloop_fini undoes it. 0, or
+ * -errno.
  */
 int vsx_evloop_enable_post(struct vsx_evloop *ev);
 
