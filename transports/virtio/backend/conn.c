@@ -52,7 +52,9 @@
  * connection: REQUEST/RESPONSE, credit packets, data (ops->emit), SHUTDOWN,
  * RST. The host peer reads with readv directly into the payload part of
  * as many RX chains as the guest's credit allows, up to ENG_RX_READ
- * (128 KiB) per read, at most 64 KiB per packet.
+ * (512 KiB: a whole ring of Linux's 4 KiB buffers) and ENG_RX_BATCH
+ * chains per read, at most 64 KiB per packet; so a wakeup that finds a
+ * window of data takes it in one readv.
  *
  * Credit. Counters are wrapping u32 byte counts. We may send
  * peer_buf_alloc - (tx_cnt - peer_fwd_cnt); every packet carries our

@@ -55,8 +55,8 @@
 /* ---- Limits ---- */
 #define ENG_TX_BATCH 128          /* TX chains popped per round */
 #define ENG_TX_BUDGET 1024        /* TX chains per kick before yielding */
-#define ENG_RX_BATCH 64           /* RX chains one host read may fill */
-#define ENG_RX_READ (128u << 10)  /* bytes one host read may take (stream) */
+#define ENG_RX_BATCH 128          /* RX chains one host read may fill (QEMU's ring) */
+#define ENG_RX_READ (512u << 10)  /* bytes one host read may take (stream) */
 #define ENG_IOV_MAX 1024          /* iovecs per readv/sendmsg (IOV_MAX) */
 #define ENG_SMALL_PKT 128         /* payloads always appended to the tail chunk */
 #define ENG_CHUNK_MIN 4096        /* smallest queue chunk (unless credit is less) */
