@@ -899,7 +899,7 @@ END {
 			if (b == DEF)
 				print "vsxd tx-buffer-size and the guest'"'"'s buf_alloc 256 KiB (Linux'"'"'s default): a credit window of 256 KiB each way; host program and socketpair sockets: " sockdesc(b) "."
 			else
-				print "vsxd with `--vm ...,tx-buffer-size=" b "` and vsxbench `--buffer " b "`: a credit window of " human(b) " each way; host program and socketpair sockets: " sockdesc(b) ". vsxd raises its own Unix host socket'"'"'s SO_SNDBUF to a connection'"'"'s buffer above the default (capped by net.core.wmem_max)."
+				print "vsxd with `--vm ...,tx-buffer-size=" b "` and vsxbench `--buffer " b "`: a credit window of " human(b) " each way; host program and socketpair sockets: " sockdesc(b) ". vsxd raises its own Unix host socket'"'"'s SO_SNDBUF to a connection'"'"'s buffer (capped by net.core.wmem_max, then doubled by the kernel)."
 			print ""
 			tphead()
 			for (j = 1; j <= nr[b]; j++)

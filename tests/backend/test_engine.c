@@ -1633,7 +1633,7 @@ Test(control, reset_now)
  * to the connection's buffer, so a whole window of guest data goes into
  * the kernel while the program is not reading, nothing stays queued in
  * vsxd. W is the largest window net.core.wmem_max lets us check. */
-static uint32_t sndbuf_window(void)
+static long wmem_max(void)
 {
 	FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
 	long max = 0;
@@ -1643,6 +1643,13 @@ static uint32_t sndbuf_window(void)
 			max = 0;
 		fclose(f);
 	}
+	return max;
+}
+
+static uint32_t sndbuf_window(void)
+{
+	long max = wmem_max();
+
 	if (max > 1024 * 1024)
 		max = 1024 * 1024;
 	return (uint32_t)max & ~0xffffu;
@@ -1704,6 +1711,28 @@ Test(datapath, host_socket_holds_a_whole_window)
 	close(lfd);
 	close(fd2);
 	close(lfd2);
+}
+
+/* The default window too: a Unix socket's default send buffer
+ * (net.core.wmem_default, 208 KiB) is less than 256 KiB, so without the
+ * raise vsxd would hold the rest of every window itself. */
+Test(datapath, host_socket_holds_a_default_window)
+{
+	long max = wmem_max();
+	struct gc c;
+	int lfd, fd;
+
+	/* the kernel doubles SO_SNDBUF; a window needs a little more than
+	 * itself for the socket buffers' overhead */
+	if (2 * max < VSXB_DEFAULT_BUF_ALLOC + VSXB_DEFAULT_BUF_ALLOC / 4)
+		cr_skip_test("net.core.wmem_max (%ld) cannot hold a %u-byte window", max,
+			     VSXB_DEFAULT_BUF_ALLOC);
+	cr_assert_eq(hx_default_buffer(&H, 0, VSXB_DEFAULT_BUF_ALLOC), 0);
+	g2h_open(&c, 0, STREAM, 47012, 1312, &lfd, &fd);
+	cr_assert_eq(c.peer_buf, VSXB_DEFAULT_BUF_ALLOC);
+	window_lands_in_kernel(&c, fd, VSXB_DEFAULT_BUF_ALLOC, 12);
+	close(fd);
+	close(lfd);
 }
 
 Test(control, default_buffer_per_vm)
@@ -2087,9 +2116,13 @@ Test(config, validation)
 
 Test(engine, seqpacket_queued_when_host_blocked)
 {
-	enum { N = 220, M = 1000 };
+	/* N messages: more than the Unix socket holds (vsxd sets its SO_SNDBUF
+	 * to the 256 KiB window, doubled by the kernel: 200 to 350 records of
+	 * this size), less than that and the window together */
+	enum { N = 400, M = 1000 };
 	uint8_t msg[M], rec[2 * M];
 	struct vsxb_conn_info ci;
+	struct pkt *p;
 	struct gc c;
 	int lfd, fd, i;
 	ssize_t r;
@@ -2098,6 +2131,12 @@ Test(engine, seqpacket_queued_when_host_blocked)
 	/* the host does not read: the Unix socket fills, the rest is queued
 	 * (message boundaries kept), all within the guest's credit */
 	for (i = 0; i < N; i++) {
+		while (g_credit(&c) < M) {
+			p = g_next(c.g, &c, TMO);
+			cr_assert_not_null(p, "no credit for message %d", i);
+			cr_assert_eq(p->h.op, VIRTIO_VSOCK_OP_CREDIT_UPDATE);
+			free(p);
+		}
 		fill_pattern(msg, M, 1000 + (uint32_t)i);
 		if (i % 2) {
 			cr_assert_geq(g_send(&c, OP_RW, 0, msg, 300), 0);
@@ -2465,7 +2504,9 @@ Test(hybrid, program_gone_before_guest_accepts)
 
 Test(engine, drain_bounded_by_linger)
 {
-	size_t len = 400000;
+	/* more than the socket takes (vsxd sets its SO_SNDBUF to the 256 KiB
+	 * window, which the kernel doubles), less than that and the window */
+	size_t len = 640000;
 	uint8_t *buf = malloc(len + 1);
 	struct vsxb_conn_info ci[4];
 	struct gc c;
@@ -2474,7 +2515,7 @@ Test(engine, drain_bounded_by_linger)
 	hx_timeouts(&H, 0, 0, 300);
 	g2h_open(&c, 0, STREAM, 40040, 1350, &lfd, &fd);
 	fill_pattern(buf, len, 40);
-	g_write(&c, buf, len, 65536);   /* more than the socket takes */
+	g_write(&c, buf, len, 65536);
 	hx_sync(&H);
 	cr_assert_gt(conn_of(&c, 0).queued, 0);
 	cr_assert_geq(g_send(&c, OP_SHUTDOWN, SHUT_BOTH, NULL, 0), 0);

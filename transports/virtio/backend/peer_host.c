@@ -799,22 +799,26 @@ static void host_cb(int fd, int events, void *arg)
 /*
  * Let the kernel hold a whole credit window of guest data for the host
  * program. A Unix stream socket's send buffer is net.core.wmem_default
- * (about 208 KiB) unless raised, which suits the default 256 KiB window;
- * with a larger window vsxd would have to queue the rest itself and wait
- * for the program to drain the socket before it can write again, and a
- * 1 MiB window would move less than a 256 KiB one. So the Unix socket of
- * a connection whose buf_alloc is above the default gets SO_SNDBUF =
- * buf_alloc: only raised, never lowered, and capped by net.core.wmem_max
- * like any SO_SNDBUF. Other sockets (TCP, handed over by forwards) keep
- * theirs: TCP sizes its own buffer and setting SO_SNDBUF would switch that
- * off. Best effort: a failure leaves the buffer as it was, only slower.
+ * (about 208 KiB) unless raised: less than even the default 256 KiB
+ * window, so vsxd would queue the rest of each window itself (a copy),
+ * arm the write watch and wait for the program to drain the socket before
+ * it can write again (at 64 KiB writes and 256 KiB windows that was 2.2
+ * epoll_ctl per MiB, 18 % more sendmsg and 10 % more CPU per GiB than
+ * with the window in the kernel; bench/README.md), and a 1 MiB window
+ * would move less than a 256 KiB one. So the Unix socket of every
+ * connection gets SO_SNDBUF = buf_alloc: only raised, never lowered, and
+ * capped by net.core.wmem_max like any SO_SNDBUF (the kernel doubles what
+ * it is given, so wmem_max's default 208 KiB still holds a 256 KiB
+ * window). Other sockets (TCP, handed over by forwards) keep theirs: TCP
+ * sizes its own buffer and setting SO_SNDBUF would switch that off. Best
+ * effort: a failure leaves the buffer as it was, only slower.
  */
 static void host_size_sndbuf(struct conn *c)
 {
 	int domain, cur, want;
 	socklen_t len = sizeof(domain);
 
-	if (hp(c)->fd < 0 || c->buf_alloc <= VSXB_DEFAULT_BUF_ALLOC ||
+	if (hp(c)->fd < 0 ||
 	    c->buf_alloc > INT32_MAX / 2 ||
 	    getsockopt(hp(c)->fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0 ||
 	    domain != AF_UNIX)
