@@ -1042,6 +1042,7 @@ struct port_call {
 	struct vsxb_router *r;
 	struct vsxb_port *p;         /* checked again: it may be gone */
 	struct vsxb_vm *vm;          /* likewise */
+	uint64_t serial;             /* ... and be another VM at that address */
 	uint64_t id;
 	uint32_t guest_port, port;
 };
@@ -1056,23 +1057,12 @@ static bool port_listed(struct vsxb_router *r, const struct vsxb_port *p)
 	return false;
 }
 
-static struct conn *port_conn(struct vsxb_router *r, const struct vsxb_vm *vm,
-			      uint64_t id)
+/* The connection the call is for, if its VM and it are still there. */
+static struct conn *port_conn(const struct port_call *pc)
 {
-	struct eng_list *n;
-
-	for (n = r->vms.next; n != &r->vms; n = n->next)
-		if (eng_container_of(n, struct vsxb_vm, node) == vm)
-			break;
-	if (n == &r->vms)
+	if (!vsxb__vm_listed(pc->r, pc->vm, pc->serial))
 		return NULL;
-	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
-
-		if (c->id == id)
-			return c->dead ? NULL : c;
-	}
-	return NULL;
+	return vsxb__vm_conn(pc->vm, pc->id);
 }
 
 /* On the control thread, in a world stop: the handler, as if called at
@@ -1085,10 +1075,10 @@ static void port_run(void *arg)
 	int rc;
 
 	vsxb__world_stop(r);
-	c = port_conn(r, pc->vm, pc->id);
+	c = port_conn(pc);
 	if (c && port_listed(r, pc->p) && c->state == VSXB_CONN_CONNECTING) {
 		rc = pc->p->cb(pc->p->arg, pc->vm, pc->id, pc->guest_port, pc->port);
-		c = port_conn(r, pc->vm, pc->id);
+		c = port_conn(pc);
 		if (rc < 0 && c) {
 			vsxb__conn_why(c, VSXB_REASON_REFUSED, -rc);
 			vsxb__conn_reset(c, false);
@@ -1110,7 +1100,8 @@ static void port_post(struct vsxb_vm *vm, struct vsxb_port *p, struct conn *c,
 	int rc = -ENOMEM;
 
 	if (pc) {
-		*pc = (struct port_call){ .r = vm->r, .p = p, .vm = vm, .id = c->id,
+		*pc = (struct port_call){ .r = vm->r, .p = p, .vm = vm,
+					  .serial = vm->serial, .id = c->id,
 					  .guest_port = h->src_port, .port = h->dst_port };
 		rc = l->post ? l->post(l->ctx, port_run, pc) : -ENOSYS;
 		if (!rc)
@@ -1142,19 +1133,6 @@ struct xsib_msg {
 	uint32_t guest_port, peer_port;
 };
 
-/* @vm is still the router's VM of that serial. On @vm's thread, which
- * the list changes under only while it is parked. */
-static bool vm_listed(const struct vsxb_router *r, const struct vsxb_vm *vm,
-		      uint64_t serial)
-{
-	const struct eng_list *n;
-
-	for (n = r->vms.next; n != &r->vms; n = n->next)
-		if (eng_container_of(n, struct vsxb_vm, node) == vm)
-			return vm->serial == serial;
-	return false;
-}
-
 void vsxb__xsib_forget(struct vsxb_router *r, const struct vsxb_vm *gone)
 {
 	struct eng_list *n, *m;
@@ -1169,19 +1147,6 @@ void vsxb__xsib_forget(struct vsxb_router *r, const struct vsxb_vm *gone)
 				hp(c)->xvm = NULL;
 		}
 	}
-}
-
-static struct conn *conn_by_id(struct vsxb_vm *vm, uint64_t id)
-{
-	struct eng_list *n;
-
-	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
-
-		if (c->id == id)
-			return c->dead ? NULL : c;
-	}
-	return NULL;
 }
 
 static void xsib_run(void *arg);
@@ -1219,7 +1184,7 @@ static void xsib_make(struct xsib_msg *m)
 
 	/* as vsxb__sib_request refuses; a paused VM gets the REQUEST at cont.
 	 * A gone (it cannot go while this thread runs): nobody to answer */
-	if (!vm_listed(m->r, m->from, m->from_serial) ||
+	if (!vsxb__vm_listed(m->r, m->from, m->from_serial) ||
 	    !vm->live || vm->broken || vm->freeing ||
 	    (m->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !vm->seqpacket) ||
 	    vsxb__conn_find(vm, m->guest_port, m->from_cid, m->peer_port)) {
@@ -1256,7 +1221,7 @@ static void xsib_make(struct xsib_msg *m)
 /* On A's thread: B's guest accepted. */
 static void xsib_ok(struct xsib_msg *m)
 {
-	struct conn *c = conn_by_id(m->vm, m->id);
+	struct conn *c = vsxb__vm_conn(m->vm, m->id);
 
 	if (!c || c->state != VSXB_CONN_CONNECTING || hp(c)->fd < 0)
 		return; /* gone: B reads EOF from the pair */
@@ -1274,7 +1239,7 @@ static void xsib_run(void *arg)
 	struct xsib_msg *m = arg;
 	struct conn *c;
 
-	if (!vm_listed(m->r, m->vm, m->serial)) {
+	if (!vsxb__vm_listed(m->r, m->vm, m->serial)) {
 		if (m->what == XS_MAKE)
 			close(m->fd);
 		free(m);
@@ -1288,7 +1253,7 @@ static void xsib_run(void *arg)
 		xsib_ok(m);
 		break;
 	case XS_BUF:
-		c = conn_by_id(m->vm, m->id);
+		c = vsxb__vm_conn(m->vm, m->id);
 		if (c && c->buf_alloc != xsib_window(m->vm, m->buf))
 			vsxb__conn_set_buffer(c, xsib_window(m->vm, m->buf));
 		break;
