@@ -747,6 +747,18 @@ static void connecting_readable(struct conn *c)
 	vsxb__conn_reset(c, false);
 }
 
+/* The other end accepted the connection the guest asked for (a forward's
+ * connect, a handler's descriptor, a sibling's guest): ESTABLISHED, OPEN
+ * reported, RESPONSE to the guest, the socket watched for data. */
+static void host_accept(struct conn *c)
+{
+	vsxb__conn_timer(c, T_NONE, 0);
+	c->state = VSXB_CONN_ESTABLISHED;
+	vsxb__conn_opened(c);
+	vsxb__conn_ctrl(c, C_RESPONSE);
+	host_watch(c);
+}
+
 /* A forward's socket turned writable: connected, or refused. */
 static void forward_connected(struct conn *c)
 {
@@ -764,11 +776,7 @@ static void forward_connected(struct conn *c)
 		return;
 	}
 	hp(c)->pending = false;
-	vsxb__conn_timer(c, T_NONE, 0);
-	c->state = VSXB_CONN_ESTABLISHED;
-	vsxb__conn_opened(c);
-	vsxb__conn_ctrl(c, C_RESPONSE);
-	host_watch(c);
+	host_accept(c);
 }
 
 static void host_cb(int fd, int events, void *arg)
@@ -1227,11 +1235,7 @@ static void xsib_ok(struct xsib_msg *m)
 		return; /* gone: B reads EOF from the pair */
 	hp(c)->xid = m->from_id;
 	c->buf_alloc = xsib_window(c->vm, m->buf);
-	vsxb__conn_timer(c, T_NONE, 0);
-	c->state = VSXB_CONN_ESTABLISHED;
-	vsxb__conn_opened(c);
-	vsxb__conn_ctrl(c, C_RESPONSE);
-	host_watch(c);
+	host_accept(c);
 }
 
 static void xsib_run(void *arg)
@@ -1395,11 +1399,7 @@ static int host_attach_fd(struct conn *c, int fd)
 		hp(c)->fd = -1;
 		return -ENOMEM;
 	}
-	vsxb__conn_timer(c, T_NONE, 0);
-	c->state = VSXB_CONN_ESTABLISHED;
-	vsxb__conn_opened(c);
-	vsxb__conn_ctrl(c, C_RESPONSE);
-	host_watch(c);
+	host_accept(c);
 	return 0;
 }
 
