@@ -74,36 +74,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "peer.h"
+#include "peer_host.h"
 #include "util.h"
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 
-/* c->priv of a connection to a host socket */
-struct host_peer {
-	int fd;                      /* -1: none (yet, or any more) */
-	struct vsx_watch *w;
-	int wev;                     /* events watched */
-	bool hybrid;                 /* host-initiated: "OK <port>" owed on RESPONSE */
-	bool readable;               /* the socket had data last we looked */
-	bool early;                  /* data came before the guest answered */
-	bool eof;                    /* the host shut its sending side */
-	bool wr_shut;                /* we shut down our sending side */
-	bool wr_dead;                /* the host no longer takes data */
-	bool pending;                /* a forward's connect is in progress */
-	/* xsib_ops: the other half of the pair, on another thread */
-	struct vsxb_vm *xvm;         /* NULL once that VM is gone */
-	uint64_t xserial;            /* its serial */
-	uint64_t xid;                /* its id; 0: not known yet */
-	uint32_t xbuf;               /* this guest's buf_alloc, as last told it */
-};
-
-static const struct vsxb_peer_ops host_ops, vsock_ops, xsib_ops;
-
-static struct host_peer *hp(const struct conn *c)
-{
-	return c->priv;
-}
+static const struct vsxb_peer_ops host_ops, vsock_ops;
 
 static const struct vsx_loop *vm_loop(const struct vsxb_vm *vm)
 {
@@ -151,7 +127,7 @@ static void host_watch(struct conn *c)
 	}
 }
 
-static void host_sync(struct conn *c)
+void vsxb__host_sync(struct conn *c)
 {
 	/* Emit first, then set the mask from where that left us: a read
 	 * that empties the socket leaves the read watch as it was, so a
@@ -162,7 +138,7 @@ static void host_sync(struct conn *c)
 	host_watch(c);
 }
 
-static void host_close(struct conn *c)
+void vsxb__host_close(struct conn *c)
 {
 	if (hp(c)->w) {
 		vm_loop(c->vm)->unwatch(hp(c)->w);
@@ -442,8 +418,8 @@ static void host_batch_flush(struct vsxb_vm *vm)
 		host_flush(c); /* else the writable callback will */
 }
 
-static void host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
-		  unsigned flags)
+void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
+		   unsigned flags)
 {
 	struct vsxb_vm *vm = c->vm;
 	unsigned i;
@@ -518,7 +494,7 @@ static void host_eof(struct conn *c)
 		hp(c)->wr_dead = true;
 		c->fwd_cnt += (uint32_t)c->q.bytes;
 		vsxb__txq_clear(&c->q);
-		host_close(c);
+		vsxb__host_close(c);
 		vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
 		return;
 	}
@@ -676,7 +652,7 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 	return EMIT_MORE;
 }
 
-static int host_emit(struct conn *c)
+int vsxb__host_emit(struct conn *c)
 {
 	struct vsxb_vm *vm = c->vm;
 	uint32_t cap[ENG_RX_BATCH], credit;
@@ -741,16 +717,16 @@ static void connecting_readable(struct conn *c)
 	}
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	/* a sibling on another thread closes its end when it refuses */
-	vsxb__conn_why(c, c->ops == &xsib_ops ? VSXB_REASON_REFUSED : VSXB_REASON_HOST_CLOSED,
-		       0);
+	/* the other end of a socketpair may close it to refuse */
+	vsxb__conn_why(c, hp(c)->close_refuses ? VSXB_REASON_REFUSED :
+		       VSXB_REASON_HOST_CLOSED, 0);
 	vsxb__conn_reset(c, false);
 }
 
 /* The other end accepted the connection the guest asked for (a forward's
  * connect, a handler's descriptor, a sibling's guest): ESTABLISHED, OPEN
  * reported, RESPONSE to the guest, the socket watched for data. */
-static void host_accept(struct conn *c)
+void vsxb__host_accept(struct conn *c)
 {
 	vsxb__conn_timer(c, T_NONE, 0);
 	c->state = VSXB_CONN_ESTABLISHED;
@@ -776,7 +752,7 @@ static void forward_connected(struct conn *c)
 		return;
 	}
 	hp(c)->pending = false;
-	host_accept(c);
+	vsxb__host_accept(c);
 }
 
 static void host_cb(int fd, int events, void *arg)
@@ -799,7 +775,7 @@ static void host_cb(int fd, int events, void *arg)
 		host_flush(c);
 	if (!c->dead && (events & VSX_EV_READ)) {
 		hp(c)->readable = true;
-		host_sync(c);
+		vsxb__host_sync(c);
 	}
 	vsxb__round(sh);
 }
@@ -817,7 +793,7 @@ static void host_cb(int fd, int events, void *arg)
  * theirs: TCP sizes its own buffer and setting SO_SNDBUF would switch that
  * off. Best effort: a failure leaves the buffer as it was, only slower.
  */
-static void host_size_sndbuf(struct conn *c)
+void vsxb__host_size_sndbuf(struct conn *c)
 {
 	int domain, cur, want;
 	socklen_t len = sizeof(domain);
@@ -836,12 +812,12 @@ static void host_size_sndbuf(struct conn *c)
 	setsockopt(hp(c)->fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
 }
 
-static int host_attach(struct conn *c, int fd)
+int vsxb__host_attach(struct conn *c, int fd)
 {
 	const struct vsx_loop *l = vm_loop(c->vm);
 
 	hp(c)->fd = fd;
-	host_size_sndbuf(c);
+	vsxb__host_size_sndbuf(c);
 	hp(c)->w = l->watch(l->ctx, fd, 0, host_cb, c);
 	if (!hp(c)->w)
 		return -ENOMEM;
@@ -850,7 +826,7 @@ static int host_attach(struct conn *c, int fd)
 	return 0;
 }
 
-static int host_established(struct conn *c)
+int vsxb__host_established(struct conn *c)
 {
 	char line[24];
 	int n;
@@ -871,7 +847,7 @@ static int host_established(struct conn *c)
 	return 0;
 }
 
-static void host_guest_shutdown(struct conn *c, unsigned flags)
+void vsxb__host_guest_shutdown(struct conn *c, unsigned flags)
 {
 	(void)flags;
 	host_guest_shut(c);
@@ -882,7 +858,7 @@ static void host_guest_shutdown(struct conn *c, unsigned flags)
 
 /* The guest side is over: what the guest sent before still goes to the
  * host, unless it never got that far. */
-static void host_gone(struct conn *c)
+void vsxb__host_gone(struct conn *c)
 {
 	if (hp(c)->fd >= 0 && c->q.bytes && !hp(c)->wr_dead &&
 	    c->state != VSXB_CONN_CONNECTING)
@@ -891,13 +867,13 @@ static void host_gone(struct conn *c)
 		vsxb__conn_kill(c);
 }
 
-static void host_flush_batch(struct conn *c)
+void vsxb__host_flush_batch(struct conn *c)
 {
 	host_batch_flush(c->vm);
 }
 
 /* A connection to a host socket (@ops: host_ops or vsock_ops); its socket
- * comes with host_attach. */
+ * comes with vsxb__host_attach. */
 static struct conn *host_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 			     uint16_t type, uint32_t guest_port, uint32_t host_port)
 {
@@ -950,7 +926,7 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 	c->peer_buf_alloc = h->buf_alloc;
 	c->peer_fwd_cnt = h->fwd_cnt;
 	c->state = VSXB_CONN_ESTABLISHED;
-	if (host_attach(c, fd) < 0) {
+	if (vsxb__host_attach(c, fd) < 0) {
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
 		vsxb__conn_reset(c, false);
 		return;
@@ -994,7 +970,7 @@ void vsxb__host_forward(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 	c->peer_buf_alloc = h->buf_alloc;
 	c->peer_fwd_cnt = h->fwd_cnt;
 	hp(c)->pending = true;
-	if (host_attach(c, fd) < 0) {
+	if (vsxb__host_attach(c, fd) < 0) {
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
 		vsxb__conn_reset(c, false);
 		return;
@@ -1122,6 +1098,22 @@ static void port_post(struct vsxb_vm *vm, struct vsxb_port *p, struct conn *c,
 
 /* ---- Siblings that two threads serve ---- */
 
+/* xsib_ops: the other half of the pair, on another thread (hp() first) */
+struct xsib_peer {
+	struct host_peer h;
+	struct vsxb_vm *xvm;         /* NULL once that VM is gone */
+	uint64_t xserial;            /* its serial */
+	uint64_t xid;                /* its id; 0: not known yet */
+	uint32_t xbuf;               /* this guest's buf_alloc, as last told it */
+};
+
+static const struct vsxb_peer_ops xsib_ops;
+
+static struct xsib_peer *xp(const struct conn *c)
+{
+	return c->priv;
+}
+
 enum xsib_what { XS_MAKE, XS_OK, XS_BUF };
 
 struct xsib_msg {
@@ -1151,8 +1143,8 @@ void vsxb__xsib_forget(struct vsxb_router *r, const struct vsxb_vm *gone)
 		for (m = vm->conns.next; m != &vm->conns; m = m->next) {
 			struct conn *c = eng_container_of(m, struct conn, node);
 
-			if (c->ops == &xsib_ops && hp(c)->xvm == gone)
-				hp(c)->xvm = NULL;
+			if (c->ops == &xsib_ops && xp(c)->xvm == gone)
+				xp(c)->xvm = NULL;
 		}
 	}
 }
@@ -1213,11 +1205,12 @@ static void xsib_make(struct xsib_msg *m)
 		return;
 	}
 	hp(c)->fd = -1;
-	hp(c)->xvm = m->from;        /* listed: forgotten when it goes */
-	hp(c)->xserial = m->from_serial;
-	hp(c)->xid = m->from_id;
+	hp(c)->close_refuses = true;
+	xp(c)->xvm = m->from;        /* listed: forgotten when it goes */
+	xp(c)->xserial = m->from_serial;
+	xp(c)->xid = m->from_id;
 	c->buf_alloc = xsib_window(vm, m->buf);
-	if (host_attach(c, m->fd) < 0) {
+	if (vsxb__host_attach(c, m->fd) < 0) {
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
 		vsxb__conn_kill(c);   /* closes the fd */
 		return;
@@ -1233,9 +1226,9 @@ static void xsib_ok(struct xsib_msg *m)
 
 	if (!c || c->state != VSXB_CONN_CONNECTING || hp(c)->fd < 0)
 		return; /* gone: B reads EOF from the pair */
-	hp(c)->xid = m->from_id;
+	xp(c)->xid = m->from_id;
 	c->buf_alloc = xsib_window(c->vm, m->buf);
-	host_accept(c);
+	vsxb__host_accept(c);
 }
 
 static void xsib_run(void *arg)
@@ -1296,14 +1289,15 @@ void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		return;
 	}
 	hp(c)->fd = -1;
-	hp(c)->xvm = to;
-	hp(c)->xserial = to->serial;
+	hp(c)->close_refuses = true;
+	xp(c)->xvm = to;
+	xp(c)->xserial = to->serial;
 	c->guest_initiated = true;
 	c->peer_buf_alloc = h->buf_alloc;
 	c->peer_fwd_cnt = h->fwd_cnt;
-	hp(c)->xbuf = h->buf_alloc;
+	xp(c)->xbuf = h->buf_alloc;
 	c->buf_alloc = xsib_window(vm, VSXB_DEFAULT_BUF_ALLOC);
-	if (host_attach(c, sp[0]) < 0) {
+	if (vsxb__host_attach(c, sp[0]) < 0) {
 		close(sp[1]);
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
 		vsxb__conn_reset(c, false);
@@ -1326,14 +1320,14 @@ void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 static int xsib_established(struct conn *c)
 {
 	struct xsib_msg m = {
-		.what = XS_OK, .r = c->vm->r, .vm = hp(c)->xvm, .serial = hp(c)->xserial,
-		.id = hp(c)->xid, .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc,
+		.what = XS_OK, .r = c->vm->r, .vm = xp(c)->xvm, .serial = xp(c)->xserial,
+		.id = xp(c)->xid, .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc,
 	};
-	int rc = host_established(c);
+	int rc = vsxb__host_established(c);
 
 	if (rc < 0)
 		return rc;
-	hp(c)->xbuf = c->peer_buf_alloc;
+	xp(c)->xbuf = c->peer_buf_alloc;
 	if (xsib_post(&m) < 0) {
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
 		return -ENOMEM;
@@ -1345,15 +1339,15 @@ static int xsib_established(struct conn *c)
 static void xsib_credit_changed(struct conn *c)
 {
 	struct xsib_msg m = {
-		.what = XS_BUF, .r = c->vm->r, .vm = hp(c)->xvm, .serial = hp(c)->xserial,
-		.id = hp(c)->xid, .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc,
+		.what = XS_BUF, .r = c->vm->r, .vm = xp(c)->xvm, .serial = xp(c)->xserial,
+		.id = xp(c)->xid, .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc,
 	};
 
-	host_sync(c);
-	if (c->dead || !hp(c)->xid || c->peer_buf_alloc == hp(c)->xbuf)
+	vsxb__host_sync(c);
+	if (c->dead || !xp(c)->xid || c->peer_buf_alloc == xp(c)->xbuf)
 		return;
 	if (xsib_post(&m) == 0)
-		hp(c)->xbuf = c->peer_buf_alloc;
+		xp(c)->xbuf = c->peer_buf_alloc;
 }
 
 /* A guest REQUEST to a port with a handler: the connection waits,
@@ -1395,11 +1389,11 @@ static int host_attach_fd(struct conn *c, int fd)
 	if (c->dead || !c->guest_initiated ||
 	    c->state != VSXB_CONN_CONNECTING || hp(c)->fd >= 0)
 		return -ENOENT;
-	if (vsx__set_nonblock(fd, true) < 0 || host_attach(c, fd) < 0) {
+	if (vsx__set_nonblock(fd, true) < 0 || vsxb__host_attach(c, fd) < 0) {
 		hp(c)->fd = -1;
 		return -ENOMEM;
 	}
-	host_accept(c);
+	vsxb__host_accept(c);
 	return 0;
 }
 
@@ -1432,7 +1426,7 @@ int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char 
 		return -EBUSY;
 	}
 	vsxb__set_tag(c->tag, tag);
-	if (host_attach(c, fd) < 0) {
+	if (vsxb__host_attach(c, fd) < 0) {
 		vsxb__conn_kill(c);   /* closes @fd */
 		return -ENOMEM;
 	}
@@ -1466,7 +1460,7 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 		return;
 	}
 	hp(c)->hybrid = true;
-	if (host_attach(c, fd) < 0) {
+	if (vsxb__host_attach(c, fd) < 0) {
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
 		vsxb__conn_kill(c);
 		return;
@@ -1475,37 +1469,21 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 	vsxb__conn_ctrl(c, C_REQUEST);
 }
 
-/* The hooks every table has: a forward's vsock socket is a host socket,
- * and so is a cross-thread sibling's end of its socketpair. */
-#define HOST_PEER_HOOKS \
-	.priv_size = sizeof(struct host_peer), \
-	/* Guest -> peer */ \
-	.rw = host_rw, \
-	.flush = host_flush_batch, \
-	.guest_shutdown = host_guest_shutdown, \
-	/* Peer -> guest */ \
-	.emit = host_emit, \
-	.sync = host_sync, \
-	/* Credit */ \
-	.set_buffer = host_size_sndbuf, \
-	/* Ends */ \
-	.reset = host_close, \
-	.gone = host_gone, \
-	.release = host_close
-
 static const struct vsxb_peer_ops host_ops = {
 	.name = "host",
+	.priv_size = sizeof(struct host_peer),
 	HOST_PEER_HOOKS,
-	.credit_changed = host_sync,
-	.established = host_established,
+	.credit_changed = vsxb__host_sync,
+	.established = vsxb__host_established,
 	.attach_fd = host_attach_fd,
 };
 
 static const struct vsxb_peer_ops vsock_ops = {
 	.name = "vsock",
+	.priv_size = sizeof(struct host_peer),
 	HOST_PEER_HOOKS,
-	.credit_changed = host_sync,
-	.established = host_established,
+	.credit_changed = vsxb__host_sync,
+	.established = vsxb__host_established,
 	.attach_fd = host_attach_fd,
 };
 
@@ -1513,6 +1491,7 @@ static const struct vsxb_peer_ops vsock_ops = {
  * with the setup and the credit told across. */
 static const struct vsxb_peer_ops xsib_ops = {
 	.name = "sibling",
+	.priv_size = sizeof(struct xsib_peer),
 	HOST_PEER_HOOKS,
 	.credit_changed = xsib_credit_changed,
 	.established = xsib_established,
