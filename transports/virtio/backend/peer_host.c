@@ -36,6 +36,9 @@
  * kind "vsock" vsxctl shows); an AF_VSOCK descriptor handed over by
  * vsxb_vm_connect_fd (vsxd's forward-listen) gets it too.
  *
+ * Siblings two threads serve are a third table on this data path, in a
+ * file of their own above this one (peer_xsib.c, through peer_host.h).
+ *
  * Data: guest payload is written with sendmsg (MSG_NOSIGNAL) from iovecs
  * that point into guest memory, consecutive packets of one connection in one
  * call (the VM's TX batch); the rest is queued (txbuf.c). Host data is read
@@ -997,8 +1000,6 @@ static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport)
 	}
 }
 
-/* ---- Descriptors handed over (vsxd forwards, backend.h) ---- */
-
 /* ---- Host-port handlers of VMs on other threads ---- */
 
 struct port_call {
@@ -1076,7 +1077,8 @@ static void port_post(struct vsxb_vm *vm, struct vsxb_port *p, struct conn *c,
 }
 
 /* A guest REQUEST to a port with a handler: the connection waits,
- * CONNECTING, for vsxb__host_attach_fd (or the connect timer's RST). */
+ * CONNECTING, for the handler's descriptor (attach_fd, through
+ * vsxb_router_conn_attach_fd) or the connect timer's RST. */
 void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 			    const struct virtio_vsock_hdr *h)
 {
@@ -1108,6 +1110,8 @@ void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 		vsxb__conn_reset(c, false);
 	}
 }
+
+/* ---- Descriptors handed over (vsxd forwards, backend.h) ---- */
 
 static int host_attach_fd(struct conn *c, int fd)
 {

@@ -1,9 +1,11 @@
 /*
- * Siblings two threads serve (VMs of one group on different shards,
- * struct vsxb_shard): the pair is two connections of this peer, one in
- * each VM, joined by a Unix socketpair of the guests' type (xsib_ops, peer
- * kind "sibling"). The kernel's socket buffers are the bounded hand-off
- * between the threads, and each half has the host data path: one copy
+ * The cross-thread sibling peer: siblings two threads serve (VMs of one
+ * group on different shards, struct vsxb_shard; a pair on one shard is
+ * peer_sibling.c's). The pair is two connections, one in each VM, joined
+ * by a Unix socketpair of the guests' type (xsib_ops, peer kind
+ * "sibling"). The kernel's socket buffers are the bounded hand-off
+ * between the threads, and each half has the host peer's data path
+ * (peer_host.h: this file calls peer_host.c, never the reverse): one copy
  * from A's guest into the pair, one from the pair into B's guest. Only
  * the setup and the credit cross threads, as posted messages (struct
  * xsib_msg) naming a VM and a connection id, checked on arrival:
@@ -19,6 +21,7 @@
  *   socketpair holds).
  * - Ends: a SHUTDOWN shuts the pair's direction, an RST closes the half's
  *   end; the other half sees EOF, as a host program's socket would show.
+ *   A half still CONNECTING that reads EOF was refused (close_refuses).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -166,7 +166,7 @@ static struct vsxb_vm *sibling(struct vsxb_vm *from, uint64_t cid)
 
 	if (!to || to == from || !vsxb__share_group(from, to))
 		return NULL;
-	/* another thread's VM: its state is read there (peer_host.c) */
+	/* another thread's VM: its state is read there (peer_xsib.c) */
 	if (to->sh != from->sh)
 		return to;
 	if (!to->live || to->broken || to->freeing)
