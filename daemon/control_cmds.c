@@ -326,24 +326,8 @@ static int thread_vms_cb(struct vsxb_vm *vm, void *arg)
 	return 0;
 }
 
-/* Every worker's counters, read once per reply (the polling summary and
- * the thread records share them): each vsxd_worker_info posts to the
- * worker's thread and waits for it. 12 KiB with 256 workers. */
-struct workers_info {
-	unsigned n;
-	struct vsxd_worker_info wi[VSXD_THREADS_MAX];
-};
-
-static void get_workers_info(const struct vsxd_workers *ws, struct workers_info *wsi)
-{
-	wsi->n = 0;
-	while (ws && wsi->n < VSXD_THREADS_MAX &&
-	       vsxd_worker_info(ws, wsi->n, &wsi->wi[wsi->n]) == 0)
-		wsi->n++;
-}
-
 static void put_threads(struct vsxd_control *c, struct evbuffer *b,
-			const struct workers_info *wsi)
+			const struct vsxd_workers_info *wsi)
 {
 	unsigned i;
 
@@ -367,11 +351,11 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 	struct vsxb_router_stats rs;
 	struct vsxd_fwd_stats fst;
 	struct vsxb_router_limits rl;
-	struct workers_info wsi;
+	struct vsxd_workers_info wsi;   /* once per reply: polling and threads */
 	struct timespec now;
 	long long up;
 
-	get_workers_info(c->workers, &wsi);
+	vsxd_workers_info(c->workers, &wsi);
 	vsxb_router_foreach_vm(c->r, count_cb, &n);
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	up = (long long)(now.tv_sec - c->started.tv_sec);

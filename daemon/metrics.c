@@ -260,7 +260,7 @@ static void daemon_families(struct vsxd_metrics *m, struct page *p)
 {
 	struct vsxb_router_stats rs;
 	struct vsxd_fwd_stats fs = { 0 };
-	struct vsxd_worker_info wi;
+	struct vsxd_workers_info wsi;   /* once per scrape: every family below */
 	uint64_t hits, misses;
 	unsigned i;
 
@@ -300,9 +300,10 @@ static void daemon_families(struct vsxd_metrics *m, struct page *p)
 
 	hits = m->evloop ? m->evloop->poll_hits : 0;
 	misses = m->evloop ? m->evloop->poll_misses : 0;
-	for (i = 0; m->workers && vsxd_worker_info(m->workers, i, &wi) == 0; i++) {
-		hits += wi.poll_hits;
-		misses += wi.poll_misses;
+	vsxd_workers_info(m->workers, &wsi);
+	for (i = 0; i < wsi.n; i++) {
+		hits += wsi.wi[i].poll_hits;
+		misses += wsi.wi[i].poll_misses;
 	}
 	family(p, "vsxd_poll_hits_total", "counter", "Events that came while a loop "
 	       "busy-polled (--poll-us), all threads.");
@@ -314,12 +315,13 @@ static void daemon_families(struct vsxd_metrics *m, struct page *p)
 		return;
 	family(p, "vsxd_worker_cpu_seconds_total", "counter", "CPU time of each worker "
 	       "thread (vsxd-wN), which serves its VMs' data path.");
-	for (i = 0; vsxd_worker_info(m->workers, i, &wi) == 0; i++)
-		out(p, "vsxd_worker_cpu_seconds_total{thread=\"w%u\"} %.3f\n", wi.index,
-		    (double)wi.cpu_ns / 1e9);
+	for (i = 0; i < wsi.n; i++)
+		out(p, "vsxd_worker_cpu_seconds_total{thread=\"w%u\"} %.3f\n",
+		    wsi.wi[i].index, (double)wsi.wi[i].cpu_ns / 1e9);
 	family(p, "vsxd_worker_vms", "gauge", "VMs each worker thread serves.");
-	for (i = 0; vsxd_worker_info(m->workers, i, &wi) == 0; i++)
-		out(p, "vsxd_worker_vms{thread=\"w%u\"} %u\n", wi.index, wi.vms);
+	for (i = 0; i < wsi.n; i++)
+		out(p, "vsxd_worker_vms{thread=\"w%u\"} %u\n", wsi.wi[i].index,
+		    wsi.wi[i].vms);
 }
 
 int vsxd_metrics_render(struct vsxd_metrics *m, struct evbuffer *b)

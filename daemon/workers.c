@@ -228,6 +228,14 @@ int vsxd_worker_info(const struct vsxd_workers *ws, unsigned i,
 	return 0;
 }
 
+void vsxd_workers_info(const struct vsxd_workers *ws, struct vsxd_workers_info *out)
+{
+	out->n = 0;
+	while (ws && out->n < VSXD_THREADS_MAX &&
+	       vsxd_worker_info(ws, out->n, &out->wi[out->n]) == 0)
+		out->n++;
+}
+
 /* ---- Running something on a worker, parked ---- */
 
 struct run {

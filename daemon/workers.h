@@ -40,6 +40,15 @@ struct vsxd_worker_info {
 };
 int vsxd_worker_info(const struct vsxd_workers *ws, unsigned i,
 		     struct vsxd_worker_info *out);
+/* Every worker's info at once, for a reply or a page that shows several
+ * things of each: each vsxd_worker_info posts to the worker's thread and
+ * waits for it, so read them once. 12 KiB with 256 workers. */
+struct vsxd_workers_info {
+	unsigned n;
+	struct vsxd_worker_info wi[VSXD_THREADS_MAX];
+};
+/* @ws may be NULL (no workers: n = 0). */
+void vsxd_workers_info(const struct vsxd_workers *ws, struct vsxd_workers_info *out);
 /* Run @fn(@arg) (may be NULL) on worker @w and wait for it. */
 int vsxd_workers_run(struct vsxd_worker *w, void (*fn)(void *), void *arg);
 

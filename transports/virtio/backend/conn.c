@@ -320,6 +320,31 @@ struct conn *vsxb__conn_find(struct vsxb_vm *vm, uint32_t gport, uint64_t pcid,
 	return NULL;
 }
 
+struct conn *vsxb__vm_conn(struct vsxb_vm *vm, uint64_t id)
+{
+	struct eng_list *n;
+
+	/* ids are unique in the router: the first match is the only one */
+	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
+		struct conn *c = eng_container_of(n, struct conn, node);
+
+		if (c->id == id)
+			return c->dead ? NULL : c;
+	}
+	return NULL;
+}
+
+bool vsxb__vm_listed(const struct vsxb_router *r, const struct vsxb_vm *vm,
+		     uint64_t serial)
+{
+	const struct eng_list *n;
+
+	for (n = r->vms.next; n != &r->vms; n = n->next)
+		if (eng_container_of(n, struct vsxb_vm, node) == vm)
+			return vm->serial == serial;
+	return false;
+}
+
 static void hash_grow(struct vsxb_vm *vm)
 {
 	unsigned nsize = vm->hash_size ? vm->hash_size * 2 : 64, i;

@@ -46,6 +46,14 @@ struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 			   uint32_t peer_port);
 struct conn *vsxb__conn_find(struct vsxb_vm *vm, uint32_t guest_port,
 			    uint64_t peer_cid, uint32_t peer_port);
+/* @vm's connection @id, or NULL (none, or a dead one). */
+struct conn *vsxb__vm_conn(struct vsxb_vm *vm, uint64_t id);
+/* @vm is still the router's VM of @serial: listed in r->vms, and not
+ * another VM allocated where a freed one was (a posted message names a VM
+ * by both). On the control thread, or on a shard's thread: the list
+ * changes only while that thread is parked. */
+bool vsxb__vm_listed(const struct vsxb_router *r, const struct vsxb_vm *vm,
+		     uint64_t serial);
 void vsxb__conn_unhash(struct conn *c);
 /* Free the connection at the end of the round (ops->release: the peer
  * lets go of its side without telling it). */

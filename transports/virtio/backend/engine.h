@@ -15,6 +15,9 @@
  *                   the connection API
  *   hybrid.c        the uds_path listener and CONNECT handshake; calls the
  *                   host peer and the connection API
+ *   peer_xsib.c     the sibling on another thread: the host peer's data
+ *                   path over a socketpair; calls the host peer (through
+ *                   peer_host.h) and the connection API
  *   peer_host.c     the host socket peer   } call only the connection API;
  *   peer_sibling.c  the sibling VM peer    } one static ops table each
  *                   (peer_host.c has two: "host", and "vsock", a host
@@ -31,7 +34,8 @@
  * Headers follow the same order: engine.h (this one: the types every
  * room shares, the credit arithmetic, and what tests and benchmarks call),
  * conn.h (the connection API), peer.h (the peers' entry points), router.h
- * (router, device, lifecycle). A room includes the header of its own
+ * (router, device, lifecycle); peer_host.h, beside them, is the host
+ * peer's data path for peer_xsib.c. A room includes the header of its own
  * level, so it does not even see the declarations of the rooms above it.
  *
  * The design is written once, at the top of conn.c; each file's own
@@ -473,7 +477,7 @@ struct vsxb_vm {
  *   thread: the request is posted to the control thread (peer_host.c).
  * - siblings: a pair within one shard is peer_sibling.c's (guest to guest,
  *   one copy); a pair across shards is two host-peer halves joined by a
- *   socketpair, set up by posted messages (peer_host.c, xsib_ops).
+ *   socketpair, set up by posted messages (peer_xsib.c, xsib_ops).
  */
 struct vsxb_shard {
 	struct vsxb_router *r;

@@ -1,14 +1,16 @@
 /*
- * The peers' entry points (peer_host.c, hybrid.c, peer_sibling.c): how
- * the router and the lifecycle create connections of each kind. Peers
- * include this header and call only the connection API (conn.h).
+ * The peers' entry points (peer_host.c, hybrid.c, peer_sibling.c,
+ * peer_xsib.c): how the router and the lifecycle create connections of
+ * each kind. Peers include this header and call only the connection API
+ * (conn.h); peer_xsib.c, built on the host peer, also calls that through
+ * peer_host.h.
  */
 #ifndef VSXB_PEER_H
 #define VSXB_PEER_H
 
 #include "conn.h"
 
-/* ---- Peers: peer_host.c, hybrid.c, peer_sibling.c (call the API above) ---- */
+/* ---- Peers: peer_host.c, hybrid.c, peer_sibling.c, peer_xsib.c ---- */
 
 /* Handlers of host ports (backend.h: vsxb_router_listen_port). */
 struct vsxb_port {
@@ -44,14 +46,14 @@ int vsxb__host_listen(struct vsxb_vm *vm);
 void vsxb__host_unlisten(struct vsxb_vm *vm);
 /* (vsxb__host_parse_connect, the CONNECT line's parser: engine.h) */
 
-/* peer_sibling.c: a guest of @vm asks for @to (a sibling VM): a pair of
- * connections, REQUEST to @to's guest. */
-/* @gone is being freed: the halves of other VMs' cross-thread pairs stop
- * naming it (the world is stopped). */
+/* peer_xsib.c: @gone is being freed: the halves of other VMs'
+ * cross-thread pairs stop naming it (the world is stopped). */
 void vsxb__xsib_forget(struct vsxb_router *r, const struct vsxb_vm *gone);
-/* A REQUEST to a sibling VM that another thread serves (peer_host.c). */
+/* peer_xsib.c: a REQUEST to a sibling VM that another thread serves. */
 void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		       const struct virtio_vsock_hdr *h);
+/* peer_sibling.c: a guest of @vm asks for @to (a sibling VM on its
+ * thread): a pair of connections, REQUEST to @to's guest. */
 void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		      const struct virtio_vsock_hdr *h);
 

@@ -36,26 +36,8 @@
  * kind "vsock" vsxctl shows); an AF_VSOCK descriptor handed over by
  * vsxb_vm_connect_fd (vsxd's forward-listen) gets it too.
  *
- * Siblings two threads serve (VMs of one group on different shards,
- * struct vsxb_shard): the pair is two connections of this peer, one in
- * each VM, joined by a Unix socketpair of the guests' type (xsib_ops, peer
- * kind "sibling"). The kernel's socket buffers are the bounded hand-off
- * between the threads, and each half has the host data path: one copy
- * from A's guest into the pair, one from the pair into B's guest. Only
- * the setup and the credit cross threads, as posted messages (struct
- * xsib_msg) naming a VM and a connection id, checked on arrival:
- * - A's REQUEST makes the A half, CONNECTING with its end of the pair,
- *   and posts MAKE to B's thread, which makes the B half and sends B's
- *   guest the REQUEST; B's guest's RESPONSE posts OK back, and A answers
- *   its guest. A refusal there (no listener, a limit, B gone) closes B's
- *   end: A reads EOF while connecting and resets its guest.
- * - Credit end to end, as between siblings of one thread (peer_sibling.c):
- *   each half's buf_alloc is the other guest's buf_alloc, capped by
- *   vsxb__sib_cap(); a guest that changes its buffer has its half post BUF
- *   to the other. vsxd holds at most that window per half (plus what the
- *   socketpair holds).
- * - Ends: a SHUTDOWN shuts the pair's direction, an RST closes the half's
- *   end; the other half sees EOF, as a host program's socket would show.
+ * Siblings two threads serve are a third table on this data path, in a
+ * file of their own above this one (peer_xsib.c, through peer_host.h).
  *
  * Data: guest payload is written with sendmsg (MSG_NOSIGNAL) from iovecs
  * that point into guest memory, consecutive packets of one connection in one
@@ -74,36 +56,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "peer.h"
+#include "peer_host.h"
 #include "util.h"
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 
-/* c->priv of a connection to a host socket */
-struct host_peer {
-	int fd;                      /* -1: none (yet, or any more) */
-	struct vsx_watch *w;
-	int wev;                     /* events watched */
-	bool hybrid;                 /* host-initiated: "OK <port>" owed on RESPONSE */
-	bool readable;               /* the socket had data last we looked */
-	bool early;                  /* data came before the guest answered */
-	bool eof;                    /* the host shut its sending side */
-	bool wr_shut;                /* we shut down our sending side */
-	bool wr_dead;                /* the host no longer takes data */
-	bool pending;                /* a forward's connect is in progress */
-	/* xsib_ops: the other half of the pair, on another thread */
-	struct vsxb_vm *xvm;         /* NULL once that VM is gone */
-	uint64_t xserial;            /* its serial */
-	uint64_t xid;                /* its id; 0: not known yet */
-	uint32_t xbuf;               /* this guest's buf_alloc, as last told it */
-};
-
-static const struct vsxb_peer_ops host_ops, vsock_ops, xsib_ops;
-
-static struct host_peer *hp(const struct conn *c)
-{
-	return c->priv;
-}
+static const struct vsxb_peer_ops host_ops, vsock_ops;
 
 static const struct vsx_loop *vm_loop(const struct vsxb_vm *vm)
 {
@@ -151,7 +109,7 @@ static void host_watch(struct conn *c)
 	}
 }
 
-static void host_sync(struct conn *c)
+void vsxb__host_sync(struct conn *c)
 {
 	/* Emit first, then set the mask from where that left us: a read
 	 * that empties the socket leaves the read watch as it was, so a
@@ -162,7 +120,7 @@ static void host_sync(struct conn *c)
 	host_watch(c);
 }
 
-static void host_close(struct conn *c)
+void vsxb__host_close(struct conn *c)
 {
 	if (hp(c)->w) {
 		vm_loop(c->vm)->unwatch(hp(c)->w);
@@ -442,8 +400,8 @@ static void host_batch_flush(struct vsxb_vm *vm)
 		host_flush(c); /* else the writable callback will */
 }
 
-static void host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
-		  unsigned flags)
+void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
+		   unsigned flags)
 {
 	struct vsxb_vm *vm = c->vm;
 	unsigned i;
@@ -518,7 +476,7 @@ static void host_eof(struct conn *c)
 		hp(c)->wr_dead = true;
 		c->fwd_cnt += (uint32_t)c->q.bytes;
 		vsxb__txq_clear(&c->q);
-		host_close(c);
+		vsxb__host_close(c);
 		vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
 		return;
 	}
@@ -676,7 +634,7 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 	return EMIT_MORE;
 }
 
-static int host_emit(struct conn *c)
+int vsxb__host_emit(struct conn *c)
 {
 	struct vsxb_vm *vm = c->vm;
 	uint32_t cap[ENG_RX_BATCH], credit;
@@ -741,10 +699,22 @@ static void connecting_readable(struct conn *c)
 	}
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	/* a sibling on another thread closes its end when it refuses */
-	vsxb__conn_why(c, c->ops == &xsib_ops ? VSXB_REASON_REFUSED : VSXB_REASON_HOST_CLOSED,
-		       0);
+	/* the other end of a socketpair may close it to refuse */
+	vsxb__conn_why(c, hp(c)->close_refuses ? VSXB_REASON_REFUSED :
+		       VSXB_REASON_HOST_CLOSED, 0);
 	vsxb__conn_reset(c, false);
+}
+
+/* The other end accepted the connection the guest asked for (a forward's
+ * connect, a handler's descriptor, a sibling's guest): ESTABLISHED, OPEN
+ * reported, RESPONSE to the guest, the socket watched for data. */
+void vsxb__host_accept(struct conn *c)
+{
+	vsxb__conn_timer(c, T_NONE, 0);
+	c->state = VSXB_CONN_ESTABLISHED;
+	vsxb__conn_opened(c);
+	vsxb__conn_ctrl(c, C_RESPONSE);
+	host_watch(c);
 }
 
 /* A forward's socket turned writable: connected, or refused. */
@@ -764,11 +734,7 @@ static void forward_connected(struct conn *c)
 		return;
 	}
 	hp(c)->pending = false;
-	vsxb__conn_timer(c, T_NONE, 0);
-	c->state = VSXB_CONN_ESTABLISHED;
-	vsxb__conn_opened(c);
-	vsxb__conn_ctrl(c, C_RESPONSE);
-	host_watch(c);
+	vsxb__host_accept(c);
 }
 
 static void host_cb(int fd, int events, void *arg)
@@ -791,7 +757,7 @@ static void host_cb(int fd, int events, void *arg)
 		host_flush(c);
 	if (!c->dead && (events & VSX_EV_READ)) {
 		hp(c)->readable = true;
-		host_sync(c);
+		vsxb__host_sync(c);
 	}
 	vsxb__round(sh);
 }
@@ -813,7 +779,7 @@ static void host_cb(int fd, int events, void *arg)
  * sizes its own buffer and setting SO_SNDBUF would switch that off. Best
  * effort: a failure leaves the buffer as it was, only slower.
  */
-static void host_size_sndbuf(struct conn *c)
+void vsxb__host_size_sndbuf(struct conn *c)
 {
 	int domain, cur, want;
 	socklen_t len = sizeof(domain);
@@ -832,12 +798,12 @@ static void host_size_sndbuf(struct conn *c)
 	setsockopt(hp(c)->fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
 }
 
-static int host_attach(struct conn *c, int fd)
+int vsxb__host_attach(struct conn *c, int fd)
 {
 	const struct vsx_loop *l = vm_loop(c->vm);
 
 	hp(c)->fd = fd;
-	host_size_sndbuf(c);
+	vsxb__host_size_sndbuf(c);
 	hp(c)->w = l->watch(l->ctx, fd, 0, host_cb, c);
 	if (!hp(c)->w)
 		return -ENOMEM;
@@ -846,7 +812,7 @@ static int host_attach(struct conn *c, int fd)
 	return 0;
 }
 
-static int host_established(struct conn *c)
+int vsxb__host_established(struct conn *c)
 {
 	char line[24];
 	int n;
@@ -867,7 +833,7 @@ static int host_established(struct conn *c)
 	return 0;
 }
 
-static void host_guest_shutdown(struct conn *c, unsigned flags)
+void vsxb__host_guest_shutdown(struct conn *c, unsigned flags)
 {
 	(void)flags;
 	host_guest_shut(c);
@@ -878,7 +844,7 @@ static void host_guest_shutdown(struct conn *c, unsigned flags)
 
 /* The guest side is over: what the guest sent before still goes to the
  * host, unless it never got that far. */
-static void host_gone(struct conn *c)
+void vsxb__host_gone(struct conn *c)
 {
 	if (hp(c)->fd >= 0 && c->q.bytes && !hp(c)->wr_dead &&
 	    c->state != VSXB_CONN_CONNECTING)
@@ -887,13 +853,13 @@ static void host_gone(struct conn *c)
 		vsxb__conn_kill(c);
 }
 
-static void host_flush_batch(struct conn *c)
+void vsxb__host_flush_batch(struct conn *c)
 {
 	host_batch_flush(c->vm);
 }
 
 /* A connection to a host socket (@ops: host_ops or vsock_ops); its socket
- * comes with host_attach. */
+ * comes with vsxb__host_attach. */
 static struct conn *host_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 			     uint16_t type, uint32_t guest_port, uint32_t host_port)
 {
@@ -946,7 +912,7 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 	c->peer_buf_alloc = h->buf_alloc;
 	c->peer_fwd_cnt = h->fwd_cnt;
 	c->state = VSXB_CONN_ESTABLISHED;
-	if (host_attach(c, fd) < 0) {
+	if (vsxb__host_attach(c, fd) < 0) {
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
 		vsxb__conn_reset(c, false);
 		return;
@@ -990,7 +956,7 @@ void vsxb__host_forward(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 	c->peer_buf_alloc = h->buf_alloc;
 	c->peer_fwd_cnt = h->fwd_cnt;
 	hp(c)->pending = true;
-	if (host_attach(c, fd) < 0) {
+	if (vsxb__host_attach(c, fd) < 0) {
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
 		vsxb__conn_reset(c, false);
 		return;
@@ -1038,14 +1004,13 @@ static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport)
 	}
 }
 
-/* ---- Descriptors handed over (vsxd forwards, backend.h) ---- */
-
 /* ---- Host-port handlers of VMs on other threads ---- */
 
 struct port_call {
 	struct vsxb_router *r;
 	struct vsxb_port *p;         /* checked again: it may be gone */
 	struct vsxb_vm *vm;          /* likewise */
+	uint64_t serial;             /* ... and be another VM at that address */
 	uint64_t id;
 	uint32_t guest_port, port;
 };
@@ -1060,23 +1025,12 @@ static bool port_listed(struct vsxb_router *r, const struct vsxb_port *p)
 	return false;
 }
 
-static struct conn *port_conn(struct vsxb_router *r, const struct vsxb_vm *vm,
-			      uint64_t id)
+/* The connection the call is for, if its VM and it are still there. */
+static struct conn *port_conn(const struct port_call *pc)
 {
-	struct eng_list *n;
-
-	for (n = r->vms.next; n != &r->vms; n = n->next)
-		if (eng_container_of(n, struct vsxb_vm, node) == vm)
-			break;
-	if (n == &r->vms)
+	if (!vsxb__vm_listed(pc->r, pc->vm, pc->serial))
 		return NULL;
-	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
-
-		if (c->id == id)
-			return c->dead ? NULL : c;
-	}
-	return NULL;
+	return vsxb__vm_conn(pc->vm, pc->id);
 }
 
 /* On the control thread, in a world stop: the handler, as if called at
@@ -1089,10 +1043,10 @@ static void port_run(void *arg)
 	int rc;
 
 	vsxb__world_stop(r);
-	c = port_conn(r, pc->vm, pc->id);
+	c = port_conn(pc);
 	if (c && port_listed(r, pc->p) && c->state == VSXB_CONN_CONNECTING) {
 		rc = pc->p->cb(pc->p->arg, pc->vm, pc->id, pc->guest_port, pc->port);
-		c = port_conn(r, pc->vm, pc->id);
+		c = port_conn(pc);
 		if (rc < 0 && c) {
 			vsxb__conn_why(c, VSXB_REASON_REFUSED, -rc);
 			vsxb__conn_reset(c, false);
@@ -1114,7 +1068,8 @@ static void port_post(struct vsxb_vm *vm, struct vsxb_port *p, struct conn *c,
 	int rc = -ENOMEM;
 
 	if (pc) {
-		*pc = (struct port_call){ .r = vm->r, .p = p, .vm = vm, .id = c->id,
+		*pc = (struct port_call){ .r = vm->r, .p = p, .vm = vm,
+					  .serial = vm->serial, .id = c->id,
 					  .guest_port = h->src_port, .port = h->dst_port };
 		rc = l->post ? l->post(l->ctx, port_run, pc) : -ENOSYS;
 		if (!rc)
@@ -1125,274 +1080,9 @@ static void port_post(struct vsxb_vm *vm, struct vsxb_port *p, struct conn *c,
 	vsxb__conn_reset(c, false);
 }
 
-/* ---- Siblings that two threads serve ---- */
-
-enum xsib_what { XS_MAKE, XS_OK, XS_BUF };
-
-struct xsib_msg {
-	enum xsib_what what;
-	struct vsxb_router *r;
-	struct vsxb_vm *vm;          /* whose thread runs it; it may be gone */
-	uint64_t serial;             /* ... and be another VM at that address */
-	uint64_t id;                 /* OK, BUF: the half there */
-	struct vsxb_vm *from;        /* the sending half's VM (may be gone:
-				        only its cid is read, in MAKE) ... */
-	uint64_t from_cid, from_serial;
-	uint64_t from_id;            /* ... and id */
-	uint32_t buf;                /* the sending half's guest's buf_alloc */
-	/* MAKE: the B half */
-	int fd;                      /* its end of the pair */
-	uint16_t type;
-	uint32_t guest_port, peer_port;
-};
-
-/* @vm is still the router's VM of that serial. On @vm's thread, which
- * the list changes under only while it is parked. */
-static bool vm_listed(const struct vsxb_router *r, const struct vsxb_vm *vm,
-		      uint64_t serial)
-{
-	const struct eng_list *n;
-
-	for (n = r->vms.next; n != &r->vms; n = n->next)
-		if (eng_container_of(n, struct vsxb_vm, node) == vm)
-			return vm->serial == serial;
-	return false;
-}
-
-void vsxb__xsib_forget(struct vsxb_router *r, const struct vsxb_vm *gone)
-{
-	struct eng_list *n, *m;
-
-	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
-
-		for (m = vm->conns.next; m != &vm->conns; m = m->next) {
-			struct conn *c = eng_container_of(m, struct conn, node);
-
-			if (c->ops == &xsib_ops && hp(c)->xvm == gone)
-				hp(c)->xvm = NULL;
-		}
-	}
-}
-
-static struct conn *conn_by_id(struct vsxb_vm *vm, uint64_t id)
-{
-	struct eng_list *n;
-
-	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
-
-		if (c->id == id)
-			return c->dead ? NULL : c;
-	}
-	return NULL;
-}
-
-static void xsib_run(void *arg);
-
-static int xsib_post(struct xsib_msg *m)
-{
-	const struct vsx_loop *l;
-	struct xsib_msg *copy;
-	int rc;
-
-	if (!m->vm)
-		return -ENOENT; /* the other VM is gone; its end of the pair too */
-	l = m->vm->sh->loop;
-	copy = malloc(sizeof(*copy));
-	if (!copy)
-		return -ENOMEM;
-	*copy = *m;
-	rc = l->post(l->ctx, xsib_run, copy);
-	if (rc < 0)
-		free(copy);
-	return rc;
-}
-
-static uint32_t xsib_window(const struct vsxb_vm *vm, uint32_t guest_buf)
-{
-	return eng_u32min(guest_buf ? guest_buf : 1, vsxb__sib_cap(vm));
-}
-
-/* On B's thread: the B half, and B's guest asked. */
-static void xsib_make(struct xsib_msg *m)
-{
-	struct vsxb_vm *vm = m->vm;
-	struct conn *c;
-	int lim;
-
-	/* as vsxb__sib_request refuses; a paused VM gets the REQUEST at cont.
-	 * A gone (it cannot go while this thread runs): nobody to answer */
-	if (!vm_listed(m->r, m->from, m->from_serial) ||
-	    !vm->live || vm->broken || vm->freeing ||
-	    (m->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !vm->seqpacket) ||
-	    vsxb__conn_find(vm, m->guest_port, m->from_cid, m->peer_port)) {
-		close(m->fd);
-		return;
-	}
-	lim = vsxb__conn_limit(vm, 1);
-	if (lim) {
-		vsxb__refuse(vm, m->type, m->guest_port, m->from_cid, m->peer_port, false,
-			    VSXB_REASON_LIMIT, 0, lim);
-		close(m->fd);
-		return;
-	}
-	c = vsxb__conn_new(vm, &xsib_ops, m->type, m->guest_port, m->from_cid,
-			  m->peer_port);
-	if (!c) {
-		close(m->fd);
-		return;
-	}
-	hp(c)->fd = -1;
-	hp(c)->xvm = m->from;        /* listed: forgotten when it goes */
-	hp(c)->xserial = m->from_serial;
-	hp(c)->xid = m->from_id;
-	c->buf_alloc = xsib_window(vm, m->buf);
-	if (host_attach(c, m->fd) < 0) {
-		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
-		vsxb__conn_kill(c);   /* closes the fd */
-		return;
-	}
-	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
-	vsxb__conn_ctrl(c, C_REQUEST);
-}
-
-/* On A's thread: B's guest accepted. */
-static void xsib_ok(struct xsib_msg *m)
-{
-	struct conn *c = conn_by_id(m->vm, m->id);
-
-	if (!c || c->state != VSXB_CONN_CONNECTING || hp(c)->fd < 0)
-		return; /* gone: B reads EOF from the pair */
-	hp(c)->xid = m->from_id;
-	c->buf_alloc = xsib_window(c->vm, m->buf);
-	vsxb__conn_timer(c, T_NONE, 0);
-	c->state = VSXB_CONN_ESTABLISHED;
-	vsxb__conn_opened(c);
-	vsxb__conn_ctrl(c, C_RESPONSE);
-	host_watch(c);
-}
-
-static void xsib_run(void *arg)
-{
-	struct xsib_msg *m = arg;
-	struct conn *c;
-
-	if (!vm_listed(m->r, m->vm, m->serial)) {
-		if (m->what == XS_MAKE)
-			close(m->fd);
-		free(m);
-		return;
-	}
-	switch (m->what) {
-	case XS_MAKE:
-		xsib_make(m);
-		break;
-	case XS_OK:
-		xsib_ok(m);
-		break;
-	case XS_BUF:
-		c = conn_by_id(m->vm, m->id);
-		if (c && c->buf_alloc != xsib_window(m->vm, m->buf))
-			vsxb__conn_set_buffer(c, xsib_window(m->vm, m->buf));
-		break;
-	}
-	vsxb__round(m->vm->sh);
-	free(m);
-}
-
-/* A's REQUEST cannot go on: refused, and the guest told. */
-static void xsib_refuse(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h, int err)
-{
-	vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-		    VSXB_REASON_ERROR, err, 0);
-	vsxb__orphan_rst(vm, h);
-}
-
-/* (the router checked A's connection limits) */
-void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
-		       const struct virtio_vsock_hdr *h)
-{
-	bool seq = h->type == VIRTIO_VSOCK_TYPE_SEQPACKET;
-	struct xsib_msg m;
-	struct conn *c;
-	int sp[2];
-
-	if (socketpair(AF_UNIX, (seq ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_NONBLOCK |
-		       SOCK_CLOEXEC, 0, sp) < 0) {
-		xsib_refuse(vm, h, errno);
-		return;
-	}
-	c = vsxb__conn_new(vm, &xsib_ops, h->type, h->src_port, h->dst_cid, h->dst_port);
-	if (!c) {
-		close(sp[0]);
-		close(sp[1]);
-		xsib_refuse(vm, h, ENOMEM);
-		return;
-	}
-	hp(c)->fd = -1;
-	hp(c)->xvm = to;
-	hp(c)->xserial = to->serial;
-	c->guest_initiated = true;
-	c->peer_buf_alloc = h->buf_alloc;
-	c->peer_fwd_cnt = h->fwd_cnt;
-	hp(c)->xbuf = h->buf_alloc;
-	c->buf_alloc = xsib_window(vm, VSXB_DEFAULT_BUF_ALLOC);
-	if (host_attach(c, sp[0]) < 0) {
-		close(sp[1]);
-		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
-		vsxb__conn_reset(c, false);
-		return;
-	}
-	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
-	m = (struct xsib_msg){ .what = XS_MAKE, .r = vm->r, .vm = to, .serial = to->serial,
-			       .from = vm, .from_cid = vm->cid, .from_serial = vm->serial,
-			       .from_id = c->id,
-			       .buf = h->buf_alloc, .fd = sp[1], .type = h->type,
-			       .guest_port = h->dst_port, .peer_port = h->src_port };
-	if (xsib_post(&m) < 0) {
-		close(sp[1]);
-		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
-		vsxb__conn_reset(c, false);
-	}
-}
-
-/* The B half's guest accepted: tell the A half, with this guest's buffer. */
-static int xsib_established(struct conn *c)
-{
-	struct xsib_msg m = {
-		.what = XS_OK, .r = c->vm->r, .vm = hp(c)->xvm, .serial = hp(c)->xserial,
-		.id = hp(c)->xid, .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc,
-	};
-	int rc = host_established(c);
-
-	if (rc < 0)
-		return rc;
-	hp(c)->xbuf = c->peer_buf_alloc;
-	if (xsib_post(&m) < 0) {
-		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-/* This guest's buffer changed: the other half's window follows. */
-static void xsib_credit_changed(struct conn *c)
-{
-	struct xsib_msg m = {
-		.what = XS_BUF, .r = c->vm->r, .vm = hp(c)->xvm, .serial = hp(c)->xserial,
-		.id = hp(c)->xid, .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc,
-	};
-
-	host_sync(c);
-	if (c->dead || !hp(c)->xid || c->peer_buf_alloc == hp(c)->xbuf)
-		return;
-	if (xsib_post(&m) == 0)
-		hp(c)->xbuf = c->peer_buf_alloc;
-}
-
 /* A guest REQUEST to a port with a handler: the connection waits,
- * CONNECTING, for vsxb__host_attach_fd (or the connect timer's RST). */
+ * CONNECTING, for the handler's descriptor (attach_fd, through
+ * vsxb_router_conn_attach_fd) or the connect timer's RST. */
 void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 			    const struct virtio_vsock_hdr *h)
 {
@@ -1425,20 +1115,18 @@ void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 	}
 }
 
+/* ---- Descriptors handed over (vsxd forwards, backend.h) ---- */
+
 static int host_attach_fd(struct conn *c, int fd)
 {
 	if (c->dead || !c->guest_initiated ||
 	    c->state != VSXB_CONN_CONNECTING || hp(c)->fd >= 0)
 		return -ENOENT;
-	if (vsx__set_nonblock(fd, true) < 0 || host_attach(c, fd) < 0) {
+	if (vsx__set_nonblock(fd, true) < 0 || vsxb__host_attach(c, fd) < 0) {
 		hp(c)->fd = -1;
 		return -ENOMEM;
 	}
-	vsxb__conn_timer(c, T_NONE, 0);
-	c->state = VSXB_CONN_ESTABLISHED;
-	vsxb__conn_opened(c);
-	vsxb__conn_ctrl(c, C_RESPONSE);
-	host_watch(c);
+	vsxb__host_accept(c);
 	return 0;
 }
 
@@ -1471,7 +1159,7 @@ int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char 
 		return -EBUSY;
 	}
 	vsxb__set_tag(c->tag, tag);
-	if (host_attach(c, fd) < 0) {
+	if (vsxb__host_attach(c, fd) < 0) {
 		vsxb__conn_kill(c);   /* closes @fd */
 		return -ENOMEM;
 	}
@@ -1505,7 +1193,7 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 		return;
 	}
 	hp(c)->hybrid = true;
-	if (host_attach(c, fd) < 0) {
+	if (vsxb__host_attach(c, fd) < 0) {
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
 		vsxb__conn_kill(c);
 		return;
@@ -1514,45 +1202,20 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 	vsxb__conn_ctrl(c, C_REQUEST);
 }
 
-/* The hooks every table has: a forward's vsock socket is a host socket,
- * and so is a cross-thread sibling's end of its socketpair. */
-#define HOST_PEER_HOOKS \
-	.priv_size = sizeof(struct host_peer), \
-	/* Guest -> peer */ \
-	.rw = host_rw, \
-	.flush = host_flush_batch, \
-	.guest_shutdown = host_guest_shutdown, \
-	/* Peer -> guest */ \
-	.emit = host_emit, \
-	.sync = host_sync, \
-	/* Credit */ \
-	.set_buffer = host_size_sndbuf, \
-	/* Ends */ \
-	.reset = host_close, \
-	.gone = host_gone, \
-	.release = host_close
-
 static const struct vsxb_peer_ops host_ops = {
 	.name = "host",
+	.priv_size = sizeof(struct host_peer),
 	HOST_PEER_HOOKS,
-	.credit_changed = host_sync,
-	.established = host_established,
+	.credit_changed = vsxb__host_sync,
+	.established = vsxb__host_established,
 	.attach_fd = host_attach_fd,
 };
 
 static const struct vsxb_peer_ops vsock_ops = {
 	.name = "vsock",
+	.priv_size = sizeof(struct host_peer),
 	HOST_PEER_HOOKS,
-	.credit_changed = host_sync,
-	.established = host_established,
+	.credit_changed = vsxb__host_sync,
+	.established = vsxb__host_established,
 	.attach_fd = host_attach_fd,
-};
-
-/* A sibling on another thread: the host data path over a socketpair,
- * with the setup and the credit told across. */
-static const struct vsxb_peer_ops xsib_ops = {
-	.name = "sibling",
-	HOST_PEER_HOOKS,
-	.credit_changed = xsib_credit_changed,
-	.established = xsib_established,
 };

@@ -22,7 +22,7 @@
  * helpers) and its queue, and reads the guest credit values it relays
  * (peer_buf_alloc, peer_fwd_cnt): that is the whole cross-VM surface, the
  * reason both halves must be on one thread: a pair whose VMs two threads
- * serve is made by peer_host.c instead (vsxb__xsib_request).
+ * serve is made by peer_xsib.c instead (vsxb__xsib_request).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -166,7 +166,7 @@ static struct vsxb_vm *sibling(struct vsxb_vm *from, uint64_t cid)
 
 	if (!to || to == from || !vsxb__share_group(from, to))
 		return NULL;
-	/* another thread's VM: its state is read there (peer_host.c) */
+	/* another thread's VM: its state is read there (peer_xsib.c) */
 	if (to->sh != from->sh)
 		return to;
 	if (!to->live || to->broken || to->freeing)
@@ -261,17 +261,13 @@ int vsxb_router_foreach_conn(struct vsxb_router *r, struct vsxb_vm *vm,
 
 static struct conn *conn_by_id(struct vsxb_router *r, uint64_t id)
 {
-	struct eng_list *n, *m;
+	struct eng_list *n;
+	struct conn *c;
 
 	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
-
-		for (m = vm->conns.next; m != &vm->conns; m = m->next) {
-			struct conn *c = eng_container_of(m, struct conn, node);
-
-			if (c->id == id && !c->dead)
-				return c;
-		}
+		c = vsxb__vm_conn(eng_container_of(n, struct vsxb_vm, node), id);
+		if (c)
+			return c;
 	}
 	return NULL;
 }

@@ -1,0 +1,82 @@
+/*
+ * The host peer's data path (peer_host.c), for a peer kind built on it:
+ * a connection whose other end is a socket, with its own table but these
+ * hooks (peer_xsib.c: a sibling on another thread, over a socketpair).
+ * Included by peer_host.c and the peer files built on it, which sit above
+ * peer_host.c in the call graph: peer_host.c knows nothing of them.
+ */
+#ifndef VSXB_PEER_HOST_H
+#define VSXB_PEER_HOST_H
+
+#include "peer.h"
+
+/* c->priv of a connection to a host socket; a kind built on the host
+ * peer puts it first in its own (hp() works on both). */
+struct host_peer {
+	int fd;                      /* -1: none (yet, or any more) */
+	struct vsx_watch *w;
+	int wev;                     /* events watched */
+	bool hybrid;                 /* host-initiated: "OK <port>" owed on RESPONSE */
+	bool readable;               /* the socket had data last we looked */
+	bool early;                  /* data came before the guest answered */
+	bool eof;                    /* the host shut its sending side */
+	bool wr_shut;                /* we shut down our sending side */
+	bool wr_dead;                /* the host no longer takes data */
+	bool pending;                /* a forward's connect is in progress */
+	bool close_refuses;          /* closed while CONNECTING: the other end
+					refused (reason refused, not host-closed) */
+};
+
+static inline struct host_peer *hp(const struct conn *c)
+{
+	return c->priv;
+}
+
+/* @c's socket is @fd (non-blocking), watched from now on. -ENOMEM: no
+ * watch; @fd is left in hp(c)->fd, closed with @c unless taken back. */
+int vsxb__host_attach(struct conn *c, int fd);
+/* The other end accepted the connection @c's guest asked for:
+ * ESTABLISHED, OPEN reported, RESPONSE to the guest, the socket watched. */
+void vsxb__host_accept(struct conn *c);
+
+/* The hooks (struct vsxb_peer_ops, engine.h) of every table over a socket */
+/* Guest payload for the socket, gathered in the VM's TX batch. */
+void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
+		   unsigned flags);
+/* The VM's TX batch to the socket (sendmsg); what it does not take, queued. */
+void vsxb__host_flush_batch(struct conn *c);
+/* The guest shut a direction: so does the socket (sending once the queue
+ * is out); both: RST to the guest, as Linux answers. */
+void vsxb__host_guest_shutdown(struct conn *c, unsigned flags);
+/* Socket to guest: readv straight into the guest's RX buffers (EMIT_*). */
+int vsxb__host_emit(struct conn *c);
+/* Schedule @c if the socket has data the guest may take; set the watch. */
+void vsxb__host_sync(struct conn *c);
+/* buf_alloc changed: a Unix socket's SO_SNDBUF grows to hold the window. */
+void vsxb__host_size_sndbuf(struct conn *c);
+/* Unwatch and close the socket. */
+void vsxb__host_close(struct conn *c);
+/* The guest side is over: what it sent still goes to the socket, or @c ends. */
+void vsxb__host_gone(struct conn *c);
+/* The guest accepted: a hybrid socket's "OK <port>", the socket watched;
+ * -EIO: the program left. */
+int vsxb__host_established(struct conn *c);
+
+/* The hooks every table over a socket has (each sets its own priv_size,
+ * credit_changed, established and attach_fd). */
+#define HOST_PEER_HOOKS \
+	/* Guest -> peer */ \
+	.rw = vsxb__host_rw, \
+	.flush = vsxb__host_flush_batch, \
+	.guest_shutdown = vsxb__host_guest_shutdown, \
+	/* Peer -> guest */ \
+	.emit = vsxb__host_emit, \
+	.sync = vsxb__host_sync, \
+	/* Credit */ \
+	.set_buffer = vsxb__host_size_sndbuf, \
+	/* Ends */ \
+	.reset = vsxb__host_close, \
+	.gone = vsxb__host_gone, \
+	.release = vsxb__host_close
+
+#endif
