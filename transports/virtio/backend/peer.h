@@ -29,6 +29,10 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
  * connection, attached later by vsxb_router_conn_attach_fd). */
 void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 			    const struct virtio_vsock_hdr *h);
+/* port_post.c: @c, CONNECTING on @vm's worker thread for host port @p,
+ * is offered to @p's handler on the control thread (reset on failure). */
+void vsxb__port_post(struct vsxb_vm *vm, struct vsxb_port *p, struct conn *c,
+		     const struct virtio_vsock_hdr *h);
 /* peer_host.c: a guest REQUEST to the host of a forward-cid VM: connect
  * to vm->forward_cid, RESPONSE once connected, RST if not. */
 void vsxb__host_forward(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
