@@ -114,6 +114,48 @@ err:
 	return NULL;
 }
 
+struct run {
+	struct vsxd_worker *w;
+	void (*fn)(void *);
+	void *arg;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+};
+
+static void run_there(void *arg)
+{
+	struct run *r = arg;
+
+	vsx_evloop_set_poll(&r->w->ev, r->w->ws->poll_us);
+	if (r->fn)
+		r->fn(r->arg);
+	pthread_mutex_lock(&r->mu);
+	r->done = true;
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* Run @fn(@arg) (may be NULL) on worker @w and wait for it. */
+static int run_on(struct vsxd_worker *w, void (*fn)(void *), void *arg)
+{
+	struct run r = { .w = w, .fn = fn, .arg = arg };
+	int rc;
+
+	pthread_mutex_init(&r.mu, NULL);
+	pthread_cond_init(&r.cv, NULL);
+	rc = w->ev.loop.post(w->ev.loop.ctx, run_there, &r);
+	if (rc == 0) {
+		pthread_mutex_lock(&r.mu);
+		while (!r.done)
+			pthread_cond_wait(&r.cv, &r.mu);
+		pthread_mutex_unlock(&r.mu);
+	}
+	pthread_cond_destroy(&r.cv);
+	pthread_mutex_destroy(&r.mu);
+	return rc;
+}
+
 int vsxd_workers_new(struct vsxb_router *r, struct vsxd_workers **out)
 {
 	struct vsxd_workers *ws = calloc(1, sizeof(*ws));
@@ -143,7 +185,7 @@ void vsxd_workers_set_poll(struct vsxd_workers *ws, unsigned us)
 	ws->poll_us = us;
 	/* the adapter's polling state is its thread's: set it there, parked */
 	for (i = 0; i < ws->n; i++)
-		vsxd_workers_run(ws->w[i], NULL, NULL);
+		run_on(ws->w[i], NULL, NULL);
 }
 
 const struct vsx_loop *vsxd_workers_place(struct vsxd_workers *ws)
@@ -223,7 +265,7 @@ int vsxd_worker_info(const struct vsxd_workers *ws, unsigned i,
 	if (pthread_getcpuclockid(w->th, &cid) == 0 && clock_gettime(cid, &ts) == 0)
 		out->cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	out->w = w;
-	if (vsxd_workers_run(w, poll_copy, out) < 0)
+	if (run_on(w, poll_copy, out) < 0)
 		out->poll_ns = 0, out->poll_hits = out->poll_misses = 0;
 	return 0;
 }
@@ -237,47 +279,6 @@ void vsxd_workers_info(const struct vsxd_workers *ws, struct vsxd_workers_info *
 }
 
 /* ---- Running something on a worker, parked ---- */
-
-struct run {
-	struct vsxd_worker *w;
-	void (*fn)(void *);
-	void *arg;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool done;
-};
-
-static void run_there(void *arg)
-{
-	struct run *r = arg;
-
-	vsx_evloop_set_poll(&r->w->ev, r->w->ws->poll_us);
-	if (r->fn)
-		r->fn(r->arg);
-	pthread_mutex_lock(&r->mu);
-	r->done = true;
-	pthread_cond_signal(&r->cv);
-	pthread_mutex_unlock(&r->mu);
-}
-
-int vsxd_workers_run(struct vsxd_worker *w, void (*fn)(void *), void *arg)
-{
-	struct run r = { .w = w, .fn = fn, .arg = arg };
-	int rc;
-
-	pthread_mutex_init(&r.mu, NULL);
-	pthread_cond_init(&r.cv, NULL);
-	rc = w->ev.loop.post(w->ev.loop.ctx, run_there, &r);
-	if (rc == 0) {
-		pthread_mutex_lock(&r.mu);
-		while (!r.done)
-			pthread_cond_wait(&r.cv, &r.mu);
-		pthread_mutex_unlock(&r.mu);
-	}
-	pthread_cond_destroy(&r.cv);
-	pthread_mutex_destroy(&r.mu);
-	return rc;
-}
 
 void vsxd_workers_free(struct vsxd_workers *ws)
 {

@@ -49,7 +49,5 @@ struct vsxd_workers_info {
 };
 /* @ws may be NULL (no workers: n = 0). */
 void vsxd_workers_info(const struct vsxd_workers *ws, struct vsxd_workers_info *out);
-/* Run @fn(@arg) (may be NULL) on worker @w and wait for it. */
-int vsxd_workers_run(struct vsxd_worker *w, void (*fn)(void *), void *arg);
 
 #endif
