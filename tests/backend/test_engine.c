@@ -1857,6 +1857,84 @@ Test(sibling, window_is_the_receivers_whatever_tx_buffer_size)
 	cr_assert_gt(g_credit(&a3), (4u << 20) - 65536);
 }
 
+/*
+ * backend.test 8f's STREAM case as two Linux guests play it: A raises its
+ * own buffer to 2 MiB after connecting, B after accepting, and B's program
+ * never reads (its kernel takes every packet off the RX ring into the
+ * socket, so B's fwd_cnt stays). A's credit is the smaller of B's window as
+ * it heard it and its own buffer ("vsock/virtio: cap TX credit to local
+ * buffer size"). Whatever the order of the two raises against A's first
+ * writes, A fills B's whole 2 MiB with 64 KiB packets without stalling.
+ */
+static void sib_raise_and_fill(unsigned order, uint32_t pa, uint32_t pb)
+{
+	static uint8_t chunk[65536];
+	const uint32_t big = 2u << 20;
+	struct gc a, b;
+	struct pkt *p;
+	uint32_t sent = 0, got = 0, cr;
+	bool a_up = false, b_up = false;
+	uint64_t idle = 0;
+
+	sib_open(&a, &b, STREAM, pa, pb, 256u << 10);
+	b.auto_credit = false;
+	while (sent < big) {
+		/* order 0: A then B before any data; 1: B then A; 2: A, then B
+		 * after 128 KiB; 3: A, then B once A has run out of 256 KiB */
+		if (!a_up && (order != 1 || b_up)) {
+			a.buf_alloc = big;
+			cr_assert_geq(g_send(&a, OP_CREDIT_UPDATE, 0, NULL, 0), 0);
+			a_up = true;
+		}
+		if (!b_up && (order == 0 ? a_up : order == 1 ? true :
+			      order == 2 ? sent >= (128u << 10) : sent >= (256u << 10))) {
+			b.buf_alloc = big;
+			cr_assert_geq(g_send(&b, OP_CREDIT_UPDATE, 0, NULL, 0), 0);
+			b_up = true;
+		}
+		cr = g_credit(&a);
+		if (a.buf_alloc - (a.tx_cnt - a.peer_fwd) < cr)
+			cr = a.buf_alloc - (a.tx_cnt - a.peer_fwd);
+		if (cr) {
+			cr = cr < sizeof(chunk) ? cr : sizeof(chunk);
+			if (cr > big - sent)
+				cr = big - sent;
+			cr_assert_geq(g_send(&a, OP_RW, 0, chunk, cr), 0);
+			sent += cr;
+			idle = 0;
+		}
+		/* B's kernel drains its RX ring; A's takes its credit news */
+		while ((p = g_next(G(1), &b, 0))) {
+			cr_assert_eq(p->h.op, OP_RW);
+			got += p->len;
+			free(p);
+		}
+		while ((p = g_next(G(0), &a, cr ? 0 : 20))) {
+			cr_assert_eq(p->h.op, OP_CREDIT_UPDATE);
+			free(p);
+		}
+		if (!cr)
+			cr_assert_lt(++idle, 100, "order %u: A stalled after %u of %u bytes "
+				     "(heard %u, fwd %u)", order, sent, big, a.peer_buf,
+				     a.peer_fwd);
+	}
+	while (got < big && (p = g_next(G(1), &b, TMO))) {
+		got += p->len;
+		free(p);
+	}
+	cr_assert_eq(got, big);
+	cr_assert_eq(b.fwd_cnt, 0);
+}
+
+Test(sibling, window_raised_by_both_guests_is_filled_in_any_order)
+{
+	unsigned order;
+
+	two_vms(NULL, NULL);
+	for (order = 0; order < 4; order++)
+		sib_raise_and_fill(order, 50020 + order, 6020 + order);
+}
+
 Test(sibling, stream_both_ways_credit_end_to_end)
 {
 	size_t len = 1 << 20;
