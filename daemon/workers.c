@@ -136,7 +136,8 @@ static void run_there(void *arg)
 	pthread_mutex_unlock(&r->mu);
 }
 
-/* Run @fn(@arg) (may be NULL) on worker @w and wait for it. */
+/* Run @fn(@arg) (may be NULL) on worker @w, parked in its loop, and wait
+ * for it; the worker takes the current --poll-us on the way. */
 static int run_on(struct vsxd_worker *w, void (*fn)(void *), void *arg)
 {
 	struct run r = { .w = w, .fn = fn, .arg = arg };
@@ -277,8 +278,6 @@ void vsxd_workers_info(const struct vsxd_workers *ws, struct vsxd_workers_info *
 	       vsxd_worker_info(ws, out->n, &out->wi[out->n]) == 0)
 		out->n++;
 }
-
-/* ---- Running something on a worker, parked ---- */
 
 void vsxd_workers_free(struct vsxd_workers *ws)
 {

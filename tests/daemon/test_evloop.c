@@ -551,11 +551,11 @@ Test(evloop, poll_window_shrinks_on_long_gaps)
 
 Test(evloop, poll_maximum_is_bounded_and_can_be_turned_off)
 {
-	/* Bytes back to back (a 0 ms timer): every wake-up from a sleep is
-	 * far within the 100 µs maximum, so the window opens and can only
-	 * grow, and it never exceeds the maximum. (A window opened by a single
-	 * wake-up would depend on this thread not being preempted for 100 µs
-	 * just then: on a loaded CI machine it was.) */
+	/* Bytes back to back (a 0 ms timer): a wake-up from a sleep comes
+	 * well within the 100 µs maximum unless this thread is preempted just
+	 * then, so over 200 rounds the window opens, and it never exceeds the
+	 * maximum. (With 1 ms gaps only the first wake-up could open it, and
+	 * on a loaded CI machine that one came late.) */
 	struct pp p = { .gap_ms = 0, .rounds = 200 };
 
 	vsx_evloop_set_poll(&ev, VSX_EVLOOP_POLL_MAX_US + 1);
