@@ -1935,6 +1935,54 @@ Test(sibling, window_raised_by_both_guests_is_filled_in_any_order)
 		sib_raise_and_fill(order, 50020 + order, 6020 + order);
 }
 
+/*
+ * A's own buffer is part of the window vsxd judges its credit news by (a
+ * Linux sender caps its credit at it). B's credit update comes while A has
+ * plenty of room, so vsxd holds it back; then A lowers its own buffer below
+ * what it has in flight and stops sending, and B, with a large buffer,
+ * has no reason to say more. vsxd must pass B's news on when A's buffer
+ * changes, or the pair waits for ever.
+ */
+static void own_buffer_lowered(uint32_t pa, uint32_t pb)
+{
+	static uint8_t chunk[65536];
+	struct gc a, b;
+	struct pkt *p;
+	uint32_t got = 0;
+	int i;
+
+	sib_open(&a, &b, STREAM, pa, pb, 1u << 20);
+	b.auto_credit = false;
+	a.buf_alloc = 1u << 20;
+	cr_assert_geq(g_send(&a, OP_CREDIT_UPDATE, 0, NULL, 0), 0);
+	for (i = 0; i < 8; i++)
+		cr_assert_geq(g_send(&a, OP_RW, 0, chunk, sizeof(chunk)), 0);
+	while (got < (512u << 10) && (p = g_next(G(1), &b, TMO))) {
+		if (p->h.op == OP_RW)   /* (across threads, credit news too) */
+			got += p->len;
+		free(p);
+	}
+	cr_assert_eq(got, 512u << 10);
+	/* B read it all: its update is news A does not need yet */
+	g_consumed(&b, got);
+	cr_assert_geq(g_send(&b, OP_CREDIT_UPDATE, 0, NULL, 0), 0);
+	cr_assert(g_quiet(G(0), &a, 200), "held back while A has 512 KiB of room");
+	cr_assert_eq(a.peer_fwd, 0);
+	/* A lowers its buffer to 256 KiB: its credit is 0 now */
+	a.buf_alloc = 256u << 10;
+	cr_assert_geq(g_send(&a, OP_CREDIT_UPDATE, 0, NULL, 0), 0);
+	p = g_expect(&a, OP_CREDIT_UPDATE, TMO);
+	free(p);
+	cr_assert_eq(a.peer_fwd, 512u << 10);
+	cr_assert_eq(a.peer_buf, 1u << 20);
+}
+
+Test(sibling, own_buffer_lowered_releases_held_credit_news)
+{
+	two_vms(NULL, NULL);
+	own_buffer_lowered(50030, 6030);
+}
+
 Test(sibling, stream_both_ways_credit_end_to_end)
 {
 	size_t len = 1 << 20;
@@ -3041,6 +3089,14 @@ static void two_vms_two_threads(void)
 	cr_assert_eq(hx_vm(&H, 1, &b), 0);
 	hx_open(&H, 0, NULL);
 	hx_open(&H, 1, NULL);
+}
+
+/* The same across threads (peer_xsib.c: a host data path over a
+ * socketpair, whose held-back news follow the same rule) */
+Test(threads, sibling_own_buffer_lowered_releases_held_credit_news)
+{
+	two_vms_two_threads();
+	own_buffer_lowered(50031, 6031);
 }
 
 /* @len bytes from @from to @to, 64 KiB at a time, compared. */

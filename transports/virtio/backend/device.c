@@ -52,7 +52,11 @@ static void vm_send_event(struct vsxb_vm *vm)
 
 /* ---- Guest -> us (TX) ---- */
 
-/* The guest changed its credit values on @c. */
+/* The guest changed its credit values on @c. Its buf_alloc also bounds
+ * what it believes it may send (a Linux guest caps its credit at it), so
+ * credit news held back while it had room may be due now: a guest that
+ * lowers its buffer below what it has in flight sends nothing more, and
+ * would wait for ever. */
 static void credit_moved(struct conn *c)
 {
 	c->credit_req_sent = false;
@@ -60,6 +64,8 @@ static void credit_moved(struct conn *c)
 		c->credit_stalled = false;
 	if (c->ops->credit_changed)
 		c->ops->credit_changed(c);
+	if (!c->dead)
+		vsxb__conn_credit_check(c);
 }
 
 static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsx_vq_elem *e,
