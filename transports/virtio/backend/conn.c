@@ -72,8 +72,9 @@
  * bytes still queued, i.e. we use the guest's view, not only what was
  * consumed since the last update. The free space the guest heard of is
  * also capped by its own buf_alloc (a Linux guest caps its credit at it),
- * so a guest that changes its buffer gets the check again: one that
- * lowered it below what it has in flight sends nothing that would.
+ * so the check runs again whenever a guest's buffer changes: a guest that
+ * lowered it below what it has in flight sends no packet that would run
+ * it otherwise.
  * A CREDIT_REQUEST is always answered;
  * set_buffer always sends an update. We send CREDIT_REQUEST ourselves
  * only when a whole SEQPACKET message from a host socket waits for more
