@@ -1914,7 +1914,7 @@ static void sib_raise_and_fill(unsigned order, uint32_t pa, uint32_t pb)
 			free(p);
 		}
 		if (!cr)
-			cr_assert_lt(++idle, 100, "order %u: A stalled after %u of %u bytes "
+			cr_assert_lt(++idle, 500, "order %u: A stalled after %u of %u bytes "
 				     "(heard %u, fwd %u)", order, sent, big, a.peer_buf,
 				     a.peer_fwd);
 	}
