@@ -79,12 +79,9 @@ moddir=$(vsx_modules_dir 2>&1) || setup_fail "${moddir#"$vsx_prog: "}"
 [ -x "${BUSYBOX:-/bin/busybox}" ] ||
 	setup_fail "no ${BUSYBOX:-/bin/busybox} (apt-get install busybox-static)"
 mem=512M cpus=2
-accel=${VSX_ACCEL:-}
-if [ -z "$accel" ]; then
-	accel=tcg
-	[ -e /dev/kvm ] && (: <>/dev/kvm) 2>/dev/null && accel=kvm
-fi
-case $accel in kvm | tcg) ;; *) setup_fail "VSX_ACCEL=$accel: want kvm or tcg" ;; esac
+# One probe (common.sh, vsx_accel), and run-guest.sh runs what it chose.
+accel=$(vsx_accel) || exit 2
+export VSX_ACCEL=$accel
 
 # Unix socket paths are short: keep them out of the build tree.
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vsx-qemu.XXXXXX") || setup_fail "mktemp failed"

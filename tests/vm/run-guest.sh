@@ -18,8 +18,8 @@
 #                -device vhost-user-vsock-pci,chardev=c
 #
 # Environment: VSX_GUEST_KERNEL, VSX_KERNEL, VSX_MODULES (see common.sh), VSX_QEMU (default
-# qemu-system-x86_64), VSX_ACCEL (kvm or tcg; default kvm when /dev/kvm opens
-# read-write), VSX_APPEND (more kernel command line), VSX_VM_LOG (keep the
+# qemu-system-x86_64), VSX_ACCEL (kvm or tcg; by default kvm only when a probe
+# shows KVM runs a guest: common.sh, vsx_accel), VSX_APPEND (more kernel command line), VSX_VM_LOG (keep the
 # console transcript in this file).
 #
 # Exit status: the guest command's (from its VSX-GUEST-EXIT=N line; 1 if it
@@ -62,17 +62,10 @@ kernel=$(vsx_kernel) || exit 99
 [ -r "$kernel" ] || vsx_die "cannot read $kernel (set VSX_KERNEL)"
 [ -r "$initrd" ] || vsx_die "cannot read $initrd"
 
-accel=${VSX_ACCEL:-}
-if [ -z "$accel" ]; then
-	accel=tcg
-	if [ -e /dev/kvm ] && (: <>/dev/kvm) 2>/dev/null; then
-		accel=kvm
-	fi
-fi
+accel=$(vsx_accel) || exit 99
 case $accel in
 kvm) accel_args="-accel kvm -cpu host" ;;
-tcg) accel_args="-accel tcg,thread=multi -cpu max" ;;
-*) vsx_die "VSX_ACCEL=$accel: want kvm or tcg" ;;
+*) accel_args="-accel tcg,thread=multi -cpu max" ;;
 esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vsx-guest.XXXXXX")
