@@ -44,6 +44,7 @@
 #ifdef HAVE_OPENSSL
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include "util.h"
 #endif
 
 #define MiB (1024 * 1024)
@@ -70,13 +71,6 @@ static void dir_fini(void)
 
 TestSuite(auth, .init = dir_init, .fini = dir_fini);
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void path_in_dir(char *buf, size_t len, const char *name)
 {
@@ -381,11 +375,11 @@ static void *acc_main(void *arg)
 {
 	struct acc *a = arg;
 	vsx_sock *c = NULL;
-	int64_t t0 = now_ms();
+	int64_t t0 = vsx__now_ms();
 
 	a->bad = SIZE_MAX;
 	a->rc = vsx_accept(a->l, &c);
-	a->ms = now_ms() - t0;
+	a->ms = vsx__now_ms() - t0;
 	if (a->rc < 0) {
 		snprintf(a->err, sizeof(a->err), "%s", vsx_strerror(a->rc));
 		return NULL;
@@ -1115,10 +1109,10 @@ static int connect_raw(struct rawsrv *rs, int mode, int timeout_ms, char *msg, s
 	keys_init();
 	rawsrv_start(rs, mode);
 	rawsrv_run(rs);
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	rc = vsx_connect(peer_addr(rs), &co, &c);
 	if (ms)
-		*ms = now_ms() - t0;
+		*ms = vsx__now_ms() - t0;
 	snprintf(msg, len, "%s", vsx_strerror(rc));
 	if (rc == 0) {
 		vsx_send(c, "app", 3);

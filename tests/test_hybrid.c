@@ -31,6 +31,7 @@
 #include "common/check.h"
 #include "common/pattern.h"
 #include "common/tmpdir.h"
+#include "util.h"
 
 #define MiB (1024 * 1024)
 #define SERVER_WAIT_MS 10000 /* no server wait is longer than this */
@@ -60,13 +61,6 @@ static void dir_fini(void)
 TestSuite(hybrid, .init = dir_init, .fini = dir_fini);
 TestSuite(hybrid_listen, .init = dir_init, .fini = dir_fini);
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(int ms)
 {
@@ -854,14 +848,14 @@ Test(hybrid, reply_cut_short_then_close)
 		int rc;
 
 		server_start(&sv, "vm.sock");
-		t0 = now_ms();
+		t0 = vsx__now_ms();
 		rc = vsx_connect(addr_of(&sv, 1234), &o, &s);
 		EQ_INT(rc, -EPROTO, cuts[i]);
 		HAS_STR(vsx_strerror(rc), "reply", cuts[i]);
 		/* it knows at once: the peer is gone, the line cannot complete */
-		cr_assert(now_ms() - t0 < o.connect_timeout_ms,
+		cr_assert(vsx__now_ms() - t0 < o.connect_timeout_ms,
 			  "\"%s\": took %lld ms, the whole connect timeout", cuts[i],
-			  (long long)(now_ms() - t0));
+			  (long long)(vsx__now_ms() - t0));
 		server_finish(&sv);
 	}
 }
@@ -916,9 +910,9 @@ Test(hybrid, never_replies_times_out)
 	int rc;
 
 	server_start(&sv, "vm.sock");
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	rc = vsx_connect(addr_of(&sv, 1234), &o, &s);
-	dt = now_ms() - t0;
+	dt = vsx__now_ms() - t0;
 	EQ_INT(rc, -ETIMEDOUT, "silent server");
 	HAS_STR(vsx_strerror(rc), "no reply to CONNECT within 300 ms", "silent server");
 	cr_assert_null(s, "socket after a failure");
@@ -938,9 +932,9 @@ Test(hybrid, partial_reply_times_out)
 	int rc;
 
 	server_start(&sv, "vm.sock");
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	rc = vsx_connect(addr_of(&sv, 1234), &o, &s);
-	dt = now_ms() - t0;
+	dt = vsx__now_ms() - t0;
 	EQ_INT(rc, -ETIMEDOUT, "partial reply");
 	cr_assert(dt >= 300 - 10 && dt <= 300 + SLACK_MS,
 		  "timed out after %lld ms, want about 300", (long long)dt);
@@ -956,9 +950,9 @@ Test(hybrid, default_timeout_applies)
 	int rc;
 
 	server_start(&sv, "vm.sock");
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	rc = vsx_connect(addr_of(&sv, 1234), NULL, &s);
-	dt = now_ms() - t0;
+	dt = vsx__now_ms() - t0;
 	EQ_INT(rc, -ETIMEDOUT, "default timeout");
 	cr_assert(dt >= VSX_DEFAULT_CONNECT_TIMEOUT_MS - 10 &&
 		  dt <= VSX_DEFAULT_CONNECT_TIMEOUT_MS + SLACK_MS,
@@ -1104,9 +1098,9 @@ Test(hybrid, close_times_out_when_peer_holds)
 
 	server_start(&sv, "vm.sock");
 	RC_OK(vsx_connect(addr_of(&sv, 1234), &o, &s), "connect");
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	rc = vsx_close(s);
-	dt = now_ms() - t0;
+	dt = vsx__now_ms() - t0;
 	EQ_INT(rc, -ETIMEDOUT, "close against a server that never closes");
 	HAS_STR(vsx_strerror(rc), "within 500 ms", "close");
 	cr_assert(dt >= 500 - 10 && dt <= 500 + SLACK_MS,
@@ -1127,9 +1121,9 @@ Test(hybrid, close_times_out_when_peer_floods)
 	server_start(&sv, "vm.sock");
 	RC_OK(vsx_connect(addr_of(&sv, 1234), &o, &s), "connect");
 	sleep_ms(50); /* let the flood fill the socket */
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	rc = vsx_close(s);
-	dt = now_ms() - t0;
+	dt = vsx__now_ms() - t0;
 	EQ_INT(rc, -ETIMEDOUT, "close against a flooding server");
 	cr_assert(dt >= 500 - 10 && dt <= 500 + SLACK_MS,
 		  "close took %lld ms, linger 500", (long long)dt);
@@ -1146,9 +1140,9 @@ Test(hybrid, close_when_peer_closes)
 
 	server_start(&sv, "vm.sock");
 	RC_OK(vsx_connect(addr_of(&sv, 1234), &o, &s), "connect");
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	EQ_INT(vsx_close(s), 0, "close against a server that closes");
-	cr_assert(now_ms() - t0 < 5000, "close waited the whole linger");
+	cr_assert(vsx__now_ms() - t0 < 5000, "close waited the whole linger");
 	server_finish(&sv);
 	cr_assert(sv.saw_eof, "server saw no EOF");
 }
@@ -1176,10 +1170,10 @@ Test(hybrid, close_without_linger)
 
 	server_start(&sv, "vm.sock");
 	RC_OK(vsx_connect(addr_of(&sv, 1234), &o, &s), "connect");
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	EQ_INT(vsx_close(s), 0, "close with linger < 0");
-	cr_assert(now_ms() - t0 < SLACK_MS, "close with linger < 0 waited %lld ms",
-		  (long long)(now_ms() - t0));
+	cr_assert(vsx__now_ms() - t0 < SLACK_MS, "close with linger < 0 waited %lld ms",
+		  (long long)(vsx__now_ms() - t0));
 	server_finish(&sv);
 	cr_assert(sv.saw_eof, "server saw no EOF");
 }

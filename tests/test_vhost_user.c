@@ -702,9 +702,14 @@ Test(vu, min_queues_holds_start)
 	struct drv_opts o = { .no_event_queue = true };
 	struct drv *d;
 
+	uint64_t v;
+
 	T = tdev_new(3);
 	d = open_drv(&o);
-	sleep_ms(50);
+	/* a barrier, not a pause: the back-end answers messages in order and
+	 * starts a device while it handles the one that completes it, so once
+	 * this reply is here every set-up message was handled */
+	cr_assert_eq(drv_vhost_msg(d, GET_FEATURES, V1, NULL, 0, NULL, 0, &v, 8), 8);
 	cr_assert_eq(snap().starts, 0);
 	drv_close(d);
 	WAIT_FOR(!s_.connected);

@@ -19,17 +19,11 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
+#include "util.h"
 
 #define HDR_LEN sizeof(struct virtio_vsock_hdr)
 #define PKT_MAX 65536
 
-uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 void fill_pattern(void *buf, size_t len, uint32_t seed)
 {
@@ -492,7 +486,7 @@ static void absorb(struct gc *c, const struct pkt *p)
 
 struct pkt *g_next(struct guest *g, struct gc *c, int timeout_ms)
 {
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = vsx__now_ms() + (uint64_t)timeout_ms;
 	struct pkt **pp, *p;
 	struct virtio_vsock_hdr wh;
 	int rc;
@@ -508,7 +502,7 @@ struct pkt *g_next(struct guest *g, struct gc *c, int timeout_ms)
 		return p;
 	}
 	for (;;) {
-		int64_t left = (int64_t)(deadline - now_ms());
+		int64_t left = (int64_t)(deadline - vsx__now_ms());
 
 		if (left < 0)
 			left = 0;
@@ -725,12 +719,12 @@ bool h_readable(int fd, int timeout_ms)
 
 int h_read_line(int fd, char *buf, size_t max, int timeout_ms)
 {
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = vsx__now_ms() + (uint64_t)timeout_ms;
 	size_t n = 0;
 	ssize_t r;
 
 	while (n + 1 < max) {
-		int64_t left = (int64_t)(deadline - now_ms());
+		int64_t left = (int64_t)(deadline - vsx__now_ms());
 
 		if (left <= 0 || !h_readable(fd, (int)left))
 			return -ETIMEDOUT;
@@ -749,12 +743,12 @@ int h_read_line(int fd, char *buf, size_t max, int timeout_ms)
 
 int h_read_full(int fd, void *buf, size_t len, int timeout_ms)
 {
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = vsx__now_ms() + (uint64_t)timeout_ms;
 	size_t n = 0;
 	ssize_t r;
 
 	while (n < len) {
-		int64_t left = (int64_t)(deadline - now_ms());
+		int64_t left = (int64_t)(deadline - vsx__now_ms());
 
 		if (left <= 0 || !h_readable(fd, (int)left))
 			return -ETIMEDOUT;
@@ -770,13 +764,13 @@ int h_read_full(int fd, void *buf, size_t len, int timeout_ms)
 
 int h_write_full(int fd, const void *buf, size_t len, int timeout_ms)
 {
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = vsx__now_ms() + (uint64_t)timeout_ms;
 	size_t n = 0;
 	ssize_t w;
 
 	while (n < len) {
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		int64_t left = (int64_t)(deadline - now_ms());
+		int64_t left = (int64_t)(deadline - vsx__now_ms());
 
 		if (left <= 0 || poll(&p, 1, (int)left) != 1)
 			return -ETIMEDOUT;

@@ -18,6 +18,7 @@
 #include "backend/engine.h"
 #include "../driver/driver.h"
 #include "../driver/loop_event.h"
+#include "util.h"
 
 #define TMO 5000      /* ms: "should happen" */
 #define QUIET 300     /* ms: "should not happen" */
@@ -163,6 +164,5 @@ void hx_counter_base(struct hx *h, uint32_t base);
 
 /* Data */
 void fill_pattern(void *buf, size_t len, uint32_t seed);
-uint64_t now_ms(void);
 
 #endif

@@ -132,7 +132,7 @@ static struct vsxb_conn_info conn_of(const struct gc *c, unsigned vm)
 
 static bool conn_gone(const struct gc *c, unsigned vm, int timeout_ms)
 {
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	int64_t deadline = vsx__now_ms() + timeout_ms;
 	struct vsxb_conn_info all[64];
 	unsigned n, i;
 	bool found;
@@ -147,7 +147,7 @@ static bool conn_gone(const struct gc *c, unsigned vm, int timeout_ms)
 		if (!found)
 			return true;
 		usleep(5000);
-	} while (now_ms() < deadline);
+	} while (vsx__now_ms() < deadline);
 	return false;
 }
 
@@ -576,14 +576,14 @@ Test(hybrid, guest_never_answers)
 
 	hx_timeouts(&H, 0, 300, 0);
 	fd = h_dial(H.v[0].uds, "CONNECT 5003\n");
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	p = g_next(G(0), NULL, TMO);
 	cr_assert_not_null(p);
 	cr_assert_eq(p->h.op, OP_REQUEST);
 	gc_init(&c, G(0), STREAM, 5003, VSOCK_CID_HOST, p->h.src_port);
 	free(p);
 	cr_assert_eq(h_eof(fd, TMO), 0);
-	cr_assert_geq(now_ms() - t0, 250);
+	cr_assert_geq(vsx__now_ms() - t0, 250);
 	/* and the guest is told to forget the half-open connection */
 	free(g_expect(&c, OP_RST, TMO));
 	close(fd);
@@ -658,7 +658,7 @@ Test(hybrid, slowloris_timed_out)
 
 	hx_timeouts(&H, 300, 0, 0);
 	fd = h_dial(H.v[0].uds, "CONN");
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	/* a line delivered byte by byte within the time is fine */
 	fd2 = h_dial(H.v[0].uds, NULL);
 	cr_assert_eq(write(fd2, "CONNECT ", 8), 8);
@@ -677,7 +677,7 @@ Test(hybrid, slowloris_timed_out)
 		cr_assert_geq(g_send(&c, OP_RESPONSE, 0, NULL, 0), 0);
 	}
 	cr_assert_eq(h_eof(fd, TMO), 0, "slow client kept");
-	cr_assert_geq(now_ms() - t0, 250);
+	cr_assert_geq(vsx__now_ms() - t0, 250);
 	{
 		char line[32];
 
@@ -1579,7 +1579,7 @@ Test(control, close_graceful_then_reset_after_linger)
 	hx_timeouts(&H, 0, 0, 400);
 	g2h_open(&c, 0, STREAM, 47001, 1301, &lfd, &fd);
 	ci = conn_of(&c, 0);
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	cr_assert_eq(hx_close_conn(&H, ci.id, false), 0);
 	p = g_expect(&c, OP_SHUTDOWN, TMO);
 	cr_assert_eq(p->h.flags, SHUT_BOTH);
@@ -1587,7 +1587,7 @@ Test(control, close_graceful_then_reset_after_linger)
 	cr_assert_eq(conn_of(&c, 0).host_shut, SHUT_BOTH);
 	/* the guest does not finish: RST after the linger time */
 	free(g_expect(&c, OP_RST, TMO));
-	cr_assert_geq(now_ms() - t0, 350);
+	cr_assert_geq(vsx__now_ms() - t0, 350);
 	cr_assert_eq(h_eof(fd, TMO), 0);
 	cr_assert(conn_gone(&c, 0, TMO));
 	close(fd);
@@ -1659,7 +1659,7 @@ static void window_lands_in_kernel(struct gc *c, int fd, uint32_t w, uint32_t se
 {
 	uint8_t *out = malloc(w), *in = malloc(w);
 	struct vsxb_conn_info ci;
-	uint64_t end = now_ms() + TMO;
+	int64_t end = vsx__now_ms() + TMO;
 	int inq = 0;
 
 	cr_assert(out && in);
@@ -1672,7 +1672,7 @@ static void window_lands_in_kernel(struct gc *c, int fd, uint32_t w, uint32_t se
 		if (ci.from_guest_bytes == w && ci.queued == 0 && (uint32_t)inq == w)
 			break;
 		usleep(10000);
-	} while (now_ms() < end);
+	} while (vsx__now_ms() < end);
 	cr_assert_eq(ci.from_guest_bytes, w);
 	cr_assert_eq(ci.queued, 0, "%u bytes queued in vsxd, %d in the socket", ci.queued, inq);
 	cr_assert_eq((uint32_t)inq, w);

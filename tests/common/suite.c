@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "suite.h"
+#include "util.h"
 
 #define IO_WAIT_MS 20000   /* no single wait in a case may exceed this */
 #define SLACK_MS 5000      /* margin on every correctness time bound */
@@ -57,13 +58,6 @@ static void fail_at(const struct vsx_suite_env *env, const char *fn, int line,
 			     got_ < 0 ? vsx_strerror((int)got_) : "-", want_); \
 	} while (0)
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- Data --------------------------------------------------------------- */
 
@@ -528,11 +522,11 @@ out:
 /* After the close, the connection must really end: the peer's writes fail. */
 static int peer_sees_end(const struct vsx_suite_env *env, int peer)
 {
-	int64_t until = now_ms() + env->close_settle_ms + SLACK_MS;
+	int64_t until = vsx__now_ms() + env->close_settle_ms + SLACK_MS;
 	char c = 'x', sink[4096];
 	ssize_t n;
 
-	while (now_ms() < until) {
+	while (vsx__now_ms() < until) {
 		while (recv(peer, sink, sizeof(sink), MSG_DONTWAIT) > 0)
 			;
 		n = send(peer, &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -555,9 +549,9 @@ static int case_close_linger_timeout(const struct vsx_suite_env *env)
 	if (pair_client(env, &o, &s, &peer) < 0)
 		goto out;
 	CALL_EQ(vsx_send(s, "bye", 3), 3);
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	rc = vsx_close(s);
-	took = now_ms() - t0;
+	took = vsx__now_ms() - t0;
 	s = NULL;
 	CHECK(rc == -ETIMEDOUT, "vsx_close = %d (%s), want -ETIMEDOUT", rc,
 	      vsx_strerror(rc));
@@ -588,9 +582,9 @@ static int case_close_no_linger(const struct vsx_suite_env *env)
 	o.linger_ms = -1;
 	if (pair_client(env, &o, &s, &peer) < 0)
 		goto out;
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	rc = vsx_close(s);
-	took = now_ms() - t0;
+	took = vsx__now_ms() - t0;
 	s = NULL;
 	CHECK(rc == 0, "vsx_close = %d (%s), want 0", rc, vsx_strerror(rc));
 	rc = -1;
@@ -614,9 +608,9 @@ static int case_connect_unserved(const struct vsx_suite_env *env)
 
 	o.connect_timeout_ms = 500;
 	CHECK(env->unserved(env->ctx, addr, sizeof(addr)) == 0, "no unserved address");
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	r = vsx_connect(addr, &o, &s);
-	took = now_ms() - t0;
+	took = vsx__now_ms() - t0;
 	CHECK(s == NULL, "a failed connect left a socket");
 	if (env->unserved_err)
 		CHECK(r == env->unserved_err, "vsx_connect(%s) = %d (%s), want %d", addr, r,
@@ -713,8 +707,8 @@ static int case_peer_gone(const struct vsx_suite_env *env)
 	peer = -1;
 	if (expect_eof(env, s) < 0)
 		goto out;
-	until = now_ms() + SLACK_MS;
-	while (now_ms() < until && (r = vsx_send(s, "x", 1)) == 1)
+	until = vsx__now_ms() + SLACK_MS;
+	while (vsx__now_ms() < until && (r = vsx_send(s, "x", 1)) == 1)
 		usleep(10 * 1000);
 	CHECK(r == -EPIPE || r == -ECONNRESET, "vsx_send to a closed peer = %zd (%s), "
 	      "want -EPIPE or -ECONNRESET", r, r < 0 ? vsx_strerror((int)r) : "sent");

@@ -32,14 +32,8 @@
 #include <unistd.h>
 
 #include "ctl-proto.h"
+#include "util.h"
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int usage(void)
 {
@@ -146,18 +140,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ctl_raw: connect %s: %s\n", un.sun_path, strerror(errno));
 		return 1;
 	}
-	deadline = now_ms() + timeout_s * 1000;
-	read_from = now_ms() + wait_ms;
+	deadline = vsx__now_ms() + timeout_s * 1000;
+	read_from = vsx__now_ms() + wait_ms;
 	if (!inlen && shut)
 		shutdown(fd, SHUT_WR);
 	while (want < 0 || replies < want) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		long long left = deadline - now_ms();
+		long long left = deadline - vsx__now_ms();
 
-		if (now_ms() < read_from) {
+		if (vsx__now_ms() < read_from) {
 			p.events = 0;   /* not reading yet */
-			if (left > read_from - now_ms())
-				left = read_from - now_ms();
+			if (left > read_from - vsx__now_ms())
+				left = read_from - vsx__now_ms();
 			if (left < 1)
 				left = 1;
 		}

@@ -60,6 +60,7 @@
 #include <vsx/vsx.h>
 
 #include "../driver/driver.h"
+#include "util.h"
 
 #define WAIT_MS 10000           /* "should happen" */
 #define GUEST_BUF (256u * 1024) /* our buf_alloc */
@@ -92,13 +93,6 @@ static uint8_t pat(unsigned seed, uint64_t off)
 	return (uint8_t)((off * 131 + seed * 17) ^ (off >> 9));
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 __attribute__((format(printf, 2, 3)))
 static void answer(bool ok, const char *fmt, ...)
@@ -404,8 +398,8 @@ static void job(struct job *j)
 
 /* Serve the guest until @cond holds or WAIT_MS passed. */
 #define WAIT_FOR(cond) ({                                               \
-	long long _end = now_ms() + WAIT_MS;                            \
-	while (!(cond) && now_ms() < _end)                              \
+	long long _end = vsx__now_ms() + WAIT_MS;                            \
+	while (!(cond) && vsx__now_ms() < _end)                              \
 		service(10);                                            \
 	(cond);                                                         \
 })
@@ -425,7 +419,7 @@ static void print_state(void)
 static void gsend_cmd(uint64_t n)
 {
 	static uint8_t buf[4096];
-	long long end = now_ms() + WAIT_MS;
+	long long end = vsx__now_ms() + WAIT_MS;
 	uint32_t credit, k, i;
 
 	while (n) {
@@ -436,7 +430,7 @@ static void gsend_cmd(uint64_t n)
 		}
 		credit = g.peer_buf - (g.tx_cnt - g.peer_fwd);
 		if ((int32_t)credit <= 0) {
-			if (now_ms() > end) {
+			if (vsx__now_ms() > end) {
 				answer(false, "no credit");
 				return;
 			}

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "../driver/driver.h"
+#include "util.h"
 
 #define GPORT 7000              /* the guest listens here */
 #define HPORT 7001              /* the host listens at UDS_7001 */
@@ -104,17 +105,10 @@ static struct drv *d;
 static uint64_t cid;
 static const char *uds;
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static double now_s(void)
 {
-	return (double)now_ms() / 1000.0;
+	return (double)vsx__now_ms() / 1000.0;
 }
 
 __attribute__((format(printf, 1, 2)))
@@ -210,7 +204,7 @@ static struct gc *gnew(uint32_t l, uint32_t p)
 		return NULL;
 	g->lport = l;
 	g->pport = p;
-	g->t0 = now_ms();
+	g->t0 = vsx__now_ms();
 	while (gtab[i])
 		i = (i + 1) & (HASH - 1);
 	gtab[i] = g;
@@ -650,7 +644,7 @@ static int hconnect(uint32_t port)
 	c->state = H_HANDSHAKE;
 	c->hostinit = true;
 	c->hold = P.hold;
-	c->t0 = now_ms();
+	c->t0 = vsx__now_ms();
 	hadd(c);
 	h_pending++;
 	hlast = c;
@@ -818,7 +812,7 @@ static bool host_step(void)
 		}
 		c->fd = fd;
 		c->state = H_HELLO;
-		c->t0 = now_ms();
+		c->t0 = vsx__now_ms();
 		hadd(c);
 		busy = true;
 	}
@@ -852,7 +846,7 @@ static void step(void)
 static int run(const char *what)
 {
 	while (!all_done()) {
-		if (now_ms() > t_end) {
+		if (vsx__now_ms() > t_end) {
 			error("%s: time is up: host %u/%u done, guest-initiated %u/%u done, "
 			      "%u guest connection(s) live, %u up (host view), go=%d", what,
 			      S.h_done, S.h_total, S.g_done, S.g_total, nglive, S.h_up, S.go);
@@ -914,12 +908,12 @@ static long proc_rss_kib(int pid)
  * sockets as the last packets of a connection are handled). */
 static int fds_settle(int pid, int want, int ms)
 {
-	long long end = now_ms() + ms;
+	long long end = vsx__now_ms() + ms;
 	int n;
 
 	for (;;) {
 		n = proc_fds(pid);
-		if (n == want || now_ms() > end)
+		if (n == want || vsx__now_ms() > end)
 			return n;
 		step();
 	}
@@ -941,12 +935,12 @@ static int host_listen(void)
 
 static int attach(const char *vhost, int wait_ms)
 {
-	long long end = now_ms() + wait_ms;
+	long long end = vsx__now_ms() + wait_ms;
 	int rc;
 
 	for (;;) {
 		rc = drv_open(vhost, NULL, &d);
-		if (rc == 0 || now_ms() > end)
+		if (rc == 0 || vsx__now_ms() > end)
 			break;
 		usleep(100 * 1000);
 	}
@@ -970,7 +964,7 @@ static int mode_conc(unsigned n, uint64_t size)
 	P.inflight = 32;
 	reset_figures(nh, ng);
 	t0 = now_s();
-	while (!S.go && now_ms() < t_end && !S.errors)
+	while (!S.go && vsx__now_ms() < t_end && !S.errors)
 		step();
 	ts = now_s();
 	if (!S.go) {
@@ -1046,7 +1040,7 @@ static int mode_flip(void)
 	P.barrier = true;
 	P.inflight = 4;
 	reset_figures(2, 2);
-	while (!S.go && now_ms() < t_end)
+	while (!S.go && vsx__now_ms() < t_end)
 		step();
 	if (!S.go)
 		return 1;
@@ -1065,8 +1059,8 @@ static int mode_flip(void)
 
 /* Run until @cond or @ms passed; returns cond. */
 #define UNTIL(cond, ms) ({                                              \
-	long long _e = now_ms() + (ms);                                 \
-	while (!(cond) && now_ms() < _e)                                \
+	long long _e = vsx__now_ms() + (ms);                                 \
+	while (!(cond) && vsx__now_ms() < _e)                                \
 		step();                                                 \
 	(cond);                                                         \
 })
@@ -1334,7 +1328,7 @@ int main(int argc, char **argv)
 		goto usage;
 	uds = argv[optind + 1];
 	mode = argv[optind + 2];
-	t_end = now_ms() + (long long)secs * 1000;
+	t_end = vsx__now_ms() + (long long)secs * 1000;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
 	ep = epoll_create1(EPOLL_CLOEXEC);

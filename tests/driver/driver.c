@@ -37,6 +37,7 @@
 
 #include "driver.h"
 #include "vhost-user/vhost_user_proto.h"
+#include "util.h"
 
 /* ---- vhost-user, front-end side (vhost_user_proto.h) ---- */
 
@@ -95,17 +96,10 @@ struct drv {
 	struct drv_ring q[NQ_MAX];
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int remaining(uint64_t deadline)
 {
-	uint64_t t = now_ms();
+	uint64_t t = vsx__now_ms();
 
 	return t >= deadline ? 0 : (int)(deadline - t);
 }
@@ -198,7 +192,7 @@ static int read_full(int fd, void *buf, size_t len, uint64_t deadline)
 /* Read the reply to @req; returns its payload size (copied up to @max). */
 static int vu_read_reply(struct drv *d, uint32_t req, void *buf, uint32_t max)
 {
-	uint64_t deadline = now_ms() + VU_REPLY_TIMEOUT_MS;
+	uint64_t deadline = vsx__now_ms() + VU_REPLY_TIMEOUT_MS;
 	char payload[VU_MAX_PAYLOAD];
 	struct vu_hdr h;
 	int r;
@@ -957,7 +951,7 @@ int drv_send(struct drv *d, const struct virtio_vsock_hdr *h, const void *payloa
 	     size_t len, int timeout_ms)
 {
 	struct drv_ring *r = &d->q[VSOCK_VQ_TX];
-	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+	uint64_t deadline = vsx__now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
 	unsigned nseg = len ? 2 : 1, need = d->indirect ? 1 : nseg;
 	uint32_t off[2] = { TX_SLOT_HDR, TX_SLOT_DATA };
 	uint32_t sz[2] = { sizeof(*h), (uint32_t)len };
@@ -990,7 +984,7 @@ int drv_recv(struct drv *d, struct virtio_vsock_hdr *h, void *payload, size_t ma
 	     int timeout_ms)
 {
 	struct drv_ring *r = &d->q[VSOCK_VQ_RX];
-	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+	uint64_t deadline = vsx__now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
 	uint16_t head;
 	uint32_t len;
 	size_t plen;
@@ -1030,7 +1024,7 @@ int drv_recv(struct drv *d, struct virtio_vsock_hdr *h, void *payload, size_t ma
 int drv_recv_event(struct drv *d, uint32_t *id, int timeout_ms)
 {
 	struct drv_ring *r = &d->q[VSOCK_VQ_EVENT];
-	uint64_t deadline = now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+	uint64_t deadline = vsx__now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
 	uint16_t head;
 	uint32_t len, v;
 	int s, n;

@@ -33,6 +33,7 @@
 #include <vsx/vsx.h>
 
 #include "pattern.h"
+#include "util.h"
 
 #define WHY_LEN 512
 #define KiB ((size_t)1024)
@@ -46,13 +47,6 @@ static unsigned case_port; /* the running case's first port */
 
 /* ---- Small helpers ------------------------------------------------------ */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static double now_s(void)
 {
@@ -560,9 +554,9 @@ static int case_close_linger_timeout(char *why)
 		goto out;
 	if (send_pattern(c, 7, 0, 1000, 1000, why) < 0)
 		goto out;
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	r = vsx_close(c);
-	el = now_ms() - t0;
+	el = vsx__now_ms() - t0;
 	c = NULL;
 	note("vsx_close with linger 1500 ms, silent peer: %d (%s) after %" PRId64 " ms", r,
 	     VERR(r), el);
@@ -624,9 +618,9 @@ static int case_close_peer_closes(char *why)
 	started = 1;
 	if (send_pattern(c, 9, 0, j.total, 50000, why) < 0)
 		goto out;
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	r = vsx_close(c);
-	el = now_ms() - t0;
+	el = vsx__now_ms() - t0;
 	c = NULL;
 	note("vsx_close with linger 5000 ms, peer closes: %d after %" PRId64 " ms", r, el);
 	CHECK(r == 0, "vsx_close returned %d (%s), expected 0", r, VERR(r));
@@ -655,9 +649,9 @@ static int case_connect_refused(char *why)
 	int r, ok = -1;
 
 	/* nobody listens on case_port */
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	r = vsx_connect(addr_of(case_port, "local"), &o, &s);
-	el = now_ms() - t0;
+	el = vsx__now_ms() - t0;
 	note("connect to a port nobody listens on: %d (%s) after %" PRId64 " ms", r, VERR(r),
 	     el);
 	CHECK(r == -ECONNREFUSED, "vsx_connect returned %d (%s), expected -ECONNREFUSED", r,
@@ -703,9 +697,9 @@ static int case_connect_timeout_explore(char *why)
 	r = vsx_listen(addr_of(case_port, "any"), &lo, &l);
 	CHECK(r == 0, "vsx_listen: %s", VERR(r));
 	for (i = 0; i < 40; i++) {
-		t0 = now_ms();
+		t0 = vsx__now_ms();
 		r = vsx_connect(addr_of(case_port, "local"), &o, &s);
-		el = now_ms() - t0;
+		el = vsx__now_ms() - t0;
 		CHECK(r == 0 || r == -ETIMEDOUT, "1 ms connect #%d: %d (%s), expected 0 or "
 		      "-ETIMEDOUT", i, r, VERR(r));
 		if (r == 0) {
@@ -732,9 +726,9 @@ static int case_connect_timeout_explore(char *why)
 	CHECK(r == 0, "vsx_listen(backlog 1): %s", VERR(r));
 	for (i = 0; i < 4; i++) {
 		o.connect_timeout_ms = 2000;
-		t0 = now_ms();
+		t0 = vsx__now_ms();
 		r = vsx_connect(addr_of(case_port + 1, "local"), &o, &held[i]);
-		el = now_ms() - t0;
+		el = vsx__now_ms() - t0;
 		note("backlog 1, connect #%d (none accepted): %d (%s) after %" PRId64 " ms", i,
 		     r, VERR(r), el);
 		CHECK(r == 0 || r == -ECONNREFUSED, "connect #%d: %d (%s)", i, r, VERR(r));
@@ -748,9 +742,9 @@ static int case_connect_timeout_explore(char *why)
 	/* CIDs that no transport of this guest reaches */
 	for (i = 0; i < (int)(sizeof(cids) / sizeof(cids[0])); i++) {
 		snprintf(addr, sizeof(addr), "vsock:%" PRIu32 ":%u", cids[i], case_port);
-		t0 = now_ms();
+		t0 = vsx__now_ms();
 		r = vsx_connect(addr, &o, &s);
-		el = now_ms() - t0;
+		el = vsx__now_ms() - t0;
 		note("connect %s: %d (%s) after %" PRId64 " ms", addr, r, VERR(r), el);
 		CHECK(r == -ENETUNREACH || r == -ECONNREFUSED || r == -ETIMEDOUT ||
 		      r == -ENODEV, "connect %s: %d (%s), not a documented error", addr, r,

@@ -157,13 +157,6 @@ static void say(const char *fmt, ...)
 	pthread_mutex_unlock(&out_lock);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static double now_s(void)
 {
@@ -654,21 +647,21 @@ static int retryable(int r)
 static int connect_expect_error(struct conn *c)
 {
 	struct vsx_opts o = base_opts();
-	int64_t start = now_ms(), t0, took;
+	int64_t start = vsx__now_ms(), t0, took;
 	int attempts = 0, r;
 	vsx_sock *s;
 
 	o.linger_ms = -1;
 	for (;;) {
 		attempts++;
-		t0 = now_ms();
+		t0 = vsx__now_ms();
 		r = vsx_connect(cfg.addr, &o, &s);
-		took = now_ms() - t0;
+		took = vsx__now_ms() - t0;
 		if (r == -cfg.expect_err)
 			break;
 		if (r == 0)
 			vsx_close(s); /* linger < 0: no wait for the peer */
-		if (!cfg.retry_ms || now_ms() - start >= cfg.retry_ms) {
+		if (!cfg.retry_ms || vsx__now_ms() - start >= cfg.retry_ms) {
 			if (r == 0)
 				FAIL(c, "connected (attempt %d), expected -%s", attempts,
 				     err_name(cfg.expect_err));
@@ -693,7 +686,7 @@ static int connect_expect_error(struct conn *c)
 static int connect_one(struct conn *c)
 {
 	struct vsx_opts o = base_opts();
-	int64_t start = now_ms();
+	int64_t start = vsx__now_ms();
 	int attempts = 0, r;
 
 	if (cfg.expect_err)
@@ -703,15 +696,15 @@ static int connect_one(struct conn *c)
 		r = vsx_connect(cfg.addr, &o, &c->s);
 		if (r == 0)
 			break;
-		if (!cfg.retry_ms || !retryable(r) || now_ms() - start >= cfg.retry_ms)
+		if (!cfg.retry_ms || !retryable(r) || vsx__now_ms() - start >= cfg.retry_ms)
 			FAIL(c, "vsx_connect(%s) failed after %d attempt(s) in %" PRId64
-			     " ms: %s (%s)", cfg.addr, attempts, now_ms() - start,
+			     " ms: %s (%s)", cfg.addr, attempts, vsx__now_ms() - start,
 			     vsx_strerror(r), err_name(r));
 		usleep(100 * 1000);
 	}
 	if (attempts > 1 || cfg.verbose)
 		say("conn %d: connected after %d attempt(s), %" PRId64 " ms", c->idx, attempts,
-		    now_ms() - start);
+		    vsx__now_ms() - start);
 	else
 		say("conn %d: connected", c->idx);
 	if (cfg.verbose)

@@ -34,6 +34,7 @@
 #include "vsx-int.h"
 #include "vmbus-sys.h"
 #include "sim.h"
+#include "util.h"
 
 /* The kernel's numbers (hyperv_transport.c, sock.h), written out again
  * here rather than shared with vmbus.c: the simulator is the reference. */
@@ -94,13 +95,6 @@ static uint32_t next_port;
 static int next_id;
 static unsigned listen_seq;
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void nap(void)
 {
@@ -206,7 +200,7 @@ static void transport_init(struct ssock *s)
 static void reap_locked(void)
 {
 	struct ssock *s, *next;
-	int64_t now = now_ms();
+	int64_t now = vsx__now_ms();
 
 	for (s = socks; s; s = next) {
 		next = s->next;
@@ -491,9 +485,9 @@ static int sim_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		return leave(fail(ENETUNREACH));     /* hvs_stream_allow */
 	if (!kern.init_at_create)
 		transport_init(s);  /* 5.5+: the transport is assigned now */
-	deadline = now_ms() + s->timeout_ms;
+	deadline = vsx__now_ms() + s->timeout_ms;
 	while (!(v = service_for(vm.svm_port))) {
-		if (now_ms() >= deadline)
+		if (vsx__now_ms() >= deadline)
 			return leave(fail(ETIMEDOUT));
 		wait_unlocked();
 		s = find(fd);
@@ -656,7 +650,7 @@ static int sim_close(int fd)
 	s->fd = -1;
 	s->priv_fd = priv;
 	s->state = S_LINGER;
-	s->deadline = now_ms() + conf.close_timeout_ms;
+	s->deadline = vsx__now_ms() + conf.close_timeout_ms;
 	st.lingering++;
 	return leave(0);
 }
@@ -830,7 +824,7 @@ int vmbus_sim_host_listen(uint32_t port)
 
 int vmbus_sim_host_accept(int id, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = vsx__now_ms() + timeout_ms;
 	struct service *v;
 	struct pending *p;
 	int fd;
@@ -846,7 +840,7 @@ int vmbus_sim_host_accept(int id, int timeout_ms)
 		}
 		if (v->queue)
 			break;
-		if (now_ms() >= deadline) {
+		if (vsx__now_ms() >= deadline) {
 			pthread_mutex_unlock(&lock);
 			return -ETIMEDOUT;
 		}

@@ -23,6 +23,7 @@
 #include "check.h"
 #include "sim.h"
 #include "vmbus-sys.h"
+#include "util.h"
 
 #define PAGE 4096u
 #define RING_MIN (6 * PAGE)
@@ -64,13 +65,6 @@ static struct vmbus_sim_stats stats(void)
 	return st;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Connect to host service @port; the host end into *hfd. */
 static vsx_sock *dial_host(uint32_t port, const struct vsx_opts *o, int *hfd)
@@ -669,9 +663,22 @@ Test(no_peek, libvsx_never_peeks, .init = start_61)
 
 /* ---- Close: bounded, delayed, never a hang ------------------------------- */
 
+/* Wait (up to 10 s) until the simulated kernel has @n close(2) calls parked
+ * on other threads: the condition, not a pause. */
+static void wait_blocked_closes(int n)
+{
+	int64_t until = vsx__now_ms() + 10000;
+
+	while (stats().blocked_closes != n) {
+		cr_assert_lt(vsx__now_ms(), until, "%d blocked closes, want %d",
+			     stats().blocked_closes, n);
+		usleep(1000);
+	}
+}
+
 static void wait_released(int want_open)
 {
-	int64_t until = now_ms() + 10000;
+	int64_t until = vsx__now_ms() + 10000;
 	struct vmbus_sim_stats st;
 
 	do {
@@ -680,7 +687,7 @@ static void wait_released(int want_open)
 		if (st.open == want_open && st.lingering == 0 && st.blocked_closes == 0)
 			return;
 		usleep(5000);
-	} while (now_ms() < until);
+	} while (vsx__now_ms() < until);
 	cr_assert_fail("simulated kernel still holds %d sockets (%d lingering, %d "
 		       "blocked closes), want %d", st.open, st.lingering,
 		       st.blocked_closes, want_open);
@@ -734,14 +741,13 @@ Test(close, old_kernel_close_does_not_hang, .timeout = 30)
 	start("4.19.0-26-amd64", 500);
 	o.linger_ms = 200;
 	s = dial_host(6600, &o, &hfd);
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	rc = vsx_close(s);
 	EQ(rc, -ETIMEDOUT);
-	cr_assert_lt(now_ms() - t0, 5000, "vsx_close took %lld ms",
-		     (long long)(now_ms() - t0));
+	cr_assert_lt(vsx__now_ms() - t0, 5000, "vsx_close took %lld ms",
+		     (long long)(vsx__now_ms() - t0));
 	/* the blocking close(2) is parked on another thread */
-	usleep(50 * 1000);
-	EQ(stats().blocked_closes, 1);
+	wait_blocked_closes(1);
 	close(hfd);             /* the host finally closes ... */
 	wait_released(0);       /* ... and the parked close completes */
 }
@@ -756,8 +762,7 @@ Test(close, old_kernel_no_linger_does_not_hang, .timeout = 30)
 	o.linger_ms = -1;
 	s = dial_host(6700, &o, &hfd);
 	EQ(vsx_close(s), 0);
-	usleep(50 * 1000);
-	EQ(stats().blocked_closes, 1);
+	wait_blocked_closes(1);
 	close(hfd);
 	wait_released(0);
 }
@@ -772,12 +777,12 @@ Test(connect, unregistered_service_times_out, .init = start_61)
 	int rc;
 
 	o.connect_timeout_ms = 300;
-	t0 = now_ms();
+	t0 = vsx__now_ms();
 	rc = vsx_connect("vsock:host:6800", &o, &s);
 	EQ(rc, -ETIMEDOUT);
 	/* the kernel was given our timeout (its own default is 2 s) */
-	cr_assert_lt(now_ms() - t0, 1500, "gave up after %lld ms with a 300 ms timeout",
-		     (long long)(now_ms() - t0));
+	cr_assert_lt(vsx__now_ms() - t0, 1500, "gave up after %lld ms with a 300 ms timeout",
+		     (long long)(vsx__now_ms() - t0));
 	cr_assert_null(s);
 	HAS(vsx_strerror(rc), "00001a90-facb-11e6-bd58-64006a7986d3");
 	HAS(vsx_strerror(rc), "300 ms");
