@@ -24,6 +24,8 @@ void vsxd__err_prefix(struct vsxd_err *err, const char *fmt, ...);
 
 /* @key (@keylen bytes) is @name, '_' standing for any '-'. */
 bool vsxd__key_is(const char *key, size_t keylen, const char *name);
+/* Two optional strings are equal: both NULL, or both set and the same. */
+bool vsxd__str_eq(const char *a, const char *b);
 
 /* Replace *@dst with a copy of @val (@len bytes, NUL-terminated copy);
  * 0 or -ENOMEM (*@dst unchanged). */

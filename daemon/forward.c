@@ -711,11 +711,6 @@ static void fwd_stop(struct fwd *f)
 	free(f);
 }
 
-static bool is_lib_kind(int kind)
-{
-	return kind == VSXD_EP_HYBRID || kind == VSXD_EP_VSOCK || kind == VSXD_EP_HVSOCK;
-}
-
 static int fwd_listen_fd(struct fwd *f, struct vsxd_err *err)
 {
 	const struct vsxd_endpoint *ep = &f->cfg.listen;
@@ -780,7 +775,7 @@ static int fwd_start(struct vsxd_fwds *fs, const struct vsxd_forward *cfg,
 		goto fail;
 	}
 	/* a key for the connect side is read by each connect: check it now */
-	if (cfg->auth_key && !is_lib_kind(cfg->listen.kind)) {
+	if (cfg->auth_key && !vsxd_ep_is_lib(cfg->listen.kind)) {
 		struct stat st;
 
 		if (stat(cfg->auth_key, &st) < 0 || !S_ISREG(st.st_mode) ||

@@ -87,6 +87,9 @@ void vsxd_fwd_free(struct vsxd_forward *f);
 int vsxd_fwd_copy(struct vsxd_forward *dst, const struct vsxd_forward *src);
 /* Same forward: every setting equal (origin aside). */
 bool vsxd_fwd_same(const struct vsxd_forward *a, const struct vsxd_forward *b);
+/* An endpoint that libvsx connects or listens on (hybrid, vsock, hvsock):
+ * the kinds that can carry auth=. */
+bool vsxd_ep_is_lib(int kind);
 /* Forwards of @cfg: names and listen addresses unique. */
 int vsxd_fwd_check(const struct vsxd_config *cfg, struct vsxd_err *err);
 

@@ -17,28 +17,11 @@
 
 #include "config-int.h"
 #include "forward.h"
+#include "util.h"
 
 #define SUN_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 
 /* Decimal only, at most @max. */
-static int num(const char *s, size_t n, uint64_t max, uint64_t *out)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	if (!n || n > 20)
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -EINVAL;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-		if (v > max)
-			return -ERANGE;
-	}
-	*out = v;
-	return 0;
-}
-
 static bool name_ok(const char *s, size_t n)
 {
 	size_t i;
@@ -95,7 +78,7 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 		ep->kind = VSXD_EP_TCP;
 		if (!colon || colon == rest)
 			return vsxd_err_set(err, "'%s': expected tcp:HOST:PORT", vsxd_quote(qb, s, len));
-		r = num(colon + 1, (size_t)(end - colon - 1), 65535, &v);
+		r = vsx__parse_dec(colon + 1, (size_t)(end - colon - 1), 65535, &v);
 		if (r < 0 || v == 0)
 			return vsxd_err_set(err, "'%s': the TCP port must be 1 to 65535", vsxd_quote(qb, s, len));
 		ep->port = (uint32_t)v;
@@ -111,7 +94,7 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 	} else if (PFX("unix:") || PFX("hybrid:")) {
 		bool hybrid = PFX("hybrid:");
 
-		if (colon && num(colon + 1, (size_t)(end - colon - 1), 0xFFFFFFFEu, &v) == 0)
+		if (colon && vsx__parse_dec(colon + 1, (size_t)(end - colon - 1), 0xFFFFFFFEu, &v) == 0)
 			hybrid = true;
 		else if (hybrid)
 			return vsxd_err_set(err, "'%s': expected hybrid:PATH:PORT", vsxd_quote(qb, s, len));
@@ -142,12 +125,12 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 			ep->cid = 2;
 		else if (hl == 5 && !memcmp(rest, "local", 5))
 			ep->cid = 1;
-		else if (num(rest, hl, 0xFFFFFFFFu, &v) == 0)
+		else if (vsx__parse_dec(rest, hl, 0xFFFFFFFFu, &v) == 0)
 			ep->cid = (uint32_t)v;
 		else
 			return vsxd_err_set(err, "'%s': CID must be a number, host, local or any",
 				    vsxd_quote(qb, s, len));
-		if (num(colon + 1, (size_t)(end - colon - 1), 0xFFFFFFFEu, &v) < 0)
+		if (vsx__parse_dec(colon + 1, (size_t)(end - colon - 1), 0xFFFFFFFEu, &v) < 0)
 			return vsxd_err_set(err, "'%s': the port must be a number below 4294967295",
 				    vsxd_quote(qb, s, len));
 		ep->port = (uint32_t)v;
@@ -162,7 +145,7 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 		if (!colon || !name_ok(rest, (size_t)(colon - rest)))
 			return vsxd_err_set(err, "'%s': expected vm:NAME:PORT (NAME: 1 to 64 letters, "
 				    "digits, '.', '_' or '-')", vsxd_quote(qb, s, len));
-		if (num(colon + 1, (size_t)(end - colon - 1), 0xFFFFFFFEu, &v) < 0)
+		if (vsx__parse_dec(colon + 1, (size_t)(end - colon - 1), 0xFFFFFFFEu, &v) < 0)
 			return vsxd_err_set(err, "'%s': the port must be a number below 4294967295",
 				    vsxd_quote(qb, s, len));
 		ep->port = (uint32_t)v;
@@ -200,11 +183,6 @@ int vsxd_metrics_check(const char *s, size_t len, const char *what,
 	return r;
 }
 
-static bool key_is(const char *k, size_t kl, const char *name)
-{
-	return strlen(name) == kl && !memcmp(k, name, kl);
-}
-
 static int parse_allow(struct vsxd_forward *f, const char *s, size_t len,
 		       struct vsxd_err *err)
 {
@@ -220,7 +198,7 @@ static int parse_allow(struct vsxd_forward *f, const char *s, size_t len,
 			break;
 		for (w = p; w < end && *w != '+' && *w != ' ' && *w != ':' && *w != '\t'; w++)
 			;
-		if (num(p, (size_t)(w - p), 0xFFFFFFFEu, &v) < 0)
+		if (vsx__parse_uint(p, (size_t)(w - p), 0xFFFFFFFEu, &v) < 0)
 			return vsxd_err_set(err, "allow: '%s' is not a CID (CIDs are numbers joined "
 				    "by '+', e.g. allow=3+4)", vsxd_quote(qb, p, (size_t)(w - p)));
 		if (f->n_allow >= VSXD_FWD_ALLOW_MAX)
@@ -254,7 +232,7 @@ int vsxd_fwd_set(struct vsxd_forward *f, const char *key, size_t keylen,
 	int r;
 
 	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		if (key_is(key, keylen, keys[i].name))
+		if (vsxd__key_is(key, keylen, keys[i].name))
 			bit = keys[i].bit;
 	if (!bit)
 		return vsxd_err_set(err, "unknown key '%s' (known keys: listen, connect, allow, "
@@ -307,7 +285,7 @@ int vsxd_fwd_set(struct vsxd_forward *f, const char *key, size_t keylen,
 	return 0;
 }
 
-static bool is_lib(int kind)
+bool vsxd_ep_is_lib(int kind)
 {
 	return kind == VSXD_EP_HYBRID || kind == VSXD_EP_VSOCK || kind == VSXD_EP_HVSOCK;
 }
@@ -326,7 +304,7 @@ int vsxd_fwd_finish(struct vsxd_forward *f, struct vsxd_err *err)
 	if (f->n_allow && f->listen.kind != VSXD_EP_VM && f->listen.kind != VSXD_EP_VSOCK)
 		return vsxd_err_set(err, "allow= needs a vm: or vsock: listen address (only "
 			    "those know the peer's CID)");
-	if (f->auth_key && !is_lib(f->listen.kind) && !is_lib(f->connect.kind))
+	if (f->auth_key && !vsxd_ep_is_lib(f->listen.kind) && !vsxd_ep_is_lib(f->connect.kind))
 		return vsxd_err_set(err, "auth= needs a libvsx side (vsock:, hvsock: or "
 			    "unix:PATH:PORT): the handshake runs there");
 	if (!f->name) {
@@ -411,16 +389,11 @@ int vsxd_fwd_copy(struct vsxd_forward *dst, const struct vsxd_forward *src)
 	return 0;
 }
 
-static bool str_eq(const char *a, const char *b)
-{
-	return (!a && !b) || (a && b && !strcmp(a, b));
-}
-
 bool vsxd_fwd_same(const struct vsxd_forward *a, const struct vsxd_forward *b)
 {
-	return str_eq(a->name, b->name) && str_eq(a->listen.text, b->listen.text) &&
-	       str_eq(a->connect.text, b->connect.text) &&
-	       str_eq(a->auth_key, b->auth_key) && a->n_allow == b->n_allow &&
+	return vsxd__str_eq(a->name, b->name) && vsxd__str_eq(a->listen.text, b->listen.text) &&
+	       vsxd__str_eq(a->connect.text, b->connect.text) &&
+	       vsxd__str_eq(a->auth_key, b->auth_key) && a->n_allow == b->n_allow &&
 	       (!a->n_allow || !memcmp(a->allow, b->allow, a->n_allow * sizeof(*a->allow)));
 }
 

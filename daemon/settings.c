@@ -656,7 +656,7 @@ const char *vsxd_vm_name(const struct vsxd_vm *vm, char *buf, size_t len)
 	return buf;
 }
 
-static bool str_eq(const char *a, const char *b)
+bool vsxd__str_eq(const char *a, const char *b)
 {
 	if (!a || !b)
 		return a == b;
@@ -668,16 +668,16 @@ bool vsxd_vm_same_device(const struct vsxd_vm *a, const struct vsxd_vm *b)
 	char na[32], nb[32];
 
 	return a->guest_cid == b->guest_cid &&
-	       str_eq(vsxd_vm_name(a, na, sizeof(na)), vsxd_vm_name(b, nb, sizeof(nb))) &&
-	       str_eq(a->socket_path, b->socket_path) &&
-	       str_eq(a->uds_path, b->uds_path) &&
+	       vsxd__str_eq(vsxd_vm_name(a, na, sizeof(na)), vsxd_vm_name(b, nb, sizeof(nb))) &&
+	       vsxd__str_eq(a->socket_path, b->socket_path) &&
+	       vsxd__str_eq(a->uds_path, b->uds_path) &&
 	       a->queue_size == b->queue_size &&
 	       a->forward_cid == b->forward_cid &&
 	       a->n_forward_listen == b->n_forward_listen &&
 	       (!a->n_forward_listen ||
 		!memcmp(a->forward_listen, b->forward_listen,
 			a->n_forward_listen * sizeof(*a->forward_listen))) &&
-	       str_eq(a->groups ? a->groups : "default",
+	       vsxd__str_eq(a->groups ? a->groups : "default",
 		      b->groups ? b->groups : "default");
 }
 

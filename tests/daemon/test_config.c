@@ -971,3 +971,35 @@ Test(limits, flags_merge_and_check)
 		  "%s", err.msg);
 	vsxd_opts_free(&o);
 }
+
+/* ---- forward specs (daemon/fwdspec.c) ---- */
+
+/* allow= takes CIDs as every other vsxd number (decimal or 0x hex); ports
+ * and the CIDs of addresses handed to libvsx stay decimal, as libvsx reads
+ * them; keys match as vsxd.conf's ('_' for '-'). */
+Test(fwdspec, numbers_as_everywhere_else)
+{
+	struct vsxd_forward f;
+	struct vsxd_err err;
+
+	memset(&err, 0, sizeof(err));
+	cr_assert_eq(vsxd_fwd_parse("listen=vm:web:5000,connect=tcp:127.0.0.1:7000,allow=0x3+4+0X1f",
+				    &f, &err), 0, "%s", err.msg);
+	cr_assert_eq(f.n_allow, 3);
+	cr_assert_eq(f.allow[0], 3);
+	cr_assert_eq(f.allow[1], 4);
+	cr_assert_eq(f.allow[2], 31);
+	cr_assert_eq(f.listen.port, 5000);
+	cr_assert_eq(f.connect.port, 7000);
+	vsxd_fwd_free(&f);
+
+	expect_err(vsxd_fwd_parse("listen=vm:web:5000,connect=tcp:127.0.0.1:7000,allow=0xg",
+				  &f, &err), err, "allow: '0xg' is not a CID");
+	vsxd_fwd_free(&f);
+	expect_err(vsxd_fwd_parse("listen=tcp:127.0.0.1:0x10,connect=vm:web:5000", &f, &err),
+		   err, "the TCP port must be 1 to 65535");
+	vsxd_fwd_free(&f);
+	expect_err(vsxd_fwd_parse("listen=tcp:127.0.0.1:7000,connect=vm:web:0x10", &f, &err),
+		   err, "the port must be a number");
+	vsxd_fwd_free(&f);
+}
