@@ -117,12 +117,12 @@ enum vsxd_limit {
 };
 
 #define VSXD_CONNS_MAX (1u << 20)            /* max-conns, max-conns-per-vm */
-#define VSXD_CONN_MEMORY_MIN 8192u           /* max-conn-memory */
+/* max-conn-memory: at least the backend's VSXB_MIN_CONN_MEMORY (but 0);
+ * timeouts: at most its VSXB_MAX_TIMEOUT_MS; poll-us: at most the loop's
+ * VSX_EVLOOP_POLL_MAX_US (vhost-user/loop-event.h) */
 #define VSXD_CONN_MEMORY_MAX (4ull << 30)
 #define VSXD_TIMEOUT_MIN_MS 10u
-#define VSXD_TIMEOUT_MAX_MS 3600000u
-#define VSXD_POLL_US_MAX 10000u              /* poll-us (VSX_EVLOOP_POLL_MAX_US) */
-#define VSXD_THREADS_LIMIT 256u              /* threads (workers.h) */
+#define VSXD_THREADS_MAX 256u                /* threads: workers (workers.c) */
 
 struct vsxd_config {
 	struct vsxd_vm *vms;      /* n_vms entries, owned */

@@ -19,9 +19,6 @@
 #include "forward.h"
 #include "util.h"
 
-#define SUN_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
-
-/* Decimal only, at most @max. */
 static bool name_ok(const char *s, size_t n)
 {
 	size_t i;
@@ -101,9 +98,9 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 		hl = hybrid ? (size_t)(colon - rest) : rl;
 		if (!hl)
 			return vsxd_err_set(err, "'%s': empty path", vsxd_quote(qb, s, len));
-		if (hl > SUN_MAX - (hybrid ? 11 : 0))
+		if (hl > SUN_PATH_MAX - (hybrid ? 11 : 0))
 			return vsxd_err_set(err, "'%s': the path is too long (at most %zu bytes)",
-				    vsxd_quote(qb, s, len), SUN_MAX - (hybrid ? 11 : 0));
+				    vsxd_quote(qb, s, len), SUN_PATH_MAX - (hybrid ? 11 : 0));
 		ep->kind = hybrid ? VSXD_EP_HYBRID : VSXD_EP_UNIX;
 		ep->host = strndup(rest, hl);
 		if (hybrid) {

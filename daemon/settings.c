@@ -24,6 +24,7 @@
 #include "config.h"
 #include "config-int.h"
 #include "forward.h"
+#include "vhost-user/loop-event.h"
 
 /* ---- Messages ---- */
 
@@ -251,14 +252,14 @@ int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t v
 			return vsxd_err_set(err, "%s '%s' is not a size (a number with an "
 				       "optional K, M or G suffix)", name,
 				       vsxd_quote(q, val, vallen));
-		if (r < 0 || v < VSXD_CONN_MEMORY_MIN)
+		if (r < 0 || v < VSXB_MIN_CONN_MEMORY)
 			return vsxd_err_set(err, "%s %s is out of range (8K to 4G)", name,
 				       vsxd_quote(q, val, vallen));
 		break;
 	case VSXD_LIMIT_HANDSHAKE_TIMEOUT:
 	case VSXD_LIMIT_CONNECT_TIMEOUT:
 	case VSXD_LIMIT_LINGER_TIMEOUT:
-		r = vsxd_parse_duration(val, vallen, VSXD_TIMEOUT_MAX_MS, &v);
+		r = vsxd_parse_duration(val, vallen, VSXB_MAX_TIMEOUT_MS, &v);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "%s '%s' is not a duration (a number of "
 				       "seconds, or with a unit: 500ms, 5s, 1m)", name,
@@ -268,22 +269,22 @@ int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t v
 				       vsxd_quote(q, val, vallen));
 		break;
 	case VSXD_LIMIT_POLL_US:
-		r = vsx__parse_uint(val, vallen, VSXD_POLL_US_MAX, &v);
+		r = vsx__parse_uint(val, vallen, VSX_EVLOOP_POLL_MAX_US, &v);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "%s '%s' is not a number (of microseconds)",
 				       name, vsxd_quote(q, val, vallen));
 		if (r < 0)
 			return vsxd_err_set(err, "%s %s is out of range (0 to %u)", name,
-				       vsxd_quote(q, val, vallen), VSXD_POLL_US_MAX);
+				       vsxd_quote(q, val, vallen), VSX_EVLOOP_POLL_MAX_US);
 		break;
 	case VSXD_LIMIT_THREADS:
-		r = vsx__parse_uint(val, vallen, VSXD_THREADS_LIMIT, &v);
+		r = vsx__parse_uint(val, vallen, VSXD_THREADS_MAX, &v);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "%s '%s' is not a number (of worker threads)",
 				       name, vsxd_quote(q, val, vallen));
 		if (r < 0 || v == 0)
 			return vsxd_err_set(err, "%s %s is out of range (1 to %u)", name,
-				       vsxd_quote(q, val, vallen), VSXD_THREADS_LIMIT);
+				       vsxd_quote(q, val, vallen), VSXD_THREADS_MAX);
 		break;
 	default:
 		return vsxd_err_set(err, "unknown limit");

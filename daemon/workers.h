@@ -6,9 +6,8 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "config.h"   /* VSXD_THREADS_MAX */
 #include "vhost-user/loop-event.h"
-
-#define VSXD_THREADS_MAX 256
 
 struct vsxd_workers;
 struct vsxd_worker;

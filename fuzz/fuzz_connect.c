@@ -1,7 +1,7 @@
 /*
  * Fuzz target: the hybrid CONNECT line (transports/virtio/backend/hybrid.c,
  * vsxb__host_parse_connect), fed as a host program's stream is: bytes up to
- * the first newline, at most ENG_CONNECT_LINE of them, as hs_cb takes them.
+ * the first newline, at most VSX_HYBRID_CONNECT_MAX of them, as hs_cb takes them.
  * An accepted line must be exactly "CONNECT <port>\n" with the port below
  * 2^32-1 written in plain decimal.
  */
@@ -17,13 +17,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const uint8_t *nl = memchr(data, '\n', size);
 	size_t take = nl ? (size_t)(nl - data) + 1 : size;
-	char back[ENG_CONNECT_LINE + 16];
+	char back[VSX_HYBRID_CONNECT_MAX + 16];
 	uint32_t port = 0;
 	char *line;
 	int n;
 
-	if (take > ENG_CONNECT_LINE)
-		take = ENG_CONNECT_LINE; /* hs_cb never collects more */
+	if (take > VSX_HYBRID_CONNECT_MAX)
+		take = VSX_HYBRID_CONNECT_MAX; /* hs_cb never collects more */
 	line = malloc(take ? take : 1); /* exact size: overreads show */
 	if (!line)
 		return 0;

@@ -26,9 +26,9 @@
 #include <unistd.h>
 
 #include "ctl-proto.h"
+#include "hybrid-proto.h"
 #include "vsx-int.h"
 
-#define REPLY_MAX 24 /* "OK 4294967295\n" is 14 bytes */
 #define CTL_TIMEOUT_MS 2000
 
 /* Per-socket private state (s->trans), owned here. */
@@ -92,7 +92,7 @@ static int parse_ok(const char *line, size_t n, uint32_t *port)
 
 static int read_reply(vsx_sock *s, int64_t deadline, uint32_t *port)
 {
-	char buf[REPLY_MAX + 1];
+	char buf[VSX_HYBRID_OK_MAX + 1];
 	size_t have = 0;
 	char *nl;
 	ssize_t r;
@@ -106,7 +106,7 @@ static int read_reply(vsx_sock *s, int64_t deadline, uint32_t *port)
 					s->connect_timeout_ms);
 		if (ev < 0)
 			return vsx__err(ev, "hybrid: poll: %s", strerror(-ev));
-		r = recv(s->fd, buf, REPLY_MAX, MSG_PEEK | MSG_DONTWAIT);
+		r = recv(s->fd, buf, VSX_HYBRID_OK_MAX, MSG_PEEK | MSG_DONTWAIT);
 		if (r < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
 		if (r < 0 && errno != ECONNRESET)
@@ -117,7 +117,7 @@ static int read_reply(vsx_sock *s, int64_t deadline, uint32_t *port)
 		nl = memchr(buf, '\n', (size_t)r);
 		if (nl)
 			break;
-		if (r >= REPLY_MAX)
+		if (r >= VSX_HYBRID_OK_MAX)
 			return vsx__err(-EPROTO, "hybrid: reply to CONNECT is too long");
 		/* The peer shut down before the poll: all it sent is in the peek. */
 		if (ev & (POLLRDHUP | POLLHUP))

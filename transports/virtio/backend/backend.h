@@ -340,10 +340,12 @@ struct vsxb_router_limits {
 	unsigned connect_ms;         /* RESPONSE to our REQUEST; 0: default */
 	unsigned linger_ms;          /* RST after our close; 0: default */
 };
+#define VSXB_MIN_CONN_MEMORY 8192u      /* smallest max_conn_memory but 0 */
+#define VSXB_MAX_TIMEOUT_MS 3600000u    /* longest timeout: an hour */
 
 /* Apply to new connections (and new handshakes, timers armed from now
  * on); existing connections keep what they have. -EINVAL: memory cap
- * below 8 KiB, or a timeout above an hour. */
+ * below VSXB_MIN_CONN_MEMORY, or a timeout above VSXB_MAX_TIMEOUT_MS. */
 int vsxb_router_set_limits(struct vsxb_router *r, const struct vsxb_router_limits *l);
 /* What is in force (defaults filled in). */
 void vsxb_router_get_limits(const struct vsxb_router *r, struct vsxb_router_limits *out);

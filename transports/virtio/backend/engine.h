@@ -51,6 +51,7 @@
 #include <sys/uio.h>
 
 #include "backend.h"
+#include "hybrid-proto.h"
 #include "vhost-user/loop.h"
 #include "vhost-user/vhost_user.h"
 #include "vhost-user/vq.h"
@@ -73,14 +74,11 @@
 #define ENG_MMAP_THRESHOLD (1u << 20) /* malloc's mmap threshold */
 #define ENG_ORPHAN_MAX 64         /* RSTs for packets without a connection */
 #define ENG_MAX_HANDSHAKES 64     /* hybrid clients still sending CONNECT */
-#define ENG_CONNECT_LINE 32       /* longest "CONNECT <port>\n" */
 #define ENG_HOST_PORT_FIRST 1024  /* host ports of hybrid connections */
 #define VSXB_NAME_LEN (VSX_NAME_MAX + 1) /* VM names: VSX_NAME_MAX (64) bytes and a NUL */
 #define ENG_LOG_BUDGET 20         /* guest-caused warnings per VM session */
 #define ENG_REFUSE_BURST 20       /* refusals logged at once per VM ... */
 #define ENG_REFUSE_MS 1000        /* ... then one per this */
-#define ENG_MIN_CONN_MEMORY 8192  /* smallest max_conn_memory */
-#define ENG_MAX_TIMEOUT_MS 3600000
 
 #define ENG_SHUT_BOTH (VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND)
 

@@ -2,7 +2,7 @@
  * The hybrid listener of a VM (its uds_path), compatible with Firecracker /
  * Cloud Hypervisor / vhost-device-vsock hybrid vsock: a host program
  * connects and writes "CONNECT <port>\n" (decimal, at most
- * ENG_CONNECT_LINE bytes, within the router's handshake timeout; junk, a
+ * VSX_HYBRID_CONNECT_MAX bytes, within the router's handshake timeout; junk, a
  * missing newline, extra spaces, a sign, a value above 2^32-2 close the
  * socket without a reply). The line is consumed exactly (peek, then read
  * up to the newline), so bytes the program sends right behind it stay in
@@ -27,7 +27,7 @@ struct hs {
 	struct vsx_watch *w;
 	struct vsx_timer *t;
 	unsigned n;
-	char buf[ENG_CONNECT_LINE];
+	char buf[VSX_HYBRID_CONNECT_MAX];
 };
 
 static const struct vsx_loop *loop_of(const struct vsxb_vm *vm)
@@ -90,7 +90,7 @@ static void hs_cb(int fd, int events, void *arg)
 {
 	struct hs *h = arg;
 	struct vsxb_vm *vm = h->vm;
-	char tmp[ENG_CONNECT_LINE];
+	char tmp[VSX_HYBRID_CONNECT_MAX];
 	size_t want = sizeof(h->buf) - h->n, take;
 	uint32_t port;
 	ssize_t r;

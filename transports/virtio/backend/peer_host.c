@@ -814,7 +814,7 @@ int vsxb__host_attach(struct conn *c, int fd)
 
 int vsxb__host_established(struct conn *c)
 {
-	char line[24];
+	char line[VSX_HYBRID_OK_MAX];
 	int n;
 	ssize_t w;
 

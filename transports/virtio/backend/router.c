@@ -61,9 +61,9 @@ int vsxb_router_set_limits(struct vsxb_router *r, const struct vsxb_router_limit
 {
 	struct vsxb_router_limits n;
 
-	if (!l || (l->max_conn_memory && l->max_conn_memory < ENG_MIN_CONN_MEMORY) ||
-	    l->handshake_ms > ENG_MAX_TIMEOUT_MS || l->connect_ms > ENG_MAX_TIMEOUT_MS ||
-	    l->linger_ms > ENG_MAX_TIMEOUT_MS)
+	if (!l || (l->max_conn_memory && l->max_conn_memory < VSXB_MIN_CONN_MEMORY) ||
+	    l->handshake_ms > VSXB_MAX_TIMEOUT_MS || l->connect_ms > VSXB_MAX_TIMEOUT_MS ||
+	    l->linger_ms > VSXB_MAX_TIMEOUT_MS)
 		return -EINVAL;
 	n = *l;
 	vsxb__limits_defaults(&n);
