@@ -3,8 +3,10 @@
  * is part of backend.h's contract; the vsxb__ functions at the end exist
  * for the backend tests (tests/backend/) and the benchmarks.
  *
- * Rooms, and who may call whom (scripts/callgraph checks that the calls
- * between files form no cycle):
+ * Rooms, and who may call whom (scripts/callgraph checks that the direct
+ * calls between files form no cycle; conn.c reaches the peers through
+ * their ops tables and the peers call conn.c back: a cycle through the
+ * tables, which that check does not see yet):
  *
  *   lifecycle.c     vsxb_router_new/free, vsxb_vm_new/free: puts the rooms
  *                   together; calls any of them, none calls it
@@ -18,8 +20,9 @@
  *   peer_xsib.c     the sibling on another thread: the host peer's data
  *                   path over a socketpair; calls the host peer (through
  *                   peer_host.h) and the connection API
- *   peer_host.c     the host socket peer   } call only the connection API;
- *   peer_sibling.c  the sibling VM peer    } one static ops table each
+ *   peer_host.c     the host socket peer   } call the connection API and
+ *   peer_sibling.c  the sibling VM peer    } the byte queue (peer_host.c
+ *                   port_post.c too); one static ops table each
  *                   (peer_host.c has two: "host", and "vsock", a host
  *                   kernel vsock socket of a forward)
  *   peer_vsock.c    the AF_VSOCK connect of forward-cid; calls nothing
@@ -354,11 +357,12 @@ struct vsxb_engine_stats {
 /*
  * One VM: its device, connections, queues, hash, chunk pool and stats.
  * Everything here belongs to the VM and is touched only from the VM's
- * loop (a worker thread per VM, later). The exceptions, named where they
- * are: @r and the fields the router reads under its own rules (name, cid,
- * groups, live/broken/freeing for sibling lookup, node), and the other
- * half of a sibling pair (peer_sibling.c), which reaches this VM only
- * through vsxb__conn_* calls on its own half's peer.
+ * loop, so from its shard's thread (struct vsxb_shard). The exceptions,
+ * named where they are: @r and the fields the router reads under its own
+ * rules (name, cid, groups, live/broken/freeing for sibling lookup, node),
+ * and the other half of a sibling pair on the same shard (peer_sibling.c),
+ * which reaches this VM only through vsxb__conn_* calls on its own half's
+ * peer.
  */
 struct vsxb_vm {
 	struct vsxb_router *r;       /* shared: see struct vsxb_shard */
@@ -472,7 +476,7 @@ struct vsxb_vm {
  * - the log and event callbacks: called on the shard's thread (the host
  *   program's callbacks must be thread-safe: vsxd's are);
  * - a host-port handler (vsxb_port_cb) is not called on the shard's
- *   thread: the request is posted to the control thread (peer_host.c).
+ *   thread: the request is posted to the control thread (port_post.c).
  * - siblings: a pair within one shard is peer_sibling.c's (guest to guest,
  *   one copy); a pair across shards is two host-peer halves joined by a
  *   socketpair, set up by posted messages (peer_xsib.c, xsib_ops).
