@@ -2,7 +2,7 @@
  * tcp_peer: the host end of a checked conversation over TCP, speaking
  * vsx_peer's protocol (its 16-byte hello and its byte pattern), so that a
  * vsx_peer in the lab guest can be the other end through a vsxd forward
- * (tests/vm/forward.test). Plain sockets only; no vsock.
+ * (tests/vm/forward-guest.test). Plain sockets only; no vsock.
  *
  *   tcp_peer connect IPV4 PORT SIZE   hello, send SIZE, shut, receive
  *                                     SIZE (checked), then EOF
