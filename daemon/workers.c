@@ -118,9 +118,6 @@ struct run {
 	struct vsxd_worker *w;
 	void (*fn)(void *);
 	void *arg;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool done;
 };
 
 static void run_there(void *arg)
@@ -130,31 +127,15 @@ static void run_there(void *arg)
 	vsx_evloop_set_poll(&r->w->ev, r->w->ws->poll_us);
 	if (r->fn)
 		r->fn(r->arg);
-	pthread_mutex_lock(&r->mu);
-	r->done = true;
-	pthread_cond_signal(&r->cv);
-	pthread_mutex_unlock(&r->mu);
 }
 
-/* Run @fn(@arg) (may be NULL) on worker @w, parked in its loop, and wait
- * for it; the worker takes the current --poll-us on the way. */
+/* Run @fn(@arg) (may be NULL) on worker @w, in its loop (vsx_evloop_call),
+ * and wait for it; the worker takes the current --poll-us on the way. */
 static int run_on(struct vsxd_worker *w, void (*fn)(void *), void *arg)
 {
 	struct run r = { .w = w, .fn = fn, .arg = arg };
-	int rc;
 
-	pthread_mutex_init(&r.mu, NULL);
-	pthread_cond_init(&r.cv, NULL);
-	rc = w->ev.loop.post(w->ev.loop.ctx, run_there, &r);
-	if (rc == 0) {
-		pthread_mutex_lock(&r.mu);
-		while (!r.done)
-			pthread_cond_wait(&r.cv, &r.mu);
-		pthread_mutex_unlock(&r.mu);
-	}
-	pthread_cond_destroy(&r.cv);
-	pthread_mutex_destroy(&r.mu);
-	return rc;
+	return vsx_evloop_call(&w->ev, run_there, &r);
 }
 
 int vsxd_workers_new(struct vsxb_router *r, struct vsxd_workers **out)

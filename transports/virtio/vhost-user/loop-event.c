@@ -272,6 +272,44 @@ static int ev_post(void *ctx, vsx_post_cb cb, void *arg)
 	return 0;
 }
 
+struct call {
+	void (*fn)(void *arg);
+	void *arg;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+};
+
+static void call_there(void *arg)
+{
+	struct call *c = arg;
+
+	c->fn(c->arg);
+	pthread_mutex_lock(&c->mu);
+	c->done = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+int vsx_evloop_call(struct vsx_evloop *ev, void (*fn)(void *arg), void *arg)
+{
+	struct call c = { .fn = fn, .arg = arg };
+	int rc;
+
+	pthread_mutex_init(&c.mu, NULL);
+	pthread_cond_init(&c.cv, NULL);
+	rc = ev_post(ev, call_there, &c);
+	if (rc == 0) {
+		pthread_mutex_lock(&c.mu);
+		while (!c.done)
+			pthread_cond_wait(&c.cv, &c.mu);
+		pthread_mutex_unlock(&c.mu);
+	}
+	pthread_cond_destroy(&c.cv);
+	pthread_mutex_destroy(&c.mu);
+	return rc;
+}
+
 int vsx_evloop_enable_post(struct vsx_evloop *ev)
 {
 	struct vsx_evloop_mail *mb;

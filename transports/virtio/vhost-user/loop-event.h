@@ -66,6 +66,16 @@ int vsx_evloop_enable_post(struct vsx_evloop *ev);
 void vsx_evloop_fini(struct vsx_evloop *ev);
 
 /*
+ * Run @fn(@arg) on @ev's loop thread, through a post, and wait until it
+ * has returned: how another thread works on what the loop owns (vsxd's
+ * control thread on a worker, a test on its loop thread). Never from the
+ * loop's own thread, which would wait for itself. 0, or -errno from the
+ * post (@fn did not run). The backend's world stop (backend/shard.c) is
+ * the other use of post: it parks every loop at once, which a call cannot.
+ */
+int vsx_evloop_call(struct vsx_evloop *ev, void (*fn)(void *arg), void *arg);
+
+/*
  * Busy-poll for up to @max_us microseconds after a watch fired before
  * sleeping in epoll_wait (0: never poll, the default; at most
  * VSX_EVLOOP_POLL_MAX_US). The window adapts as QEMU's AioContext polling
