@@ -216,11 +216,6 @@ int vsxd_workers_index(const struct vsxd_workers *ws, const struct vsx_loop *l)
 	return w ? (int)w->idx : -1;
 }
 
-unsigned vsxd_workers_count(const struct vsxd_workers *ws)
-{
-	return ws->n;
-}
-
 static void poll_copy(void *arg)
 {
 	struct vsxd_worker_info *out = arg;

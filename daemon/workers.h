@@ -26,7 +26,6 @@ const struct vsx_loop *vsxd_workers_place(struct vsxd_workers *ws);
 void vsxd_workers_unplace(struct vsxd_workers *ws, const struct vsx_loop *l);
 /* The worker of loop @l (vsxb_vm_info.loop): its index, or -1. */
 int vsxd_workers_index(const struct vsxd_workers *ws, const struct vsx_loop *l);
-unsigned vsxd_workers_count(const struct vsxd_workers *ws);
 
 struct vsxd_worker_info {
 	unsigned index;

@@ -114,7 +114,6 @@
  * read) and its guest-bound timers are held (vsxb__vm_timers_hold).
  */
 #include <errno.h>
-#include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,7 +259,7 @@ static bool rx_ctrl(struct conn *c, uint16_t op, uint32_t flags)
 }
 
 /* An RST for a packet that has no connection (CPU-order @h from the guest). */
-static void orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *in)
+void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *in)
 {
 	struct virtio_vsock_hdr h = {
 		.src_cid = in->dst_cid,
@@ -288,11 +287,6 @@ static void orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *in)
 	}
 	vm->orphan[(vm->orphan_head + vm->orphan_n) % ENG_ORPHAN_MAX] = h;
 	vm->orphan_n++;
-}
-
-void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
-{
-	orphan_rst(vm, h);
 }
 
 /* ---- Connection table ---- */

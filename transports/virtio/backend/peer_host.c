@@ -269,7 +269,7 @@ static void host_after_flush(struct conn *c)
 	host_watch(c);
 }
 
-static int host_flush(struct conn *c)
+static void host_flush(struct conn *c)
 {
 	struct vsxb_vm *vm = c->vm;
 	uint32_t total = 0;
@@ -278,12 +278,12 @@ static int host_flush(struct conn *c)
 	ssize_t w;
 
 	if (c->dead)
-		return 0;
+		return;
 	if (hp(c)->fd < 0 || hp(c)->wr_dead) {
 		c->fwd_cnt += (uint32_t)c->q.bytes;
 		vsxb__txq_clear(&c->q);
 		host_after_flush(c);
-		return 0;
+		return;
 	}
 	while (c->q.bytes && !c->dead) {
 		if (c->q.seq) {
@@ -296,7 +296,7 @@ static int host_flush(struct conn *c)
 					     "pieces", (unsigned long long)c->id);
 				vsxb__conn_why(c, VSXB_REASON_ERROR, EMSGSIZE);
 				vsxb__conn_reset(c, false);
-				return -EIO;
+				return;
 			}
 			if (host_send_msg(c, vm->fiov, niov) <= 0)
 				break;
@@ -316,10 +316,9 @@ static int host_flush(struct conn *c)
 		}
 	}
 	if (c->dead)
-		return 0;
+		return;
 	c->fwd_cnt += total;
 	host_after_flush(c);
-	return 0;
 }
 
 /* Queue the unwritten part of guest payload (copied out of guest memory). */
