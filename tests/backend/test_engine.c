@@ -2609,23 +2609,64 @@ Test(hostile, descriptor_outside_guest_memory)
 	close(lfd1);
 }
 
-Test(hybrid, program_gone_before_guest_accepts)
+/* A hybrid client's REQUEST to the guest, which has not answered yet. */
+static int hybrid_requested(struct gc *c, uint32_t port)
 {
+	char line[32];
 	struct pkt *p;
-	struct gc c;
 	int fd;
 
-	fd = h_dial(H.v[0].uds, "CONNECT 5020\n");
+	snprintf(line, sizeof(line), "CONNECT %u\n", port);
+	fd = h_dial(H.v[0].uds, line);
 	p = g_next(G(0), NULL, TMO);
 	cr_assert_not_null(p);
 	cr_assert_eq(p->h.op, OP_REQUEST);
-	gc_init(&c, G(0), STREAM, 5020, VSOCK_CID_HOST, p->h.src_port);
+	gc_init(c, G(0), STREAM, port, VSOCK_CID_HOST, p->h.src_port);
 	free(p);
+	return fd;
+}
+
+/* The two orders in which a program can be gone when the guest accepts,
+ * each made certain. First: vsxd sees the hang-up while it waits, resets
+ * the guest at once (its RST arrives before the guest answers), and the
+ * late RESPONSE, for a connection that no longer exists, gets an RST. */
+Test(hybrid, program_gone_before_guest_accepts)
+{
+	struct gc c;
+	int fd = hybrid_requested(&c, 5020);
+
 	close(fd);
-	usleep(20000);
+	free(g_expect(&c, OP_RST, TMO));
+	cr_assert(conn_gone(&c, 0, TMO));
+	cr_assert_geq(g_send(&c, OP_RESPONSE, 0, NULL, 0), 0);
+	free(g_expect(&c, OP_RST, TMO));
+}
+
+/* Second: nothing tells vsxd before the guest answers (the program only
+ * stopped reading: no hang-up to see), so the RESPONSE finds the "OK" line
+ * unwritable: the guest gets the RST then, once, and the host socket is
+ * closed. */
+Test(hybrid, program_unwritable_when_guest_accepts)
+{
+	struct pollfd pf;
+	struct pkt *p;
+	struct gc c;
+	int fd = hybrid_requested(&c, 5021);
+
+	cr_assert_eq(shutdown(fd, SHUT_RD), 0);
+	hx_sync(&H);
+	cr_assert_eq(conn_of(&c, 0).state, VSXB_CONN_CONNECTING, "no reset before the answer");
 	cr_assert_geq(g_send(&c, OP_RESPONSE, 0, NULL, 0), 0);
 	free(g_expect(&c, OP_RST, TMO));
 	cr_assert(conn_gone(&c, 0, TMO));
+	/* vsxd closed its end: both directions of ours are shut now */
+	pf = (struct pollfd){ .fd = fd, .events = POLLOUT };
+	cr_assert_eq(poll(&pf, 1, TMO), 1);
+	cr_assert(pf.revents & POLLHUP, "revents 0x%x", pf.revents);
+	hx_sync(&H);
+	p = g_next(G(0), NULL, 0);
+	cr_assert_null(p, "a second packet (op %u) after the RST", p ? p->h.op : 0);
+	close(fd);
 }
 
 Test(engine, drain_bounded_by_linger)
