@@ -377,6 +377,12 @@ void hx_sync(struct hx *h)
 	vsx_test_loop_call(h->tl, c_nothing, NULL);
 }
 
+void hx_settle(struct hx *h)
+{
+	hx_sync(h);
+	hx_sync(h);
+}
+
 static struct {
 	sem_t started, release;
 	pthread_t t;

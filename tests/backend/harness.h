@@ -107,6 +107,11 @@ void hx_pause(struct hx *h);
 void hx_unpause(struct hx *h);
 /* Wait until the loop thread went through its queue once. */
 void hx_sync(struct hx *h);
+/* Wait until whatever was ready for the loop thread when this was called
+ * (a kick, a host socket, a post) has been handled: two trips through its
+ * queue, since a post and a ready descriptor may run in either order
+ * within one. The condition a test waits for instead of a pause. */
+void hx_settle(struct hx *h);
 
 /* Guest */
 void gc_init(struct gc *c, struct guest *g, uint16_t type, uint32_t lport,

@@ -356,8 +356,7 @@ Test(engine, guest_shutdown_rcv_stops_host_writes)
 
 	g2h_open(&c, 0, STREAM, 40007, 1238, &lfd, &fd);
 	cr_assert_geq(g_send(&c, OP_SHUTDOWN, VIRTIO_VSOCK_SHUTDOWN_RCV, NULL, 0), 0);
-	hx_sync(&H);
-	usleep(50000);
+	hx_settle(&H);
 	w = send(fd, "abc", 3, MSG_NOSIGNAL);
 	cr_assert_eq(w, -1, "host write after guest SHUTDOWN(RCV) succeeded");
 	cr_assert_eq(errno, EPIPE);
@@ -2601,8 +2600,7 @@ Test(hostile, descriptor_outside_guest_memory)
 	g2h_open(&e, 1, STREAM, 42020, 1340, &lfd1, &fd1);
 	addr[0] = drv_scratch(G(0)->d, NULL);
 	cr_assert_geq(drv_send_raw(G(0)->d, addr, len, flags, next, 2), 0);
-	hx_sync(&H);
-	usleep(50000);
+	hx_settle(&H);
 	cr_assert(hx_log_has(&H, "vm cid3: TX queue"));
 	still_works(&e, fd1);
 	close(fd1);
