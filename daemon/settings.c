@@ -26,65 +26,6 @@
 #include "forward.h"
 #include "vhost-user/loop-event.h"
 
-/* ---- Messages ---- */
-
-int vsxd_err_set(struct vsxd_err *err, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (err) {
-		va_start(ap, fmt);
-		n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-		if (n >= (int)sizeof(err->msg))         /* cut: say so */
-			memcpy(err->msg + sizeof(err->msg) - 4, "...", 4);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
-
-void vsxd__err_prefix(struct vsxd_err *err, const char *fmt, ...)
-{
-	char pre[VSXD_ERR_LEN], old[VSXD_ERR_LEN];
-	va_list ap;
-	int n;
-
-	if (!err)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(pre, sizeof(pre), fmt, ap);
-	va_end(ap);
-	memcpy(old, err->msg, sizeof(old));
-	n = snprintf(err->msg, sizeof(err->msg), "%s: %s", pre, old);
-	if (n >= (int)sizeof(err->msg))
-		memcpy(err->msg + sizeof(err->msg) - 4, "...", 4);
-}
-
-const char *vsxd_quote(char *buf, const char *s, size_t len)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t i, o = 0;
-
-	for (i = 0; i < len && i < VSXD_QUOTE_MAX; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
-			buf[o++] = (char)c;
-		} else {
-			buf[o++] = '\\';
-			buf[o++] = 'x';
-			buf[o++] = hex[c >> 4];
-			buf[o++] = hex[c & 15];
-		}
-	}
-	if (i < len) {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	buf[o] = '\0';
-	return buf;
-}
-
 /* ---- Values ---- */
 
 int vsxd_parse_uid_list(const char *s, size_t len, struct vsxd_config *cfg,
@@ -319,18 +260,6 @@ static const struct vm_key {
 
 #define VM_KEYS_KNOWN "guest-cid, socket, uds-path, tx-buffer-size, queue-size, groups, name, " \
 	"forward-cid, forward-listen"
-
-bool vsxd__key_is(const char *key, size_t keylen, const char *name)
-{
-	size_t i;
-
-	if (strlen(name) != keylen)
-		return false;
-	for (i = 0; i < keylen; i++)
-		if (key[i] != name[i] && !(key[i] == '_' && name[i] == '-'))
-			return false;
-	return true;
-}
 
 static char *dup_n(const char *s, size_t len)
 {
@@ -655,13 +584,6 @@ const char *vsxd_vm_name(const struct vsxd_vm *vm, char *buf, size_t len)
 		return vm->name;
 	snprintf(buf, len, "cid%llu", (unsigned long long)vm->guest_cid);
 	return buf;
-}
-
-bool vsxd__str_eq(const char *a, const char *b)
-{
-	if (!a || !b)
-		return a == b;
-	return !strcmp(a, b);
 }
 
 bool vsxd_vm_same_device(const struct vsxd_vm *a, const struct vsxd_vm *b)
