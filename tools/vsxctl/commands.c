@@ -5,6 +5,7 @@
 
 const struct vsxctl_command vsxctl_commands[] = {
 	{ "status", status_main, "", "daemon version, uptime, VMs, connections" },
+	{ "vms", vms_main, "", "VMs: CID, thread, state, connections" },
 	{ "list", list_main, "[--vm NAME]", "connections with their credit state" },
 	{ "show", show_main, "ID", "everything known about one connection" },
 	{ "set-buffer", set_buffer_main,
