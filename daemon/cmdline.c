@@ -29,6 +29,7 @@ const char vsxd_usage[] =
 "                        serve one VM; repeat for several VMs\n"
 "  --guest-cid CID --socket PATH --uds-path PATH [--tx-buffer-size SIZE]\n"
 "       [--queue-size N] [--groups G1+G2] [--name NAME]\n"
+"       (--forward-cid CID [--forward-listen PORT+PORT] in place of --uds-path)\n"
 "                        one more VM, with vhost-device-vsock's single-VM flags\n"
 "  --forward listen=ADDR,connect=ADDR[,allow=CID+CID][,auth=psk:PATH][,name=NAME]\n"
 "                        relay connections from ADDR to ADDR (tcp:HOST:PORT,\n"

@@ -40,7 +40,7 @@ struct vsxd_control_opts {
 	void *log_arg;
 	struct vsxd_fwds *fwds;       /* forward.h: relayed connections are
 					 listed too; NULL: none */
-	const struct vsx_evloop *evloop; /* evloop.h: its polling is reported
+	const struct vsx_evloop *evloop; /* loop-event.h: its polling is reported
 					    by status; NULL: none */
 	const struct vsxd_workers *workers; /* workers.h: status and vms say
 					       which thread serves a VM; NULL */

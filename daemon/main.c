@@ -1,5 +1,8 @@
 /*
- * vsxd: hosts vhost-user-vsock devices for QEMU guests on one libevent loop.
+ * vsxd: hosts vhost-user-vsock devices for QEMU guests. Each VM runs on the
+ * libevent loop of one worker thread (workers.c); this, the main thread's
+ * loop, keeps signals, reload, the control socket, the forwards, the
+ * forward-listen listeners and the metrics endpoint.
  *
  * Start-up: parse the command line, read the --config file, merge and check
  * the two (cmdline.c, conffile.c, settings.c), then create the backend's

@@ -25,6 +25,9 @@
  *   wait-rst           wait for an RST
  *   wait-shut FLAGS    wait until the host sent SHUTDOWN with FLAGS
  *   state              the guest's view of the connection
+ *   pause, resume      QEMU's stop and cont (drv_pause, drv_resume)
+ *   break              a TX avail index no ring can hold: vsxd marks the
+ *                      device broken
  * Host commands (libvsx):
  *   hconnect ADDR      vsx_connect (prints the host port vsxd assigned)
  *   hlisten ADDR       vsx_listen;  haccept: vsx_accept
@@ -508,6 +511,17 @@ static void command(char *line)
 	} else if (!strcmp(verb, "state")) {
 		service(0);
 		print_state();
+	} else if (!strcmp(verb, "pause")) {
+		rc = drv_pause(d);
+		answer(rc == 0, "rc=%d", rc);
+	} else if (!strcmp(verb, "resume")) {
+		rc = drv_resume(d, 0);
+		answer(rc == 0, "rc=%d", rc);
+	} else if (!strcmp(verb, "break")) {
+		/* avail->idx half the index space away: more buffers than the
+		 * ring holds, which vsxd takes for a broken guest */
+		rc = drv_set_avail_idx(d, VSOCK_VQ_TX, 0x8000);
+		answer(rc == 0, "rc=%d", rc);
 	} else if (!strcmp(verb, "hconnect") || !strcmp(verb, "hlisten")) {
 		if (!a) {
 			answer(false, "needs an address");

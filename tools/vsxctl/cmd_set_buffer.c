@@ -134,8 +134,9 @@ int set_buffer_main(int argc, char **argv)
 		if (!have_pid || !have_fd || vm || optind != argc)
 			die_usage("set-buffer");
 		if (have_tx)
-			return err_msg("set-buffer", "kernel vsock sockets have no TX buffer; "
-				       "the sender is bounded by the peer's credit");
+			return err_msg("set-buffer", "kernel vsock sockets have no TX buffer "
+				       "of their own: --rx sets their one buffer, which bounds "
+				       "what they keep in flight too");
 		return set_foreign(pid, fd, rx);
 	}
 	vsx__ctl_req_init(&req, VSX_CTL_SET_BUFFER);

@@ -5,6 +5,7 @@
 
 const struct vsxctl_command vsxctl_commands[] = {
 	{ "status", status_main, "", "daemon version, uptime, VMs, connections" },
+	{ "vms", vms_main, "", "VMs: CID, thread, state, connections" },
 	{ "list", list_main, "[--vm NAME]", "connections with their credit state" },
 	{ "show", show_main, "ID", "everything known about one connection" },
 	{ "set-buffer", set_buffer_main,
@@ -12,6 +13,6 @@ const struct vsxctl_command vsxctl_commands[] = {
 	{ "close", close_main, "ID [--reset]", "close (or reset) a connection" },
 	{ "probe", probe_main, "", "vsock transports on this machine" },
 	{ "guid", guid_main, "PORT|GUID", "Hyper-V service GUID of a port, and back" },
-	{ "ss", ss_main, "[-p] [-l|-a] [--port P]", "the kernel's vsock sockets (vsock_diag)" },
+	{ "ss", ss_main, "[-p] [-l|-a|--state S] [--port P]", "the kernel's vsock sockets (vsock_diag)" },
 	{ NULL, NULL, NULL, NULL },
 };

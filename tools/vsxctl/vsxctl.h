@@ -28,6 +28,7 @@ extern bool opt_json;
 extern const char *opt_control;
 
 int status_main(int argc, char **argv);
+int vms_main(int argc, char **argv);
 int list_main(int argc, char **argv);
 int show_main(int argc, char **argv);
 int set_buffer_main(int argc, char **argv);
