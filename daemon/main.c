@@ -4,11 +4,11 @@
  * Start-up: parse the command line, read the --config file, merge and check
  * the two (cmdline.c, conffile.c, settings.c), then create the backend's
  * router and one VM per configured device. Any problem in what the user
- * gave exits 2 before anything is created; a failure to start (a socket
- * path in use, no memory, a directory that cannot be made) exits 1 after
- * undoing what was done. Then the loop runs until SIGTERM or SIGINT, which
- * free the router (it resets every connection and unlinks every socket
- * path) and exit 0.
+ * gave exits 2 before anything is created; a failure to start (no
+ * memory, a directory that cannot be made) exits 1 after undoing what was
+ * done, or 3 when an address or path it names is taken (start_status).
+ * Then the loop runs until SIGTERM or SIGINT, which free the router (it
+ * resets every connection and unlinks every socket path) and exit 0.
  *
  * A VM's vhost-user and uds-path sockets get the socket-mode and
  * socket-group of its [vm], else of [daemon] (vsxd_vm_perm; 0600 and
@@ -19,11 +19,13 @@
  *
  * The control socket (control.c) is created after the VMs, at --control or
  * the [daemon] control path, else at VSX_CONTROL_PATH. A path that was
- * given and cannot be used is a start-up failure (exit 1); the default
+ * given and cannot be used is a start-up failure (exit 1, or 3 when
+ * another program holds it); the default
  * one only logs a warning (another vsxd may own it), and vsxd runs without.
  *
  * Forwards (forward.c) start after the VMs: one that cannot start is a
- * start-up failure (exit 1); at reload, unchanged forwards keep running.
+ * start-up failure (exit 1, or 3 as below); at reload, unchanged forwards
+ * keep running.
  *
  * --check (-t) stops after the checks: it prints what would be served
  * (check_print) and exits 0, or prints the first error and exits 1; it
@@ -36,8 +38,9 @@
  *
  * The metrics endpoint (metrics.c), when --metrics or the [daemon] metrics
  * key gives one, starts last; an address that cannot be used is a
- * start-up failure (exit 1). At reload a new address is tried first and
- * the old one kept when it cannot be used.
+ * start-up failure (exit 3 when another program has it, else 1).
+ * At reload a new address is tried first and the old one kept when it
+ * cannot be used.
  *
  * SIGHUP re-reads the --config file. A broken file changes nothing. VMs
  * whose device is unchanged keep running (a new tx-buffer-size is applied
@@ -77,6 +80,7 @@
 #include "backend/backend.h"
 
 #define EXIT_USAGE 2
+#define EXIT_IN_USE 3
 #define DEFAULT_LOG_LEVEL LOG_INFO
 
 /* ---- Logging ---- */
@@ -498,6 +502,26 @@ static int vm_start(struct vsxd *d, const struct vsxd_config *cfg, const struct 
 	     vsxd_workers_index(d->workers, vc.loop), vc.socket_mode,
 	     vc.socket_group ? (vm->perm.group ? vm->perm.group : cfg->perm.group) : "vsxd's");
 	return 0;
+}
+
+/*
+ * The exit status of a start-up failure @r: EXIT_IN_USE when an address
+ * or path the configuration names is held by another program (in use,
+ * or a file of another kind in the way), which restarting will not cure:
+ * the units list it in RestartPreventExitStatus=, so systemd does not
+ * restart into it again and again. EXIT_FAILURE otherwise, also for an
+ * address that is not (yet) this host's: at boot the network may bring
+ * it, and a restart then succeeds.
+ */
+static int start_status(int r)
+{
+	switch (r) {
+	case -EADDRINUSE:
+	case -ENOTSOCK:
+		return EXIT_IN_USE;
+	default:
+		return EXIT_FAILURE;
+	}
 }
 
 /* Why a VM (or, @control, the control socket) could not start. */
@@ -957,6 +981,7 @@ int main(int argc, char **argv)
 		if (r < 0) {
 			vm_label(&d.cfg.vms[i], label, sizeof(label));
 			fatal("%s: cannot start: %s", label, start_error(r, false));
+			d.exit_code = start_status(r);
 			goto out;
 		}
 	}
@@ -968,13 +993,18 @@ int main(int argc, char **argv)
 	r = vsxd_fwds_apply(d.fwds, &d.cfg, true, &err);
 	if (r < 0) {
 		fatal("%s", err.msg);
+		d.exit_code = start_status(r);
 		goto out;
 	}
 	r = control_start(&d);
-	if (r < 0)
+	if (r < 0) {
+		d.exit_code = start_status(r);
 		goto out;
-	if (metrics_apply(&d, d.cfg.metrics, &err) < 0) {
+	}
+	r = metrics_apply(&d, d.cfg.metrics, &err);
+	if (r < 0) {
 		fatal("%s", err.msg);
+		d.exit_code = start_status(r);
 		goto out;
 	}
 
