@@ -22,7 +22,8 @@ const char vsxd_usage[] =
 "Host vhost-user-vsock devices for QEMU guests (a drop-in for vhost-device-vsock).\n"
 "\n"
 "  --vm guest-cid=CID,socket=PATH,uds-path=PATH[,tx-buffer-size=SIZE]\n"
-"       [,queue-size=N][,groups=G1+G2][,name=NAME]\n"
+"       [,queue-size=N][,groups=G1+G2][,name=NAME][,socket-group=GROUP]\n"
+"       [,socket-mode=MODE]\n"
 "       (forward-cid=CID[,forward-listen=PORT+PORT] in place of uds-path:\n"
 "       guest connections to the host go to vsock CID, host vsock clients\n"
 "       of the listen ports reach the guest)\n"
@@ -43,6 +44,14 @@ const char vsxd_usage[] =
 "  --metrics tcp:HOST:PORT\n"
 "                        serve Prometheus metrics at http://HOST:PORT/metrics\n"
 "                        (HOST an address or [IPv6]); see vsxd(8) METRICS\n"
+"  --socket-group GROUP  group of every VM's vhost-user and uds-path sockets\n"
+"                        (a name or gid; default: vsxd's own); with it the\n"
+"                        sockets are 0660 unless --socket-mode says otherwise\n"
+"  --socket-mode MODE    their permission bits, octal (default 0600); a VM's\n"
+"                        socket-group=, socket-mode= keys win; the control\n"
+"                        socket stays 0600. Missing parent directories of\n"
+"                        every socket are created (0755; 0750 and GROUP's\n"
+"                        with a socket group)\n"
 "  --control-allow-uid UID[,UID...]\n"
 "                        more users (besides root and vsxd's own) allowed on\n"
 "                        the control socket; repeatable\n"
@@ -72,7 +81,7 @@ const char vsxd_usage[] =
 
 enum opt_id {
 	OPT_VM, OPT_FORWARD, OPT_CONFIG, OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_METRICS, OPT_SYSLOG,
-	OPT_VERBOSE, OPT_CHECK, OPT_HELP, OPT_VERSION,
+	OPT_VERBOSE, OPT_CHECK, OPT_HELP, OPT_VERSION, OPT_SOCK_MODE, OPT_SOCK_GROUP,
 	OPT_VMKEY,      /* a single-VM flag: --guest-cid, --socket, ... */
 	OPT_LIMIT,      /* --max-conns, --linger-timeout, ... */
 };
@@ -89,6 +98,8 @@ static const struct opt {
 	{ "control", 0, true, OPT_CONTROL },
 	{ "control-allow-uid", 0, true, OPT_CONTROL_ALLOW },
 	{ "metrics", 0, true, OPT_METRICS },
+	{ "socket-mode", 0, true, OPT_SOCK_MODE },
+	{ "socket-group", 0, true, OPT_SOCK_GROUP },
 	{ "syslog", 0, false, OPT_SYSLOG },
 	{ "verbose", 'v', false, OPT_VERBOSE },
 	{ "check", 't', false, OPT_CHECK },
@@ -189,6 +200,20 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 		if (r < 0)
 			return r;
 		return vsxd__set_str(&o->cfg.metrics, val, strlen(val));
+	case OPT_SOCK_MODE:
+		if (o->cfg.perm.mode_set)
+			return vsxd_err_set(err, "--socket-mode given twice");
+		r = vsxd_perm_set_mode(&o->cfg.perm, val, strlen(val), err);
+		if (r == -EINVAL)
+			vsxd__err_prefix(err, "--socket-mode");
+		return r;
+	case OPT_SOCK_GROUP:
+		if (o->cfg.perm.group)
+			return vsxd_err_set(err, "--socket-group given twice");
+		r = vsxd_perm_set_group(&o->cfg.perm, val, strlen(val), err);
+		if (r == -EINVAL)
+			vsxd__err_prefix(err, "--socket-group");
+		return r;
 	case OPT_SYSLOG:
 		o->cfg.log_target = VSXD_LOG_SYSLOG;
 		return 0;

@@ -239,6 +239,25 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		cfg->log_level_line = p->line;
 		return 0;
 	}
+	if (vsxd__key_is(k, kl, "socket-mode") || vsxd__key_is(k, kl, "socket-group")) {
+		bool mode = vsxd__key_is(k, kl, "socket-mode");
+		unsigned *line = mode ? &cfg->socket_mode_line : &cfg->socket_group_line;
+
+		if (*line)
+			return perr(p, "'%s' given twice (first on line %u)",
+				    mode ? "socket-mode" : "socket-group", *line);
+		if (memchr(v, '\0', vl))
+			return perr(p, "value of '%s' contains a NUL byte",
+				    mode ? "socket-mode" : "socket-group");
+		r = mode ? vsxd_perm_set_mode(&cfg->perm, v, vl, p->err)
+			 : vsxd_perm_set_group(&cfg->perm, v, vl, p->err);
+		if (r == -EINVAL)
+			vsxd__err_prefix(p->err, "%s:%u", p->fname, p->line);
+		if (r < 0)
+			return r;
+		*line = p->line;
+		return 0;
+	}
 	lvl = vsxd_limit_key(k, kl);
 	if (lvl >= 0) {
 		if (cfg->limit_line[lvl])
@@ -256,7 +275,8 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		return 0;
 	}
 	return perr(p, "unknown key '%s' in [daemon] (known keys: control, "
-		    "control-allow-uid, metrics, log, log-level, " LIMIT_KEYS ")",
+		    "control-allow-uid, metrics, log, log-level, socket-mode, socket-group, "
+		    LIMIT_KEYS ")",
 		    vsxd_quote(q, k, kl));
 }
 

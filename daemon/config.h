@@ -73,6 +73,28 @@ enum {
 	VSXD_VM_NAME = 1u << 6,
 	VSXD_VM_FWD_CID = 1u << 7,
 	VSXD_VM_FWD_LISTEN = 1u << 8,
+	VSXD_VM_SOCK_MODE = 1u << 9,
+	VSXD_VM_SOCK_GROUP = 1u << 10,
+};
+
+/*
+ * Who may connect to the sockets a VMM or a host program must reach (a
+ * VM's vhost-user socket and uds-path listener): socket-mode and
+ * socket-group, in [daemon] (every VM), in a [vm] (that VM, winning over
+ * [daemon]) and as flags. Unset: mode 0600, vsxd's own group. A group
+ * without a mode means 0660. The control socket is always 0600.
+ */
+#define VSXD_SOCKET_MODE_DEFAULT 0600u
+#define VSXD_SOCKET_MODE_GROUP 0660u         /* with socket-group, no socket-mode */
+#define VSXD_GROUP_NAME_MAX 32               /* as useradd's */
+
+/* Zeroed: nothing set. */
+struct vsxd_sock_perm {
+	bool mode_set;
+	unsigned mode;            /* 0 to 0777, when mode_set */
+	char *group;              /* as given (name or number); NULL: none */
+	bool gid_known;           /* gid is resolved (vsxd_config_resolve) */
+	uint32_t gid;
 };
 
 #define VSXD_FWD_LISTEN_MAX 64               /* forward-listen ports */
@@ -89,6 +111,7 @@ struct vsxd_vm {
 	uint32_t tx_buffer_size;  /* 0: the backend's default */
 	unsigned queue_size;      /* 0: the backend's default */
 	char *groups;             /* "a+b"; NULL: "default" */
+	struct vsxd_sock_perm perm; /* socket-mode, socket-group (VSXD_VM_SOCK_*) */
 	char *origin;             /* where it came from, for messages:
 				     "--vm #2", "FILE:LINE", ... */
 	unsigned set;             /* VSXD_VM_* keys given */
@@ -139,11 +162,14 @@ struct vsxd_config {
 	bool control_allow_set;   /* control-allow-uid given (even empty) */
 	int log_target;           /* enum vsxd_log_target, or VSXD_UNSET */
 	int log_level;            /* syslog priority (3..7), or VSXD_UNSET */
+	struct vsxd_sock_perm perm; /* [daemon] socket-mode, socket-group */
 	unsigned control_line;    /* for file configs: lines where the */
 	unsigned metrics_line;
 	unsigned control_allow_line;
 	unsigned log_line;        /* [daemon] keys were set (0: not set) */
 	unsigned log_level_line;
+	unsigned socket_mode_line;
+	unsigned socket_group_line;
 	uint64_t limits[VSXD_LIMIT_N];   /* [daemon] limits; meaningful when
 					    limit_set (else the default) */
 	bool limit_set[VSXD_LIMIT_N];
@@ -182,6 +208,29 @@ const char *vsxd_limit_name(int limit);
  * for duplicates). -EINVAL with @err naming the key and the range. */
 int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t vallen,
 		   struct vsxd_err *err);
+
+/* socket-mode: an octal number, 0 to 0777 (a leading 0 optional). 0 or
+ * -EINVAL with @err naming the value. */
+int vsxd_parse_socket_mode(const char *s, size_t len, unsigned *out, struct vsxd_err *err);
+/* socket-group: a group name (letters, digits, '.', '_', '-', not first,
+ * at most VSXD_GROUP_NAME_MAX bytes, an optional final '$') or a gid
+ * (decimal, 0 to 4294967294). Checks the spelling only:
+ * vsxd_config_resolve looks names up. 0 or -EINVAL with @err. */
+int vsxd_check_socket_group(const char *s, size_t len, struct vsxd_err *err);
+/* Store a checked socket-mode / socket-group value in @p (the caller
+ * checks for duplicates); -EINVAL with @err, -ENOMEM. */
+int vsxd_perm_set_mode(struct vsxd_sock_perm *p, const char *s, size_t len,
+		       struct vsxd_err *err);
+int vsxd_perm_set_group(struct vsxd_sock_perm *p, const char *s, size_t len,
+			struct vsxd_err *err);
+/*
+ * What @vm's sockets get: its own socket-mode and socket-group where set,
+ * else @cfg's [daemon] ones, else 0600 and no group (*@has_gid false);
+ * a group with no mode means 0660. Groups must be resolved
+ * (vsxd_config_resolve).
+ */
+void vsxd_vm_perm(const struct vsxd_config *cfg, const struct vsxd_vm *vm,
+		  unsigned *mode, bool *has_gid, uint32_t *gid);
 
 /* A log priority name (error, warning, notice, info, debug) or -EINVAL. */
 int vsxd_parse_log_level(const char *s, size_t len);
@@ -246,6 +295,16 @@ int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
  * path may not be used twice in any role, nor be the control socket).
  * -EINVAL with @err naming both places. */
 int vsxd_config_check(const struct vsxd_config *cfg, struct vsxd_err *err);
+
+/*
+ * Look up every socket-group name of @cfg ([daemon] and each VM) in the
+ * group database (getgrnam_r: /etc/group, or what NSS says); a number is
+ * taken as is. Unlike the parsers this reads the system's state, so it is
+ * kept apart: vsxd calls it after vsxd_config_check, for --check too.
+ * -EINVAL with @err ("socket-group 'x': no such group", naming where it
+ * was given), -ENOMEM, or the lookup's error.
+ */
+int vsxd_config_resolve(struct vsxd_config *cfg, struct vsxd_err *err);
 
 /* ---- The command line ---- */
 

@@ -345,31 +345,6 @@ static void on_unpause(evutil_socket_t fd, short what, void *arg)
 
 /* ---- The socket ---- */
 
-/* mkdir -p of @path's parent, mode 0755 for what is created. */
-static int make_parent(const char *path)
-{
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	char *p, *slash, save;
-
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (!slash || slash == dir)
-		return 0;
-	*slash = '\0';
-	for (p = dir + 1; ; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		save = *p;
-		*p = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = save;
-		if (!save)
-			break;
-	}
-	return 0;
-}
-
 /* Bind the listener (mode 0600 before anyone can connect), replacing only
  * a stale socket; note which file is ours (vsxd_control_free unlinks it
  * only if it is still that one). */
@@ -379,7 +354,7 @@ static int bind_socket(struct vsxd_control *c)
 	bool replaced;
 	int r;
 
-	r = vsx__unix_bind(c->lfd, c->path, 0600, &replaced);
+	r = vsx__unix_bind(c->lfd, c->path, 0600, VSX__GID_KEEP, &replaced);
 	if (r < 0)
 		return r;
 	if (replaced)
@@ -441,7 +416,9 @@ int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 	if (!c->path || vsxd_control_set_allowed(c, o->allow_uids, o->n_allow_uids) < 0)
 		goto err_free;
 
-	rc = make_parent(c->path);
+	/* the directories vsxd creates are 0755: the socket's own 0600 and
+	 * peer check keep others out */
+	rc = vsx__mkdir_parents(c->path, 0755, VSX__GID_KEEP);
 	if (rc < 0)
 		goto err_free;
 	c->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -172,7 +172,7 @@ int vsxd_metrics_check(const char *s, size_t len, const char *what,
 	r = vsxd_endpoint_parse(s, len, ep, err);
 	if (r == 0 && ep->kind != VSXD_EP_TCP)
 		r = vsxd_err_set(err, "'%s' is not a TCP address (expected tcp:HOST:PORT, "
-				 "e.g. tcp:127.0.0.1:9100 or tcp:[::1]:9100)",
+				 "e.g. tcp:127.0.0.1:9564 or tcp:[::1]:9564)",
 				 vsxd_quote(qb, s, len));
 	if (r == -EINVAL)
 		vsxd__err_prefix(err, "%s", what);

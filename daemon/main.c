@@ -7,18 +7,28 @@
  * Start-up: parse the command line, read the --config file, merge and check
  * the two (cmdline.c, conffile.c, settings.c), then create the backend's
  * router and one VM per configured device. Any problem in what the user
- * gave exits 2 before anything is created; a failure to start (a socket
- * path in use, no memory) exits 1 after undoing what was done. Then the
- * loop runs until SIGTERM or SIGINT, which free the router (it resets
- * every connection and unlinks every socket path) and exit 0.
+ * gave exits 2 before anything is created; a failure to start (no
+ * memory, a directory that cannot be made) exits 1 after undoing what was
+ * done, or 3 when an address or path it names is taken (start_status).
+ * Then the loop runs until SIGTERM or SIGINT, which free the router (it
+ * resets every connection and unlinks every socket path) and exit 0.
+ *
+ * A VM's vhost-user and uds-path sockets get the socket-mode and
+ * socket-group of its [vm], else of [daemon] (vsxd_vm_perm; 0600 and
+ * vsxd's group by default), set by the backend between bind and listen;
+ * their missing parent directories are made first (vm_dirs). A reload
+ * that changes them applies them to the running VM's files in place
+ * (perm_update).
  *
  * The control socket (control.c) is created after the VMs, at --control or
  * the [daemon] control path, else at VSX_CONTROL_PATH. A path that was
- * given and cannot be used is a start-up failure (exit 1); the default
+ * given and cannot be used is a start-up failure (exit 1, or 3 when
+ * another program holds it); the default
  * one only logs a warning (another vsxd may own it), and vsxd runs without.
  *
  * Forwards (forward.c) start after the VMs: one that cannot start is a
- * start-up failure (exit 1); at reload, unchanged forwards keep running.
+ * start-up failure (exit 1, or 3 as below); at reload, unchanged forwards
+ * keep running.
  *
  * --check (-t) stops after the checks: it prints what would be served
  * (check_print) and exits 0, or prints the first error and exits 1; it
@@ -31,8 +41,9 @@
  *
  * The metrics endpoint (metrics.c), when --metrics or the [daemon] metrics
  * key gives one, starts last; an address that cannot be used is a
- * start-up failure (exit 1). At reload a new address is tried first and
- * the old one kept when it cannot be used.
+ * start-up failure (exit 3 when another program has it, else 1).
+ * At reload a new address is tried first and the old one kept when it
+ * cannot be used.
  *
  * SIGHUP re-reads the --config file. A broken file changes nothing. VMs
  * whose device is unchanged keep running (a new tx-buffer-size is applied
@@ -52,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -71,6 +83,7 @@
 #include "backend/backend.h"
 
 #define EXIT_USAGE 2
+#define EXIT_IN_USE 3
 #define DEFAULT_LOG_LEVEL LOG_INFO
 
 /* ---- Logging ---- */
@@ -300,6 +313,8 @@ static int load_config(const struct vsxd_opts *opts, struct vsxd_config *out,
 		snprintf(err->msg, sizeof(err->msg), "out of memory");
 	if (r == 0)
 		r = vsxd_config_check(out, err);
+	if (r == 0)
+		r = vsxd_config_resolve(out, err);
 	vsxd_config_free(&file);
 	return r;
 }
@@ -318,6 +333,9 @@ static void check_print(const struct vsxd_opts *opts, const struct vsxd_config *
 {
 	const struct vsxd_forward *f;
 	const struct vsxd_vm *vm;
+	unsigned mode;
+	bool has_gid;
+	uint32_t gid;
 	char n[32];
 	size_t i, j;
 	int l;
@@ -342,6 +360,13 @@ static void check_print(const struct vsxd_opts *opts, const struct vsxd_config *
 		       vm->tx_buffer_size ? vm->tx_buffer_size : VSXB_DEFAULT_BUF_ALLOC,
 		       vm->queue_size ? vm->queue_size : VSXB_DEFAULT_QUEUE_SIZE,
 		       vm->groups ? vm->groups : VSXB_GROUP_DEFAULT);
+		vsxd_vm_perm(cfg, vm, &mode, &has_gid, &gid);
+		printf("  socket-mode %04o\n  socket-group ", mode);
+		if (has_gid)
+			printf("%s (gid %u)\n", vm->perm.group ? vm->perm.group : cfg->perm.group,
+			       gid);
+		else
+			printf("vsxd's own\n");
 	}
 	for (i = 0; i < cfg->n_fwds; i++) {
 		f = &cfg->fwds[i];
@@ -392,11 +417,37 @@ static void vm_stop(struct vsxd *d, struct vsxb_vm *vm)
 	vsxd_workers_unplace(d->workers, vi.loop);
 }
 
-/* The VM and its forward-listen listeners (*@vl, NULL without). */
-static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsxb_vm **out,
-		    struct vsxd_vlisten **vl)
+/*
+ * The parent directories of @vm's sockets, when missing: 0755, or 0750 and
+ * the socket group's when there is one (whoever may connect may also pass;
+ * nobody else need). Existing directories are not touched.
+ */
+static int vm_dirs(const struct vsxd_vm *vm, bool has_gid, uint32_t gid)
 {
-	const struct vsxb_vm_config vc = {
+	const char *paths[2] = { vm->socket_path, vm->uds_path };
+	char label[256];
+	size_t i;
+	int r;
+
+	for (i = 0; i < 2; i++) {
+		if (!paths[i])
+			continue;
+		r = vsx__mkdir_parents(paths[i], has_gid ? 0750 : 0755,
+				       has_gid ? (gid_t)gid : VSX__GID_KEEP);
+		if (r < 0) {
+			vlog(LOG_ERR, "%s: cannot create the directory of %s: %s",
+			     vm_label(vm, label, sizeof(label)), paths[i], strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* The VM and its forward-listen listeners (*@vl, NULL without). */
+static int vm_start(struct vsxd *d, const struct vsxd_config *cfg, const struct vsxd_vm *vm,
+		    struct vsxb_vm **out, struct vsxd_vlisten **vl)
+{
+	struct vsxb_vm_config vc = {
 		.name = vm->name,
 		.guest_cid = vm->guest_cid,
 		.socket_path = vm->socket_path,
@@ -406,17 +457,20 @@ static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsxb_vm **o
 		.groups = vm->groups,
 		.forward = vm->set & VSXD_VM_FWD_CID,
 		.forward_cid = vm->forward_cid,
-		.loop = vsxd_workers_place(d->workers),
 	};
 	char label[256];
 	uint32_t bad = 0;
 	int r;
 
 	*vl = NULL;
-	if (!vc.loop) {
-		*out = NULL;
+	*out = NULL;
+	vsxd_vm_perm(cfg, vm, &vc.socket_mode, &vc.socket_group, &vc.socket_gid);
+	r = vm_dirs(vm, vc.socket_group, vc.socket_gid);
+	if (r < 0)
+		return r;
+	vc.loop = vsxd_workers_place(d->workers);
+	if (!vc.loop)
 		return -EAGAIN;   /* no worker thread could be started */
-	}
 	r = vsxb_vm_new(d->router, &vc, out);
 	if (r < 0) {
 		vsxd_workers_unplace(d->workers, vc.loop);
@@ -443,13 +497,34 @@ static int vm_start(struct vsxd *d, const struct vsxd_vm *vm, struct vsxb_vm **o
 		vlog(LOG_INFO, "%s: guest-cid %llu, vhost-user socket %s, uds-path %s",
 		     vm_label(vm, label, sizeof(label)), (unsigned long long)vm->guest_cid,
 		     vm->socket_path, vm->uds_path);
-	vlog(LOG_DEBUG, "%s: tx-buffer-size %u, queue-size %u, groups %s, thread w%d",
-	     vm_label(vm, label, sizeof(label)),
+	vlog(LOG_DEBUG, "%s: tx-buffer-size %u, queue-size %u, groups %s, thread w%d, "
+	     "socket-mode %04o, socket group %s", vm_label(vm, label, sizeof(label)),
 	     vm->tx_buffer_size ? vm->tx_buffer_size : VSXB_DEFAULT_BUF_ALLOC,
 	     vm->queue_size ? vm->queue_size : VSXB_DEFAULT_QUEUE_SIZE,
 	     vm->groups ? vm->groups : VSXB_GROUP_DEFAULT,
-	     vsxd_workers_index(d->workers, vc.loop));
+	     vsxd_workers_index(d->workers, vc.loop), vc.socket_mode,
+	     vc.socket_group ? (vm->perm.group ? vm->perm.group : cfg->perm.group) : "vsxd's");
 	return 0;
+}
+
+/*
+ * The exit status of a start-up failure @r: EXIT_IN_USE when an address
+ * or path the configuration names is held by another program (in use,
+ * or a file of another kind in the way), which restarting will not cure:
+ * the units list it in RestartPreventExitStatus=, so systemd does not
+ * restart into it again and again. EXIT_FAILURE otherwise, also for an
+ * address that is not (yet) this host's: at boot the network may bring
+ * it, and a restart then succeeds.
+ */
+static int start_status(int r)
+{
+	switch (r) {
+	case -EADDRINUSE:
+	case -ENOTSOCK:
+		return EXIT_IN_USE;
+	default:
+		return EXIT_FAILURE;
+	}
 }
 
 /* Why a VM (or, @control, the control socket) could not start. */
@@ -487,6 +562,36 @@ static void set_buffer(struct vsxb_vm *vm, const struct vsxd_vm *cfg)
 	else
 		vlog(LOG_INFO, "%s: tx-buffer-size %u for new connections",
 		     vm_label(cfg, label, sizeof(label)), bytes);
+}
+
+/* A running VM whose socket-mode or socket-group changed at reload: its
+ * socket files take the new ones in place (its guest stays connected; a
+ * connection already accepted is not affected, as with any file mode). */
+static void perm_update(const struct vsxd_config *oc, const struct vsxd_vm *ov,
+			const struct vsxd_config *nc, const struct vsxd_vm *nv)
+{
+	const char *paths[2] = { nv->socket_path, nv->uds_path };
+	unsigned om, nm;
+	bool og, ng;
+	uint32_t ogid, ngid;
+	char label[256];
+	size_t i;
+
+	vsxd_vm_perm(oc, ov, &om, &og, &ogid);
+	vsxd_vm_perm(nc, nv, &nm, &ng, &ngid);
+	if (om == nm && og == ng && ogid == ngid)
+		return;
+	for (i = 0; i < 2; i++) {
+		if (!paths[i])
+			continue;
+		if (lchown(paths[i], (uid_t)-1, ng ? (gid_t)ngid : getegid()) < 0 ||
+		    chmod(paths[i], nm) < 0)
+			vlog(LOG_ERR, "%s: %s: cannot set socket-mode %04o, group %u: %s",
+			     vm_label(nv, label, sizeof(label)), paths[i], nm,
+			     ng ? ngid : (uint32_t)getegid(), strerror(errno));
+	}
+	vlog(LOG_INFO, "%s: sockets now mode %04o, group %u",
+	     vm_label(nv, label, sizeof(label)), nm, ng ? ngid : (uint32_t)getegid());
 }
 
 /* The event loop's poller (--poll-us): the guests' TX rings. */
@@ -608,6 +713,7 @@ static void reload(struct vsxd *d)
 			nvls[j] = d->vls[i];
 			if (d->cfg.vms[i].tx_buffer_size != nc.vms[j].tx_buffer_size)
 				set_buffer(nvms[j], &nc.vms[j]);
+			perm_update(&d->cfg, &d->cfg.vms[i], &nc, &nc.vms[j]);
 			break;
 		}
 	}
@@ -627,7 +733,7 @@ static void reload(struct vsxd *d)
 	for (j = 0; j < nc.n_vms; j++) {
 		if (nvms[j])
 			continue;
-		r = vm_start(d, &nc.vms[j], &nvms[j], &nvls[j]);
+		r = vm_start(d, &nc, &nc.vms[j], &nvms[j], &nvls[j]);
 		if (r < 0) {
 			vlog(LOG_ERR, "%s: cannot start: %s",
 			     vm_label(&nc.vms[j], label, sizeof(label)), start_error(r, false));
@@ -874,10 +980,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	for (i = 0; i < d.cfg.n_vms; i++) {
-		r = vm_start(&d, &d.cfg.vms[i], &d.vms[i], &d.vls[i]);
+		r = vm_start(&d, &d.cfg, &d.cfg.vms[i], &d.vms[i], &d.vls[i]);
 		if (r < 0) {
 			vm_label(&d.cfg.vms[i], label, sizeof(label));
 			fatal("%s: cannot start: %s", label, start_error(r, false));
+			d.exit_code = start_status(r);
 			goto out;
 		}
 	}
@@ -889,13 +996,18 @@ int main(int argc, char **argv)
 	r = vsxd_fwds_apply(d.fwds, &d.cfg, true, &err);
 	if (r < 0) {
 		fatal("%s", err.msg);
+		d.exit_code = start_status(r);
 		goto out;
 	}
 	r = control_start(&d);
-	if (r < 0)
+	if (r < 0) {
+		d.exit_code = start_status(r);
 		goto out;
-	if (metrics_apply(&d, d.cfg.metrics, &err) < 0) {
+	}
+	r = metrics_apply(&d, d.cfg.metrics, &err);
+	if (r < 0) {
 		fatal("%s", err.msg);
+		d.exit_code = start_status(r);
 		goto out;
 	}
 

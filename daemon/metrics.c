@@ -480,8 +480,10 @@ int vsxd_metrics_new(struct event_base *base, struct vsxb_router *r,
 	m->sock = evhttp_bind_socket_with_handle(m->http, ep.host, (ev_uint16_t)ep.port);
 	if (!m->sock) {
 		rc = errno ? -errno : -EADDRNOTAVAIL;
-		vsxd_err_set(err, "metrics %s: cannot listen: %s", o->addr,
-			     errno ? strerror(errno) : "the host does not resolve");
+		vsxd_err_set(err, "metrics %s: cannot listen: %s%s", o->addr,
+			     errno ? strerror(errno) : "the host does not resolve",
+			     rc == -EADDRINUSE ? " (another program has that port: give "
+			     "metrics one that is free)" : "");
 		goto fail;
 	}
 	bound_name(m, name, sizeof(name));

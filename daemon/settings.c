@@ -14,12 +14,14 @@
  * (vsxd.conf), conffile_yaml.c (YAML) and cmdline.c (the command line).
  */
 #include <errno.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "config-int.h"
@@ -102,6 +104,154 @@ const char *vsxd_log_level_name(int level)
 		if (log_levels[i].level == level)
 			return log_levels[i].name;
 	return "?";
+}
+
+/* ---- Socket permissions ---- */
+
+int vsxd_parse_socket_mode(const char *s, size_t len, unsigned *out, struct vsxd_err *err)
+{
+	char q[VSXD_QBUF];
+	unsigned v = 0;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '7')
+			return vsxd_err_set(err, "socket-mode '%s' is not an octal mode "
+				       "(e.g. 0660)", vsxd_quote(q, s, len));
+		v = v * 8 + (unsigned)(s[i] - '0');
+		if (v > 0777)
+			return vsxd_err_set(err, "socket-mode %s is out of range (0 to 0777: "
+				       "permission bits only)", vsxd_quote(q, s, len));
+	}
+	if (len == 0)
+		return vsxd_err_set(err, "empty value for 'socket-mode'");
+	*out = v;
+	return 0;
+}
+
+int vsxd_check_socket_group(const char *s, size_t len, struct vsxd_err *err)
+{
+	char q[VSXD_QBUF];
+	uint64_t gid;
+	size_t i;
+	int r;
+
+	if (len == 0)
+		return vsxd_err_set(err, "empty value for 'socket-group'");
+	if (s[0] >= '0' && s[0] <= '9') {
+		r = vsx__parse_dec(s, len, 0xFFFFFFFEu, &gid);
+		if (r == -ERANGE)
+			return vsxd_err_set(err, "socket-group %s is out of range (a gid: 0 to "
+				       "%u)", vsxd_quote(q, s, len), 0xFFFFFFFEu);
+		if (r == 0)
+			return 0;
+	}
+	for (i = 0; i < len; i++) {
+		char c = s[i];
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+		    (i > 0 && ((c >= '0' && c <= '9') || c == '.' || c == '-')) ||
+		    (i > 0 && i == len - 1 && c == '$'))
+			continue;
+		return vsxd_err_set(err, "socket-group '%s' is not a group name or gid "
+			       "(letters, digits, '.', '_', '-', not first; or a number)",
+			       vsxd_quote(q, s, len));
+	}
+	if (len > VSXD_GROUP_NAME_MAX)
+		return vsxd_err_set(err, "socket-group '%s' is too long (at most %u bytes)",
+			       vsxd_quote(q, s, len), VSXD_GROUP_NAME_MAX);
+	return 0;
+}
+
+int vsxd_perm_set_mode(struct vsxd_sock_perm *p, const char *s, size_t len,
+		       struct vsxd_err *err)
+{
+	int r = vsxd_parse_socket_mode(s, len, &p->mode, err);
+
+	if (r == 0)
+		p->mode_set = true;
+	return r;
+}
+
+int vsxd_perm_set_group(struct vsxd_sock_perm *p, const char *s, size_t len,
+			struct vsxd_err *err)
+{
+	int r = vsxd_check_socket_group(s, len, err);
+
+	if (r < 0)
+		return r;
+	p->gid_known = false;
+	return vsxd__set_str(&p->group, s, len);
+}
+
+static void perm_free(struct vsxd_sock_perm *p)
+{
+	free(p->group);
+	memset(p, 0, sizeof(*p));
+}
+
+static int perm_copy(struct vsxd_sock_perm *dst, const struct vsxd_sock_perm *src)
+{
+	char *g = NULL;
+
+	if (src->group && !(g = strdup(src->group)))
+		return -ENOMEM;
+	free(dst->group);
+	*dst = *src;
+	dst->group = g;
+	return 0;
+}
+
+/* @p's group to a gid: a number as is, a name through the group database. */
+static int perm_resolve(struct vsxd_sock_perm *p, const char *where, struct vsxd_err *err)
+{
+	struct group gr, *res = NULL;
+	char buf[16384];
+	uint64_t gid;
+	int r;
+
+	if (!p->group || p->gid_known)
+		return 0;
+	if (vsx__parse_dec(p->group, strlen(p->group), 0xFFFFFFFEu, &gid) == 0) {
+		p->gid = (uint32_t)gid;
+		p->gid_known = true;
+		return 0;
+	}
+	r = getgrnam_r(p->group, &gr, buf, sizeof(buf), &res);
+	if (r == 0 && !res)
+		return vsxd_err_set(err, "%s: socket-group '%s': no such group", where, p->group);
+	if (r != 0)
+		return vsxd_err_set(err, "%s: socket-group '%s': cannot look it up: %s", where,
+			       p->group, strerror(r));
+	p->gid = (uint32_t)res->gr_gid;
+	p->gid_known = true;
+	return 0;
+}
+
+int vsxd_config_resolve(struct vsxd_config *cfg, struct vsxd_err *err)
+{
+	size_t i;
+	int r;
+
+	r = perm_resolve(&cfg->perm, "[daemon] socket-group or --socket-group", err);
+	for (i = 0; r == 0 && i < cfg->n_vms; i++)
+		r = perm_resolve(&cfg->vms[i].perm, cfg->vms[i].origin ? cfg->vms[i].origin
+									: "a VM", err);
+	return r;
+}
+
+void vsxd_vm_perm(const struct vsxd_config *cfg, const struct vsxd_vm *vm,
+		  unsigned *mode, bool *has_gid, uint32_t *gid)
+{
+	const struct vsxd_sock_perm *g = vm->perm.group ? &vm->perm : &cfg->perm;
+	const struct vsxd_sock_perm *m = vm->perm.mode_set ? &vm->perm : &cfg->perm;
+
+	*has_gid = g->group && g->gid_known;
+	*gid = *has_gid ? g->gid : 0;
+	if (m->mode_set)
+		*mode = m->mode;
+	else
+		*mode = g->group ? VSXD_SOCKET_MODE_GROUP : VSXD_SOCKET_MODE_DEFAULT;
 }
 
 /* ---- Limits ---- */
@@ -256,10 +406,12 @@ static const struct vm_key {
 	{ "name", VSXD_VM_NAME },
 	{ "forward-cid", VSXD_VM_FWD_CID },
 	{ "forward-listen", VSXD_VM_FWD_LISTEN },
+	{ "socket-mode", VSXD_VM_SOCK_MODE },
+	{ "socket-group", VSXD_VM_SOCK_GROUP },
 };
 
 #define VM_KEYS_KNOWN "guest-cid, socket, uds-path, tx-buffer-size, queue-size, groups, name, " \
-	"forward-cid, forward-listen"
+	"forward-cid, forward-listen, socket-mode, socket-group"
 
 static char *dup_n(const char *s, size_t len)
 {
@@ -466,6 +618,16 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 		if (r < 0)
 			return r;
 		break;
+	case VSXD_VM_SOCK_MODE:
+		r = vsxd_perm_set_mode(&vm->perm, val, vallen, err);
+		if (r < 0)
+			return r;
+		break;
+	case VSXD_VM_SOCK_GROUP:
+		r = vsxd_perm_set_group(&vm->perm, val, vallen, err);
+		if (r < 0)
+			return r;
+		break;
 	}
 	vm->set |= k->bit;
 	return 0;
@@ -540,6 +702,7 @@ void vsxd_vm_free(struct vsxd_vm *vm)
 	free(vm->groups);
 	free(vm->origin);
 	free(vm->forward_listen);
+	perm_free(&vm->perm);
 	memset(vm, 0, sizeof(*vm));
 }
 
@@ -567,7 +730,8 @@ int vsxd_vm_copy(struct vsxd_vm *dst, const struct vsxd_vm *src)
 		       src->n_forward_listen * sizeof(*src->forward_listen));
 		dst->n_forward_listen = src->n_forward_listen;
 	}
-	if (dup_opt(&dst->name, src->name) ||
+	if (perm_copy(&dst->perm, &src->perm) ||
+	    dup_opt(&dst->name, src->name) ||
 	    dup_opt(&dst->socket_path, src->socket_path) ||
 	    dup_opt(&dst->uds_path, src->uds_path) ||
 	    dup_opt(&dst->groups, src->groups) ||
@@ -626,6 +790,7 @@ void vsxd_config_free(struct vsxd_config *cfg)
 	free(cfg->control_path);
 	free(cfg->metrics);
 	free(cfg->control_allow_uids);
+	perm_free(&cfg->perm);
 	vsxd_config_init(cfg);
 }
 
@@ -721,6 +886,19 @@ int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
 				       sizeof(*out->control_allow_uids));
 				out->n_control_allow_uids = src[s]->n_control_allow_uids;
 			}
+		}
+		/* each of the two keys on its own, as other [daemon] keys */
+		if (src[s]->perm.mode_set) {
+			out->perm.mode = src[s]->perm.mode;
+			out->perm.mode_set = true;
+		}
+		if (src[s]->perm.group) {
+			free(out->perm.group);
+			out->perm.group = strdup(src[s]->perm.group);
+			if (!out->perm.group)
+				return -ENOMEM;
+			out->perm.gid = src[s]->perm.gid;
+			out->perm.gid_known = src[s]->perm.gid_known;
 		}
 		if (src[s]->log_target != VSXD_UNSET)
 			out->log_target = src[s]->log_target;

@@ -34,6 +34,7 @@
 
 #include "vhost-user/vhost_user.h"
 #include "fuzz.h"
+#include "util.h"
 
 #define MEM_SIZE (256u * 1024)
 #define MAX_EFD 32
@@ -175,7 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (memfd < 0)
 		setup();
 	memset(gmem, 0, MEM_SIZE);
-	if (vsx_vu_new(path, &fl_loop, &ops, &d, &d.vu) < 0)
+	if (vsx_vu_new(path, 0, VSX__GID_KEEP, &fl_loop, &ops, &d, &d.vu) < 0)
 		abort();
 	c = reconnect(-1);
 

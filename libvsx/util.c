@@ -184,7 +184,7 @@ static bool stale_socket(const struct sockaddr_un *un, int type)
 	return stale;
 }
 
-int vsx__unix_bind(int fd, const char *path, mode_t mode, bool *replaced)
+int vsx__unix_bind(int fd, const char *path, mode_t mode, gid_t gid, bool *replaced)
 {
 	struct sockaddr_un un;
 	socklen_t tl = sizeof(int);
@@ -215,10 +215,50 @@ int vsx__unix_bind(int fd, const char *path, mode_t mode, bool *replaced)
 		if (replaced)
 			*replaced = true;
 	}
-	if (mode && chmod(path, mode) < 0) {
+	/* the group first: chown may clear mode bits, chmod never the group;
+	 * lchown, so that a symlink swapped in cannot redirect it */
+	if ((gid != VSX__GID_KEEP && lchown(path, (uid_t)-1, gid) < 0) ||
+	    (mode && chmod(path, mode) < 0)) {
 		rc = -errno;
 		unlink(path);
 		return rc;
+	}
+	return 0;
+}
+
+int vsx__mkdir_parents(const char *path, mode_t mode, gid_t gid)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char *p, *slash, save;
+	struct stat st;
+	int n;
+
+	n = snprintf(dir, sizeof(dir), "%s", path);
+	if (n < 0 || (size_t)n >= sizeof(dir))
+		return -ENAMETOOLONG;
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = '\0';
+	for (p = dir + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		save = *p;
+		*p = '\0';
+		if (mkdir(dir, mode) == 0) {
+			/* ours: the mode asked for (mkdir's is cut by the
+			 * umask), then the group */
+			if (chmod(dir, mode) < 0 ||
+			    (gid != VSX__GID_KEEP && lchown(dir, (uid_t)-1, gid) < 0))
+				return -errno;
+		} else if (errno != EEXIST) {
+			return -errno;
+		} else if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			return -ENOTDIR;        /* a file in the way */
+		}
+		*p = save;
+		if (!save)
+			break;
 	}
 	return 0;
 }

@@ -43,15 +43,29 @@ int vsx__parse_size(const char *s, size_t n, uint64_t max, uint64_t *out);
 
 /* @un for @path: -ENAMETOOLONG when empty or too long for sun_path. */
 int vsx__unix_addr(struct sockaddr_un *un, const char *path);
+#define VSX__GID_KEEP ((gid_t)-1)    /* vsx__unix_bind: the process's group */
+
 /*
  * Bind the AF_UNIX socket @fd (any type) to @path. A path already taken by
  * a stale socket (a socket file nobody accepts on: connecting to it is
  * refused) is replaced, and *@replaced (may be NULL) says so; a live
  * socket never is (-EADDRINUSE), nor a file of another kind (-ENOTSOCK).
- * @mode (0: leave it to the umask) is the file's permission bits, in
- * force before anyone can connect (set on the socket before bind and on
- * the file after it; listen() is the caller's, after this call).
+ * @mode (0: leave it to the umask) is the file's permission bits and @gid
+ * (VSX__GID_KEEP: leave it) its group, both in force before anyone can
+ * connect: the mode is set on the socket before bind and on the file
+ * after it, the group right after bind, and a socket that is not yet
+ * listening refuses every connect (listen() is the caller's, after this
+ * call). A group that cannot be set (-EPERM: not root and not a member)
+ * fails the call, the file removed.
  */
-int vsx__unix_bind(int fd, const char *path, mode_t mode, bool *replaced);
+int vsx__unix_bind(int fd, const char *path, mode_t mode, gid_t gid, bool *replaced);
+
+/*
+ * mkdir -p of @path's parent directory: each missing directory is created
+ * with @mode (not cut by the umask) and, unless @gid is VSX__GID_KEEP,
+ * given group @gid. Existing directories are left as they are. 0 or a
+ * negative errno (the first mkdir or chown that failed).
+ */
+int vsx__mkdir_parents(const char *path, mode_t mode, gid_t gid);
 
 #endif /* VSX_UTIL_H */

@@ -4,6 +4,7 @@
  * a private temporary directory.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,12 +112,59 @@ Test(unix_bind, fresh_path_gets_mode)
 	int fd = new_sock(SOCK_STREAM);
 
 	snprintf(path, sizeof(path), "%s/a.sock", dir);
-	cr_assert_eq(vsx__unix_bind(fd, path, 0600, &replaced), 0);
+	cr_assert_eq(vsx__unix_bind(fd, path, 0600, VSX__GID_KEEP, &replaced), 0);
 	cr_assert_eq(replaced, false);
 	cr_assert_eq(stat(path, &st), 0);
 	cr_assert(S_ISSOCK(st.st_mode));
 	cr_assert_eq(st.st_mode & 0777, 0600);
 	close(fd);
+}
+
+/* A group and a mode given: both on the file, whatever the umask. */
+Test(unix_bind, group_and_mode)
+{
+	char path[128];
+	struct stat st;
+	gid_t g = getegid() == 0 ? 4242 : getegid();    /* root may give any */
+	mode_t old = umask(0077);
+	int fd = new_sock(SOCK_STREAM);
+
+	snprintf(path, sizeof(path), "%s/g.sock", dir);
+	cr_assert_eq(vsx__unix_bind(fd, path, 0660, g, NULL), 0);
+	umask(old);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0660);
+	cr_assert_eq(st.st_gid, g);
+	close(fd);
+}
+
+Test(unix_bind, mkdir_parents)
+{
+	char path[128], d[128];
+	struct stat st;
+	mode_t old = umask(0077);
+	gid_t g = getegid() == 0 ? 4242 : VSX__GID_KEEP;
+
+	snprintf(path, sizeof(path), "%s/p/q/s.sock", dir);
+	cr_assert_eq(vsx__mkdir_parents(path, 0750, g), 0);
+	umask(old);
+	snprintf(d, sizeof(d), "%s/p/q", dir);
+	cr_assert_eq(stat(d, &st), 0);
+	cr_assert(S_ISDIR(st.st_mode));
+	cr_assert_eq(st.st_mode & 0777, 0750, "the mode asked for, not the umask's");
+	if (g != VSX__GID_KEEP)
+		cr_assert_eq(st.st_gid, g);
+	/* existing directories are left alone */
+	cr_assert_eq(chmod(d, 0700), 0);
+	cr_assert_eq(vsx__mkdir_parents(path, 0755, VSX__GID_KEEP), 0);
+	cr_assert_eq(stat(d, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0700);
+	/* a file in the way */
+	snprintf(d, sizeof(d), "%s/p/f", dir);
+	cr_assert_eq(close(open(d, O_CREAT | O_WRONLY, 0600)), 0);
+	snprintf(path, sizeof(path), "%s/p/f/s.sock", dir);
+	cr_assert_eq(vsx__mkdir_parents(path, 0755, VSX__GID_KEEP), -ENOTDIR);
+	cr_assert_eq(vsx__mkdir_parents("plain.sock", 0755, VSX__GID_KEEP), 0);
 }
 
 Test(unix_bind, stale_replaced_live_kept)
@@ -127,15 +175,15 @@ Test(unix_bind, stale_replaced_live_kept)
 	int a = new_sock(SOCK_STREAM), b = new_sock(SOCK_STREAM), c;
 
 	snprintf(path, sizeof(path), "%s/b.sock", dir);
-	cr_assert_eq(vsx__unix_bind(a, path, 0, NULL), 0);
+	cr_assert_eq(vsx__unix_bind(a, path, 0, VSX__GID_KEEP, NULL), 0);
 	cr_assert_eq(listen(a, 1), 0);
 	/* live: someone accepts there */
-	cr_assert_eq(vsx__unix_bind(b, path, 0, &replaced), -EADDRINUSE);
+	cr_assert_eq(vsx__unix_bind(b, path, 0, VSX__GID_KEEP, &replaced), -EADDRINUSE);
 	cr_assert_eq(replaced, false);
 	close(a);
 	/* stale now: the file is left, nobody listens */
 	cr_assert_eq(access(path, F_OK), 0);
-	cr_assert_eq(vsx__unix_bind(b, path, 0, &replaced), 0);
+	cr_assert_eq(vsx__unix_bind(b, path, 0, VSX__GID_KEEP, &replaced), 0);
 	cr_assert_eq(replaced, true);
 	cr_assert_eq(listen(b, 1), 0);
 	c = new_sock(SOCK_STREAM);
@@ -151,9 +199,9 @@ Test(unix_bind, seqpacket_listener_is_live)
 	int a = new_sock(SOCK_SEQPACKET), b = new_sock(SOCK_SEQPACKET);
 
 	snprintf(path, sizeof(path), "%s/c.sock", dir);
-	cr_assert_eq(vsx__unix_bind(a, path, 0, NULL), 0);
+	cr_assert_eq(vsx__unix_bind(a, path, 0, VSX__GID_KEEP, NULL), 0);
 	cr_assert_eq(listen(a, 1), 0);
-	cr_assert_eq(vsx__unix_bind(b, path, 0, NULL), -EADDRINUSE);
+	cr_assert_eq(vsx__unix_bind(b, path, 0, VSX__GID_KEEP, NULL), -EADDRINUSE);
 	close(a);
 	close(b);
 }
@@ -169,11 +217,11 @@ Test(unix_bind, other_files_never_replaced)
 	cr_assert_not_null(f);
 	fputs("keep me\n", f);
 	fclose(f);
-	cr_assert_eq(vsx__unix_bind(fd, path, 0600, NULL), -ENOTSOCK);
+	cr_assert_eq(vsx__unix_bind(fd, path, 0600, VSX__GID_KEEP, NULL), -ENOTSOCK);
 	cr_assert_eq(access(path, F_OK), 0);
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	cr_assert_eq(vsx__unix_bind(fd, big, 0600, NULL), -ENAMETOOLONG);
-	cr_assert_eq(vsx__unix_bind(fd, "", 0600, NULL), -ENAMETOOLONG);
+	cr_assert_eq(vsx__unix_bind(fd, big, 0600, VSX__GID_KEEP, NULL), -ENAMETOOLONG);
+	cr_assert_eq(vsx__unix_bind(fd, "", 0600, VSX__GID_KEEP, NULL), -ENAMETOOLONG);
 	close(fd);
 }

@@ -1003,3 +1003,182 @@ Test(fwdspec, numbers_as_everywhere_else)
 		   err, "the port must be a number");
 	vsxd_fwd_free(&f);
 }
+
+/* ---- socket-mode, socket-group ---- */
+
+Test(perm, values)
+{
+	struct vsxd_err err;
+	unsigned m = 1;
+	char big[40];
+
+	cr_assert_eq(vsxd_parse_socket_mode("0660", 4, &m, &err), 0);
+	cr_assert_eq(m, 0660);
+	cr_assert_eq(vsxd_parse_socket_mode("640", 3, &m, &err), 0);
+	cr_assert_eq(m, 0640);
+	cr_assert_eq(vsxd_parse_socket_mode("0", 1, &m, &err), 0);
+	cr_assert_eq(m, 0);
+	cr_assert_eq(vsxd_parse_socket_mode("00777", 5, &m, &err), 0);
+	cr_assert_eq(m, 0777);
+	expect_err(vsxd_parse_socket_mode("1000", 4, &m, &err), err,
+		   "socket-mode 1000 is out of range (0 to 0777");
+	expect_err(vsxd_parse_socket_mode("04660", 5, &m, &err), err, "out of range");
+	expect_err(vsxd_parse_socket_mode("0x1b6", 5, &m, &err), err,
+		   "socket-mode '0x1b6' is not an octal mode");
+	expect_err(vsxd_parse_socket_mode("0680", 4, &m, &err), err, "is not an octal mode");
+	expect_err(vsxd_parse_socket_mode("", 0, &m, &err), err, "empty value for 'socket-mode'");
+	cr_assert_eq(m, 0777, "a refused value changes nothing");
+
+	cr_assert_eq(vsxd_check_socket_group("kvm", 3, &err), 0);
+	cr_assert_eq(vsxd_check_socket_group("libvirt-qemu", 12, &err), 0);
+	cr_assert_eq(vsxd_check_socket_group("_vsx.1", 6, &err), 0);
+	cr_assert_eq(vsxd_check_socket_group("host$", 5, &err), 0);
+	cr_assert_eq(vsxd_check_socket_group("0", 1, &err), 0);
+	cr_assert_eq(vsxd_check_socket_group("4294967294", 10, &err), 0);
+	expect_err(vsxd_check_socket_group("4294967295", 10, &err), err,
+		   "socket-group 4294967295 is out of range (a gid");
+	expect_err(vsxd_check_socket_group("-kvm", 4, &err), err,
+		   "socket-group '-kvm' is not a group name or gid");
+	expect_err(vsxd_check_socket_group("k vm", 4, &err), err, "is not a group name");
+	expect_err(vsxd_check_socket_group("a$b", 3, &err), err, "is not a group name");
+	expect_err(vsxd_check_socket_group("1x", 2, &err), err, "is not a group name");
+	expect_err(vsxd_check_socket_group("", 0, &err), err, "empty value for 'socket-group'");
+	memset(big, 'g', sizeof(big));
+	expect_err(vsxd_check_socket_group(big, 33, &err), err, "is too long (at most 32");
+	cr_assert_eq(vsxd_check_socket_group(big, 32, &err), 0);
+}
+
+/* The mode and group of @cfg's VM @i (groups resolved first). */
+static void vm_perm_of(struct vsxd_config *cfg, size_t i, unsigned *mode, bool *has_gid,
+		       uint32_t *gid)
+{
+	struct vsxd_err err;
+
+	cr_assert_eq(vsxd_config_resolve(cfg, &err), 0, "%s", err.msg);
+	vsxd_vm_perm(cfg, &cfg->vms[i], mode, has_gid, gid);
+}
+
+Test(perm, file_keys_and_precedence)
+{
+	static const char text[] =
+		"[daemon]\nsocket-group = 4242\n"
+		"[vm a]\nguest-cid = 3\nsocket = /a.vhost\nuds-path = /a.vsock\n"
+		"[vm b]\nguest-cid = 4\nsocket = /b.vhost\nuds-path = /b.vsock\n"
+		"socket-mode = 0640\n"
+		"[vm c]\nguest-cid = 5\nsocket = /c.vhost\nuds-path = /c.vsock\n"
+		"socket_group = root\nsocket-mode = 0600\n";
+	static const char plain[] =
+		"[vm a]\nguest-cid = 3\nsocket = /a.vhost\nuds-path = /a.vsock\n";
+	struct vsxd_config cfg;
+	struct vsxd_err err;
+	unsigned mode;
+	bool has;
+	uint32_t gid;
+
+	cr_assert_eq(conf(text, &cfg, &err), 0, "%s", err.msg);
+	cr_assert_eq(cfg.socket_group_line, 2);
+	cr_assert_str_eq(cfg.perm.group, "4242");
+	cr_assert_not(cfg.perm.mode_set);
+	/* a: the [daemon] group, no mode given: 0660 */
+	vm_perm_of(&cfg, 0, &mode, &has, &gid);
+	cr_assert(has);
+	cr_assert_eq(gid, 4242);
+	cr_assert_eq(mode, 0660);
+	/* b: its own mode, the [daemon] group */
+	vm_perm_of(&cfg, 1, &mode, &has, &gid);
+	cr_assert_eq(mode, 0640);
+	cr_assert(has && gid == 4242);
+	/* c: its own group, by name, and mode */
+	vm_perm_of(&cfg, 2, &mode, &has, &gid);
+	cr_assert_eq(mode, 0600);
+	cr_assert(has);
+	cr_assert_eq(gid, 0, "root's gid");
+	vsxd_config_free(&cfg);
+
+	/* nothing given: 0600, vsxd's own group */
+	cr_assert_eq(conf(plain, &cfg, &err), 0, "%s", err.msg);
+	vm_perm_of(&cfg, 0, &mode, &has, &gid);
+	cr_assert_eq(mode, 0600);
+	cr_assert_not(has);
+	vsxd_config_free(&cfg);
+}
+
+Test(perm, file_errors)
+{
+	expect_conf_err("[daemon]\nsocket-mode = 0660\nsocket-mode = 0600\n",
+			"t.conf:3: 'socket-mode' given twice (first on line 2)");
+	expect_conf_err("[daemon]\nsocket-group = kvm\n\nsocket-group = kvm\n",
+			"t.conf:4: 'socket-group' given twice (first on line 2)");
+	expect_conf_err("[daemon]\nsocket-mode = rw-rw----\n",
+			"t.conf:2: socket-mode 'rw-rw----' is not an octal mode");
+	expect_conf_err("[daemon]\nsocket-group = qemu users\n",
+			"t.conf:2: socket-group 'qemu users' is not a group name or gid");
+	expect_conf_err("[vm a]\nsocket-mode = 2660\n",
+			"t.conf:2: socket-mode 2660 is out of range");
+	expect_conf_err("[vm a]\nsocket-group = kvm\nsocket-group = kvm\n",
+			"t.conf:3: 'socket-group' given twice");
+	expect_conf_err("[daemon]\nsocket-perm = 0660\n", "socket-mode, socket-group");
+}
+
+Test(perm, flags_merge_and_resolve)
+{
+	static const char text[] =
+		"[daemon]\nsocket-group = root\nsocket-mode = 0600\n"
+		"[vm f]\nguest-cid = 5\nsocket = /f.vhost\nuds-path = /f.vsock\n";
+	char *argv[] = { "vsxd", "--socket-mode", "0660", "--vm",
+			 "guest-cid=6,socket=/g.vhost,uds-path=/g.vsock,socket-group=77,"
+			 "socket-mode=0606" };
+	char *argv_nogroup[] = { "vsxd", "--socket-group=no-such-group-vsx", "--vm",
+				 "guest-cid=6,socket=/g.vhost,uds-path=/g.vsock" };
+	char *twice[] = { "vsxd", "--socket-group", "a", "--socket-group", "b" };
+	char *bad[] = { "vsxd", "--socket-mode", "rw" };
+	struct vsxd_config file, merged;
+	struct vsxd_opts o;
+	struct vsxd_err err;
+	unsigned mode;
+	bool has;
+	uint32_t gid;
+
+	cr_assert_eq(conf(text, &file, &err), 0, "%s", err.msg);
+	cr_assert_eq(parse_argv(ARGC(argv), argv, &o, &err), 0, "%s", err.msg);
+	cr_assert(o.cfg.perm.mode_set);
+	cr_assert_eq(o.cfg.perm.mode, 0660);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &file, &o.cfg), 0);
+	/* the flag's mode wins over the file's; the file's group stays */
+	cr_assert_eq(merged.perm.mode, 0660);
+	cr_assert_str_eq(merged.perm.group, "root");
+	vm_perm_of(&merged, 0, &mode, &has, &gid);
+	cr_assert_eq(mode, 0660);
+	cr_assert(has && gid == 0);
+	/* the --vm's own keys win over both */
+	vm_perm_of(&merged, 1, &mode, &has, &gid);
+	cr_assert_eq(mode, 0606);
+	cr_assert(has);
+	cr_assert_eq(gid, 77);
+	vsxd_config_free(&merged);
+	vsxd_opts_free(&o);
+	vsxd_config_free(&file);
+
+	/* an unknown group name: an error naming it and where it was given */
+	cr_assert_eq(parse_argv(ARGC(argv_nogroup), argv_nogroup, &o, &err), 0, "%s", err.msg);
+	expect_err(vsxd_config_resolve(&o.cfg, &err), err,
+		   "[daemon] socket-group or --socket-group: socket-group "
+		   "'no-such-group-vsx': no such group");
+	vsxd_opts_free(&o);
+	/* one of a VM: names the VM's place */
+	cr_assert_eq(conf("[vm a]\nsocket = /a\nuds-path = /b\nsocket-group = no-such-group-vsx\n",
+			  &file, &err), 0, "%s", err.msg);
+	expect_err(vsxd_config_resolve(&file, &err), err,
+		   "t.conf:1: socket-group 'no-such-group-vsx': no such group");
+	vsxd_config_free(&file);
+
+	expect_err(parse_argv(ARGC(twice), twice, &o, &err), err, "--socket-group given twice");
+	vsxd_opts_free(&o);
+	expect_err(parse_argv(ARGC(bad), bad, &o, &err), err,
+		   "--socket-mode: socket-mode 'rw' is not an octal mode");
+	vsxd_opts_free(&o);
+	expect_vm_err("guest-cid=3,socket=/s,uds-path=/u,socket-mode=9", "socket-mode '9'");
+	expect_vm_err("guest-cid=3,socket=/s,uds-path=/u,socket-group=a,socket-group=b",
+		      "'socket-group' given twice");
+}

@@ -30,6 +30,7 @@
 #include "backend/vsock_wire.h"
 #include "driver/driver.h"
 #include "driver/loop_event.h"
+#include "util.h"
 
 #define TEST_CID 42
 #define TMO 5000
@@ -206,7 +207,7 @@ static void do_new(void *arg)
 {
 	struct tdev *t = arg;
 
-	cr_assert_eq(vsx_vu_new(t->path, t->loop, &t->ops, t, &t->vu), 0);
+	cr_assert_eq(vsx_vu_new(t->path, 0, VSX__GID_KEEP, t->loop, &t->ops, t, &t->vu), 0);
 }
 
 static void do_free(void *arg)
@@ -870,13 +871,13 @@ static void do_listener(void *arg)
 	int fd;
 
 	/* a live socket is not replaced */
-	cr_assert_eq(vsx_vu_new(T->path, T->loop, &T->ops, &t, &vu2), -EADDRINUSE);
+	cr_assert_eq(vsx_vu_new(T->path, 0, VSX__GID_KEEP, T->loop, &T->ops, &t, &vu2), -EADDRINUSE);
 	/* nor is a regular file */
 	snprintf(t.path, sizeof(t.path), "%s/file", T->dir);
 	fd = open(t.path, O_CREAT | O_WRONLY, 0600);
 	cr_assert(fd >= 0);
 	close(fd);
-	cr_assert_eq(vsx_vu_new(t.path, T->loop, &T->ops, &t, &vu2), -ENOTSOCK);
+	cr_assert_eq(vsx_vu_new(t.path, 0, VSX__GID_KEEP, T->loop, &T->ops, &t, &vu2), -ENOTSOCK);
 	cr_assert_eq(access(t.path, F_OK), 0, "the regular file was removed");
 	unlink(t.path);
 	/* a stale socket is */
@@ -887,11 +888,11 @@ static void do_listener(void *arg)
 		fd = socket(AF_UNIX, SOCK_STREAM, 0);
 		cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 		close(fd);
-		cr_assert_eq(vsx_vu_new(sa.sun_path, T->loop, &T->ops, &t, &vu2), 0);
+		cr_assert_eq(vsx_vu_new(sa.sun_path, 0, VSX__GID_KEEP, T->loop, &T->ops, &t, &vu2), 0);
 		vsx_vu_free(vu2);
 		cr_assert_eq(access(sa.sun_path, F_OK), -1);
 	}
-	cr_assert_eq(vsx_vu_new("", T->loop, &T->ops, &t, &vu2), -EINVAL);
+	cr_assert_eq(vsx_vu_new("", 0, VSX__GID_KEEP, T->loop, &T->ops, &t, &vu2), -EINVAL);
 }
 
 Test(vu, listener_path)

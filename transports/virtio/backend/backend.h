@@ -59,6 +59,13 @@ struct vsxb_vm_config {
 	uint32_t tx_buffer_size;   /* buf_alloc per connection; 0: default */
 	unsigned queue_size;       /* largest ring size accepted; 0: default */
 	const char *groups;        /* "a+b"; NULL: "default" */
+	/* Who may connect to socket_path and uds_path (the VMM, host
+	 * programs): the files' permission bits (0: 0600) and, when
+	 * socket_group is set, their group socket_gid (else the process's);
+	 * both in force before the sockets listen. */
+	unsigned socket_mode;
+	bool socket_group;
+	uint32_t socket_gid;
 	/* The loop (thread) that serves the VM; NULL: the router's. A loop
 	 * of another thread must have post (loop.h). Siblings may be on
 	 * different loops (their pairs then cross through a socketpair). */

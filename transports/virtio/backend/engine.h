@@ -371,6 +371,8 @@ struct vsxb_vm {
 	uint64_t cid;
 	char *socket_path;
 	char *uds_path;              /* NULL: no hybrid exposure */
+	mode_t sock_mode;            /* both sockets' mode (0: 0600) and */
+	gid_t sock_gid;              /* group (VSX__GID_KEEP: ours) */
 	bool forward;                /* guest -> host: vsock forward_cid */
 	uint32_t forward_cid;
 	vsxb_forward_connect_fn forward_connect;

@@ -64,16 +64,17 @@ int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port)
 	return 0;
 }
 
-/* The listening socket at @path, mode 0600 (a stale socket file is
- * replaced, nothing else): 0 and *@out, or a negative errno. */
-static int unix_listen(const char *path, int *out)
+/* The listening socket at @path, mode @mode (0: 0600) and group @gid (a
+ * stale socket file is replaced, nothing else): 0 and *@out, or a
+ * negative errno. */
+static int unix_listen(const char *path, mode_t mode, gid_t gid, int *out)
 {
 	int fd, rc;
 
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	rc = vsx__unix_bind(fd, path, 0600, NULL);
+	rc = vsx__unix_bind(fd, path, mode ? mode : 0600, gid, NULL);
 	if (rc == 0 && listen(fd, 128) < 0) {
 		rc = -errno;
 		unlink(path);
@@ -206,7 +207,7 @@ int vsxb__host_listen(struct vsxb_vm *vm)
 	const struct vsx_loop *l = loop_of(vm);
 	int rc;
 
-	rc = unix_listen(vm->uds_path, &vm->lfd);
+	rc = unix_listen(vm->uds_path, vm->sock_mode, vm->sock_gid, &vm->lfd);
 	if (rc < 0)
 		return rc;
 	vm->lw = l->watch(l->ctx, vm->lfd, VSX_EV_READ, accept_cb, vm);

@@ -12,6 +12,7 @@
 #include <sys/un.h>
 
 #include "router.h"
+#include "util.h"
 
 /* ---- Router ---- */
 
@@ -186,6 +187,8 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 	vm->name = strdup(cfg->name ? cfg->name : name);
 	vm->socket_path = strdup(cfg->socket_path);
 	vm->uds_path = cfg->uds_path ? strdup(cfg->uds_path) : NULL;
+	vm->sock_mode = (mode_t)cfg->socket_mode;
+	vm->sock_gid = cfg->socket_group ? (gid_t)cfg->socket_gid : VSX__GID_KEEP;
 	vm->forward = cfg->forward;
 	vm->forward_cid = cfg->forward_cid;
 	vm->forward_connect = cfg->forward_connect ? cfg->forward_connect
@@ -217,7 +220,8 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 			goto err_timer;
 		}
 	}
-	rc = vsx_vu_new(vm->socket_path, l, &vsxb__vsock_ops, vm, &vm->vu);
+	rc = vsx_vu_new(vm->socket_path, vm->sock_mode, vm->sock_gid, l, &vsxb__vsock_ops, vm,
+			&vm->vu);
 	if (rc < 0) {
 		vsxb__log(r, VSXB_LOG_ERR, "vm %s: cannot listen on %s: %s", vm->name,
 			 vm->socket_path, listen_error(rc));

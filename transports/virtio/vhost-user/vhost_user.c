@@ -1060,7 +1060,7 @@ static void vu_kick_cb(int fd, int events, void *arg)
 
 /* ---- Listener ---- */
 
-static int vu_listen(struct vsx_vu *vu, const char *path)
+static int vu_listen(struct vsx_vu *vu, const char *path, mode_t mode, gid_t gid)
 {
 	struct stat st;
 	int fd, err;
@@ -1070,9 +1070,9 @@ static int vu_listen(struct vsx_vu *vu, const char *path)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	/* a stale socket is replaced, never a file or a live one; the mode is
-	 * 0600 before anyone can connect */
-	err = vsx__unix_bind(fd, path, 0600, NULL);
+	/* a stale socket is replaced, never a file or a live one; the mode
+	 * and group are in force before anyone can connect */
+	err = vsx__unix_bind(fd, path, mode ? mode : 0600, gid, NULL);
 	if (err < 0)
 		goto fail;
 	if (stat(path, &st) < 0 || listen(fd, 4) < 0) {
@@ -1092,7 +1092,7 @@ fail:
 
 /* ---- API ---- */
 
-int vsx_vu_new(const char *path, const struct vsx_loop *loop,
+int vsx_vu_new(const char *path, mode_t mode, gid_t gid, const struct vsx_loop *loop,
 	       const struct vsx_vu_ops *ops, void *dev, struct vsx_vu **out)
 {
 	struct vsx_vu *vu;
@@ -1119,7 +1119,7 @@ int vsx_vu_new(const char *path, const struct vsx_loop *loop,
 		err = -ENOMEM;
 		goto err_free;
 	}
-	err = vu_listen(vu, path);
+	err = vu_listen(vu, path, mode, gid);
 	if (err)
 		goto err_path;
 	vu->listen_w = loop->watch(loop->ctx, vu->listen_fd, VSX_EV_READ, vu_accept_cb, vu);

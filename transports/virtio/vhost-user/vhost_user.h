@@ -28,6 +28,7 @@
 #define VSX_VHOST_USER_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "loop.h"
 #include "memguard.h"
@@ -84,11 +85,14 @@ struct vsx_vu_ops {
 };
 
 /*
- * Listen on @path (created mode 0600; an existing stale socket is replaced,
- * a live one is -EADDRINUSE, a file of another kind -ENOTSOCK). The device @dev is passed to every op.
- * Returns 0 and *@out (freed with vsx_vu_free), or a negative errno.
+ * Listen on @path, created with permission bits @mode (0: 0600) and group
+ * @gid (VSX__GID_KEEP, util.h: the process's), both in force before the
+ * socket listens; an existing stale socket is replaced, a live one is
+ * -EADDRINUSE, a file of another kind -ENOTSOCK. The device @dev is passed
+ * to every op. Returns 0 and *@out (freed with vsx_vu_free), or a negative
+ * errno.
  */
-int vsx_vu_new(const char *path, const struct vsx_loop *loop,
+int vsx_vu_new(const char *path, mode_t mode, gid_t gid, const struct vsx_loop *loop,
 	       const struct vsx_vu_ops *ops, void *dev, struct vsx_vu **out);
 
 /* Close the front-end connection and the listener, unlink @path, unmap.
