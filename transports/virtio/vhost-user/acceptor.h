@@ -4,8 +4,9 @@
  * A listener whose accept() fails with EMFILE (or ENFILE, ENOBUFS,
  * ENOMEM) stays readable: watched level-triggered, it wakes its loop at
  * once, forever, and whoever logs each failure floods the log. Every
- * listener of vsx (vsxd's control socket, forwards and metrics, a VM's
- * hybrid uds-path) goes through this one policy instead:
+ * listener of vsxd and the backend (the control socket, forwards, metrics,
+ * forward-listen's vsock ports; a VM's vhost-user socket and hybrid
+ * uds-path) goes through this one policy instead:
  *
  *  - accepts are accept4(SOCK_NONBLOCK | SOCK_CLOEXEC), up to a batch per
  *    wake-up;
