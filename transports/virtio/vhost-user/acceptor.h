@@ -23,10 +23,12 @@
  *    last said)"; the end of a back-off whose failures were said is
  *    logged once (info).
  *
- * struct vsx_backoff is the policy alone (no loop, no clock of its own),
- * for a listener that another library drives (vsxd's metrics: evhttp's
- * evconnlistener); struct vsx_acceptor is the policy on a struct vsx_loop
- * (loop.h). Like the loop, both belong to one thread.
+ * struct vsx_backoff is the policy alone (vsx_backoff_fail/_ok: no loop,
+ * no clock, the caller says the time; vsx_backoff_failed/_accepted add
+ * the monotonic clock and the log lines), for a listener that another
+ * library drives (vsxd's metrics: evhttp's evconnlistener); struct
+ * vsx_acceptor is the policy on a struct vsx_loop (loop.h). Like the
+ * loop, both belong to one thread.
  */
 #ifndef VSX_ACCEPTOR_H
 #define VSX_ACCEPTOR_H
