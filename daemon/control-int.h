@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "control.h"
+#include "vhost-user/loop-event.h"
 
 #define CTL_ERR_MAX 512
 
@@ -40,8 +41,8 @@ struct vsxd_control {
 	dev_t dev;                  /* of the socket we bound, for the unlink */
 	ino_t ino;
 	int lfd;
-	struct event *lev;
-	struct event *pause;        /* accept paused (EMFILE) */
+	struct vsx_evloop acc_loop; /* the listener's adapter over @base */
+	struct vsx_acceptor *acc;   /* on lfd (vhost-user/acceptor.h) */
 	uint32_t *allow;
 	size_t nallow;
 	uint32_t self;              /* geteuid() */

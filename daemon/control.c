@@ -48,13 +48,13 @@
 #include "ctl-proto.h"
 #include "control.h"
 #include "control-int.h"
+#include "vhost-user/acceptor.h"
 #include "vhost-user/loop-event.h"
 #include "forward.h"
 #include "util.h"
 
 #define CTL_OUT_HIGH (256u * 1024)  /* stop reading while more is unsent */
 #define CTL_LINGER_MS 2000          /* a closing client's last chance */
-#define CTL_PAUSE_MS 1000           /* accept paused after EMFILE */
 
 /* ---- Logging ---- */
 
@@ -247,26 +247,15 @@ static bool uid_allowed(const struct vsxd_control *c, uint32_t uid)
 	return false;
 }
 
-static void on_accept(evutil_socket_t lfd, short what, void *arg)
+static void on_accept(void *arg, int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct vsxd_control *c = arg;
-	struct timeval tv = { .tv_sec = CTL_PAUSE_MS / 1000 };
 	struct ucred cred;
 	socklen_t cl_len = sizeof(cred);
 	struct ctl_client *cl;
-	int fd;
 
-	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0) {
-		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-		    errno == ENOMEM) {
-			vsxd__ctl_log(c, VSXB_LOG_WARNING, "control: accept: %s: pausing for %d ms",
-				      strerror(errno), CTL_PAUSE_MS);
-			event_del(c->lev);
-			evtimer_add(c->pause, &tv);
-		}
-		return;
-	}
+	(void)sa;
+	(void)len;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl_len) < 0) {
 		vsxd__ctl_log(c, VSXB_LOG_WARNING, "control: SO_PEERCRED: %s", strerror(errno));
 		close(fd);
@@ -336,13 +325,6 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	client_arm(cl, c->timeout_ms);
 }
 
-static void on_unpause(evutil_socket_t fd, short what, void *arg)
-{
-	struct vsxd_control *c = arg;
-
-	event_add(c->lev, NULL);
-}
-
 /* ---- The socket ---- */
 
 /* Bind the listener (mode 0600 before anyone can connect), replacing only
@@ -385,6 +367,8 @@ int vsxd_control_set_allowed(struct vsxd_control *c, const uint32_t *uids, size_
 int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 		     const struct vsxd_control_opts *o, struct vsxd_control **out)
 {
+	struct vsx_acceptor_conf ac = { .cb = on_accept };
+	char name[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
 	struct sockaddr_un un;
 	struct vsxd_control *c;
 	int rc;
@@ -410,6 +394,9 @@ int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 	c->workers = o->workers;
 	c->log_arg = o->log_arg;
 	c->clients.next = c->clients.prev = &c->clients;
+	ac.arg = c;
+	ac.log = o->log;
+	ac.log_arg = o->log_arg;
 	clock_gettime(CLOCK_MONOTONIC, &c->started);
 	rc = -ENOMEM;
 	c->path = strdup(o->path);
@@ -433,19 +420,19 @@ int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 		rc = -errno;
 		goto err_unlink;
 	}
-	rc = -ENOMEM;
-	c->lev = event_new(base, c->lfd, EV_READ | EV_PERSIST, on_accept, c);
-	c->pause = evtimer_new(base, on_unpause, c);
-	if (!c->lev || !c->pause || event_add(c->lev, NULL) < 0)
-		goto err_events;
+	/* control traffic: an adapter of its own, outside the loop's
+	 * polling counts (loop-event.h) */
+	vsx_evloop_init(&c->acc_loop, base);
+	snprintf(name, sizeof(name), "the control socket %s", c->path);
+	ac.loop = &c->acc_loop.loop;
+	ac.fd = c->lfd;
+	ac.name = name;
+	rc = vsx_acceptor_new(&ac, &c->acc);
+	if (rc < 0)
+		goto err_unlink;
 	*out = c;
 	return 0;
 
-err_events:
-	if (c->lev)
-		event_free(c->lev);
-	if (c->pause)
-		event_free(c->pause);
 err_unlink:
 	unlink(c->path);
 err_close:
@@ -465,8 +452,7 @@ void vsxd_control_free(struct vsxd_control *c)
 		return;
 	while (c->clients.next != &c->clients)
 		client_free(c->clients.next);
-	event_free(c->lev);
-	event_free(c->pause);
+	vsx_acceptor_free(c->acc);
 	close(c->lfd);
 	/* Only our own socket: another vsxd may have replaced it. */
 	if (lstat(c->path, &st) == 0 && st.st_dev == c->dev && st.st_ino == c->ino)

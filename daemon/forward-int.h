@@ -14,6 +14,7 @@
 #include <vsx/vsx.h>
 
 #include "forward.h"
+#include "vhost-user/loop-event.h"
 
 struct event;
 struct event_base;
@@ -23,7 +24,6 @@ struct vsxb_router;
 #define FWD_BUF (64u * 1024)       /* per direction of a relay */
 #define FWD_MAX_JOBS 64            /* libvsx connects/handshakes at once */
 #define FWD_CONNECT_MS 5000        /* libvsx connect (and handshake) bound */
-#define FWD_ACCEPT_BATCH 16
 #define FWD_IO_ROUNDS 16           /* reads per direction per event */
 #define ADDR_LEN (VSX_ADDR_STRLEN + 16)
 
@@ -84,7 +84,7 @@ struct fwd {
 	struct vsxd_fwds *fs;
 	struct vsxd_forward cfg;     /* a copy */
 	int lfd;                     /* tcp/unix listener, -1 */
-	struct event *lev;
+	struct vsx_acceptor *acc;    /* on lfd or ls (vhost-user/acceptor.h) */
 	vsx_sock *ls;                /* libvsx listener */
 	bool accepting;              /* JOB_ACCEPT running on @ls */
 	struct job *ajob;
@@ -97,6 +97,7 @@ struct fwd {
 
 struct vsxd_fwds {
 	struct event_base *base;
+	struct vsx_evloop acc_loop;  /* the listeners' adapter over @base */
 	struct vsxb_router *r;
 	vsxd_fwd_log_fn log;
 	struct fwd *fwds;

@@ -65,6 +65,7 @@
 #include "forward-int.h"
 #include "backend/backend.h"
 #include "util.h"
+#include "vhost-user/acceptor.h"
 
 /* ---- Logging ---- */
 
@@ -490,31 +491,16 @@ static bool cid_allowed(const struct fwd *f, uint64_t cid)
 	return false;
 }
 
-static void fd_accept_cb(evutil_socket_t lfd, short what, void *arg)
+static void fd_accept_cb(void *arg, int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct fwd *f = arg;
-	struct sockaddr_storage ss;
 	char client[ADDR_LEN];
-	socklen_t len;
-	int i, fd;
 
-	(void)what;
-	for (i = 0; i < FWD_ACCEPT_BATCH; i++) {
-		len = sizeof(ss);
-		fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-			    errno != ECONNABORTED)
-				vsxd__flog(f->fs, LOG_WARNING, "forward %s: accept: %s", f->cfg.name,
-					   strerror(errno));
-			return;
-		}
-		if (f->cfg.listen.kind == VSXD_EP_UNIX)
-			snprintf(client, sizeof(client), "%s", f->cfg.listen.text);
-		else
-			sa_text((struct sockaddr *)&ss, len, client, sizeof(client));
-		client_new(f, fd, NULL, 0, client, false);
-	}
+	if (f->cfg.listen.kind == VSXD_EP_UNIX)
+		snprintf(client, sizeof(client), "%s", f->cfg.listen.text);
+	else
+		sa_text(sa, len, client, sizeof(client));
+	client_new(f, fd, NULL, 0, client, false);
 }
 
 /* A libvsx client: its peer CID checked against allow=. */
@@ -542,29 +528,22 @@ static void lib_client(struct fwd *f, vsx_sock *vs, bool auth)
 
 static void accept_job(struct fwd *f);
 
-static void lib_accept_cb(evutil_socket_t lfd, short what, void *arg)
+/* One libvsx client for the acceptor: 0, or a negative errno. */
+static int lib_accept_one(void *arg)
 {
 	struct fwd *f = arg;
 	vsx_sock *vs;
-	int i, r;
+	int r;
 
-	(void)lfd;
-	(void)what;
 	if (f->cfg.auth_key) {
 		accept_job(f);
-		return;
+		return -EAGAIN; /* the listener is the worker's, or busy */
 	}
-	for (i = 0; i < FWD_ACCEPT_BATCH; i++) {
-		r = vsx_accept(f->ls, &vs);
-		if (r == -EAGAIN || r == -EWOULDBLOCK)
-			return;
-		if (r < 0) {
-			vsxd__flog(f->fs, LOG_WARNING, "forward %s: accept: %s", f->cfg.name,
-				   vsx_strerror(r));
-			return;
-		}
-		lib_client(f, vs, false);
-	}
+	r = vsx_accept(f->ls, &vs);
+	if (r < 0)
+		return r;
+	lib_client(f, vs, false);
+	return 0;
 }
 
 /* A listener with a key: one accept (and handshake) in a worker. */
@@ -581,11 +560,11 @@ static void accept_job(struct fwd *f)
 	j->ls = f->ls;
 	f->accepting = true;
 	f->ajob = j;
-	event_del(f->lev);      /* the listener is the worker's for now */
+	vsx_acceptor_hold(f->acc, true);  /* the listener is the worker's for now */
 	if (!job_run(j)) {
 		f->accepting = false;
 		f->ajob = NULL;
-		event_add(f->lev, NULL);
+		vsx_acceptor_hold(f->acc, false);
 	}
 }
 
@@ -624,7 +603,9 @@ static void job_done(struct vsxd_fwds *fs, struct job *j)
 	} else {
 		f->accepting = false;
 		f->ajob = NULL;
-		event_add(f->lev, NULL);
+		vsx_acceptor_hold(f->acc, false);
+		/* a failed handshake is the client's, not the listener's */
+		vsx_acceptor_result(f->acc, j->rc == -EACCES || j->rc == -ETIMEDOUT ? 0 : j->rc);
 		if (j->rc == -EACCES || j->rc == -ETIMEDOUT) {
 			fs->st.auth_failures++;
 			vsxd__flog(fs, LOG_WARNING, "forward %s: authentication of a client on %s "
@@ -690,8 +671,7 @@ static void fwd_stop(struct fwd *f)
 
 	if (f->port)
 		vsxb_port_free(f->port);
-	if (f->lev)
-		event_free(f->lev);
+	vsx_acceptor_free(f->acc);
 	if (f->lfd >= 0)
 		close(f->lfd);
 	if (f->unlink_path)
@@ -764,6 +744,11 @@ static int fwd_start(struct vsxd_fwds *fs, const struct vsxd_forward *cfg,
 		.connect_timeout_ms = FWD_CONNECT_MS,
 		.linger_ms = -1,        /* accepted sockets inherit it */
 	};
+	struct vsx_acceptor_conf ac = {
+		.loop = &fs->acc_loop.loop,
+		.log = fs->log,
+	};
+	char name[ADDR_LEN + 80];
 	struct fwd *f;
 	int r;
 
@@ -805,7 +790,8 @@ static int fwd_start(struct vsxd_fwds *fs, const struct vsxd_forward *cfg,
 		r = fwd_listen_fd(f, err);
 		if (r < 0)
 			goto fail;
-		f->lev = event_new(fs->base, f->lfd, EV_READ | EV_PERSIST, fd_accept_cb, f);
+		ac.fd = f->lfd;
+		ac.cb = fd_accept_cb;
 		break;
 	case VSXD_EP_VM:
 		r = vsxb_router_listen_port(fs->r, cfg->listen.host, cfg->listen.port,
@@ -826,15 +812,19 @@ static int fwd_start(struct vsxd_fwds *fs, const struct vsxd_forward *cfg,
 			f->ls = NULL;
 			goto fail;
 		}
-		f->lev = event_new(fs->base, vsx_fd(f->ls), EV_READ | EV_PERSIST,
-				   lib_accept_cb, f);
+		ac.fd = vsx_fd(f->ls);
+		ac.accept = lib_accept_one;
 		break;
 	}
-	if ((cfg->listen.kind != VSXD_EP_VM && !f->lev) ||
-	    (f->lev && event_add(f->lev, NULL) < 0)) {
-		r = -ENOMEM;
-		snprintf(err->msg, sizeof(err->msg), "out of memory");
-		goto fail;
+	if (cfg->listen.kind != VSXD_EP_VM) {
+		snprintf(name, sizeof(name), "forward %s (%s)", cfg->name, cfg->listen.text);
+		ac.name = name;
+		ac.arg = f;
+		r = vsx_acceptor_new(&ac, &f->acc);
+		if (r < 0) {
+			snprintf(err->msg, sizeof(err->msg), "out of memory");
+			goto fail;
+		}
 	}
 	*out = f;
 	return 0;
@@ -853,6 +843,9 @@ int vsxd_fwds_new(struct event_base *base, struct vsxb_router *r, vsxd_fwd_log_f
 	if (!fs)
 		return -ENOMEM;
 	fs->base = base;
+	/* the listeners' watches: an adapter of their own, outside the
+	 * loop's polling counts (loop-event.h) */
+	vsx_evloop_init(&fs->acc_loop, base);
 	fs->r = r;
 	fs->log = log;
 	fs->relays.next = fs->relays.prev = &fs->relays;

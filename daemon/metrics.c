@@ -17,7 +17,11 @@
  * are counted instead, as evhttp asks for each one's bufferevent: after
  * VSXD_METRICS_MAX_NEW in one timeout window the listener pauses until
  * the window ends, which bounds the descriptors a flood can take from
- * the data path.
+ * the data path. An accept that fails (no descriptor left) pauses the
+ * listener as every listener of vsxd pauses (vhost-user/acceptor.h's
+ * back-off and rate-limited log line), through evconnlistener's error
+ * callback: without one, libevent leaves the listener enabled, and a
+ * listener it cannot accept on wakes the loop at once, forever.
  *
  * Methods: GET and HEAD; any other gets 405 with "Allow: GET, HEAD". Any
  * path but /metrics gets 404; a malformed request, evhttp's 400.
@@ -43,6 +47,7 @@
 #include "metrics.h"
 #include "workers.h"
 #include "forward.h"
+#include "vhost-user/acceptor.h"
 #include "vhost-user/loop-event.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -60,6 +65,12 @@ struct vsxd_metrics {
 	struct evhttp *http;
 	struct evhttp_bound_socket *sock;
 	struct event *resume;        /* the listener paused: window end */
+	bool window_full;            /* ...until @resume */
+	struct vsx_backoff bo;       /* accept failures (acceptor.h) */
+	struct event *bo_resume;     /* the listener paused: back-off end */
+	bool backing_off;            /* ...until @bo_resume */
+	char name[NI_MAXHOST + 32];  /* "metrics HOST:PORT", in the log */
+	struct vsxd_metrics *next;   /* live_metrics */
 	unsigned accepted;           /* in the current window */
 	struct timespec window;      /* when it began */
 	time_t started;              /* vsxd_start_time_seconds */
@@ -377,6 +388,24 @@ static void on_request(struct evhttp_request *req, void *arg)
 	evbuffer_free(b);
 }
 
+/*
+ * evconnlistener calls its error callback with its own argument, which
+ * evhttp set to the struct evhttp: the endpoints alive are listed here to
+ * find ours. Only the main thread makes and frees them.
+ */
+static struct vsxd_metrics *live_metrics;
+
+/* The listener accepts unless a window is full or a back-off runs. */
+static void listener_update(struct vsxd_metrics *m)
+{
+	struct evconnlistener *lev = evhttp_bound_socket_get_listener(m->sock);
+
+	if (m->window_full || m->backing_off)
+		evconnlistener_disable(lev);
+	else
+		evconnlistener_enable(lev);
+}
+
 static void on_resume(evutil_socket_t fd, short what, void *arg)
 {
 	struct vsxd_metrics *m = arg;
@@ -385,8 +414,40 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	m->accepted = 0;
 	clock_gettime(CLOCK_MONOTONIC, &m->window);
-	evconnlistener_enable(evhttp_bound_socket_get_listener(m->sock));
+	m->window_full = false;
+	listener_update(m);
 	mlog(m, VSXB_LOG_INFO, "metrics: accepting connections again");
+}
+
+static void on_backoff_end(evutil_socket_t fd, short what, void *arg)
+{
+	struct vsxd_metrics *m = arg;
+
+	(void)fd;
+	(void)what;
+	m->backing_off = false;
+	listener_update(m);
+}
+
+/* An accept failed (libevent skipped EAGAIN, EINTR, ECONNABORTED). */
+static void on_accept_error(struct evconnlistener *lev, void *http)
+{
+	int err = EVUTIL_SOCKET_ERROR();
+	struct vsxd_metrics *m;
+	struct timeval tv;
+	unsigned ms;
+
+	(void)lev;
+	for (m = live_metrics; m && m->http != http; m = m->next)
+		;
+	if (!m || vsx_acceptor_err_kind(err) != VSX_ACCEPTOR_BACKOFF)
+		return;
+	ms = vsx_backoff_failed(&m->bo, m->name, err, m->log, m->log_arg);
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	m->backing_off = true;
+	listener_update(m);
+	evtimer_add(m->bo_resume, &tv);
 }
 
 /* evhttp asks for each new connection's bufferevent: count it. */
@@ -395,6 +456,7 @@ static struct bufferevent *on_new_conn(struct event_base *base, void *arg)
 	struct vsxd_metrics *m = arg;
 	struct timespec now;
 
+	vsx_backoff_accepted(&m->bo, m->name, m->log, m->log_arg);
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (now.tv_sec - m->window.tv_sec >= VSXD_METRICS_TIMEOUT_S) {
 		m->window = now;
@@ -405,7 +467,8 @@ static struct bufferevent *on_new_conn(struct event_base *base, void *arg)
 			.tv_sec = VSXD_METRICS_TIMEOUT_S - (now.tv_sec - m->window.tv_sec),
 		};
 
-		evconnlistener_disable(evhttp_bound_socket_get_listener(m->sock));
+		m->window_full = true;
+		listener_update(m);
 		evtimer_add(m->resume, &tv);
 		mlog(m, VSXB_LOG_WARNING, "metrics: %u connections in %d s: not accepting "
 		     "more for %lld s", m->accepted, VSXD_METRICS_TIMEOUT_S,
@@ -462,7 +525,8 @@ int vsxd_metrics_new(struct event_base *base, struct vsxb_router *r,
 	m->addr = strdup(o->addr);
 	m->http = evhttp_new(base);
 	m->resume = evtimer_new(base, on_resume, m);
-	if (!m->addr || !m->http || !m->resume) {
+	m->bo_resume = evtimer_new(base, on_backoff_end, m);
+	if (!m->addr || !m->http || !m->resume || !m->bo_resume) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -487,6 +551,10 @@ int vsxd_metrics_new(struct event_base *base, struct vsxb_router *r,
 		goto fail;
 	}
 	bound_name(m, name, sizeof(name));
+	snprintf(m->name, sizeof(m->name), "metrics %s", name);
+	evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(m->sock), on_accept_error);
+	m->next = live_metrics;
+	live_metrics = m;
 	mlog(m, VSXB_LOG_INFO, "metrics on http://%s/metrics", name);
 	vsxd_endpoint_free(&ep);
 	*out = m;
@@ -501,12 +569,22 @@ fail:
 
 void vsxd_metrics_free(struct vsxd_metrics *m)
 {
+	struct vsxd_metrics **pp;
+
 	if (!m)
 		return;
+	for (pp = &live_metrics; *pp; pp = &(*pp)->next) {
+		if (*pp == m) {
+			*pp = m->next;
+			break;
+		}
+	}
 	if (m->http)
 		evhttp_free(m->http);  /* the socket and every connection */
 	if (m->resume)
 		event_free(m->resume);
+	if (m->bo_resume)
+		event_free(m->bo_resume);
 	free(m->addr);
 	free(m);
 }

@@ -1,7 +1,8 @@
 /*
  * forward-listen: the host kernel's vsock listeners of a forward-cid VM
  * (vsock_listen.h). Each accepted socket goes to the guest at once; the
- * backend answers a refusal by closing it, as for any vsxd forward.
+ * backend answers a refusal by closing it, as for any vsxd forward. A
+ * listener out of descriptors backs off (vhost-user/acceptor.h).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -12,21 +13,23 @@
 #include <unistd.h>
 #include <linux/vm_sockets.h>
 
-#include <event2/event.h>
 
 #include "util.h"
+#include "vhost-user/acceptor.h"
+#include "vhost-user/loop-event.h"
 #include "vsock_listen.h"
 
 struct vlisten_port {
 	struct vsxd_vlisten *l;
 	uint32_t port;
 	int fd;
-	struct event *ev;
+	struct vsx_acceptor *acc;
 };
 
 struct vsxd_vlisten {
 	struct vsxb_vm *vm;
 	vsxb_log_fn log;
+	struct vsx_evloop ev;        /* the listeners' adapter over the base */
 	size_t n;
 	struct vlisten_port p[];
 };
@@ -45,54 +48,55 @@ static void vlog(const struct vsxd_vlisten *l, int prio, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void accept_cb(evutil_socket_t lfd, short what, void *arg)
+static void accept_cb(void *arg, int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct vlisten_port *p = arg;
 	uint64_t id;
-	int fd, r;
+	int r;
 
-	(void)what;
-	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0) {
-		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			vlog(p->l, VSXB_LOG_WARNING, "vm %s: forward-listen %u: accept: %s",
-			     vsxb_vm_name(p->l->vm), p->port, strerror(errno));
-		return;
-	}
+	(void)sa;
+	(void)len;
 	r = vsxb_vm_connect_fd(p->l->vm, fd, p->port, "forward-listen", &id);
 	if (r < 0)
 		vlog(p->l, VSXB_LOG_INFO, "vm %s: forward-listen %u: %s",
 		     vsxb_vm_name(p->l->vm), p->port, strerror(-r));
 }
 
-static int listen_port(struct event_base *base, struct vlisten_port *p)
+static int listen_port(struct vlisten_port *p)
 {
 	struct sockaddr_vm sa = {
 		.svm_family = AF_VSOCK,
 		.svm_cid = VMADDR_CID_ANY,
 		.svm_port = p->port,
 	};
+	struct vsx_acceptor_conf ac = {
+		.loop = &p->l->ev.loop,
+		.cb = accept_cb,
+		.arg = p,
+		.log = p->l->log,
+	};
+	char name[96];
 	int err;
 
 	p->fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (p->fd < 0)
 		return -errno;
-	if (bind(p->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(p->fd, 128) < 0)
-		goto err;
-	p->ev = event_new(base, p->fd, EV_READ | EV_PERSIST, accept_cb, p);
-	if (!p->ev || event_add(p->ev, NULL) < 0) {
-		errno = ENOMEM;
+	if (bind(p->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(p->fd, 128) < 0) {
+		err = -errno;
 		goto err;
 	}
+	snprintf(name, sizeof(name), "vm %s's forward-listen port %u", vsxb_vm_name(p->l->vm),
+		 p->port);
+	ac.fd = p->fd;
+	ac.name = name;
+	err = vsx_acceptor_new(&ac, &p->acc);
+	if (err < 0)
+		goto err;
 	return 0;
 err:
-	err = errno;
-	if (p->ev)
-		event_free(p->ev);
-	p->ev = NULL;
 	close(p->fd);
 	p->fd = -1;
-	return -err;
+	return err;
 }
 
 int vsxd_vlisten_new(struct event_base *base, struct vsxb_vm *vm, const uint32_t *ports,
@@ -109,12 +113,13 @@ int vsxd_vlisten_new(struct event_base *base, struct vsxb_vm *vm, const uint32_t
 		return -ENOMEM;
 	l->vm = vm;
 	l->log = log;
+	vsx_evloop_init(&l->ev, base);
 	for (i = 0; i < n; i++)
 		l->p[i].fd = -1;
 	for (i = 0; i < n; i++) {
 		l->p[i].l = l;
 		l->p[i].port = ports[i];
-		r = listen_port(base, &l->p[i]);
+		r = listen_port(&l->p[i]);
 		l->n = i;
 		if (r < 0) {
 			*bad_port = ports[i];
@@ -134,7 +139,7 @@ void vsxd_vlisten_free(struct vsxd_vlisten *l)
 	if (!l)
 		return;
 	for (i = 0; i < l->n; i++) {
-		event_free(l->p[i].ev);
+		vsx_acceptor_free(l->p[i].acc);
 		close(l->p[i].fd);
 	}
 	free(l);

@@ -415,11 +415,9 @@ struct vsxb_vm {
 
 	/* The hybrid listener (hybrid.c) and host ports (peer_host.c) */
 	int lfd;
-	struct vsx_watch *lw;
-	struct vsx_timer *ltimer;    /* listener paused (EMFILE) */
+	struct vsx_acceptor *acc;    /* on lfd (vhost-user/acceptor.h) */
 	struct eng_list handshakes;
 	unsigned nhandshakes;
-	unsigned accept_fails;       /* hybrid accepts failed in a row (no fds) */
 	uint32_t next_host_port;
 	bool host_port_wrapped;
 

@@ -8,10 +8,13 @@
  * up to the newline), so bytes the program sends right behind it stay in
  * the socket for the guest; the socket then goes to the host peer
  * (vsxb__host_hybrid), which asks the guest. At most ENG_MAX_HANDSHAKES
- * clients may be sending their line at once; a listener out of
- * descriptors pauses and retries every 100 ms.
+ * clients may be sending their line at once. The listener survives
+ * running out of descriptors as every listener of vsx does
+ * (vhost-user/acceptor.h: it backs off, its connections wait in the
+ * backlog, its log lines are rate limited).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,6 +22,7 @@
 
 #include "peer.h"
 #include "util.h"
+#include "vhost-user/acceptor.h"
 
 struct hs {
 	struct eng_list node;        /* vm->handshakes */
@@ -157,80 +161,50 @@ static void hs_new(struct vsxb_vm *vm, int fd)
 	l->timer_arm(h->t, vm->r->lim.handshake_ms);
 }
 
-static void listen_resume(void *arg)
+static void accept_cb(void *arg, int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct vsxb_vm *vm = arg;
 
-	if (vm->lw)
-		loop_of(vm)->watch_set(vm->lw, VSX_EV_READ);
-}
-
-static void accept_cb(int lfd, int events, void *arg)
-{
-	struct vsxb_vm *vm = arg;
-	int i, fd;
-
-	(void)events;
-	for (i = 0; i < 16; i++) {
-		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
-				/* Do not spin on a listener we cannot serve; retry
-				 * every 100 ms, say so once and then every 10 s. */
-				if (vm->accept_fails++ % 100 == 0)
-					vsxb__log(vm->r, VSXB_LOG_WARNING, "vm %s: accept: %s "
-						 "(host connections wait; retried every "
-						 "100 ms, %u time(s) so far)", vm->name,
-						 strerror(errno), vm->accept_fails - 1);
-				loop_of(vm)->watch_set(vm->lw, 0);
-				if (vm->ltimer)
-					loop_of(vm)->timer_arm(vm->ltimer, 100);
-			}
-			break;
-		}
-		if (vm->accept_fails) {
-			vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: accepting host connections "
-				 "again after %u failed attempt(s)", vm->name, vm->accept_fails);
-			vm->accept_fails = 0;
-		}
-		if (vm->nhandshakes >= ENG_MAX_HANDSHAKES || !vm->live || vm->broken) {
-			close(fd);
-			continue;
-		}
-		hs_new(vm, fd);
+	(void)sa;
+	(void)len;
+	if (vm->nhandshakes >= ENG_MAX_HANDSHAKES || !vm->live || vm->broken) {
+		close(fd);
+		return;
 	}
+	hs_new(vm, fd);
 }
 
 int vsxb__host_listen(struct vsxb_vm *vm)
 {
 	const struct vsx_loop *l = loop_of(vm);
+	struct vsx_acceptor_conf ac = {
+		.loop = l,
+		.cb = accept_cb,
+		.arg = vm,
+		.log = vm->r->log,
+		.log_arg = vm->r->log_arg,
+	};
+	char name[256];
 	int rc;
 
 	rc = unix_listen(vm->uds_path, vm->sock_mode, vm->sock_gid, &vm->lfd);
 	if (rc < 0)
 		return rc;
-	vm->lw = l->watch(l->ctx, vm->lfd, VSX_EV_READ, accept_cb, vm);
-	vm->ltimer = l->timer(l->ctx, listen_resume, vm);
-	if (!vm->lw || !vm->ltimer) {
+	snprintf(name, sizeof(name), "vm %s's uds-path %s", vm->name, vm->uds_path);
+	ac.fd = vm->lfd;
+	ac.name = name;
+	rc = vsx_acceptor_new(&ac, &vm->acc);
+	if (rc < 0)
 		vsxb__host_unlisten(vm);
-		return -ENOMEM;
-	}
-	return 0;
+	return rc;
 }
 
 void vsxb__host_unlisten(struct vsxb_vm *vm)
 {
-	const struct vsx_loop *l = loop_of(vm);
-
 	while (!eng_list_empty(&vm->handshakes))
 		hs_free(eng_container_of(vm->handshakes.next, struct hs, node));
-	if (vm->lw)
-		l->unwatch(vm->lw);
-	vm->lw = NULL;
-	if (vm->ltimer)
-		l->timer_free(vm->ltimer);
-	vm->ltimer = NULL;
+	vsx_acceptor_free(vm->acc);
+	vm->acc = NULL;
 	if (vm->lfd >= 0) {
 		close(vm->lfd);
 		unlink(vm->uds_path);

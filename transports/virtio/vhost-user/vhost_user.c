@@ -63,6 +63,7 @@
 #include <linux/virtio_config.h>
 #include <linux/virtio_ring.h>
 
+#include "acceptor.h"
 #include "vhost_user.h"
 #include "vhost_user_proto.h"
 #include "memguard.h"
@@ -111,7 +112,7 @@ struct vsx_vu {
 	dev_t path_dev;
 	ino_t path_ino;
 	int listen_fd;
-	struct vsx_watch *listen_w;
+	struct vsx_acceptor *acc;    /* on listen_fd */
 
 	int conn_fd;
 	struct vsx_watch *conn_w;
@@ -1000,34 +1001,35 @@ static void vu_drain_conn(struct vsx_vu *vu)
 	}
 }
 
-static void vu_accept_cb(int fd, int events, void *arg)
+/* A front-end connects (acceptor.h: a listener out of descriptors backs off). */
+static void vu_accept_cb(void *arg, int c, const struct sockaddr *sa, socklen_t len)
 {
 	struct vsx_vu *vu = arg;
-	int c;
 
-	for (;;) {
-		c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (c < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			return; /* EAGAIN, or out of fds: try again next time */
-		}
-		if (vu->conn_fd >= 0)
-			vu_drain_conn(vu);
-		if (vu->conn_fd >= 0) {
-			vu_log(vu, "vhost-user: refusing a second front-end on %s", vu->path);
-			close(c);
-			continue;
-		}
-		vu->conn_w = vu->loop->watch(vu->loop->ctx, c, VSX_EV_READ, vu_conn_cb, vu);
-		if (!vu->conn_w) {
-			close(c);
-			continue;
-		}
-		vu->conn_fd = c;
-		vu->rx.have = 0;
-		vu->rx.nfds = 0;
+	(void)sa;
+	(void)len;
+	if (vu->conn_fd >= 0)
+		vu_drain_conn(vu);
+	if (vu->conn_fd >= 0) {
+		vu_log(vu, "vhost-user: refusing a second front-end on %s", vu->path);
+		close(c);
+		return;
 	}
+	vu->conn_w = vu->loop->watch(vu->loop->ctx, c, VSX_EV_READ, vu_conn_cb, vu);
+	if (!vu->conn_w) {
+		close(c);
+		return;
+	}
+	vu->conn_fd = c;
+	vu->rx.have = 0;
+	vu->rx.nfds = 0;
+}
+
+/* The acceptor's lines go to the device's log (which has no levels). */
+static void vu_acceptor_log(void *arg, int prio, const char *msg)
+{
+	(void)prio;
+	vu_log(arg, "%s", msg);
 }
 
 static void vu_kick_cb(int fd, int events, void *arg)
@@ -1095,6 +1097,12 @@ fail:
 int vsx_vu_new(const char *path, mode_t mode, gid_t gid, const struct vsx_loop *loop,
 	       const struct vsx_vu_ops *ops, void *dev, struct vsx_vu **out)
 {
+	struct vsx_acceptor_conf ac = {
+		.loop = loop,
+		.cb = vu_accept_cb,
+		.log = vu_acceptor_log,
+	};
+	char name[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
 	struct vsx_vu *vu;
 	int err;
 
@@ -1122,11 +1130,14 @@ int vsx_vu_new(const char *path, mode_t mode, gid_t gid, const struct vsx_loop *
 	err = vu_listen(vu, path, mode, gid);
 	if (err)
 		goto err_path;
-	vu->listen_w = loop->watch(loop->ctx, vu->listen_fd, VSX_EV_READ, vu_accept_cb, vu);
-	if (!vu->listen_w) {
-		err = -ENOMEM;
+	snprintf(name, sizeof(name), "the vhost-user socket %s", vu->path);
+	ac.fd = vu->listen_fd;
+	ac.name = name;
+	ac.arg = vu;
+	ac.log_arg = vu;
+	err = vsx_acceptor_new(&ac, &vu->acc);
+	if (err)
 		goto err_listen;
-	}
 	*out = vu;
 	return 0;
 
@@ -1152,8 +1163,7 @@ void vsx_vu_free(struct vsx_vu *vu)
 	for (unsigned i = 0; i < vu->nq; i++)
 		vu_queue_reset(vu, &vu->q[i]);
 	vsx_mem_unmap(&vu->mem);
-	if (vu->listen_w)
-		vu->loop->unwatch(vu->listen_w);
+	vsx_acceptor_free(vu->acc);
 	close_fd(&vu->listen_fd);
 	/* unlink the path only while it is still our socket */
 	if (lstat(vu->path, &st) == 0 && st.st_dev == vu->path_dev &&
