@@ -7,6 +7,7 @@
 #define VSXD_FORWARD_INT_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <vsx/vsx.h>
 
 #include "forward.h"
+#include "util.h"       /* vsx__logv */
 #include "vhost-user/loop-event.h"
 
 struct event;
@@ -113,9 +115,17 @@ struct vsxd_fwds {
 	struct vsxd_fwd_stats st;
 };
 
-/* The forwards' log, if any. */
+/* The forwards' log, if any (both files write it: here, so that neither
+ * calls the other for it). */
 __attribute__((format(printf, 3, 4)))
-void vsxd__flog(struct vsxd_fwds *fs, int prio, const char *fmt, ...);
+static inline void vsxd__flog(struct vsxd_fwds *fs, int prio, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsx__logv(fs->log, NULL, prio, fmt, ap);
+	va_end(ap);
+}
 
 /* ---- Relays (relay.c) ---- */
 
@@ -125,7 +135,8 @@ const char *vsxd__rl_state(int s);
  * with an id from the router's sequence; NULL when out of memory. */
 struct relay *vsxd__relay_new(struct fwd *f, const char *client);
 /* Close both sides of @rl and free it; @why (NULL: done) goes in its
- * "closed" log line. A waiting engine connection is reset. */
+ * "closed" log line. What forward.c set up for it (a job, a connect, an
+ * engine connection waiting) is forward.c's to end first (relay_end). */
 void vsxd__relay_free(struct relay *rl, const char *why);
 /* Both sides are there: start moving bytes. */
 void vsxd__relay_start(struct relay *rl);

@@ -67,17 +67,6 @@
 #include "util.h"
 #include "vhost-user/acceptor.h"
 
-/* ---- Logging ---- */
-
-void vsxd__flog(struct vsxd_fwds *fs, int prio, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsx__logv(fs->log, NULL, prio, fmt, ap);
-	va_end(ap);
-}
-
 /* ---- Small socket helpers ---- */
 
 static void sa_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t n)
@@ -210,6 +199,28 @@ static bool job_run(struct job *j)
 
 /* ---- Joining the two sides ---- */
 
+/* End @rl, whatever of its setup is still running (this file's: a libvsx
+ * job, a non-blocking connect, an engine connection waiting for us), then
+ * the relay itself (relay.c, which knows nothing of setups). */
+static void relay_end(struct relay *rl, const char *why)
+{
+	struct vsxd_fwds *fs = rl->f->fs;
+
+	if (rl->job)
+		rl->job->rl = NULL;     /* the worker's result is dropped */
+	if (rl->cev)
+		event_free(rl->cev);
+	rl->cev = NULL;
+	if (rl->cfd >= 0)
+		close(rl->cfd);
+	rl->cfd = -1;
+	if (rl->wait_id && fs->in_port_cb)
+		fs->port_failed = true;         /* port_cb refuses it */
+	else if (rl->wait_id)
+		vsxb_router_conn_close(fs->r, rl->wait_id, true);
+	vsxd__relay_free(rl, why);
+}
+
 static struct vsxb_vm *target_vm(struct fwd *f)
 {
 	return vsxb_router_vm_by_name(f->fs->r, f->cfg.connect.host);
@@ -232,7 +243,7 @@ static void target_ready(struct relay *rl, int fd, vsx_sock *vs)
 				   rl->f->cfg.connect.text);
 		rl->wait_id = 0;
 		rl->state = RL_CONNECTING;      /* no "closed" line for this record */
-		vsxd__relay_free(rl, NULL);
+		relay_end(rl, NULL);
 		return;
 	}
 	rl->s[1].fd = fd;
@@ -240,7 +251,7 @@ static void target_ready(struct relay *rl, int fd, vsx_sock *vs)
 	if (rl->wait_id) {
 		/* vm: listen side, a libvsx target: through a socketpair */
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
-			vsxd__relay_free(rl, "socketpair failed");
+			relay_end(rl, "socketpair failed");
 			return;
 		}
 		r = vsxb_router_conn_attach_fd(fs->r, rl->wait_id, sp[0]);
@@ -248,7 +259,7 @@ static void target_ready(struct relay *rl, int fd, vsx_sock *vs)
 		if (r < 0) {
 			close(sp[0]);
 			close(sp[1]);
-			vsxd__relay_free(rl, "the guest gave up");
+			relay_end(rl, "the guest gave up");
 			return;
 		}
 		vsx__set_nonblock(sp[1], true);
@@ -266,7 +277,7 @@ static void target_fail(struct relay *rl, const char *what)
 	vsxd__flog(rl->f->fs, LOG_WARNING, "forward %s: conn=%llu %s: %s", rl->f->cfg.name,
 		   (unsigned long long)rl->id, rl->client, why);
 	rl->state = RL_CONNECTING;
-	vsxd__relay_free(rl, NULL);           /* resets a waiting guest (wait_id) */
+	relay_end(rl, NULL);           /* resets a waiting guest (wait_id) */
 }
 
 static void connect_cb(evutil_socket_t fd, short what, void *arg)
@@ -684,7 +695,7 @@ static void fwd_stop(struct fwd *f)
 	for (rl = fs->relays.next; rl != &fs->relays; rl = next) {
 		next = rl->next;
 		if (rl->f == f)
-			vsxd__relay_free(rl, "forward removed");
+			relay_end(rl, "forward removed");
 	}
 	vsxb_router_close_tagged(fs->r, f->cfg.name, false);
 	vsxd_fwd_free(&f->cfg);
@@ -1002,7 +1013,7 @@ int vsxd_fwds_close(struct vsxd_fwds *fs, uint64_t id)
 		return -ENOENT;
 	for (rl = fs->relays.next; rl != &fs->relays; rl = rl->next) {
 		if (rl->id == id) {
-			vsxd__relay_free(rl, "closed by the control socket");
+			relay_end(rl, "closed by the control socket");
 			return 0;
 		}
 	}

@@ -59,16 +59,6 @@ void vsxd__relay_free(struct relay *rl, const char *why)
 			   (unsigned long long)rl->id, rl->client, rl->f->cfg.connect.text,
 			   why ? why : "done", (unsigned long long)rl->b[0].bytes,
 			   (unsigned long long)rl->b[1].bytes);
-	if (rl->job)
-		rl->job->rl = NULL;     /* the worker's result is dropped */
-	if (rl->cev)
-		event_free(rl->cev);
-	if (rl->cfd >= 0)
-		close(rl->cfd);
-	if (rl->wait_id && fs->in_port_cb)
-		fs->port_failed = true;         /* port_cb refuses it */
-	else if (rl->wait_id)
-		vsxb_router_conn_close(fs->r, rl->wait_id, true);
 	for (i = 0; i < 2; i++) {
 		side_close(&rl->s[i]);
 		free(rl->b[i].buf);
