@@ -1,6 +1,6 @@
 /*
  * Test harness for the vsock engine: a router with up to four VMs on a
- * libevent loop thread (tests/driver/loop_event.h), the in-process driver
+ * libevent loop thread (tests/driver/loop_thread.h), the in-process driver
  * playing QEMU and each guest in the test thread, a tiny "guest socket
  * layer" on top of the driver (connections, credit kept as a Linux guest
  * keeps it), and host programs on real Unix sockets.
@@ -17,7 +17,7 @@
 
 #include "backend/engine.h"
 #include "../driver/driver.h"
-#include "../driver/loop_event.h"
+#include "../driver/loop_thread.h"
 #include "util.h"
 
 #define TMO 5000      /* ms: "should happen" */

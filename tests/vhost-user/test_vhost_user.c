@@ -29,7 +29,7 @@
 #include "vhost-user/vhost_user.h"
 #include "backend/vsock_wire.h"
 #include "driver/driver.h"
-#include "driver/loop_event.h"
+#include "driver/loop_thread.h"
 #include "util.h"
 
 #define TEST_CID 42

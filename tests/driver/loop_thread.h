@@ -4,8 +4,8 @@
  * tests and benchmarks: the backend lives on the loop thread, the test (or
  * the driver) on its own.
  */
-#ifndef VSX_TEST_LOOP_EVENT_H
-#define VSX_TEST_LOOP_EVENT_H
+#ifndef VSX_TEST_LOOP_THREAD_H
+#define VSX_TEST_LOOP_THREAD_H
 
 #include "vhost-user/loop.h"
 

@@ -13,7 +13,7 @@
 #include <event2/event.h>
 
 #include "vhost-user/loop-event.h"
-#include "loop_event.h"
+#include "loop_thread.h"
 
 /* ---- The loop thread ---- */
 
