@@ -78,10 +78,27 @@ static void worker_stop(void *arg)
 	event_base_loopbreak(w->base);
 }
 
+/*
+ * What a worker blocks: every signal but those an instruction raises on
+ * the thread that ran it. Signals are the main thread's (libevent's signal
+ * pipe is there); but a SIGBUS from a guest mapping whose file shrank
+ * (vhost-user/memguard.h) or a SIGSEGV is the worker's own, and blocked it
+ * is not held for the main thread: the kernel delivers it with its default
+ * action, and the whole daemon dies instead of that VM's device.
+ */
+static void worker_sigmask(sigset_t *set)
+{
+	static const int sync_sigs[] = { SIGBUS, SIGSEGV, SIGFPE, SIGILL };
+
+	sigfillset(set);
+	for (size_t i = 0; i < sizeof(sync_sigs) / sizeof(sync_sigs[0]); i++)
+		sigdelset(set, sync_sigs[i]);
+}
+
 static struct vsxd_worker *worker_new(struct vsxd_workers *ws)
 {
 	struct vsxd_worker *w = calloc(1, sizeof(*w));
-	sigset_t all, old;
+	sigset_t mask, old;
 	int r;
 
 	if (!w)
@@ -97,9 +114,9 @@ static struct vsxd_worker *worker_new(struct vsxd_workers *ws)
 		goto err;
 	vsx_evloop_set_poll(&w->ev, ws->poll_us);
 	vsx_evloop_set_poller(&w->ev, poll_rings, w);
-	/* signals are the main thread's (libevent's signal pipe is there) */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
+	/* the thread starts with the mask in force here */
+	worker_sigmask(&mask);
+	pthread_sigmask(SIG_SETMASK, &mask, &old);
 	r = pthread_create(&w->th, NULL, worker_main, w);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0)

@@ -5,7 +5,11 @@
  * read from standard input, so that control.test can drive live
  * connections without QEMU.
  *
- *   fake_guest VHOST_SOCKET
+ *   fake_guest [-I] [-D] VHOST_SOCKET
+ *
+ * -I: no indirect descriptors (every RX buffer is two descriptors on the
+ * ring, so that a shrunk file leaves the ring and takes the buffers).
+ * -D: the descriptor tables at the top of guest memory (drv_opts.desc_top).
  *
  * Every command line gets one answer line on standard output,
  * "N ok ..." or "N err ...", N being the command's number (1, 2, ...).
@@ -16,7 +20,8 @@
  *
  * Guest commands:
  *   listen PORT        accept a host's connection to guest port PORT
- *   gconnect PORT      connect to host port PORT (wait for RESPONSE/RST)
+ *   gconnect PORT [CID] connect to port PORT of CID (default: the host;
+ *                      another VM's CID: a sibling) (wait for RESPONSE/RST)
  *   gsend N            send N payload bytes (within the credit)
  *   grecv TOTAL        wait until TOTAL bytes were received in all
  *   gcredit            send a CREDIT_UPDATE (our fwd_cnt)
@@ -24,10 +29,25 @@
  *   wait-credit BYTES  wait for a CREDIT_UPDATE advertising BYTES
  *   wait-rst           wait for an RST
  *   wait-shut FLAGS    wait until the host sent SHUTDOWN with FLAGS
+ *   wait-closed        wait until the connection ended (an RST, or
+ *                      SHUTDOWN both ways: we answered with an RST)
  *   state              the guest's view of the connection
  *   pause, resume      QEMU's stop and cont (drv_pause, drv_resume)
  *   break              a TX avail index no ring can hold: vsxd marks the
  *                      device broken
+ * The misbehaving VMM (vsxd(8), Memory faults): shrink the file behind
+ * guest memory and make vsxd touch what went; from then on the guest
+ * touches no guest memory (it is served no more; only quit is left):
+ *   fault tx-header    a TX packet whose header lies past the new end
+ *   fault tx-payload   an RW of 4096 bytes on the connection whose header
+ *                      is readable and whose payload lies past the end
+ *   fault indirect     a TX chain whose indirect table lies past the end
+ *   fault avail        the file shrunk to nothing, the TX queue kicked:
+ *                      the rings themselves are gone
+ *   fault desc         (with -D) a TX packet whose descriptor is cut off
+ *                      with the tables at the top; the avail ring stays
+ *   fault rx           every buffer gone, the rings kept: what the host
+ *                      sends next is written into buffers that are gone
  * Host commands (libvsx):
  *   hconnect ADDR      vsx_connect (prints the host port vsxd assigned)
  *   hlisten ADDR       vsx_listen;  haccept: vsx_accept
@@ -60,6 +80,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <linux/virtio_ring.h>
 #include <vsx/vsx.h>
 
 #include "../driver/driver.h"
@@ -71,6 +92,7 @@
 
 struct gconn {
 	bool open, responded, rst;
+	uint64_t pcid;            /* the peer: the host or a sibling VM */
 	uint32_t lport, pport;
 	uint32_t buf_alloc, fwd_cnt, last_fwd_sent, tx_cnt;
 	uint32_t peer_buf, peer_fwd;
@@ -89,6 +111,7 @@ static vsx_sock *hs, *hl;
 static int rawfd = -1, rawl = -1;       /* plain sockets, when used */
 static uint64_t host_rx, host_tx;
 static unsigned cmd_no;
+static bool shrunk;             /* fault: guest memory is not ours to touch */
 
 /* Payload byte @off of direction @seed (1: guest to host, 2: host to guest). */
 static uint8_t pat(unsigned seed, uint64_t off)
@@ -114,12 +137,13 @@ static void answer(bool ok, const char *fmt, ...)
 
 /* ---- The guest ---- */
 
-static int gsend_pkt(uint16_t op, uint32_t flags, const void *data, uint32_t len,
-		     uint32_t lport, uint32_t pport)
+/* The header of a packet to @pcid:@pport from our port @lport. */
+static struct virtio_vsock_hdr ghdr(uint16_t op, uint32_t flags, uint32_t len,
+				    uint64_t pcid, uint32_t lport, uint32_t pport)
 {
 	struct virtio_vsock_hdr h = {
 		.src_cid = htole64(cid),
-		.dst_cid = htole64(VSOCK_CID_HOST),
+		.dst_cid = htole64(pcid),
 		.src_port = htole32(lport),
 		.dst_port = htole32(pport),
 		.len = htole32(len),
@@ -130,19 +154,28 @@ static int gsend_pkt(uint16_t op, uint32_t flags, const void *data, uint32_t len
 		.fwd_cnt = htole32(g.fwd_cnt),
 	};
 
-	if (lport == g.lport && pport == g.pport)
+	return h;
+}
+
+static int gsend_pkt(uint16_t op, uint32_t flags, const void *data, uint32_t len,
+		     uint64_t pcid, uint32_t lport, uint32_t pport)
+{
+	struct virtio_vsock_hdr h = ghdr(op, flags, len, pcid, lport, pport);
+
+	if (pcid == g.pcid && lport == g.lport && pport == g.pport)
 		g.last_fwd_sent = g.fwd_cnt;
 	return drv_send(d, &h, data, len, WAIT_MS);
 }
 
 static int gsend_conn(uint16_t op, uint32_t flags, const void *data, uint32_t len)
 {
-	return gsend_pkt(op, flags, data, len, g.lport, g.pport);
+	return gsend_pkt(op, flags, data, len, g.pcid, g.lport, g.pport);
 }
 
-static void conn_start(uint32_t lport, uint32_t pport)
+static void conn_start(uint64_t pcid, uint32_t lport, uint32_t pport)
 {
 	memset(&g, 0, sizeof(g));
+	g.pcid = pcid;
 	g.lport = lport;
 	g.pport = pport;
 	g.buf_alloc = GUEST_BUF;
@@ -151,19 +184,19 @@ static void conn_start(uint32_t lport, uint32_t pport)
 static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
 {
 	uint32_t src_port = le32toh(h->src_port), dst_port = le32toh(h->dst_port);
+	uint64_t src_cid = le64toh(h->src_cid);
 	uint16_t op = le16toh(h->op);
-	bool mine = g.lport == dst_port && g.pport == src_port &&
-		    le64toh(h->src_cid) == VSOCK_CID_HOST;
+	bool mine = g.lport == dst_port && g.pport == src_port && src_cid == g.pcid;
 	int i;
 
 	if (le64toh(h->dst_cid) != cid)
 		return;
 	if (op == VIRTIO_VSOCK_OP_REQUEST) {
 		if (!listen_port || dst_port != listen_port || g.open) {
-			gsend_pkt(VIRTIO_VSOCK_OP_RST, 0, NULL, 0, dst_port, src_port);
+			gsend_pkt(VIRTIO_VSOCK_OP_RST, 0, NULL, 0, src_cid, dst_port, src_port);
 			return;
 		}
-		conn_start(dst_port, src_port);
+		conn_start(src_cid, dst_port, src_port);
 		g.open = true;
 		g.first_buf = le32toh(h->buf_alloc);
 		g.peer_buf = le32toh(h->buf_alloc);
@@ -174,7 +207,7 @@ static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
 	if (!mine || (!g.open && op != VIRTIO_VSOCK_OP_RESPONSE &&
 		      !(op == VIRTIO_VSOCK_OP_RST && !g.responded))) {
 		if (op != VIRTIO_VSOCK_OP_RST)
-			gsend_pkt(VIRTIO_VSOCK_OP_RST, 0, NULL, 0, dst_port, src_port);
+			gsend_pkt(VIRTIO_VSOCK_OP_RST, 0, NULL, 0, src_cid, dst_port, src_port);
 		return;
 	}
 	g.peer_buf = le32toh(h->buf_alloc);
@@ -221,6 +254,11 @@ static void service(int ms)
 	struct virtio_vsock_hdr h;
 	int n;
 
+	if (shrunk) {           /* nothing of guest memory is ours now */
+		if (ms)
+			poll(NULL, 0, ms);
+		return;
+	}
 	for (;;) {
 		n = drv_recv(d, &h, data, sizeof(data), ms);
 		if (n < 0)
@@ -457,10 +495,88 @@ static void gsend_cmd(uint64_t n)
 	answer(true, "tx=%llu", (unsigned long long)g.tx);
 }
 
+/*
+ * fault KIND (see the top). Guest memory is one memfd shared as two
+ * regions, its halves (driver.h): the rings lie at its start, the
+ * driver's scratch area around the middle. A chain is posted while its
+ * memory is there, the file shrinks, then the queue is kicked.
+ */
+static void fault_cmd(const char *kind)
+{
+	struct virtio_vsock_hdr h;
+	size_t slen;
+	uint64_t scratch = drv_scratch(d, &slen);       /* below the middle */
+	uint64_t mid = scratch + slen / 2;
+	uint64_t gone = mid + 65536;                    /* past the middle */
+	uint64_t size = mid - DRV_GPA_BASE;             /* the file's new size */
+	uint64_t addr[2] = { gone, 0 };
+	uint32_t len[2] = { sizeof(h), 0 };
+	uint16_t flags[2] = { 0, 0 }, next[2] = { 1, 0 };
+	unsigned n = 1;
+	int rc;
+
+	if (!kind) {
+		answer(false, "fault needs a kind");
+		return;
+	}
+	if (!strcmp(kind, "tx-header")) {
+		/* one descriptor, the header, in the part that goes */
+	} else if (!strcmp(kind, "tx-payload")) {
+		if (!g.open) {
+			answer(false, "no open connection");
+			return;
+		}
+		h = ghdr(VIRTIO_VSOCK_OP_RW, 0, 4096, g.pcid, g.lport, g.pport);
+		memcpy(drv_mem(d, scratch, sizeof(h)), &h, sizeof(h));
+		addr[0] = scratch;
+		flags[0] = VRING_DESC_F_NEXT;
+		addr[1] = gone;
+		len[1] = 4096;
+		n = 2;
+	} else if (!strcmp(kind, "indirect")) {
+		if (!(drv_features(d) & (1ull << VIRTIO_RING_F_INDIRECT_DESC))) {
+			answer(false, "indirect descriptors not negotiated");
+			return;
+		}
+		len[0] = 2 * sizeof(struct vring_desc);
+		flags[0] = VRING_DESC_F_INDIRECT;
+	} else if (!strcmp(kind, "desc")) {
+		/* a whole packet in the scratch area, which stays; the file
+		 * ends in the middle of the upper half, below the tables */
+		h = ghdr(VIRTIO_VSOCK_OP_CREDIT_REQUEST, 0, 0, VSOCK_CID_HOST, 1, 1);
+		memcpy(drv_mem(d, scratch, sizeof(h)), &h, sizeof(h));
+		addr[0] = scratch;
+		size = size + size / 2;
+	} else if (!strcmp(kind, "avail")) {
+		n = 0;
+		size = 0;
+	} else if (!strcmp(kind, "rx")) {
+		n = 0;
+		size = 1u << 20;        /* the rings lie in the first 64 KiB */
+	} else {
+		answer(false, "unknown fault kind '%s'", kind);
+		return;
+	}
+	service(0);
+	if (n && (rc = drv_post_raw(d, addr, len, flags, next, n)) < 0) {
+		answer(false, "drv_post_raw: %s", strerror(-rc));
+		return;
+	}
+	shrunk = true;
+	rc = drv_truncate_mem(d, size);
+	if (rc < 0) {
+		answer(false, "ftruncate: %s", strerror(-rc));
+		return;
+	}
+	if (strcmp(kind, "rx"))
+		drv_kick(d, VSOCK_VQ_TX);
+	answer(true, "%s size=%llu", kind, (unsigned long long)size);
+}
+
 static void command(char *line)
 {
 	struct job j = { 0 };
-	char *verb = strtok(line, " \t"), *a = strtok(NULL, " \t");
+	char *verb = strtok(line, " \t"), *a = strtok(NULL, " \t"), *b = strtok(NULL, " \t");
 	unsigned long long v = a ? strtoull(a, NULL, 0) : 0;
 	struct vsx_info info;
 	size_t bytes;
@@ -473,7 +589,7 @@ static void command(char *line)
 		listen_port = (uint32_t)v;
 		answer(true, "port=%u", listen_port);
 	} else if (!strcmp(verb, "gconnect")) {
-		conn_start(next_gport++, (uint32_t)v);
+		conn_start(b ? strtoull(b, NULL, 0) : VSOCK_CID_HOST, next_gport++, (uint32_t)v);
 		gsend_conn(VIRTIO_VSOCK_OP_REQUEST, 0, NULL, 0);
 		if (WAIT_FOR(g.responded || g.rst) && g.responded)
 			answer(true, "lport=%u buf=%u", g.lport, g.first_buf);
@@ -508,6 +624,12 @@ static void command(char *line)
 			answer((g.shut & v) == v, "shut=%u rst=%d open=%d", g.shut, g.rst, g.open);
 		else
 			answer(false, "shut=%u", g.shut);
+	} else if (!strcmp(verb, "fault")) {
+		fault_cmd(a);
+	} else if (!strcmp(verb, "wait-closed")) {
+		bool closed = WAIT_FOR(!g.open);
+
+		answer(closed, "open=%d rst=%d shut=%u", g.open, g.rst, g.shut);
 	} else if (!strcmp(verb, "state")) {
 		service(0);
 		print_state();
@@ -641,15 +763,26 @@ static void command(char *line)
 
 int main(int argc, char **argv)
 {
+	struct drv_opts o = { 0 };
 	char line[512];
 	size_t len = 0;
 	int rc;
 
+	while (argc > 2 && argv[1][0] == '-') {
+		if (!strcmp(argv[1], "-I"))
+			o.no_indirect = true;
+		else if (!strcmp(argv[1], "-D"))
+			o.desc_top = true;
+		else
+			break;
+		argv++;
+		argc--;
+	}
 	if (argc != 2) {
-		fprintf(stderr, "usage: fake_guest VHOST_SOCKET <COMMANDS\n");
+		fprintf(stderr, "usage: fake_guest [-I] [-D] VHOST_SOCKET <COMMANDS\n");
 		return 2;
 	}
-	rc = drv_open(argv[1], NULL, &d);
+	rc = drv_open(argv[1], &o, &d);
 	if (rc < 0) {
 		fprintf(stderr, "fake_guest: %s: %s\n", argv[1], strerror(-rc));
 		return 1;

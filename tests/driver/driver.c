@@ -93,6 +93,8 @@ struct drv {
 	bool indirect, event_idx;
 	uint64_t bump;           /* next free offset in the lower half */
 	uint64_t bump_hi;        /* and in the upper half */
+	uint64_t top;            /* the upper half ends here (desc_top) */
+	bool desc_top;
 	struct drv_ring q[NQ_MAX];
 };
 
@@ -301,7 +303,7 @@ static uint64_t galloc(struct drv *d, uint64_t size, uint64_t align)
 		return off;
 	}
 	off = (d->bump_hi + align - 1) & ~(align - 1);
-	if (off + size <= d->mem_size) {
+	if (off + size <= d->top) {
 		d->bump_hi = off + size;
 		return off;
 	}
@@ -328,6 +330,15 @@ static void kick(struct drv_ring *r)
 		;
 }
 
+/* Put @head on the avail ring (no kick). */
+static void avail_add(struct drv_ring *r, uint16_t head)
+{
+	st16(&r->avail->ring[r->avail_idx & (r->num - 1)], head);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	st16(&r->avail->idx, ++r->avail_idx);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
 /* Publish @head and kick if the device asked for it (Linux
  * virtqueue_kick_prepare). */
 static void publish(struct drv *d, struct drv_ring *r, uint16_t head, bool force_kick)
@@ -335,11 +346,7 @@ static void publish(struct drv *d, struct drv_ring *r, uint16_t head, bool force
 	uint16_t old = r->avail_idx, new = old + 1;
 	bool need;
 
-	st16(&r->avail->ring[old & (r->num - 1)], head);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	st16(&r->avail->idx, new);
-	r->avail_idx = new;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	avail_add(r, head);
 	if (d->event_idx)
 		need = vring_need_event(ld16((__virtio16 *)&r->used->ring[r->num]), new, old);
 	else
@@ -506,7 +513,14 @@ static int ring_layout(struct drv *d, struct drv_ring *r, unsigned num)
 	uint64_t desc, avail, used;
 
 	r->num = num;
-	desc = galloc(d, 16ull * num, 4096);
+	if (!d->desc_top) {
+		desc = galloc(d, 16ull * num, 4096);
+	} else if (d->top - d->bump_hi >= 16ull * num + 4096) {
+		d->top = (d->top - 16ull * num) & ~4095ull;
+		desc = d->top;
+	} else {
+		return -ENOMEM;
+	}
 	avail = galloc(d, 6 + 2ull * num, 4096);
 	used = galloc(d, 6 + 8ull * num, 4096);
 	if (desc == UINT64_MAX || avail == UINT64_MAX || used == UINT64_MAX)
@@ -848,6 +862,8 @@ int drv_open(const char *vhost_socket, const struct drv_opts *opts, struct drv *
 	d->mem_size = o.mem_size;
 	d->half = o.mem_size / 2;
 	d->bump_hi = d->half + SCRATCH_SIZE / 2;
+	d->top = d->mem_size;
+	d->desc_top = o.desc_top;
 
 	d->memfd = memfd_create("vsx-drv-guest", MFD_CLOEXEC);
 	if (d->memfd < 0 || ftruncate(d->memfd, (off_t)d->mem_size) < 0) {
@@ -1055,8 +1071,9 @@ int drv_recv_event(struct drv *d, uint32_t *id, int timeout_ms)
 	return (int)le32toh(v);
 }
 
-int drv_send_raw(struct drv *d, const uint64_t *addr, const uint32_t *len,
-		 const uint16_t *flags, const uint16_t *next, unsigned n)
+/* Write a raw chain on the TX queue; kick it if @kick_it. */
+static int tx_raw(struct drv *d, const uint64_t *addr, const uint32_t *len,
+		  const uint16_t *flags, const uint16_t *next, unsigned n, bool kick_it)
 {
 	struct drv_ring *r = &d->q[VSOCK_VQ_TX];
 	uint16_t idx[256];
@@ -1074,7 +1091,30 @@ int drv_send_raw(struct drv *d, const uint64_t *addr, const uint32_t *len,
 	}
 	r->chain_n[idx[0]] = (uint16_t)n;
 	r->slot[idx[0]] = -1;
-	publish(d, r, idx[0], true);
+	if (kick_it)
+		publish(d, r, idx[0], true);
+	else
+		avail_add(r, idx[0]);
+	return 0;
+}
+
+int drv_send_raw(struct drv *d, const uint64_t *addr, const uint32_t *len,
+		 const uint16_t *flags, const uint16_t *next, unsigned n)
+{
+	return tx_raw(d, addr, len, flags, next, n, true);
+}
+
+int drv_post_raw(struct drv *d, const uint64_t *addr, const uint32_t *len,
+		 const uint16_t *flags, const uint16_t *next, unsigned n)
+{
+	return tx_raw(d, addr, len, flags, next, n, false);
+}
+
+int drv_kick(struct drv *d, unsigned q)
+{
+	if (q >= d->nq)
+		return -EINVAL;
+	kick(&d->q[q]);
 	return 0;
 }
 

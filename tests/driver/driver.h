@@ -31,6 +31,10 @@ struct drv_opts {
 				    indirect tables, as Linux does) */
 	bool no_event_queue;     /* set up rx and tx only, as QEMU does (its
 				    vhost-user-vsock keeps the event queue) */
+	bool desc_top;           /* descriptor tables at the top of guest
+				    memory, above everything else (a VMM
+				    that shrinks the file cuts them off and
+				    leaves the rest) */
 	bool rx_one_desc;        /* RX buffers are one device-writable
 				    descriptor of 44 + rx_buf_size bytes, header
 				    and payload together: what Debian's
@@ -76,6 +80,12 @@ int drv_recv_event(struct drv *d, uint32_t *id, int timeout_ms);
  * is written as is. The chain's first descriptor is the avail entry. */
 int drv_send_raw(struct drv *d, const uint64_t *addr, const uint32_t *len,
 		 const uint16_t *flags, const uint16_t *next, unsigned n);
+/* The same without the kick: the chain waits on the ring until drv_kick
+ * (a VMM that shrinks guest memory between the two, say). */
+int drv_post_raw(struct drv *d, const uint64_t *addr, const uint32_t *len,
+		 const uint16_t *flags, const uint16_t *next, unsigned n);
+/* Kick queue @q; touches no guest memory. */
+int drv_kick(struct drv *d, unsigned q);
 /* Guest memory: physical address <-> pointer (NULL outside guest memory). */
 void *drv_mem(struct drv *d, uint64_t gpa, size_t len);
 /* A scratch area of guest memory the driver never uses (for raw chains,

@@ -6,6 +6,8 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -16,6 +18,7 @@
 
 #include <criterion/criterion.h>
 
+#include "vhost-user/memguard.h"
 #include "vhost-user/vq.h"
 
 #define R_SIZE (1u << 20)
@@ -701,4 +704,110 @@ Test(iov, copy_and_slice)
 	cr_assert_eq(vsx_iov_slice(s, 3, v, 3, 5, 3), 1);
 	cr_assert_eq(s[0].iov_base, b);
 	cr_assert_eq(vsx_iov_slice(s, 3, v, 3, 12, 3), 0);
+}
+
+/* ---- the memory guard (memguard.h) on a thread that blocks signals ---- */
+
+struct guard_job {
+	volatile char *map;
+	int memfd;
+	bool add_here;          /* register the mapping on this thread */
+	int slot;
+	char seen;
+};
+
+/* As a vsxd worker started with every signal blocked (issue #25): the file
+ * shrinks under a guest mapping and this thread reads it. A blocked SIGBUS
+ * would kill the process (criterion reports a crash). */
+static void *guard_reader(void *arg)
+{
+	struct guard_job *j = arg;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	if (j->add_here)
+		j->slot = vsx_memguard_add((void *)j->map, 2 * 4096);
+	else
+		cr_assert_eq(vsx_memguard_thread(), 0);
+	cr_assert_eq(ftruncate(j->memfd, 0), 0);
+	j->seen = j->map[4096];
+	return NULL;
+}
+
+static void guard_run(bool add_here)
+{
+	struct guard_job j = { .add_here = add_here };
+	pthread_t t;
+
+	j.memfd = memfd_create("guard", MFD_CLOEXEC);
+	cr_assert_geq(j.memfd, 0);
+	cr_assert_eq(ftruncate(j.memfd, 2 * 4096), 0);
+	j.map = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, j.memfd, 0);
+	cr_assert_neq((void *)j.map, MAP_FAILED);
+	j.map[4096] = 'x';
+	if (!add_here)
+		j.slot = vsx_memguard_add((void *)j.map, 2 * 4096);
+	cr_assert_eq(pthread_create(&t, NULL, guard_reader, &j), 0);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_gt(j.slot, 0);
+	cr_assert_eq(j.seen, 0, "the read completes with the zero page");
+	cr_assert(vsx_memguard_faulted(j.slot));
+	cr_assert(vsx_memguard_any());
+	vsx_memguard_del(j.slot);
+	munmap((void *)j.map, 2 * 4096);
+	close(j.memfd);
+}
+
+Test(memguard, holds_on_the_thread_that_maps_though_it_blocked_every_signal)
+{
+	guard_run(true);
+}
+
+Test(memguard, vsx_memguard_thread_makes_it_hold_on_another_thread)
+{
+	guard_run(false);
+}
+
+/* Someone replaced the handler after the guard installed it: the next
+ * vsx_memguard_thread puts it back, and a SIGBUS outside guest memory
+ * still goes to what was there (here: the default, death by SIGBUS). */
+Test(memguard, handler_replaced_is_installed_again, .signal = SIGBUS)
+{
+	struct guard_job j = { .add_here = false };
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	volatile char *other;
+	pthread_t t;
+	int fd;
+
+	sigemptyset(&dfl.sa_mask);
+	cr_assert_eq(vsx_memguard_thread(), 0);
+	cr_assert_eq(sigaction(SIGBUS, &dfl, NULL), 0);
+	j.memfd = memfd_create("guard", MFD_CLOEXEC);
+	cr_assert_eq(ftruncate(j.memfd, 2 * 4096), 0);
+	j.map = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, j.memfd, 0);
+	j.slot = vsx_memguard_add((void *)j.map, 2 * 4096);
+	cr_assert_eq(pthread_create(&t, NULL, guard_reader, &j), 0);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert(vsx_memguard_faulted(j.slot), "the guard caught it");
+	/* a shrunk mapping that is not guest memory: SIG_DFL's death */
+	fd = memfd_create("other", MFD_CLOEXEC);
+	cr_assert_eq(ftruncate(fd, 4096), 0);
+	other = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	cr_assert_eq(ftruncate(fd, 0), 0);
+	j.seen = other[0];
+	cr_assert_fail("read past the end of an unguarded file: %d", j.seen);
+}
+
+/* A SIGBUS sent (kill) is no access to guest memory: its old action
+ * (here the default, not a sanitizer's handler). */
+Test(memguard, sent_sigbus_is_not_absorbed, .signal = SIGBUS)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+
+	sigemptyset(&dfl.sa_mask);
+	cr_assert_eq(sigaction(SIGBUS, &dfl, NULL), 0);
+	cr_assert_eq(vsx_memguard_thread(), 0);
+	raise(SIGBUS);
+	cr_assert_fail("a sent SIGBUS was absorbed");
 }

@@ -13,6 +13,10 @@
  * Only shards that serve a VM are parked: a host program may stop a loop
  * once its last VM is freed (vsxd does at exit), and the router outlives it.
  *
+ * The control thread touches guest memory in a stop as the VM's own
+ * thread would, so the memory guard is made to hold on it
+ * (vhost-user/memguard.h, vsx_memguard_thread) before it does.
+ *
  * Stops nest (a backend.h call made inside a walk's callback): only the
  * outermost one parks and releases. A stop costs a post and a wake-up per
  * worker thread, microseconds each: they are for control (vsxctl, reload,
@@ -125,6 +129,9 @@ void vsxb__world_stop(struct vsxb_router *r)
 
 	if (r->stop_depth++)
 		return;
+	/* this thread may now touch any VM's guest memory, as the VM's own
+	 * thread does: the memory guard must hold here too */
+	vsx_memguard_thread();
 	pthread_mutex_lock(&p->mu);
 	p->begun++;
 	p->arrived = 0;

@@ -1,4 +1,5 @@
 /* The guest-memory guard: see memguard.h. */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -19,14 +20,16 @@ struct slot {
 static struct slot slots[SLOTS];
 unsigned vsx_memguard_hits;
 static struct sigaction old_bus;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
 {
 	uintptr_t a = (uintptr_t)si->si_addr;
 
 	(void)uc;
-	for (unsigned i = 0; i < SLOTS; i++) {
+	/* sent (kill, raise) rather than raised by an access: si_addr means
+	 * nothing then */
+	for (unsigned i = 0; si->si_code > 0 && i < SLOTS; i++) {
 		struct slot *s = &slots[i];
 		uintptr_t start = __atomic_load_n(&s->start, __ATOMIC_ACQUIRE);
 
@@ -42,24 +45,56 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 		__atomic_add_fetch(&vsx_memguard_hits, 1, __ATOMIC_RELEASE);
 		return;
 	}
-	/* not guest memory: what would have happened without us */
+	/* not guest memory: what would have happened without us (an access
+	 * runs again and faults again; a sent signal is sent again) */
 	sigaction(sig, &old_bus, NULL);
+	if (si->si_code <= 0)
+		raise(sig);
 }
 
-static void install(void)
+/* Our handler in force for SIGBUS, even if someone replaced it since (a
+ * library, a sanitizer's runtime): what it replaces is where a SIGBUS
+ * outside guest memory goes. Never our own, or such a SIGBUS would come
+ * back to us for ever. */
+static int install(void)
 {
-	struct sigaction sa;
+	struct sigaction sa, cur;
+	int err = 0;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_sigbus;
-	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGBUS, &sa, &old_bus);
+	pthread_mutex_lock(&install_mu);
+	if (sigaction(SIGBUS, NULL, &cur) < 0) {
+		err = -errno;
+	} else if (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_sigbus) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = on_sigbus;
+		sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+		sigemptyset(&sa.sa_mask);
+		old_bus = cur;
+		if (sigaction(SIGBUS, &sa, NULL) < 0)
+			err = -errno;
+	}
+	pthread_mutex_unlock(&install_mu);
+	return err;
+}
+
+int vsx_memguard_thread(void)
+{
+	sigset_t bus;
+	int err = install(), rc;
+
+	/* A SIGBUS the faulting thread blocks is not held for later: the
+	 * kernel delivers it with its default action, which kills the
+	 * process, handler or not (force_sig_fault). */
+	sigemptyset(&bus);
+	sigaddset(&bus, SIGBUS);
+	rc = pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
+	return err ? err : -rc;
 }
 
 int vsx_memguard_add(void *map, size_t len)
 {
-	pthread_once(&once, install);
+	/* this thread is the one that touches the mapping */
+	vsx_memguard_thread();
 	for (unsigned i = 0; i < SLOTS; i++) {
 		bool free_slot = false;
 

@@ -15,6 +15,13 @@
  * fail with EFAULT instead of raising the signal: their callers treat
  * EFAULT the same way.
  *
+ * The signal comes to the thread that touched the page, and that thread
+ * must not block SIGBUS: a blocked SIGBUS raised by an access is delivered
+ * with its default action (the process dies) and no handler runs. So every
+ * thread that touches guest memory calls vsx_memguard_thread once it may
+ * (vsx_memguard_add does, for the thread that maps: the device's loop);
+ * the guard is process-wide, the mask is each thread's.
+ *
  * Registration and the check run on one thread (the loop's); the handler
  * runs on the thread that faulted, reading slots that are written before a
  * mapping is used and cleared after it is unmapped.
@@ -25,9 +32,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Make the guard hold on the calling thread: the handler in force for
+ * SIGBUS (installed, or installed again if something replaced it, which
+ * then gets the SIGBUSes outside guest memory) and SIGBUS unblocked in
+ * this thread's mask. 0 or a negative errno. */
+int vsx_memguard_thread(void);
 /* A slot for [@map, @map + @len), numbered from 1; 0 when every slot is
- * taken (the mapping is then unguarded; the caller logs it). Installs the
- * handler once. */
+ * taken (the mapping is then unguarded; the caller logs it). Makes the
+ * guard hold on the calling thread (vsx_memguard_thread). */
 int vsx_memguard_add(void *map, size_t len);
 /* Forget slot @slot (0: nothing) before the mapping goes. */
 void vsx_memguard_del(int slot);
