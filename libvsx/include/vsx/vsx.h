@@ -42,7 +42,10 @@ extern "C" {
 
 /* Longest Unix socket path, including its NUL (sizeof sun_path). */
 #define VSX_PATH_MAX 108
-/* Longest VM name accepted in vm:NAME:PORT, including its NUL. */
+/*
+ * Longest VM name in vm:NAME:PORT, in bytes, the NUL not counted: one
+ * limit for libvsx and vsxd, so every name vsxd accepts can be reached.
+ */
 #define VSX_NAME_MAX 64
 /* Buffer size that always holds vsx_addr_format() output. */
 #define VSX_ADDR_STRLEN (VSX_PATH_MAX + 32)
