@@ -288,11 +288,13 @@ Test(ctl, vm_address_resolves_through_vsxd)
 	n = vsx_recv(s, buf, sizeof(buf));
 	cr_assert_eq(n, 2);
 	cr_assert_eq(memcmp(buf, "hi", 2), 0);
+	/* the fake vsxd answered its one request and is gone: no credit */
+	fake_stop(&f);
 	cr_assert_eq(vsx_info(s, &info), 0);
 	cr_assert_str_eq(info.transport, "vm");
 	cr_assert_str_eq(info.peer, "vm:web:77");
+	cr_assert_eq(info.flags & VSX_INFO_CREDIT, 0);
 	vsx_close(s);
-	fake_stop(&f);
 }
 
 Test(ctl, vm_unknown_and_no_daemon)

@@ -587,6 +587,35 @@ Test(hybrid, handshake_and_info)
 	EQ_INT(sv.rx_bytes, 0, "bytes after the CONNECT line");
 }
 
+/* A hybrid server that is not vsxd (a Firecracker's), and no vsxd at the
+ * control path: the credit fields stay empty, VSX_INFO_CREDIT clear, and
+ * vsx_info still succeeds. (With a vsxd: tests/daemon/control.test.) */
+Test(hybrid, info_no_credit_without_vsxd)
+{
+	struct server sv = { .play = play_reply, REPLY(OK_5678) };
+	struct vsx_opts o = { 0 };
+	struct vsx_info info;
+	char ctl[128];
+	vsx_sock *s = NULL;
+
+	snprintf(ctl, sizeof(ctl), "%s/no-vsxd-control", dir);
+	o.control_path = ctl;
+	server_start(&sv, "vm.sock");
+	RC_OK(vsx_connect(addr_of(&sv, 1234), &o, &s), "connect");
+	memset(&info, 0xa5, sizeof(info));
+	RC_OK(vsx_info(s, &info), "info");
+	EQ_INT(info.flags & VSX_INFO_CREDIT, 0, "VSX_INFO_CREDIT");
+	EQ_INT(info.buf_alloc, 0, "buf_alloc");
+	EQ_INT(info.fwd_cnt, 0, "fwd_cnt");
+	EQ_INT(info.peer_buf_alloc, 0, "peer_buf_alloc");
+	EQ_INT(info.peer_fwd_cnt, 0, "peer_fwd_cnt");
+	EQ_INT(info.tx_free, 0, "tx_free");
+	EQ_INT(info.rx_free, 0, "rx_free");
+	EQ_INT(info.rx_buffer, 0, "rx_buffer");
+	EQ_INT(vsx_close(s), 0, "close");
+	server_finish(&sv);
+}
+
 Test(hybrid, connect_line_ports)
 {
 	static const uint32_t ports[] = { 0, 1, 1024, 4294967294u };

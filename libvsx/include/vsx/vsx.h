@@ -334,7 +334,8 @@ enum vsx_state {
 	VSX_STATE_CLOSED,
 };
 
-#define VSX_INFO_CREDIT 0x1 /* the credit fields are valid */
+#define VSX_INFO_CREDIT 0x1 /* the credit fields are valid: hybrid and vm:
+			       connections a vsxd serves (asked of it) */
 #define VSX_INFO_AUTH 0x2   /* peer authenticated with the pre-shared key;
 			       on a listener: its connections will be */
 #define VSX_SHUT_RD 0x1     /* vsx_info.shut_local bits */
