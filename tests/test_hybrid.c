@@ -1095,7 +1095,8 @@ Test(hybrid, shutdown_wr)
 	EQ_INT(vsx_send(s, "abc", 3), 3, "send");
 	EQ_INT(vsx_shutdown(s, SHUT_WR), 0, "shutdown");
 	RC_OK(vsx_info(s, &info), "info");
-	EQ_INT(info.shut_local, 2, "info after SHUT_WR");
+	EQ_INT(info.shut_local, VSX_SHUT_WR, "info after SHUT_WR");
+	cr_assert(info.shut_local & SHUT_WR, "shut_local & SHUT_WR after SHUT_WR");
 	EQ_INT(info.state, VSX_STATE_CLOSING, "info after SHUT_WR");
 	EQ_INT(vsx_send(s, "x", 1), -EPIPE, "send after SHUT_WR");
 	/* the server answers only after it saw our EOF */
@@ -1110,6 +1111,62 @@ Test(hybrid, shutdown_wr)
 	cr_assert(memcmp(sv.data, "abc", 3) == 0, "server received \"%.3s\"", sv.data);
 }
 
+/*
+ * shut_local is read in the terms a caller passes: "shut_local & SHUT_WR"
+ * is the sending side (libvsx 0.1 had it the receiving side's bit), and
+ * vsx_shutdown takes the bits it reports (0.1 read VSX_SHUT_WR, 2, as
+ * SHUT_RDWR and shut both sides).
+ */
+Test(hybrid, shut_local_against_shut_wr)
+{
+	struct server sv = { .play = play_reply, REPLY(OK_5678) };
+	struct vsx_info info;
+	char buf[32] = { 0 };
+	vsx_sock *s = NULL;
+
+	server_start(&sv, "vm.sock");
+	RC_OK(vsx_connect(addr_of(&sv, 1234), NULL, &s), "connect");
+	EQ_INT(vsx_shutdown(s, SHUT_RD), 0, "shutdown(SHUT_RD)");
+	RC_OK(vsx_info(s, &info), "info");
+	EQ_INT(info.shut_local & SHUT_WR, 0, "shut_local & SHUT_WR after SHUT_RD");
+	EQ_INT(info.shut_local, VSX_SHUT_RD, "shut_local after SHUT_RD");
+	EQ_INT(vsx_send(s, "abc", 3), 3, "send after SHUT_RD");
+	EQ_INT(vsx_shutdown(s, SHUT_WR), 0, "shutdown(SHUT_WR)");
+	RC_OK(vsx_info(s, &info), "info");
+	cr_assert(info.shut_local & SHUT_WR, "shut_local & SHUT_WR after SHUT_WR: %u",
+		  info.shut_local);
+	EQ_INT(info.shut_local, VSX_SHUT_RDWR, "shut_local after both");
+	EQ_INT(vsx_close(s), 0, "close");
+	server_finish(&sv);
+
+	/* VSX_SHUT_WR shuts the sending side only: the server's answer to our
+	 * EOF still arrives */
+	sv = (struct server){ .play = play_after_eof, REPLY(OK_5678) };
+	server_start(&sv, "vm2.sock");
+	RC_OK(vsx_connect(addr_of(&sv, 1234), NULL, &s), "connect");
+	EQ_INT(vsx_shutdown(s, VSX_SHUT_WR), 0, "shutdown(VSX_SHUT_WR)");
+	RC_OK(vsx_info(s, &info), "info");
+	EQ_INT(info.shut_local, VSX_SHUT_WR, "shut_local after VSX_SHUT_WR");
+	EQ_INT(recv_exact(s, buf, sizeof(buf) - 1, 64), 9, "recv after VSX_SHUT_WR");
+	EQ_STR(buf, "after-eof", "recv after VSX_SHUT_WR");
+	EQ_INT(vsx_close(s), 0, "close");
+	server_finish(&sv);
+
+	/* VSX_SHUT_RD and VSX_SHUT_RDWR are taken too */
+	sv = (struct server){ .play = play_reply, REPLY(OK_5678) };
+	server_start(&sv, "vm3.sock");
+	RC_OK(vsx_connect(addr_of(&sv, 1234), NULL, &s), "connect");
+	EQ_INT(vsx_shutdown(s, VSX_SHUT_RD), 0, "shutdown(VSX_SHUT_RD)");
+	RC_OK(vsx_info(s, &info), "info");
+	EQ_INT(info.shut_local, VSX_SHUT_RD, "shut_local after VSX_SHUT_RD");
+	EQ_INT(vsx_shutdown(s, VSX_SHUT_RDWR), 0, "shutdown(VSX_SHUT_RDWR)");
+	RC_OK(vsx_info(s, &info), "info");
+	EQ_INT(info.shut_local, VSX_SHUT_RDWR, "shut_local after VSX_SHUT_RDWR");
+	EQ_INT(vsx_send(s, "x", 1), -EPIPE, "send after VSX_SHUT_RDWR");
+	EQ_INT(vsx_close(s), 0, "close");
+	server_finish(&sv);
+}
+
 Test(hybrid, shutdown_bad_how)
 {
 	struct server sv = { .play = play_reply, REPLY(OK_5678) };
@@ -1117,6 +1174,8 @@ Test(hybrid, shutdown_bad_how)
 
 	server_start(&sv, "vm.sock");
 	RC_OK(vsx_connect(addr_of(&sv, 1234), NULL, &s), "connect");
+	EQ_INT(vsx_shutdown(s, 3), -EINVAL, "shutdown(3)");
+	EQ_INT(vsx_shutdown(s, 6), -EINVAL, "shutdown(6)");
 	EQ_INT(vsx_shutdown(s, 7), -EINVAL, "shutdown(7)");
 	EQ_INT(vsx_shutdown(s, -1), -EINVAL, "shutdown(-1)");
 	EQ_INT(vsx_close(s), 0, "close");
