@@ -247,8 +247,7 @@ size_t vsx__ctl_block_end(const char *buf, size_t len);
 
 /*
  * The request builder: every request a client sends (vsxctl, libvsx's
- * vm: and hybrid transports, test clients) is made here, and vsx__ctl_call
- * is the one place that sends it. It writes
+ * vm: and hybrid transports, test clients) is made here. It writes
  *
  *     vsx-control=VSX_CTL_VERSION\ncmd=CMD\nKEY=VALUE\n...\n\n
  *
