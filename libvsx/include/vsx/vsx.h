@@ -372,6 +372,12 @@ struct vsx_info {
 	uint32_t rx_free;              /* what the peer may still send */
 };
 
+/*
+ * Describe @s into *@out (vsx_info(3)); every field is set, 0 or "" when
+ * unknown. On hybrid and vm: connections it asks vsxd for the credit
+ * fields, a control-socket round trip of at most 1 s; other transports
+ * ask no one. Returns 0, or -EINVAL for NULL.
+ */
 VSX_EXPORT int vsx_info(const vsx_sock *s, struct vsx_info *out);
 
 /* ---- Probing ------------------------------------------------------------ */
