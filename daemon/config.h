@@ -52,10 +52,10 @@ const char *vsxd_quote(char *buf, const char *s, size_t len);
 #define VSXD_QUEUE_SIZE_MAX 32768u           /* the virtio split-ring limit */
 /*
  * VM and forward names: at most VSXD_NAME_MAX bytes, the NUL not counted.
- * Derived from libvsx's public VSX_NAME_MAX (vsx.h, 64), which counts the
- * NUL (vm:NAME:PORT names have at most 63 bytes, libvsx/addr.c); vsxd,
- * like the backend (its private VSXB_NAME_LEN is 64 bytes and a NUL),
- * takes 64-byte names, as it always did.
+ * It is libvsx's public VSX_NAME_MAX (vsx.h, 64, the NUL not counted
+ * either), the limit of vm:NAME:PORT (libvsx/addr.c), so every VM vsxd
+ * takes can be reached by name; the backend's VSXB_NAME_LEN is 64 bytes
+ * and a NUL.
  */
 #define VSXD_NAME_MAX VSX_NAME_MAX
 #define VSXD_UDS_PATH_MAX 96                 /* "<uds-path>_4294967295" fits sun_path */

@@ -468,13 +468,31 @@ static int cmd_list(struct req *q, struct evbuffer *b)
 	return 0;
 }
 
+static int conn_by_host_end(struct req *q, const char *vm_s, const char *uds,
+			    const char *port_s, uint64_t *id);
+
+/* show id=ID, or a connection by its host end as set-buffer finds it. */
 static int cmd_show(struct req *q, struct evbuffer *b)
 {
+	const char *vm_s = arg(q, VSX_CTL_K_VM), *uds = arg(q, VSX_CTL_K_UDS_PATH);
+	const char *port_s = arg(q, VSX_CTL_K_HOST_PORT);
 	struct find_relay fr = { .b = b };
 	struct find_conn f;
 	uint64_t id;
 	int e;
 
+	if ((arg(q, VSX_CTL_K_ID) != NULL) + (vm_s != NULL) + (uds != NULL) != 1 ||
+	    (!port_s) != (!vm_s && !uds))
+		return fail(q, EINVAL, "show takes id=ID, vm=NAME host-port=P or "
+			    "uds-path=PATH host-port=P");
+	if (port_s) {
+		e = conn_by_host_end(q, vm_s, uds, port_s, &id);
+		if (e)
+			return e;
+		if (!find_conn(q->c, id, b, &f))
+			return fail(q, ENOENT, "no connection %llu", (unsigned long long)id);
+		return 0;
+	}
 	e = parse_id(q, &id);
 	if (e)
 		return e;
@@ -565,6 +583,29 @@ static int conn_by_port(struct req *q, struct vsxb_vm *vm, const char *port_s,
 		    (unsigned long long)port);
 }
 
+/* vm=NAME or uds-path=PATH (one of them), and host-port=P: the id. */
+static int conn_by_host_end(struct req *q, const char *vm_s, const char *uds,
+			    const char *port_s, uint64_t *id)
+{
+	struct vsxb_vm *vm;
+	int e = 0;
+
+	if (vm_s) {
+		vm = need_vm(q, vm_s, &e);
+		if (!vm)
+			return e;
+	} else {
+		struct by_uds u = { .path = uds };
+
+		u.have_st = stat(uds, &u.st) == 0;
+		vsxb_router_foreach_vm(q->c->r, by_uds_cb, &u);
+		vm = u.vm;
+		if (!vm)
+			return fail(q, ENOENT, "no VM of this vsxd has uds-path %s", uds);
+	}
+	return conn_by_port(q, vm, port_s, id);
+}
+
 static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 {
 	const char *id_s = arg(q, VSX_CTL_K_ID), *vm_s = arg(q, VSX_CTL_K_VM);
@@ -614,20 +655,7 @@ static int cmd_set_buffer(struct req *q, struct evbuffer *b)
 		if (e)
 			return e;
 	} else {
-		if (vm_s) {
-			vm = need_vm(q, vm_s, &e);
-			if (!vm)
-				return e;
-		} else {
-			struct by_uds u = { .path = uds };
-
-			u.have_st = stat(uds, &u.st) == 0;
-			vsxb_router_foreach_vm(c->r, by_uds_cb, &u);
-			vm = u.vm;
-			if (!vm)
-				return fail(q, ENOENT, "no VM of this vsxd has uds-path %s", uds);
-		}
-		e = conn_by_port(q, vm, port_s, &id);
+		e = conn_by_host_end(q, vm_s, uds, port_s, &id);
 		if (e)
 			return e;
 	}
@@ -726,7 +754,8 @@ static const struct ctl_cmd {
 	{ VSX_CTL_STATUS, cmd_status, { NULL } },
 	{ VSX_CTL_VMS, cmd_vms, { NULL } },
 	{ VSX_CTL_LIST, cmd_list, { VSX_CTL_K_VM, NULL } },
-	{ VSX_CTL_SHOW, cmd_show, { VSX_CTL_K_ID, NULL } },
+	{ VSX_CTL_SHOW, cmd_show,
+	  { VSX_CTL_K_ID, VSX_CTL_K_VM, VSX_CTL_K_UDS_PATH, VSX_CTL_K_HOST_PORT, NULL } },
 	{ VSX_CTL_SET_BUFFER, cmd_set_buffer,
 	  { VSX_CTL_K_ID, VSX_CTL_K_VM, VSX_CTL_K_UDS_PATH, VSX_CTL_K_HOST_PORT,
 	    VSX_CTL_K_RX, VSX_CTL_K_TX, NULL } },
@@ -735,7 +764,18 @@ static const struct ctl_cmd {
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
-#define COMMAND_NAMES "status, vms, list, show, set-buffer, close, resolve"
+
+/* "status, vms, ...": the names of commands[], ctl-proto.h's, for errors. */
+static const char *command_names(char *buf, size_t len)
+{
+	size_t i, n = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < NCOMMANDS && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "",
+				      commands[i].name);
+	return buf;
+}
 
 /* Which line of the block @copy (@len bytes, lines ending in '\n') does
  * vsx__ctl_parse refuse? 1-based; 0 if none (the block has too many). */
@@ -764,6 +804,7 @@ static int run(struct req *q, char *req, size_t len, struct evbuffer *b)
 {
 	char copy[VSX_CTL_REQ_MAX];
 	const struct ctl_cmd *cmd = NULL;
+	char names[128];
 	struct vsx_kvs kvs;
 	uint64_t ver;
 	const char *name;
@@ -789,22 +830,24 @@ static int run(struct req *q, char *req, size_t len, struct evbuffer *b)
 	if (vsx__parse_dec(kvs.kv[0].value, strlen(kvs.kv[0].value), UINT64_MAX, &ver) < 0)
 		return fail(q, EINVAL, VSX_CTL_MAGIC " '%s' is not a version number",
 			    kvs.kv[0].value);
-	if (ver != VSX_CTL_VERSION)
+	if (ver < VSX_CTL_VERSION_MIN || ver > VSX_CTL_VERSION)
 		return fail(q, EPROTONOSUPPORT, "protocol version %s is not supported: this "
-			    "vsxd speaks " VSX_CTL_MAGIC "=%d", kvs.kv[0].value,
-			    VSX_CTL_VERSION);
+			    "vsxd speaks " VSX_CTL_MAGIC "=%d to %d", kvs.kv[0].value,
+			    VSX_CTL_VERSION_MIN, VSX_CTL_VERSION);
 	for (i = 1; i < kvs.n; i++)
 		for (j = 0; j < i; j++)
 			if (!strcmp(kvs.kv[i].key, kvs.kv[j].key))
 				return fail(q, EINVAL, "key '%s' given twice", kvs.kv[i].key);
 	name = vsx__ctl_get(&kvs, VSX_CTL_K_CMD);
 	if (!name)
-		return fail(q, EINVAL, "missing " VSX_CTL_K_CMD "= (one of " COMMAND_NAMES ")");
+		return fail(q, EINVAL, "missing " VSX_CTL_K_CMD "= (one of %s)",
+			    command_names(names, sizeof(names)));
 	for (i = 0; i < NCOMMANDS; i++)
 		if (!strcmp(commands[i].name, name))
 			cmd = &commands[i];
 	if (!cmd)
-		return fail(q, EINVAL, "unknown command '%s' (one of " COMMAND_NAMES ")", name);
+		return fail(q, EINVAL, "unknown command '%s' (one of %s)", name,
+			    command_names(names, sizeof(names)));
 	for (i = 1; i < kvs.n; i++) {
 		const char *key = kvs.kv[i].key;
 

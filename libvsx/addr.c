@@ -40,7 +40,7 @@ static int valid_name(const char *s, size_t n)
 {
 	size_t i;
 
-	if (n == 0 || n >= VSX_NAME_MAX)
+	if (n == 0 || n > VSX_NAME_MAX)
 		return 0;
 	for (i = 0; i < n; i++) {
 		char c = s[i];
@@ -109,7 +109,7 @@ VSX_EXPORT int vsx_addr_parse(const char *text, struct vsx_addr *out)
 			return vsx__err(-EINVAL, "unix address: bad path");
 		if (!is_unix && !valid_name(rest, plen))
 			return vsx__err(-EINVAL, "vm address '%.64s': a name is 1 to %d of "
-					"[A-Za-z0-9._-]", text, VSX_NAME_MAX - 1);
+					"[A-Za-z0-9._-]", text, VSX_NAME_MAX);
 		if (parse_port(what, colon + 1, strlen(colon + 1), &a.port) < 0)
 			return -EINVAL;
 		a.kind = is_unix ? VSX_ADDR_UNIX : VSX_ADDR_VM;

@@ -334,15 +334,37 @@ VSX_EXPORT ssize_t vsx_recv(vsx_sock *s, void *buf, size_t len)
 	return r;
 }
 
+/*
+ * @how is POSIX's SHUT_RD (0), SHUT_WR (1) or SHUT_RDWR (2), or the
+ * shut_local bits VSX_SHUT_RD (4), VSX_SHUT_WR (1, SHUT_WR itself) or
+ * both (5): no value means two things. The transports get POSIX's.
+ */
 VSX_EXPORT int vsx_shutdown(vsx_sock *s, int how)
 {
-	int rc, bits;
+	unsigned bits;
+	int rc;
 
 	vsx__err_clear();
 	if (!s)
 		return vsx__err(-EINVAL, "NULL argument");
-	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
-		return vsx__err(-EINVAL, "shutdown: how must be SHUT_RD, SHUT_WR or SHUT_RDWR");
+	switch (how) {
+	case SHUT_RD:
+	case VSX_SHUT_RD:
+		how = SHUT_RD;
+		bits = VSX_SHUT_RD;
+		break;
+	case SHUT_WR:           /* == VSX_SHUT_WR */
+		bits = VSX_SHUT_WR;
+		break;
+	case SHUT_RDWR:
+	case VSX_SHUT_RDWR:
+		how = SHUT_RDWR;
+		bits = VSX_SHUT_RDWR;
+		break;
+	default:
+		return vsx__err(-EINVAL, "shutdown: how must be SHUT_RD, SHUT_WR, SHUT_RDWR "
+				"or VSX_SHUT_RD, VSX_SHUT_WR, VSX_SHUT_RDWR");
+	}
 	if (!connected(s))
 		return vsx__err(-ENOTCONN, "shutdown: socket is not connected");
 	if (s->t->shutdown)
@@ -351,8 +373,6 @@ VSX_EXPORT int vsx_shutdown(vsx_sock *s, int how)
 		rc = shutdown(s->fd, how) < 0 ? vsx__errno("shutdown") : 0;
 	if (rc < 0)
 		return rc;
-	bits = how == SHUT_RD ? VSX_SHUT_RD : how == SHUT_WR ? VSX_SHUT_WR
-							      : VSX_SHUT_RD | VSX_SHUT_WR;
 	s->shut_local |= bits;
 	s->state = VSX_STATE_CLOSING;
 	return 0;

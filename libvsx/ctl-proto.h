@@ -1,6 +1,7 @@
 /*
  * The vsxd control protocol: one header for the daemon, vsxctl and libvsx.
- * Bump VSX_CTL_VERSION when anything here changes meaning.
+ * Bump VSX_CTL_VERSION when anything here changes meaning (the contract
+ * below says what counts), and add a line to the history.
  *
  * Transport: a Unix stream socket (default VSX_CONTROL_PATH, mode 0600);
  * vsxd checks the client's uid with SO_PEERCRED before it reads anything.
@@ -28,7 +29,25 @@
 
 #include <stddef.h>
 
-#define VSX_CTL_VERSION 1
+/*
+ * Versions. vsxd answers every request of version VSX_CTL_VERSION_MIN to
+ * VSX_CTL_VERSION the same way, with the replies of VSX_CTL_VERSION: what
+ * each version added is what an older client skips (reply keys, records,
+ * values it shows as they are) or never sends (request keys); a version
+ * that changes what an older request or reply means raises
+ * VSX_CTL_VERSION_MIN with it. A client sends VSX_CTL_VERSION; told
+ * EPROTONOSUPPORT by an older vsxd, vsx__ctl_call sends the request again
+ * as VSX_CTL_VERSION_MIN, which an older vsxd answers unless the request
+ * uses what came later (it then refuses that key with EINVAL).
+ *
+ *   1  the first
+ *   2  origin= and peer-kind= take "vsock" (forward-cid, forward-listen);
+ *      status carries threads, threads-max and thread= records, vm=
+ *      records thread; show takes vm= or uds-path= with host-port=, as
+ *      set-buffer does (libvsx's vsx_info on hybrid and vm: sockets)
+ */
+#define VSX_CTL_VERSION 2
+#define VSX_CTL_VERSION_MIN 1
 #define VSX_CTL_MAGIC "vsx-control"
 #define VSX_CTL_REQ_MAX 4096
 #define VSX_CTL_REPLY_MAX (16u << 20)
@@ -71,7 +90,8 @@
  *   list        [vm]                      conn= records (CONN below): the
  *                                         engine's, then (without vm=) the
  *                                         relays of vsxd's forwards (RELAY)
- *   show        id                        one CONN or RELAY record
+ *   show        id | vm host-port |       one CONN or RELAY record (by
+ *               uds-path host-port        host end: CONN only)
  *   set-buffer  id | vm [host-port] |     with vm= alone (the VM's default
  *               uds-path host-port;       for new connections): vm rx
  *               rx; [tx] (refused:        scope=new-connections; else: conn
@@ -263,7 +283,10 @@ int vsx__ctl_req_end(struct vsx_ctl_req *r);
  * control socket @path and wait up to @timeout_ms for the reply block.
  * Returns 0 with *@reply (malloc'ed, NUL-terminated, freed by the caller)
  * and the remote errno in *@remote_errno, or a negative errno for a local
- * failure (-ECONNREFUSED/-ENOENT: no vsxd; -ETIMEDOUT; -EPROTO).
+ * failure (-ECONNREFUSED/-ENOENT: no vsxd; -ETIMEDOUT; -EPROTO). A request
+ * of VSX_CTL_VERSION that an older vsxd refuses with EPROTONOSUPPORT is
+ * sent again as VSX_CTL_VERSION_MIN (see the versions above), within the
+ * same @timeout_ms; the reply is then the second one.
  */
 int vsx__ctl_call(const char *path, const char *request, int timeout_ms,
 		  char **reply, int *remote_errno);

@@ -259,10 +259,9 @@ static int send_all(int fd, const char *p, size_t n, int64_t deadline)
 	return 0;
 }
 
-int vsx__ctl_call(const char *path, const char *request, int timeout_ms,
-		  char **reply, int *remote_errno)
+static int call_once(const char *path, const char *request, int64_t deadline,
+		     char **reply, int *remote_errno)
 {
-	int64_t deadline = vsx__now_ms() + timeout_ms;
 	struct sockaddr_un un = { .sun_family = AF_UNIX };
 	size_t cap = 4096, len = 0, end;
 	struct vsx_kvs kvs;
@@ -356,5 +355,28 @@ out_free:
 	free(buf);
 out_close:
 	close(fd);
+	return rc;
+}
+
+int vsx__ctl_call(const char *path, const char *request, int timeout_ms,
+		  char **reply, int *remote_errno)
+{
+	int64_t deadline = vsx__now_ms() + timeout_ms;
+	char head[32], *older;
+	size_t hn;
+	int rc;
+
+	rc = call_once(path, request, deadline, reply, remote_errno);
+	hn = (size_t)snprintf(head, sizeof(head), VSX_CTL_MAGIC "=%d\n", VSX_CTL_VERSION);
+	if (rc < 0 || *remote_errno != EPROTONOSUPPORT ||
+	    VSX_CTL_VERSION == VSX_CTL_VERSION_MIN || strncmp(request, head, hn))
+		return rc;
+	/* An older vsxd: the same request as the oldest version (ctl-proto.h). */
+	if (asprintf(&older, VSX_CTL_MAGIC "=%d\n%s", VSX_CTL_VERSION_MIN,
+		     request + hn) < 0)
+		return -ENOMEM;
+	free(*reply);
+	rc = call_once(path, older, deadline, reply, remote_errno);
+	free(older);
 	return rc;
 }

@@ -25,9 +25,9 @@ struct vsx_sock {
 	int fd;                   /* pollable descriptor, owned by the socket */
 	int type;                 /* SOCK_STREAM / SOCK_SEQPACKET */
 	int state;                /* enum vsx_state */
-	int shut_local;           /* SHUT_RD=1 / SHUT_WR=2 bits done by us */
+	unsigned shut_local;      /* VSX_SHUT_RD | VSX_SHUT_WR done by us */
 	int peer_eof;             /* a recv returned 0 */
-	int flags;                /* VSX_O_* */
+	unsigned flags;           /* VSX_O_* */
 	int connect_timeout_ms;
 	int linger_ms;            /* <0: do not wait in vsx_close */
 	int backlog;

@@ -437,9 +437,9 @@ Test(addr_vm, names)
 	check_addr("vm:x:any", &w, "vm:x:any");
 	w = mk_path(VSX_ADDR_VM, "..", 1);
 	check_addr("vm:..:1", &w, "vm:..:1");
-	/* 63 characters: the longest name */
-	memset(name, 'n', VSX_NAME_MAX - 1);
-	name[VSX_NAME_MAX - 1] = '\0';
+	/* 64 characters: the longest name (VSX_NAME_MAX, the NUL not counted) */
+	memset(name, 'n', VSX_NAME_MAX);
+	name[VSX_NAME_MAX] = '\0';
 	snprintf(text, sizeof(text), "vm:%s:4294967294", name);
 	w = mk_path(VSX_ADDR_VM, name, 4294967294u);
 	check_addr(text, &w, text);
@@ -448,7 +448,7 @@ Test(addr_vm, names)
 Test(addr_vm, bad)
 {
 	char name[VSX_NAME_MAX + 8], text[200];
-	const char *why = "a name is 1 to 63 of [A-Za-z0-9._-]";
+	const char *why = "a name is 1 to 64 of [A-Za-z0-9._-]";
 
 	check_bad("vm:", "expected vm:NAME:PORT");
 	check_bad("vm:guest", "expected vm:NAME:PORT");
@@ -468,9 +468,9 @@ Test(addr_vm, bad)
 	check_bad("vm:a@b:1", why);
 	check_bad("vm:*:1", why);
 	check_bad("vm: guest:1", why);
-	/* 64 characters: one too many */
-	memset(name, 'n', VSX_NAME_MAX);
-	name[VSX_NAME_MAX] = '\0';
+	/* 65 characters: one too many */
+	memset(name, 'n', VSX_NAME_MAX + 1);
+	name[VSX_NAME_MAX + 1] = '\0';
 	snprintf(text, sizeof(text), "vm:%s:1", name);
 	check_bad(text, why);
 }
@@ -547,13 +547,13 @@ Test(addr_format, short_buffer)
 
 Test(addr_format, strlen_always_enough)
 {
-	char path[VSX_PATH_MAX], name[VSX_NAME_MAX], buf[VSX_ADDR_STRLEN];
+	char path[VSX_PATH_MAX], name[VSX_NAME_MAX + 1], buf[VSX_ADDR_STRLEN];
 	struct vsx_addr worst[5];
 	size_t i;
 
 	fill_path(path, VSX_PATH_MAX - 1, 'w');
-	memset(name, 'n', VSX_NAME_MAX - 1);
-	name[VSX_NAME_MAX - 1] = '\0';
+	memset(name, 'n', VSX_NAME_MAX);
+	name[VSX_NAME_MAX] = '\0';
 	worst[0] = mk_vsock(4294967294u, 4294967294u);
 	worst[1] = mk_hv(g808, 2056);
 	worst[2] = mk_path(VSX_ADDR_UNIX, path, 4294967294u);
@@ -664,9 +664,9 @@ Test(addr_format, bad_addresses)
 	a = mk_path(VSX_ADDR_VM, "a:b", 1);
 	EQ_INT(vsx_addr_format(&a, buf, sizeof(buf)), -EINVAL, "vm, name with ':'");
 	a = mk_path(VSX_ADDR_VM, "x", 1);
-	memset(a.path, 'n', VSX_NAME_MAX);
-	a.path[VSX_NAME_MAX] = '\0';
-	EQ_INT(vsx_addr_format(&a, buf, sizeof(buf)), -EINVAL, "vm, 64-char name");
+	memset(a.path, 'n', VSX_NAME_MAX + 1);
+	a.path[VSX_NAME_MAX + 1] = '\0';
+	EQ_INT(vsx_addr_format(&a, buf, sizeof(buf)), -EINVAL, "vm, 65-char name");
 }
 
 /* ---- vsx_strerror -------------------------------------------------------- */

@@ -115,6 +115,8 @@ struct fake {
 	const char *reply;     /* reply block to send */
 	char got[1024];        /* the request received */
 	int hybrid_lfd;        /* a hybrid server for vm: connects, or -1 */
+	int old;               /* play a vsxd that speaks version 1 only */
+	int refused;           /* requests it refused for their version */
 };
 
 static int unix_listen(const char *path)
@@ -132,10 +134,13 @@ static int unix_listen(const char *path)
 static void *fake_main(void *arg)
 {
 	struct fake *f = arg;
-	size_t len = 0;
+	size_t len;
 	ssize_t r;
-	int c = accept(f->lfd, NULL, NULL);
+	int c;
 
+again:
+	len = 0;
+	c = accept(f->lfd, NULL, NULL);
 	if (c < 0)
 		return NULL;
 	while (len < sizeof(f->got) - 1 &&
@@ -144,6 +149,15 @@ static void *fake_main(void *arg)
 		f->got[len] = '\0';
 		if (vsx__ctl_block_end(f->got, len))
 			break;
+	}
+	if (f->old && strncmp(f->got, "vsx-control=1\n", 14)) {
+		static const char no[] = "error=protocol version 2 is not supported: this "
+					 "vsxd speaks vsx-control=1\nerrno=93\n\n";
+
+		(void)!write(c, no, strlen(no));
+		close(c);
+		f->refused++;
+		goto again;
 	}
 	if (f->reply)
 		(void)!write(c, f->reply, strlen(f->reply));
@@ -170,6 +184,7 @@ static void fake_start(struct fake *f, const char *reply, int with_hybrid)
 	f->lfd = unix_listen(f->ctl);
 	f->reply = reply;
 	f->hybrid_lfd = -1;
+	f->old = f->refused = 0;
 	if (with_hybrid) {
 		char p[128];
 
@@ -209,6 +224,30 @@ Test(ctl, call_reply_and_errno)
 	fake_stop(&f);
 }
 
+/* An older vsxd refuses version 2: the request goes again as version 1
+ * (ctl-proto.h's rule), and what vsxd answers then is the reply. */
+Test(ctl, call_older_vsxd_gets_version_1)
+{
+	struct vsx_ctl_req r;
+	struct fake f;
+	char *reply = NULL;
+	int rerr = -1;
+
+	fake_start(&f, "vm=web\ncid=3\nerrno=0\n\n", 0);
+	f.old = 1;
+	vsx__ctl_req_init(&r, VSX_CTL_RESOLVE);
+	vsx__ctl_req_add(&r, VSX_CTL_K_VM, "web");
+	cr_assert_eq(vsx__ctl_req_end(&r), 0);
+	cr_assert_eq(strncmp(r.buf, "vsx-control=2\n", 14), 0);
+	cr_assert_eq(vsx__ctl_call(f.ctl, r.buf, 2000, &reply, &rerr), 0);
+	fake_stop(&f);
+	cr_assert_eq(f.refused, 1);
+	cr_assert_str_eq(f.got, "vsx-control=1\ncmd=resolve\nvm=web\n\n");
+	cr_assert_eq(rerr, 0);
+	cr_assert_str_eq(reply, "vm=web\ncid=3\nerrno=0\n\n");
+	free(reply);
+}
+
 Test(ctl, call_bad_replies)
 {
 	static const char *bad[] = { "errno=abc\n\n", "noerrno=1\n\n", "errno=0\n" };
@@ -245,15 +284,17 @@ Test(ctl, vm_address_resolves_through_vsxd)
 	o.control_path = f.ctl;
 	rc = vsx_connect("vm:web:77", &o, &s);
 	cr_assert_eq(rc, 0, "vsx_connect: %d %s", rc, vsx_strerror(rc));
-	cr_assert_str_eq(f.got, "vsx-control=1\ncmd=resolve\nvm=web\n\n");
+	cr_assert_str_eq(f.got, "vsx-control=2\ncmd=resolve\nvm=web\n\n");
 	n = vsx_recv(s, buf, sizeof(buf));
 	cr_assert_eq(n, 2);
 	cr_assert_eq(memcmp(buf, "hi", 2), 0);
+	/* the fake vsxd answered its one request and is gone: no credit */
+	fake_stop(&f);
 	cr_assert_eq(vsx_info(s, &info), 0);
 	cr_assert_str_eq(info.transport, "vm");
 	cr_assert_str_eq(info.peer, "vm:web:77");
+	cr_assert_eq(info.flags & VSX_INFO_CREDIT, 0);
 	vsx_close(s);
-	fake_stop(&f);
 }
 
 Test(ctl, vm_unknown_and_no_daemon)
@@ -280,7 +321,7 @@ Test(ctl, req_bytes)
 
 	vsx__ctl_req_init(&r, VSX_CTL_STATUS);
 	cr_assert_eq(vsx__ctl_req_end(&r), 0);
-	cr_assert_str_eq(r.buf, "vsx-control=1\ncmd=status\n\n");
+	cr_assert_str_eq(r.buf, "vsx-control=2\ncmd=status\n\n");
 	cr_assert_eq(r.len, strlen(r.buf));
 
 	vsx__ctl_req_init(&r, VSX_CTL_SET_BUFFER);
@@ -289,7 +330,7 @@ Test(ctl, req_bytes)
 	cr_assert_eq(vsx__ctl_req_addf(&r, VSX_CTL_K_RX, "%zu", (size_t)65536), 0);
 	cr_assert_eq(vsx__ctl_req_add(&r, "empty", ""), 0);
 	cr_assert_eq(vsx__ctl_req_end(&r), 0);
-	cr_assert_str_eq(r.buf, "vsx-control=1\ncmd=set-buffer\nuds-path=/run/vm 3.vsock\n"
+	cr_assert_str_eq(r.buf, "vsx-control=2\ncmd=set-buffer\nuds-path=/run/vm 3.vsock\n"
 			 "host-port=1024\nrx=65536\nempty=\n\n");
 	cr_assert_eq(r.len, strlen(r.buf));
 }
@@ -396,7 +437,7 @@ Test(ctl, req_limits)
 	cr_assert_eq(rc, -E2BIG);
 	cr_assert_eq(vsx__ctl_req_end(&r), -E2BIG);
 
-	/* exactly VSX_CTL_REQ_MAX: "vsx-control=1\ncmd=status\n" is 25 bytes,
+	/* exactly VSX_CTL_REQ_MAX: "vsx-control=2\ncmd=status\n" is 25 bytes,
 	 * then "kN=" lines and the empty line */
 	vsx__ctl_req_init(&r, VSX_CTL_STATUS);
 	for (i = 0; i < 3; i++) {

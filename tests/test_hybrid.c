@@ -581,6 +581,35 @@ Test(hybrid, handshake_and_info)
 	EQ_INT(sv.rx_bytes, 0, "bytes after the CONNECT line");
 }
 
+/* A hybrid server that is not vsxd (a Firecracker's), and no vsxd at the
+ * control path: the credit fields stay empty, VSX_INFO_CREDIT clear, and
+ * vsx_info still succeeds. (With a vsxd: tests/daemon/control.test.) */
+Test(hybrid, info_no_credit_without_vsxd)
+{
+	struct server sv = { .play = play_reply, REPLY(OK_5678) };
+	struct vsx_opts o = { 0 };
+	struct vsx_info info;
+	char ctl[128];
+	vsx_sock *s = NULL;
+
+	snprintf(ctl, sizeof(ctl), "%s/no-vsxd-control", dir);
+	o.control_path = ctl;
+	server_start(&sv, "vm.sock");
+	RC_OK(vsx_connect(addr_of(&sv, 1234), &o, &s), "connect");
+	memset(&info, 0xa5, sizeof(info));
+	RC_OK(vsx_info(s, &info), "info");
+	EQ_INT(info.flags & VSX_INFO_CREDIT, 0, "VSX_INFO_CREDIT");
+	EQ_INT(info.buf_alloc, 0, "buf_alloc");
+	EQ_INT(info.fwd_cnt, 0, "fwd_cnt");
+	EQ_INT(info.peer_buf_alloc, 0, "peer_buf_alloc");
+	EQ_INT(info.peer_fwd_cnt, 0, "peer_fwd_cnt");
+	EQ_INT(info.tx_free, 0, "tx_free");
+	EQ_INT(info.rx_free, 0, "rx_free");
+	EQ_INT(info.rx_buffer, 0, "rx_buffer");
+	EQ_INT(vsx_close(s), 0, "close");
+	server_finish(&sv);
+}
+
 Test(hybrid, connect_line_ports)
 {
 	static const uint32_t ports[] = { 0, 1, 1024, 4294967294u };
@@ -1060,7 +1089,8 @@ Test(hybrid, shutdown_wr)
 	EQ_INT(vsx_send(s, "abc", 3), 3, "send");
 	EQ_INT(vsx_shutdown(s, SHUT_WR), 0, "shutdown");
 	RC_OK(vsx_info(s, &info), "info");
-	EQ_INT(info.shut_local, 2, "info after SHUT_WR");
+	EQ_INT(info.shut_local, VSX_SHUT_WR, "info after SHUT_WR");
+	cr_assert(info.shut_local & SHUT_WR, "shut_local & SHUT_WR after SHUT_WR");
 	EQ_INT(info.state, VSX_STATE_CLOSING, "info after SHUT_WR");
 	EQ_INT(vsx_send(s, "x", 1), -EPIPE, "send after SHUT_WR");
 	/* the server answers only after it saw our EOF */
@@ -1075,6 +1105,62 @@ Test(hybrid, shutdown_wr)
 	cr_assert(memcmp(sv.data, "abc", 3) == 0, "server received \"%.3s\"", sv.data);
 }
 
+/*
+ * shut_local is read in the terms a caller passes: "shut_local & SHUT_WR"
+ * is the sending side (libvsx 0.1 had it the receiving side's bit), and
+ * vsx_shutdown takes the bits it reports (0.1 read VSX_SHUT_WR, 2, as
+ * SHUT_RDWR and shut both sides).
+ */
+Test(hybrid, shut_local_against_shut_wr)
+{
+	struct server sv = { .play = play_reply, REPLY(OK_5678) };
+	struct vsx_info info;
+	char buf[32] = { 0 };
+	vsx_sock *s = NULL;
+
+	server_start(&sv, "vm.sock");
+	RC_OK(vsx_connect(addr_of(&sv, 1234), NULL, &s), "connect");
+	EQ_INT(vsx_shutdown(s, SHUT_RD), 0, "shutdown(SHUT_RD)");
+	RC_OK(vsx_info(s, &info), "info");
+	EQ_INT(info.shut_local & SHUT_WR, 0, "shut_local & SHUT_WR after SHUT_RD");
+	EQ_INT(info.shut_local, VSX_SHUT_RD, "shut_local after SHUT_RD");
+	EQ_INT(vsx_send(s, "abc", 3), 3, "send after SHUT_RD");
+	EQ_INT(vsx_shutdown(s, SHUT_WR), 0, "shutdown(SHUT_WR)");
+	RC_OK(vsx_info(s, &info), "info");
+	cr_assert(info.shut_local & SHUT_WR, "shut_local & SHUT_WR after SHUT_WR: %u",
+		  info.shut_local);
+	EQ_INT(info.shut_local, VSX_SHUT_RDWR, "shut_local after both");
+	EQ_INT(vsx_close(s), 0, "close");
+	server_finish(&sv);
+
+	/* VSX_SHUT_WR shuts the sending side only: the server's answer to our
+	 * EOF still arrives */
+	sv = (struct server){ .play = play_after_eof, REPLY(OK_5678) };
+	server_start(&sv, "vm2.sock");
+	RC_OK(vsx_connect(addr_of(&sv, 1234), NULL, &s), "connect");
+	EQ_INT(vsx_shutdown(s, VSX_SHUT_WR), 0, "shutdown(VSX_SHUT_WR)");
+	RC_OK(vsx_info(s, &info), "info");
+	EQ_INT(info.shut_local, VSX_SHUT_WR, "shut_local after VSX_SHUT_WR");
+	EQ_INT(recv_exact(s, buf, sizeof(buf) - 1, 64), 9, "recv after VSX_SHUT_WR");
+	EQ_STR(buf, "after-eof", "recv after VSX_SHUT_WR");
+	EQ_INT(vsx_close(s), 0, "close");
+	server_finish(&sv);
+
+	/* VSX_SHUT_RD and VSX_SHUT_RDWR are taken too */
+	sv = (struct server){ .play = play_reply, REPLY(OK_5678) };
+	server_start(&sv, "vm3.sock");
+	RC_OK(vsx_connect(addr_of(&sv, 1234), NULL, &s), "connect");
+	EQ_INT(vsx_shutdown(s, VSX_SHUT_RD), 0, "shutdown(VSX_SHUT_RD)");
+	RC_OK(vsx_info(s, &info), "info");
+	EQ_INT(info.shut_local, VSX_SHUT_RD, "shut_local after VSX_SHUT_RD");
+	EQ_INT(vsx_shutdown(s, VSX_SHUT_RDWR), 0, "shutdown(VSX_SHUT_RDWR)");
+	RC_OK(vsx_info(s, &info), "info");
+	EQ_INT(info.shut_local, VSX_SHUT_RDWR, "shut_local after VSX_SHUT_RDWR");
+	EQ_INT(vsx_send(s, "x", 1), -EPIPE, "send after VSX_SHUT_RDWR");
+	EQ_INT(vsx_close(s), 0, "close");
+	server_finish(&sv);
+}
+
 Test(hybrid, shutdown_bad_how)
 {
 	struct server sv = { .play = play_reply, REPLY(OK_5678) };
@@ -1082,6 +1168,8 @@ Test(hybrid, shutdown_bad_how)
 
 	server_start(&sv, "vm.sock");
 	RC_OK(vsx_connect(addr_of(&sv, 1234), NULL, &s), "connect");
+	EQ_INT(vsx_shutdown(s, 3), -EINVAL, "shutdown(3)");
+	EQ_INT(vsx_shutdown(s, 6), -EINVAL, "shutdown(6)");
 	EQ_INT(vsx_shutdown(s, 7), -EINVAL, "shutdown(7)");
 	EQ_INT(vsx_shutdown(s, -1), -EINVAL, "shutdown(-1)");
 	EQ_INT(vsx_close(s), 0, "close");

@@ -56,6 +56,8 @@
  *                      uds-path= host-port=)
  *   hclosed            wait until the host socket reads EOF or an error
  *   hclose             vsx_close
+ *   hinfo              vsx_info: credit=0|1 (VSX_INFO_CREDIT) and the
+ *                      six credit fields, rx_buffer
  *   hshut              shut down the host socket's sending side
  * Plain sockets in place of the libvsx host socket (for forwards):
  *   tconnect ADDR      connect to tcp:HOST:PORT or unix:PATH
@@ -698,6 +700,17 @@ static void command(char *line)
 		}
 		rc = vsx_get_buffer(hs, VSX_RX, &bytes);
 		answer(rc == 0, "rx=%zu", rc == 0 ? bytes : 0);
+	} else if (!strcmp(verb, "hinfo")) {
+		rc = hs ? vsx_info(hs, &info) : -ENOTCONN;
+		if (rc < 0) {
+			answer(false, "%s", vsx_strerror(rc));
+			return;
+		}
+		answer(true, "credit=%d buf_alloc=%u fwd_cnt=%u peer_buf_alloc=%u "
+		       "peer_fwd_cnt=%u tx_free=%u rx_free=%u rx_buffer=%zu",
+		       !!(info.flags & VSX_INFO_CREDIT), info.buf_alloc, info.fwd_cnt,
+		       info.peer_buf_alloc, info.peer_fwd_cnt, info.tx_free, info.rx_free,
+		       info.rx_buffer);
 	} else if (!strcmp(verb, "hclose")) {
 		vsx_close(hs);
 		hs = NULL;

@@ -42,7 +42,10 @@ extern "C" {
 
 /* Longest Unix socket path, including its NUL (sizeof sun_path). */
 #define VSX_PATH_MAX 108
-/* Longest VM name accepted in vm:NAME:PORT, including its NUL. */
+/*
+ * Longest VM name in vm:NAME:PORT, in bytes, the NUL not counted: one
+ * limit for libvsx and vsxd, so every name vsxd accepts can be reached.
+ */
 #define VSX_NAME_MAX 64
 /* Buffer size that always holds vsx_addr_format() output. */
 #define VSX_ADDR_STRLEN (VSX_PATH_MAX + 32)
@@ -191,7 +194,7 @@ VSX_EXPORT int vsx_guid_to_port(const uint8_t guid[16], uint32_t *port);
  * copied; nothing in it, nor anything it points to, is kept after the call.
  */
 struct vsx_opts {
-	int flags;                  /* VSX_O_* */
+	unsigned flags;             /* VSX_O_* */
 	int connect_timeout_ms;     /* 0: default; <0: -EINVAL; also bounds the
 				       authentication handshake */
 	int linger_ms;              /* 0: default; <0: vsx_close() does not wait */
@@ -273,7 +276,11 @@ VSX_EXPORT ssize_t vsx_send(vsx_sock *s, const void *buf, size_t len);
 /* Receive up to @len bytes. 0 means the peer shut down its sending side. */
 VSX_EXPORT ssize_t vsx_recv(vsx_sock *s, void *buf, size_t len);
 
-/* Shut down one or both directions: SHUT_RD, SHUT_WR or SHUT_RDWR. */
+/*
+ * Shut down one or both directions: @how is SHUT_RD, SHUT_WR or SHUT_RDWR
+ * (0, 1, 2), or VSX_SHUT_RD, VSX_SHUT_WR or VSX_SHUT_RDWR (4, 1, 5), the
+ * bits vsx_info reports in shut_local; no value means two things.
+ */
 VSX_EXPORT int vsx_shutdown(vsx_sock *s, int how);
 
 /*
@@ -331,11 +338,19 @@ enum vsx_state {
 	VSX_STATE_CLOSED,
 };
 
-#define VSX_INFO_CREDIT 0x1 /* the credit fields are valid */
+#define VSX_INFO_CREDIT 0x1 /* the credit fields are valid: hybrid and vm:
+			       connections a vsxd serves (asked of it) */
 #define VSX_INFO_AUTH 0x2   /* peer authenticated with the pre-shared key;
 			       on a listener: its connections will be */
-#define VSX_SHUT_RD 0x1     /* vsx_info.shut_local bits */
-#define VSX_SHUT_WR 0x2
+/*
+ * vsx_info.shut_local bits, which vsx_shutdown also takes. VSX_SHUT_WR is
+ * SHUT_WR (1), so "shut_local & SHUT_WR" asks what it reads as; SHUT_RD
+ * is 0 and cannot be a bit, so the receiving side is VSX_SHUT_RD (4),
+ * which is none of POSIX's values. (libvsx 0.1 had RD 1 and WR 2.)
+ */
+#define VSX_SHUT_WR 0x1
+#define VSX_SHUT_RD 0x4
+#define VSX_SHUT_RDWR (VSX_SHUT_RD | VSX_SHUT_WR)
 
 struct vsx_info {
 	char transport[16];            /* "virtio", "hybrid", "vmbus", ... */
@@ -343,7 +358,7 @@ struct vsx_info {
 	char peer[VSX_ADDR_STRLEN];
 	int type;                      /* SOCK_STREAM or SOCK_SEQPACKET */
 	int state;                     /* enum vsx_state */
-	int shut_local;                /* VSX_SHUT_RD | VSX_SHUT_WR done by us */
+	unsigned shut_local;           /* VSX_SHUT_RD | VSX_SHUT_WR done by us */
 	uint64_t bytes_sent;           /* through this vsx_sock */
 	uint64_t bytes_received;
 	size_t rx_buffer;              /* as vsx_get_buffer(); 0 when unknown */
@@ -357,6 +372,12 @@ struct vsx_info {
 	uint32_t rx_free;              /* what the peer may still send */
 };
 
+/*
+ * Describe @s into *@out (vsx_info(3)); every field is set, 0 or "" when
+ * unknown. On hybrid and vm: connections it asks vsxd for the credit
+ * fields, a control-socket round trip of at most 1 s; other transports
+ * ask no one. Returns 0, or -EINVAL for NULL.
+ */
 VSX_EXPORT int vsx_info(const vsx_sock *s, struct vsx_info *out);
 
 /* ---- Probing ------------------------------------------------------------ */
