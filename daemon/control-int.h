@@ -59,12 +59,15 @@ struct vsxd_control {
 	const struct vsxd_workers *workers; /* or NULL */
 };
 
-/* The control socket's log, if any. */
+/* The control socket's log, if any (control_reply.c). */
 __attribute__((format(printf, 3, 4)))
 void vsxd__ctl_log(struct vsxd_control *c, int prio, const char *fmt, ...);
 
-/* One "key=value" line; bytes outside printable ASCII become \xNN, and
- * the value is cut at VSX_CTL_VALUE_MAX bytes. */
+/* control_reply.c: one "key=value" line; bytes outside printable ASCII
+ * become \xNN, and the value is cut at VSX_CTL_VALUE_MAX bytes. */
 void vsxd__ctl_put_str(struct evbuffer *b, const char *key, const char *v);
+/* The end of a reply: "error=@msg" when @e is not 0 and @msg is given,
+ * then "errno=@e" and the empty line. */
+void vsxd__ctl_end(struct evbuffer *b, int e, const char *msg);
 
 #endif /* VSXD_CONTROL_INT_H */

@@ -56,17 +56,6 @@
 #define CTL_OUT_HIGH (256u * 1024)  /* stop reading while more is unsent */
 #define CTL_LINGER_MS 2000          /* a closing client's last chance */
 
-/* ---- Logging ---- */
-
-void vsxd__ctl_log(struct vsxd_control *c, int prio, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsx__logv(c->log, c->log_arg, prio, fmt, ap);
-	va_end(ap);
-}
-
 /* ---- Clients ---- */
 
 static void client_free(struct ctl_client *cl)
@@ -111,8 +100,7 @@ static void client_refuse(struct ctl_client *cl, int e, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	vsxd__ctl_put_str(out, VSX_CTL_K_ERROR, msg);
-	evbuffer_add_printf(out, VSX_CTL_K_ERRNO "=%d\n\n", e);
+	vsxd__ctl_end(out, e, msg);
 }
 
 /* Answer what complete requests the input holds. false: @cl was freed. */

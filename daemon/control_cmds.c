@@ -34,32 +34,6 @@
 
 /* ---- Replies ---- */
 
-void vsxd__ctl_put_str(struct evbuffer *b, const char *key, const char *v)
-{
-	static const char hex[] = "0123456789abcdef";
-	char out[VSX_CTL_VALUE_MAX + 1];
-	size_t o = 0;
-
-	for (; *v; v++) {
-		unsigned char ch = (unsigned char)*v;
-
-		if (ch >= 0x20 && ch <= 0x7e) {
-			if (o + 1 > VSX_CTL_VALUE_MAX)
-				break;
-			out[o++] = (char)ch;
-		} else {
-			if (o + 4 > VSX_CTL_VALUE_MAX)
-				break;
-			out[o++] = '\\';
-			out[o++] = 'x';
-			out[o++] = hex[ch >> 4];
-			out[o++] = hex[ch & 15];
-		}
-	}
-	out[o] = '\0';
-	evbuffer_add_printf(b, "%s=%s\n", key, out);
-}
-
 __attribute__((format(printf, 3, 4)))
 static void put(struct evbuffer *b, const char *key, const char *fmt, ...)
 {
@@ -870,18 +844,16 @@ void vsxd_control_answer(struct vsxd_control *c, char *req, size_t len, uint32_t
 	int e;
 
 	if (!b) {
-		evbuffer_add_printf(out, VSX_CTL_K_ERROR "=out of memory\n"
-				    VSX_CTL_K_ERRNO "=%d\n\n", ENOMEM);
+		vsxd__ctl_end(out, ENOMEM, "out of memory");
 		return;
 	}
 	e = len ? run(&q, req, len, b) : fail(&q, EINVAL, "empty request");
 	if (e) {
 		vsxd__ctl_log(c, VSXB_LOG_DEBUG, "control: uid %u: errno=%d: %s", uid, e, q.err);
-		vsxd__ctl_put_str(out, VSX_CTL_K_ERROR, q.err);
-		evbuffer_add_printf(out, VSX_CTL_K_ERRNO "=%d\n\n", e);
+		vsxd__ctl_end(out, e, q.err);
 	} else {
 		evbuffer_add_buffer(out, b);
-		evbuffer_add_printf(out, VSX_CTL_K_ERRNO "=0\n\n");
+		vsxd__ctl_end(out, 0, NULL);
 	}
 	evbuffer_free(b);
 }
