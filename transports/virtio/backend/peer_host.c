@@ -870,6 +870,31 @@ static struct conn *host_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops
 	return c;
 }
 
+/* The connection of the guest's REQUEST @h, to be served on @fd (taken:
+ * closed when no connection could be made; NULL then). */
+static struct conn *host_guest_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
+				   const struct virtio_vsock_hdr *h, int fd)
+{
+	struct conn *c = host_new(vm, ops, h->type, h->src_port, h->dst_port);
+
+	if (!c) {
+		close(fd);
+		return NULL;
+	}
+	c->guest_initiated = true;
+	c->peer_buf_alloc = h->buf_alloc;
+	c->peer_fwd_cnt = h->fwd_cnt;
+	return c;
+}
+
+/* No connection for the guest's REQUEST @h (errno @err): refused, RST. */
+static void host_guest_refuse(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h, int err)
+{
+	vsxb__refuse(vm, h->type, h->src_port, VSOCK_CID_HOST, h->dst_port, true,
+		    err == ENOMEM ? VSXB_REASON_ERROR : VSXB_REASON_REFUSED, err, 0);
+	vsxb__orphan_rst(vm, h);
+}
+
 void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 {
 	bool seq = h->type == VIRTIO_VSOCK_TYPE_SEQPACKET;
@@ -901,15 +926,11 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 		close(fd);
 		goto refuse;
 	}
-	c = host_new(vm, &host_ops, h->type, h->src_port, h->dst_port);
+	c = host_guest_new(vm, &host_ops, h, fd);
 	if (!c) {
-		close(fd);
 		err = ENOMEM;
 		goto refuse;
 	}
-	c->guest_initiated = true;
-	c->peer_buf_alloc = h->buf_alloc;
-	c->peer_fwd_cnt = h->fwd_cnt;
 	c->state = VSXB_CONN_ESTABLISHED;
 	if (vsxb__host_attach(c, fd) < 0) {
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
@@ -921,9 +942,7 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 	host_watch(c);
 	return;
 refuse:
-	vsxb__refuse(vm, h->type, h->src_port, VSOCK_CID_HOST, h->dst_port, true,
-		    err == ENOMEM ? VSXB_REASON_ERROR : VSXB_REASON_REFUSED, err, 0);
-	vsxb__orphan_rst(vm, h);
+	host_guest_refuse(vm, h, err);
 }
 
 /* ---- Forwards to the host kernel's vsock (forward-cid) ---- */
@@ -945,15 +964,11 @@ void vsxb__host_forward(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 			 strerror(err));
 		goto refuse;
 	}
-	c = host_new(vm, &vsock_ops, h->type, h->src_port, h->dst_port);
+	c = host_guest_new(vm, &vsock_ops, h, fd);
 	if (!c) {
-		close(fd);
 		err = ENOMEM;
 		goto refuse;
 	}
-	c->guest_initiated = true;
-	c->peer_buf_alloc = h->buf_alloc;
-	c->peer_fwd_cnt = h->fwd_cnt;
 	hp(c)->pending = true;
 	if (vsxb__host_attach(c, fd) < 0) {
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
@@ -963,9 +978,7 @@ void vsxb__host_forward(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
 	return;
 refuse:
-	vsxb__refuse(vm, h->type, h->src_port, VSOCK_CID_HOST, h->dst_port, true,
-		    err == ENOMEM ? VSXB_REASON_ERROR : VSXB_REASON_REFUSED, err, 0);
-	vsxb__orphan_rst(vm, h);
+	host_guest_refuse(vm, h, err);
 }
 
 /* ---- Host ports ---- */
