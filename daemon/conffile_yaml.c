@@ -111,6 +111,17 @@ static int next(struct yp *y)
 	return 0;
 }
 
+/* The next event of a mapping or list: 1 and the event for its next item,
+ * 0 at its @end event, or the error. */
+static int next_item(struct yp *y, yaml_event_type_t end)
+{
+	int r = next(y);
+
+	if (r < 0)
+		return r;
+	return y->ev.type != end;
+}
+
 static const char *scalar(const struct yp *y, size_t *len)
 {
 	*len = y->ev.data.scalar.length;
@@ -211,12 +222,7 @@ static int parse_vm(struct yp *y, size_t nth)
 		vm->origin = NULL;
 		return -ENOMEM;
 	}
-	for (;;) {
-		r = next(y);
-		if (r < 0)
-			return r;
-		if (y->ev.type == YAML_MAPPING_END_EVENT)
-			break;
+	while ((r = next_item(y, YAML_MAPPING_END_EVENT)) > 0) {
 		line = ev_line(y);
 		if (y->ev.type != YAML_SCALAR_EVENT)
 			return yerr(y, line, "expected a key, not %s", node_kind(y));
@@ -240,6 +246,8 @@ static int parse_vm(struct yp *y, size_t nth)
 		if (r < 0)
 			return r;
 	}
+	if (r < 0)
+		return r;
 	r = vsxd_vm_finish(vm, y->err);
 	if (r == -EINVAL)
 		vsxd__err_prefix(y->err, "%s:%u: vms entry %zu", y->fname, vm_line, nth);
@@ -256,12 +264,7 @@ static int parse_vms(struct yp *y)
 	if (y->ev.type != YAML_SEQUENCE_START_EVENT)
 		return yerr(y, line, "vms: expected a list of VMs ('- guest_cid: ...' "
 			    "entries), not %s", is_null(y) ? "nothing" : node_kind(y));
-	for (;;) {
-		r = next(y);
-		if (r < 0)
-			return r;
-		if (y->ev.type == YAML_SEQUENCE_END_EVENT)
-			break;
+	while ((r = next_item(y, YAML_SEQUENCE_END_EVENT)) > 0) {
 		if (y->ev.type != YAML_MAPPING_START_EVENT)
 			return yerr(y, ev_line(y), "vms entry %zu: expected a mapping of "
 				    "KEY: VALUE, not %s", n + 1, node_kind(y));
@@ -269,6 +272,8 @@ static int parse_vms(struct yp *y)
 		if (r < 0)
 			return r;
 	}
+	if (r < 0)
+		return r;
 	if (n == 0)
 		return yerr(y, line, "vms is an empty list");
 	return 0;
@@ -295,12 +300,7 @@ static int parse_document(struct yp *y)
 	if (y->ev.type != YAML_MAPPING_START_EVENT)
 		return yerr(y, ev_line(y), "expected a mapping with a 'vms:' list, not %s",
 			    is_null(y) ? "nothing" : node_kind(y));
-	for (;;) {
-		r = next(y);
-		if (r < 0)
-			return r;
-		if (y->ev.type == YAML_MAPPING_END_EVENT)
-			break;
+	while ((r = next_item(y, YAML_MAPPING_END_EVENT)) > 0) {
 		if (y->ev.type != YAML_SCALAR_EVENT)
 			return yerr(y, ev_line(y), "expected a key, not %s", node_kind(y));
 		key = scalar(y, &kl);
@@ -317,6 +317,8 @@ static int parse_document(struct yp *y)
 		if (r < 0)
 			return r;
 	}
+	if (r < 0)
+		return r;
 	if (!vms_line)
 		return yerr(y, ev_line(y), "no 'vms:' list");
 	r = next(y);            /* DOCUMENT_END */
