@@ -19,22 +19,6 @@
 #include "forward.h"
 #include "util.h"
 
-static bool name_ok(const char *s, size_t n)
-{
-	size_t i;
-
-	if (!n || n > VSXD_NAME_MAX)
-		return false;
-	for (i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
-}
-
 void vsxd_endpoint_free(struct vsxd_endpoint *ep)
 {
 	free(ep->text);
@@ -139,7 +123,7 @@ int vsxd_endpoint_parse(const char *s, size_t len, struct vsxd_endpoint *ep,
 		ep->lib = strndup(s, len);
 	} else if (PFX("vm:")) {
 		ep->kind = VSXD_EP_VM;
-		if (!colon || !name_ok(rest, (size_t)(colon - rest)))
+		if (!colon || !vsx__name_ok(rest, (size_t)(colon - rest)))
 			return vsxd_err_set(err, "'%s': expected vm:NAME:PORT (NAME: 1 to 64 letters, "
 				    "digits, '.', '_' or '-')", vsxd_quote(qb, s, len));
 		if (vsx__parse_dec(colon + 1, (size_t)(end - colon - 1), 0xFFFFFFFEu, &v) < 0)
@@ -269,7 +253,7 @@ int vsxd_fwd_set(struct vsxd_forward *f, const char *key, size_t keylen,
 			return -ENOMEM;
 		break;
 	case VSXD_FWD_NAME:
-		if (!name_ok(val, vallen))
+		if (!vsx__name_ok(val, vallen))
 			return vsxd_err_set(err, "name '%s' is not valid (1 to %u letters, digits, "
 				    "'.', '_' or '-')", vsxd_quote(qb, val, vallen), VSXD_NAME_MAX);
 		free(f->name);

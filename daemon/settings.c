@@ -385,12 +385,6 @@ int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t v
 	return 0;
 }
 
-static bool name_char(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-}
-
 /* ---- VMs ---- */
 
 static const struct vm_key {
@@ -594,10 +588,7 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 			return -ENOMEM;
 		break;
 	case VSXD_VM_NAME:
-		for (i = 0; i < vallen; i++)
-			if (!name_char(val[i]))
-				break;
-		if (i < vallen || vallen > VSXD_NAME_MAX)
+		if (!vsx__name_ok(val, vallen))
 			return vsxd_err_set(err, "name '%s' is not valid (1 to %u letters, digits, "
 				       "'.', '_' or '-')", vsxd_quote(q, val, vallen), VSXD_NAME_MAX);
 		if (vsxd__set_str(&vm->name, val, vallen))

@@ -36,22 +36,6 @@ static int parse_port(const char *what, const char *s, size_t n, uint32_t *out)
 	return 0;
 }
 
-static int valid_name(const char *s, size_t n)
-{
-	size_t i;
-
-	if (n == 0 || n > VSX_NAME_MAX)
-		return 0;
-	for (i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
-			return 0;
-	}
-	return 1;
-}
-
 VSX_EXPORT int vsx_addr_parse(const char *text, struct vsx_addr *out)
 {
 	const char *rest, *colon;
@@ -107,7 +91,7 @@ VSX_EXPORT int vsx_addr_parse(const char *text, struct vsx_addr *out)
 					plen, VSX_PATH_MAX - 1);
 		if (is_unix && memchr(rest, '\0', plen))
 			return vsx__err(-EINVAL, "unix address: bad path");
-		if (!is_unix && !valid_name(rest, plen))
+		if (!is_unix && !vsx__name_ok(rest, plen))
 			return vsx__err(-EINVAL, "vm address '%.64s': a name is 1 to %d of "
 					"[A-Za-z0-9._-]", text, VSX_NAME_MAX);
 		if (parse_port(what, colon + 1, strlen(colon + 1), &a.port) < 0)
@@ -155,7 +139,7 @@ VSX_EXPORT int vsx_addr_format(const struct vsx_addr *a, char *buf, size_t len)
 	case VSX_ADDR_UNIX:
 	case VSX_ADDR_VM:
 		if (!memchr(a->path, '\0', sizeof(a->path)) || !a->path[0] ||
-		    (a->kind == VSX_ADDR_VM && !valid_name(a->path, strlen(a->path))))
+		    (a->kind == VSX_ADDR_VM && !vsx__name_ok(a->path, strlen(a->path))))
 			return vsx__err(-EINVAL, "address: bad path or name");
 		fmt_port(p, sizeof(p), a->port);
 		n = snprintf(tmp, sizeof(tmp), "%s:%s:%s",

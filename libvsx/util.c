@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <vsx/vsx.h>
+
 #include "util.h"
 
 int64_t vsx__now_ms(void)
@@ -100,6 +102,22 @@ static int parse_base(const char *s, size_t n, unsigned base, uint64_t max, uint
 		return -ERANGE;
 	*out = v;
 	return 0;
+}
+
+bool vsx__name_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > VSX_NAME_MAX)
+		return false;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+			return false;
+	}
+	return true;
 }
 
 int vsx__parse_dec(const char *s, size_t n, uint64_t max, uint64_t *out)

@@ -36,6 +36,11 @@ int vsx__set_nonblock(int fd, bool on);
 void vsx__logv(void (*fn)(void *arg, int prio, const char *msg), void *arg, int prio,
 	       const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 
+/* A name as vsx names things (VMs in vm:NAME:PORT, VM groups, forwards):
+ * the @n bytes at @s (not NUL-terminated) are 1 to VSX_NAME_MAX letters,
+ * digits, '.', '_' or '-'. */
+bool vsx__name_ok(const char *s, size_t n);
+
 /* The @n bytes at @s (not NUL-terminated), at most @max. */
 int vsx__parse_dec(const char *s, size_t n, uint64_t max, uint64_t *out);
 int vsx__parse_uint(const char *s, size_t n, uint64_t max, uint64_t *out);

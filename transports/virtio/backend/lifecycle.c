@@ -79,7 +79,7 @@ static int parse_groups(struct vsxb_vm *vm, const char *spec)
 		return -ENOMEM;
 	}
 	for (tok = strtok_r(copy, "+", &save); tok; tok = strtok_r(NULL, "+", &save)) {
-		if (!vsxb__name_ok(tok, 64)) {
+		if (!vsx__name_ok(tok, strlen(tok))) {
 			rc = -EINVAL;
 			break;
 		}
@@ -154,7 +154,7 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 	if (cfg->uds_path && (!*cfg->uds_path ||
 			      strlen(cfg->uds_path) + 11 >= sizeof(un.sun_path)))
 		return bad_config(r, "uds-path empty or too long (at most 96 bytes)");
-	if (cfg->name && !vsxb__name_ok(cfg->name, 64))
+	if (cfg->name && !vsx__name_ok(cfg->name, strlen(cfg->name)))
 		return bad_config(r, "name must be 1-64 of [A-Za-z0-9._-]");
 	if (cfg->tx_buffer_size > VSXB_MAX_BUF_ALLOC)
 		return bad_config(r, "tx-buffer-size above 1 GiB");

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "router.h"
+#include "util.h"
 
 /* ---- Settings and lookups ---- */
 
@@ -128,22 +129,6 @@ struct vsxb_vm *vsxb_router_vm_by_cid(struct vsxb_router *r, uint64_t cid)
 const char *vsxb_vm_name(const struct vsxb_vm *vm)
 {
 	return vm->name;
-}
-
-bool vsxb__name_ok(const char *s, size_t max)
-{
-	size_t n = strlen(s), i;
-
-	if (!n || n > max)
-		return false;
-	for (i = 0; i < n; i++) {
-		char ch = s[i];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.'))
-			return false;
-	}
-	return true;
 }
 
 /* ---- Routing ---- */
@@ -334,7 +319,7 @@ int vsxb_router_listen_port(struct vsxb_router *r, const char *vm_name, uint32_t
 	struct eng_list *n;
 	struct vsxb_port *p;
 
-	if (!r || !vm_name || !vsxb__name_ok(vm_name, VSXB_NAME_LEN - 1) || !cb || !out ||
+	if (!r || !vm_name || !vsx__name_ok(vm_name, strlen(vm_name)) || !cb || !out ||
 	    port == UINT32_MAX)
 		return -EINVAL;
 	for (n = r->ports.next; n != &r->ports; n = n->next) {

@@ -19,8 +19,6 @@ struct vsxb_port *vsxb__port_find(struct vsxb_router *r, const struct vsxb_vm *v
 bool vsxb__share_group(const struct vsxb_vm *a, const struct vsxb_vm *b);
 /* Fill the zero fields of @l with the defaults (backend.h). */
 void vsxb__limits_defaults(struct vsxb_router_limits *l);
-/* 1 to @max bytes of [A-Za-z0-9._-] (VM and group names). */
-bool vsxb__name_ok(const char *s, size_t max);
 
 /* ---- device.c: the vhost-user device (calls the router and the API) ---- */
 extern const struct vsx_vu_ops vsxb__vsock_ops;
