@@ -25,6 +25,9 @@
  *   wait-rst           wait for an RST
  *   wait-shut FLAGS    wait until the host sent SHUTDOWN with FLAGS
  *   state              the guest's view of the connection
+ *   backend            is the back-end still there? (a GET_FEATURES on the
+ *                      vhost-user connection: "alive=1", or "alive=0" once
+ *                      it closed the connection)
  * Host commands (libvsx):
  *   hconnect ADDR      vsx_connect (prints the host port vsxd assigned)
  *   hlisten ADDR       vsx_listen;  haccept: vsx_accept
@@ -514,6 +517,11 @@ static void command(char *line)
 	} else if (!strcmp(verb, "state")) {
 		service(0);
 		print_state();
+	} else if (!strcmp(verb, "backend")) {
+		uint64_t f;
+
+		rc = drv_vhost_msg(d, 1 /* GET_FEATURES */, 1, NULL, 0, NULL, 0, &f, sizeof(f));
+		answer(true, "alive=%d", rc == (int)sizeof(f));
 	} else if (!strcmp(verb, "hconnect") || !strcmp(verb, "hlisten")) {
 		if (!a) {
 			answer(false, "needs an address");

@@ -22,6 +22,13 @@ void vsxb__limits_defaults(struct vsxb_router_limits *l);
 /* 1 to @max bytes of [A-Za-z0-9._-] (VM and group names). */
 bool vsxb__name_ok(const char *s, size_t max);
 
+/* ---- restart.c: device events, adoption (calls the API) ---- */
+/* Tell the router's device-event hook that @vm's device is @live (started
+ * or changed) or not (stopped). */
+void vsxb__device_event(struct vsxb_vm *vm, bool live);
+/* Free what an adoption left (vm_free). */
+void vsxb__restart_free(struct vsxb_vm *vm);
+
 /* ---- device.c: the vhost-user device (calls the router and the API) ---- */
 extern const struct vsx_vu_ops vsxb__vsock_ops;
 /* A budget ran out: continue the VM's TX and RX work. */

@@ -836,9 +836,19 @@ static int vu_handle(struct vsx_vu *vu)
 	}
 }
 
+/* Can request @req change what vsx_vu_get_state reports of a live
+ * device without stopping it? */
+static bool vu_changes_state(uint32_t req)
+{
+	return req == VU_SET_MEM_TABLE || req == VU_SET_VRING_KICK ||
+	       req == VU_SET_VRING_CALL || req == VU_SET_VRING_ENABLE ||
+	       req == VU_SET_FEATURES || req == VU_SET_PROTOCOL_FEATURES;
+}
+
 static void vu_dispatch(struct vsx_vu *vu)
 {
 	bool need_reply = vu->rx.hdr.flags & VU_FLAG_NEED_REPLY;
+	bool was_live = vu->live;
 	int r = vu_handle(vu);
 
 	vu_rx_reset(vu); /* closes any fd no handler took */
@@ -846,6 +856,9 @@ static void vu_dispatch(struct vsx_vu *vu)
 		vsx_vu__disconnect(vu);
 		return;
 	}
+	if (was_live && vu->live && r == 0 && vu->ops->changed &&
+	    vu_changes_state(vu->rx.hdr.request))
+		vu->ops->changed(vu->dev);
 	if (r != VU_REPLIED && need_reply) {
 		uint64_t v = r ? 1 : 0;
 

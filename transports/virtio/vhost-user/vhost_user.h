@@ -81,6 +81,11 @@ struct vsx_vu_ops {
 	/* Optional: a one-line log message (no newline) worth an operator's
 	 * attention, e.g. why a front-end or guest was cut off. */
 	void (*log)(void *dev, const char *msg);
+	/* Optional: while live, a message changed what vsx_vu_get_state
+	 * reports (QEMU sends SET_VRING_CALL again after the start, and may
+	 * send a new memory table): whoever keeps that state for a restart
+	 * reads it again. */
+	void (*changed)(void *dev);
 };
 
 /*
@@ -175,5 +180,8 @@ int vsx_vu_get_state(const struct vsx_vu *vu, struct vsx_vu_state *out);
  * as it was: listening, no front-end. -EBUSY: @vu has a front-end.
  */
 int vsx_vu_adopt(struct vsx_vu *vu, const struct vsx_vu_state *s);
+
+/* Close every descriptor of @s (each once: two slots may share one). */
+void vsx_vu_state_close(const struct vsx_vu_state *s);
 
 #endif

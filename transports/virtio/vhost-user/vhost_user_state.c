@@ -111,8 +111,7 @@ static unsigned state_fds(const struct vsx_vu_state *s, int *fds)
 	return n;
 }
 
-/* Close each descriptor of @s once. */
-static void close_state(const struct vsx_vu_state *s)
+void vsx_vu_state_close(const struct vsx_vu_state *s)
 {
 	int fds[1 + VSX_MEM_MAX_REGIONS + 2 * VSX_VU_MAX_QUEUES];
 	unsigned n = state_fds(s, fds);
@@ -198,13 +197,13 @@ int vsx_vu_adopt(struct vsx_vu *vu, const struct vsx_vu_state *s)
 	if (vu->conn_fd >= 0) {
 		vsx_vu__log(vu, "vhost-user: cannot adopt a device on %s: a front-end "
 			    "is connected", vu->path);
-		close_state(s);
+		vsx_vu_state_close(s);
 		return -EBUSY;
 	}
 	why = state_bad(vu, s);
 	if (why) {
 		vsx_vu__log(vu, "vhost-user: cannot adopt the device on %s: %s", vu->path, why);
-		close_state(s);
+		vsx_vu_state_close(s);
 		return -EINVAL;
 	}
 
