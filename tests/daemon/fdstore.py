@@ -74,6 +74,7 @@ class Service:
         self.running = True
         self.stopping = False
         self.stopped_rc = None
+        self.last_rc = None
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -131,6 +132,7 @@ class Service:
         if self.proc and self.proc.poll() is not None and self.running and \
                 not self.stopping:
             rc = self.proc.returncode
+            self.last_rc = rc
             self.proc = None
             if rc < 0 or (rc != 0 and rc != 2):
                 self.start()          # on-failure: the store goes with it
@@ -293,3 +295,57 @@ class Service:
 def fcntl_dup_high(fd):
     import fcntl
     return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 1000)
+
+
+def main(argv):
+    """As a program (tests/vm/restart.test):
+
+        fdstore.py [-m MAX] -s STATUS NOTIFY_PATH -- ARGV...
+
+    runs ARGV as the service until SIGTERM (then stops it: systemctl stop)
+    and appends to STATUS one line per event: "start N PID", "ready N PID",
+    "exit N PID STATUS" (a signal as -SIG), "store NAME,NAME,..." when what
+    the store keeps changes, "stopped RC" at the end."""
+    import getopt
+    opts, args = getopt.getopt(argv, "m:s:")
+    o = dict(opts)
+    if "--" in args:
+        args.remove("--")
+    notify, service_argv = args[0], args[1:]
+    status = open(o["-s"], "a", buffering=1)
+    svc = Service(service_argv, notify, store_max=int(o.get("-m", "64")))
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    seen = {"start": 0, "ready": 0, "store": None, "pid": None}
+
+    def report():
+        with svc.lock:
+            if svc.starts != seen["start"]:
+                if seen["pid"] is not None:
+                    status.write("exit %d %d %s\n" % (seen["start"], seen["pid"],
+                                                      svc.last_rc))
+                seen["start"] = svc.starts
+                seen["pid"] = svc.proc.pid if svc.proc else None
+                seen["ready"] = 0
+                status.write("start %d %s\n" % (svc.starts, seen["pid"]))
+            if svc.ready and not seen["ready"]:
+                seen["ready"] = 1
+                status.write("ready %d %s\n" % (svc.starts, seen["pid"]))
+            names = ",".join(svc.names())
+            if names != seen["store"]:
+                seen["store"] = names
+                status.write("store %s\n" % names)
+
+    svc.start()
+    while not done.wait(0.02):
+        report()
+    svc.stop()
+    report()
+    status.write("stopped %s\n" % svc.stopped_rc)
+    svc.close()
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main(sys.argv[1:]))
