@@ -271,7 +271,7 @@ static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
 }
 
 void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
-			 const struct vsx_vu_state *st)
+			 uint64_t guest_cid, const struct vsx_vu_state *st)
 {
 	struct vsxd_fdstore *fs = arg;
 	int i;
@@ -318,6 +318,7 @@ void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
 		fs->conn_cap[i] = 0;
 		snprintf(fs->recs[i].name, sizeof(fs->recs[i].name), "%s", name);
 	}
+	fs->recs[i].cid = guest_cid;
 	if (store_device(fs, &fs->recs[i], st) < 0) {
 		remove_vm_names(fs, &fs->recs[i]);
 		rec_drop(fs, (unsigned)i);
@@ -371,7 +372,7 @@ out:
 
 void vsxd_fdstore_forget(struct vsxd_fdstore *fs, const char *name)
 {
-	vsxd_fdstore_device(fs, NULL, name, NULL);
+	vsxd_fdstore_device(fs, NULL, name, 0, NULL);
 }
 
 /* ---- Start ---- */
@@ -587,8 +588,10 @@ static const char *build_state(struct vsxd_fdstore *fs, const struct vsxd_state_
 	return NULL;
 }
 
-void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char *name)
+void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char *name,
+			uint64_t cid)
 {
+	char cidwhy[96];
 	const struct vsxd_state_vm *v = NULL;
 	struct vsxb_conn_addr *conns = NULL;
 	struct vsx_vu_state st;
@@ -602,6 +605,13 @@ void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char 
 			v = &fs->prev.vms[i];
 	if (!v)
 		return;
+	if (v->cid != cid) {
+		/* the guest knows the old one: its device is not this VM's */
+		snprintf(cidwhy, sizeof(cidwhy), "its guest-cid was %llu, it is %llu now",
+			 (unsigned long long)v->cid, (unsigned long long)cid);
+		why = cidwhy;
+		goto fail;
+	}
 	why = build_state(fs, v, &st);
 	if (!why && v->nconns) {
 		conns = calloc(v->nconns, sizeof(*conns));

@@ -30,9 +30,11 @@ typedef void (*vsxd_fdstore_log_fn)(void *arg, int prio, const char *msg);
  */
 int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstore **out);
 
-/* VM @name was just created: take over its device if the earlier process
- * left it (vsxb_vm_adopt), with one log line saying what happened. */
-void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char *name);
+/* VM @name (guest CID @cid) was just created: take over its device if the
+ * earlier process left it (vsxb_vm_adopt) for the same CID, with one log
+ * line saying what happened. */
+void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char *name,
+			uint64_t cid);
 
 /* Every configured VM was created: close what no VM took, drop from the
  * store what is nobody's now, write the state record. */
@@ -40,7 +42,7 @@ void vsxd_fdstore_ready(struct vsxd_fdstore *fs);
 
 /* The backend's hooks (arg: the store). */
 void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
-			 const struct vsx_vu_state *st);
+			 uint64_t guest_cid, const struct vsx_vu_state *st);
 void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev);
 
 /* VM @name goes away (reload): its descriptors leave the store. */

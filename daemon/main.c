@@ -524,16 +524,19 @@ static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
  * failure what runs is kept and @err says why. */
 static int metrics_apply(struct vsxd *d, const char *addr, struct vsxd_err *err)
 {
+	struct vsxd_start_info start;
 	const struct vsxd_metrics_opts o = {
 		.addr = addr,
 		.fwds = d->fwds,
 		.evloop = &d->ev,
 		.workers = d->workers,
+		.start = &start,
 		.log = backend_log,
 	};
 	struct vsxd_metrics *m = NULL;
 	int r;
 
+	vsxd_fdstore_info(d->fdstore, &start);
 	if (d->metrics && addr && !strcmp(vsxd_metrics_addr(d->metrics), addr))
 		return 0;
 	if (addr) {
@@ -893,7 +896,8 @@ int main(int argc, char **argv)
 			fatal("%s: cannot start: %s", label, start_error(r, false));
 			goto out;
 		}
-		vsxd_fdstore_adopt(d.fdstore, d.vms[i], vsxb_vm_name(d.vms[i]));
+		vsxd_fdstore_adopt(d.fdstore, d.vms[i], vsxb_vm_name(d.vms[i]),
+				   d.cfg.vms[i].guest_cid);
 	}
 	vsxd_fdstore_ready(d.fdstore);
 	r = vsxd_fwds_new(d.base, d.router, backend_log, &d.fwds);

@@ -146,6 +146,7 @@ static void put_vm(struct wr *w, const struct vsxd_state_vm *v)
 {
 	put_str(w, v->name);
 	put_str(w, v->conn);
+	put_le(w, v->cid, 8);
 	put_le(w, v->features, 8);
 	put_le(w, v->protocol_features, 8);
 	put_le(w, v->nregions, 1);
@@ -283,6 +284,7 @@ static int get_vm(struct rd *r, struct vsxd_state_vm *v)
 
 	get_str(r, v->name, sizeof(v->name));
 	get_str(r, v->conn, sizeof(v->conn));
+	v->cid = get_le(r, 8);
 	v->features = get_le(r, 8);
 	v->protocol_features = get_le(r, 8);
 	v->nregions = get_le(r, 1);

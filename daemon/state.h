@@ -23,6 +23,9 @@
  *   nvms VM records, each
  *     str name       the VM's name (1-64 of [A-Za-z0-9._-])
  *     str conn       FDNAME of the vhost-user connection to the front-end
+ *     u64 cid        the guest's CID (the guest read it from the device's
+ *                    config space: a VM configured with another one now
+ *                    must not take the device back)
  *     u64 features, u64 protocol_features   as negotiated
  *     u8 nregions (1-8), u8 nqueues (1-3), u16 reserved (0), u32 nconns
  *     nregions times: u64 gpa, u64 size, u64 uva, u64 mmap_offset, str fd
@@ -81,6 +84,7 @@ struct vsxd_state_conn {
 struct vsxd_state_vm {
 	char name[VSXD_STATE_NAME_MAX + 1];
 	char conn[VSXD_FDNAME_MAX + 1];
+	uint64_t cid;
 	uint64_t features, protocol_features;
 	unsigned nregions;
 	struct vsxd_state_region region[VSXD_STATE_MAX_REGIONS];

@@ -275,7 +275,7 @@ def sstr(s): return bytes([len(s)]) + s.encode()
 
 
 def state_vm(name, nconns, nq=2, nreg=1):
-    b = sstr(name) + sstr("vm.%s.conn" % name) + struct.pack("<QQ", 0x130000000, 0x203)
+    b = sstr(name) + sstr("vm.%s.conn" % name) + struct.pack("<QQQ", 3, 0x130000000, 0x203)
     b += struct.pack("<BBHI", nreg, nq, 0, nconns)
     for i in range(nreg):
         b += struct.pack("<QQQQ", i << 32, 0x40000000, 0x7f0000000000 + (i << 32), 0)

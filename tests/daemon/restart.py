@@ -16,9 +16,9 @@
 #                ways within 2 s of the kill (host to guest and guest to
 #                host), on the same front-end connection (no setup again)
 #   bad state    a corrupted record, a missing kick eventfd, a pipe in
-#                place of guest memory: a log line saying so, the VM
-#                starts fresh (the front-end sees its back-end go), vsxd
-#                serves on
+#                place of guest memory, another guest-cid for the VM in
+#                the file: a log line saying so, the VM starts fresh (the
+#                front-end sees its back-end go), vsxd serves on
 #   stop         SIGTERM (systemctl stop): exit 0, the store is emptied by
 #                vsxd (FDSTOREREMOVE) and the front-end sees its back-end go
 #
@@ -62,9 +62,21 @@ conf = os.path.join(tmp, "vsxd.conf")
 vhost = os.path.join(tmp, "web.vhost")
 uds = os.path.join(tmp, "web.vsock")
 log_path = os.path.join(tmp, "vsxd.log")
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+metrics = "127.0.0.1:%d" % free_port()
 with open(conf, "w") as f:
-    f.write("[daemon]\ncontrol = %s\n\n[vm web]\nguest-cid = 3\nsocket = %s\n"
-            "uds-path = %s\n" % (os.path.join(tmp, "control"), vhost, uds))
+    f.write("[daemon]\ncontrol = %s\nmetrics = tcp:%s\n\n[vm web]\nguest-cid = 3\n"
+            "socket = %s\nuds-path = %s\n" % (os.path.join(tmp, "control"), metrics,
+                                                vhost, uds))
 log = open(log_path, "w")
 
 
@@ -108,6 +120,15 @@ def status():
     except ValueError:
         return {}
     return j[0] if isinstance(j, list) else j
+
+
+def metric_lines():
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://%s/metrics" % metrics, timeout=10) as r:
+            return r.read().decode().splitlines()
+    except OSError:
+        return []
 
 
 def log_text():
@@ -186,12 +207,20 @@ try:
               str(st.get("generation")) == str(crash + 1) and
               str(st.get("recovered_vms")) == "1" and
               str(st.get("recovery_conns_ended")) == "1", str(st))
+        m = metric_lines()
+        want_m = ["vsxd_generation %d" % (crash + 1), "vsxd_fd_store 1",
+                  'vsxd_recovery_vms{result="recovered"} 1',
+                  'vsxd_recovery_vms{result="fresh"} 0',
+                  "vsxd_recovery_connections_ended 1"]
+        check("crash %d: metrics say it: %s" % (crash, ", ".join(want_m)),
+              all(w in m for w in want_m),
+              str([l for l in m if "generation" in l or "recovery" in l]))
         port += 10
     check("the same front-end throughout (the fake guest set the device up once)",
           guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
 
     # ---- bad states: each time the VM starts fresh, vsxd serves on ----
-    def bad(what, spoil, says):
+    def bad(what, spoil, says, cid=3):
         global guest
         starts = svc.starts
         spoil()
@@ -207,7 +236,8 @@ try:
         guest.close()
         guest = Guest()
         check("%s: a new front-end gets a device that works both ways" % what,
-              guest.line == "0 ok cid=3" and both_ways(guest, 7000, what))
+              guest.line == "0 ok cid=%d" % cid and both_ways(guest, 7000, what),
+              guest.line)
         svc.wait(lambda: "vm.web.conn" in svc.names())
 
     def corrupt():
@@ -231,6 +261,14 @@ try:
     bad("a pipe in place of guest memory", pipe_for_memory,
         "cannot adopt the device on %s: a memory region's descriptor is not a file"
         % vhost)
+
+    def other_cid():
+        with open(conf, "w") as f:
+            f.write("[daemon]\ncontrol = %s\n\n[vm web]\nguest-cid = 4\nsocket = %s\n"
+                    "uds-path = %s\n" % (os.path.join(tmp, "control"), vhost, uds))
+
+    bad("the VM's guest-cid changed in the file", other_cid,
+        "vm web: cannot recover its device (its guest-cid was 3, it is 4 now)", cid=4)
 
     # ---- systemctl stop ----
     svc.stop()

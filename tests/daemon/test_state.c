@@ -28,6 +28,7 @@ static void sample(struct vsxd_state *s, struct vsxd_state_vm vms[2])
 	memset(vms, 0, 2 * sizeof(vms[0]));
 	strcpy(vms[0].name, "web-1");
 	strcpy(vms[0].conn, "vm.web-1.conn");
+	vms[0].cid = 3;
 	vms[0].features = 0x130000000ull;
 	vms[0].protocol_features = 0x203;
 	vms[0].nregions = 2;
@@ -44,6 +45,7 @@ static void sample(struct vsxd_state *s, struct vsxd_state_vm vms[2])
 	vms[0].conns = conns;
 	strcpy(vms[1].name, "cid5");
 	strcpy(vms[1].conn, "c");
+	vms[1].cid = 0xfffffffeull;
 	vms[1].nregions = 1;
 	vms[1].region[0] = (struct vsxd_state_region){ 0, 4096, 4096, 0, "m" };
 	vms[1].nqueues = 1;
@@ -70,6 +72,7 @@ static void same_vm(const struct vsxd_state_vm *a, const struct vsxd_state_vm *b
 {
 	cr_assert_str_eq(a->name, b->name);
 	cr_assert_str_eq(a->conn, b->conn);
+	cr_assert_eq(a->cid, b->cid);
 	cr_assert_eq(a->features, b->features);
 	cr_assert_eq(a->protocol_features, b->protocol_features);
 	cr_assert_eq(a->nregions, b->nregions);
@@ -299,8 +302,9 @@ Test(state, resealed_bad_values_are_refused)
 	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
 	cr_assert(strstr(why, "VM 0: bad VM name"), "%s", why);
 	buf[34] = 'e';
-	/* nconns of VM 0: after name (6), conn (14), features (16), counts (4) */
-	off = 32 + 6 + 14 + 16 + 4;
+	/* nconns of VM 0: after name (6), conn (14), cid (8), features (16),
+	 * counts (4) */
+	off = 32 + 6 + 14 + 8 + 16 + 4;
 	buf[off + 3] = 0x7f;  /* two billion connections in a few bytes */
 	reseal(buf, len);
 	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
@@ -311,11 +315,11 @@ Test(state, resealed_bad_values_are_refused)
 	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
 	cr_assert(strstr(why, "truncated"), "%s", why);
 	buf[off] = 0;
-	buf[32 + 6 + 14 + 16] = 9;  /* nine regions */
+	buf[32 + 6 + 14 + 8 + 16] = 9;  /* nine regions */
 	reseal(buf, len);
 	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
 	cr_assert(strstr(why, "region count"), "%s", why);
-	buf[32 + 6 + 14 + 16] = 2;
+	buf[32 + 6 + 14 + 8 + 16] = 2;
 	reseal(buf, len);
 	cr_assert_eq(decode(buf, len, why, sizeof(why)), 0, "%s", why);
 	free(buf);

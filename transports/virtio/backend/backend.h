@@ -389,7 +389,7 @@ struct vsx_vu_state;
  * router.
  */
 typedef void (*vsxb_device_event_fn)(void *arg, struct vsxb_vm *vm, const char *vm_name,
-				     const struct vsx_vu_state *st);
+				     uint64_t guest_cid, const struct vsx_vu_state *st);
 
 void vsxb_router_set_device_events(struct vsxb_router *r, vsxb_device_event_fn fn,
 				   void *arg);

@@ -33,9 +33,9 @@ void vsxb__device_event(struct vsxb_vm *vm, bool live)
 	if (!r->dev_fn || vm->freeing)
 		return;
 	if (live && vsx_vu_get_state(vm->vu, &st) == 0)
-		r->dev_fn(r->dev_arg, vm, vm->name, &st);
+		r->dev_fn(r->dev_arg, vm, vm->name, vm->cid, &st);
 	else
-		r->dev_fn(r->dev_arg, vm, vm->name, NULL);
+		r->dev_fn(r->dev_arg, vm, vm->name, vm->cid, NULL);
 }
 
 /* Move what fits of the RSTs still to send into the VM's RST queue. */
