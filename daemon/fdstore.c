@@ -56,7 +56,6 @@ struct vsxd_fdstore {
 	void *log_arg;
 	struct vsxd_start_info info;
 	unsigned store_max;           /* $FDSTORE; 0: not said */
-	unsigned nstored;             /* descriptors we keep in the store */
 	int memfd;                    /* the record; -1: none */
 	size_t rec_len;
 
@@ -108,7 +107,6 @@ static int store_fd(struct vsxd_fdstore *fs, const char *name, int fd)
 		       r < 0 ? strerror(-r) : "no service manager");
 		return r < 0 ? r : -ENOTCONN;
 	}
-	fs->nstored++;
 	return 0;
 }
 
@@ -125,25 +123,46 @@ static void store_remove(struct vsxd_fdstore *fs, const char *name)
 static void remove_vm_names(struct vsxd_fdstore *fs, const struct vsxd_state_vm *v)
 {
 	store_remove(fs, v->conn);
-	fs->nstored--;
 	for (unsigned i = 0; i < v->nregions; i++) {
 		bool first = true;
 
 		for (unsigned j = 0; j < i; j++)
 			first &= strcmp(v->region[j].fd, v->region[i].fd) != 0;
-		if (first) {
+		if (first)
 			store_remove(fs, v->region[i].fd);
-			fs->nstored--;
-		}
 	}
 	for (unsigned i = 0; i < v->nqueues; i++) {
 		store_remove(fs, v->queue[i].kick);
-		fs->nstored--;
-		if (*v->queue[i].call) {
+		if (*v->queue[i].call)
 			store_remove(fs, v->queue[i].call);
-			fs->nstored--;
-		}
 	}
+}
+
+/* Descriptors @v's device keeps in the store. */
+static unsigned rec_count(const struct vsxd_state_vm *v)
+{
+	unsigned n = 1;
+
+	for (unsigned i = 0; i < v->nregions; i++) {
+		bool first = true;
+
+		for (unsigned j = 0; j < i; j++)
+			first &= strcmp(v->region[j].fd, v->region[i].fd) != 0;
+		n += first;
+	}
+	for (unsigned i = 0; i < v->nqueues; i++)
+		n += *v->queue[i].call ? 2 : 1;
+	return n;
+}
+
+/* Descriptors the stored devices keep in the store, the record's aside. */
+static unsigned stored_count(const struct vsxd_fdstore *fs)
+{
+	unsigned n = 0;
+
+	for (unsigned k = 0; k < fs->nrecs; k++)
+		n += rec_count(&fs->recs[k]);
+	return n;
 }
 
 /* ---- The record ---- */
@@ -274,6 +293,7 @@ void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
 			 uint64_t guest_cid, const struct vsx_vu_state *st)
 {
 	struct vsxd_fdstore *fs = arg;
+	unsigned others;
 	int i;
 
 	(void)vm;
@@ -288,10 +308,12 @@ void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
 			rec_drop(fs, (unsigned)i);
 		goto out;
 	}
-	if (fs->store_max && fs->nstored + names_needed(st) + 1 > fs->store_max) {
+	/* (a device that changed keeps its connections: its names change) */
+	others = stored_count(fs) - (i >= 0 ? rec_count(&fs->recs[i]) : 0);
+	if (fs->store_max && others + names_needed(st) + 1 > fs->store_max) {
 		fs_log(fs, LOG_WARNING, "vm %s: the file descriptor store is full (%u of "
 		       "FileDescriptorStoreMax=%u): its device does not survive a crash",
-		       name, fs->nstored + 1, fs->store_max);
+		       name, others + 1, fs->store_max);
 		if (i >= 0)
 			rec_drop(fs, (unsigned)i);
 		goto out;

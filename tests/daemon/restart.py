@@ -21,6 +21,8 @@
 #                front-end sees its back-end go), vsxd serves on
 #   stop         SIGTERM (systemctl stop): exit 0, the store is emptied by
 #                vsxd (FDSTOREREMOVE) and the front-end sees its back-end go
+#   small store  FileDescriptorStoreMax=4: the device does not fit (a log
+#                line), only the record is kept, the device serves
 #
 #   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
 import os
@@ -277,6 +279,24 @@ try:
                                 for m in svc.messages))
     check("stop: the front-end sees its back-end go",
           guest.cmd("backend") and guest.line.endswith("alive=0"), guest.line)
+
+    # ---- a store too small for the device ----
+    guest.close()
+    guest = None
+    svc.close()
+    svc = fdstore.Service([VSXD, "--config", conf], os.path.join(tmp, "notify2"),
+                          store_max=4, log=log)
+    svc.start()
+    check("small store: vsxd READY=1", svc.wait(lambda: svc.ready))
+    guest = Guest()
+    says = "vm web: the file descriptor store is full (1 of FileDescriptorStoreMax=4)"
+    check("small store (FileDescriptorStoreMax=4): a log line says the device does "
+          "not fit", svc.wait(lambda: says in log_text()), says)
+    check("small store: the store keeps the record alone", svc.names() == ["state"],
+          str(svc.names()))
+    check("small store: the device serves all the same",
+          both_ways(guest, 9000, "small store"))
+    svc.stop()
 finally:
     if guest:
         guest.close()
