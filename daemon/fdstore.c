@@ -234,9 +234,12 @@ static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
 			const struct vsx_vu_state *st)
 {
 	struct stat rs[VSX_MEM_MAX_REGIONS];
+	char nm[VSXD_STATE_NAME_MAX + 1];   /* (a copy: @v's names are written) */
 	int err;
 
-	snprintf(v->conn, sizeof(v->conn), "vm.%s.conn", v->name);
+	snprintf(nm, sizeof(nm), "%s", v->name);
+
+	snprintf(v->conn, sizeof(v->conn), "vm.%s.conn", nm);
 	v->features = st->features;
 	v->protocol_features = st->protocol_features;
 	v->nregions = st->nregions;
@@ -265,7 +268,7 @@ static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
 			strcpy(g->fd, v->region[same].fd);
 			continue;
 		}
-		snprintf(g->fd, sizeof(g->fd), "vm.%s.mem%u", v->name, i);
+		snprintf(g->fd, sizeof(g->fd), "vm.%s.mem%u", nm, i);
 		err = store_fd(fs, g->fd, r->fd);
 	}
 	for (unsigned i = 0; i < st->nqueues && !err; i++) {
@@ -278,11 +281,11 @@ static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
 		g->desc = q->desc;
 		g->avail = q->avail;
 		g->used = q->used;
-		snprintf(g->kick, sizeof(g->kick), "vm.%s.kick%u", v->name, q->index);
+		snprintf(g->kick, sizeof(g->kick), "vm.%s.kick%u", nm, q->index);
 		g->call[0] = '\0';
 		err = store_fd(fs, g->kick, q->kick_fd);
 		if (!err && q->call_fd >= 0) {
-			snprintf(g->call, sizeof(g->call), "vm.%s.call%u", v->name, q->index);
+			snprintf(g->call, sizeof(g->call), "vm.%s.call%u", nm, q->index);
 			err = store_fd(fs, g->call, q->call_fd);
 		}
 	}

@@ -275,8 +275,9 @@ try:
     # ---- systemctl stop ----
     svc.stop()
     check("stop: vsxd exited 0 and emptied the store (FDSTOREREMOVE)",
-          not svc.store and any("FDSTOREREMOVE=1\nFDNAME=state" in m
-                                for m in svc.messages))
+          svc.stopped_rc == 0 and not svc.store and
+          any("FDSTOREREMOVE=1\nFDNAME=state" in m for m in svc.messages),
+          "exit %s, store %s" % (svc.stopped_rc, svc.names()))
     check("stop: the front-end sees its back-end go",
           guest.cmd("backend") and guest.line.endswith("alive=0"), guest.line)
 
@@ -297,6 +298,9 @@ try:
     check("small store: the device serves all the same",
           both_ways(guest, 9000, "small store"))
     svc.stop()
+    check("no sanitizer report in vsxd's log",
+          not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
+                                            "runtime error:")))
 finally:
     if guest:
         guest.close()
