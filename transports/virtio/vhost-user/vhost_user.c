@@ -44,6 +44,12 @@
  * the same features, is the VM going on; rings back at 0 (or new
  * features) are a reset; anything else is neither, and logged. A
  * disconnect or RESET_OWNER/RESET_DEVICE ends the session, paused or not.
+ *
+ * A session can also begin without a message: a new process adopts a live
+ * device from the descriptors an earlier one left (vsx_vu_adopt, in
+ * vhost_user_state.c, over the state shared through vhost_user-int.h).
+ * While live, a message that changes what such a process would need
+ * (vu_changes_state) is reported through ops->changed.
  */
 #include <endian.h>
 #include <errno.h>
