@@ -57,6 +57,8 @@ struct vsxd_control {
 	struct vsxd_fwds *fwds;     /* relayed connections (forward.h), or NULL */
 	const struct vsx_evloop *evloop; /* the loop's polling, or NULL */
 	const struct vsxd_workers *workers; /* or NULL */
+	struct vsxd_start_info start;
+	bool has_start;
 };
 
 /* The control socket's log, if any (control_reply.c). */

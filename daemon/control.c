@@ -380,6 +380,10 @@ int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 	c->fwds = o->fwds;
 	c->evloop = o->evloop;
 	c->workers = o->workers;
+	if (o->start) {
+		c->start = *o->start;
+		c->has_start = true;
+	}
 	c->log_arg = o->log_arg;
 	c->clients.next = c->clients.prev = &c->clients;
 	ac.arg = c;

@@ -12,8 +12,10 @@
 #ifndef VSXD_CONTROL_H
 #define VSXD_CONTROL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "backend/backend.h"
 
@@ -28,6 +30,17 @@ struct vsxd_fwds;
 struct vsx_evloop;
 
 struct vsxd_workers;
+
+/* How this process started (vsxd(8) RESTARTING VSXD; fdstore.c). */
+struct vsxd_start_info {
+	const char *mode;          /* "fresh" or "recovered" (after a crash) */
+	bool store;                /* descriptors go to the service manager's store */
+	uint64_t generation;       /* 1, +1 per recovery */
+	time_t started;            /* wall clock */
+	unsigned vms_recovered;    /* devices resumed from the store */
+	unsigned vms_failed;       /* named by the state, started fresh */
+	unsigned conns_ended;      /* connections the state named, RST */
+};
 
 struct vsxd_control_opts {
 	const char *path;             /* the socket path (required) */
@@ -44,6 +57,7 @@ struct vsxd_control_opts {
 					    by status; NULL: none */
 	const struct vsxd_workers *workers; /* workers.h: status and vms say
 					       which thread serves a VM; NULL */
+	const struct vsxd_start_info *start; /* status says it; NULL: not */
 };
 
 /*

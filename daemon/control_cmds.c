@@ -381,6 +381,15 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 	put(b, VSX_CTL_K_AUTH_FAILURES, "%llu", (unsigned long long)fst.auth_failures);
 	put(b, VSX_CTL_K_CLIENTS, "%u", count_clients(c));
 	vsxd__ctl_put_str(b, VSX_CTL_K_CONTROL, c->path);
+	if (c->has_start) {
+		vsxd__ctl_put_str(b, VSX_CTL_K_START_MODE, c->start.mode);
+		put(b, VSX_CTL_K_GENERATION, "%llu", (unsigned long long)c->start.generation);
+		put(b, VSX_CTL_K_STARTED, "%lld", (long long)c->start.started);
+		put(b, VSX_CTL_K_FD_STORE, "%d", c->start.store ? 1 : 0);
+		put(b, VSX_CTL_K_RECOVERED_VMS, "%u", c->start.vms_recovered);
+		put(b, VSX_CTL_K_RECOVERY_FAILED_VMS, "%u", c->start.vms_failed);
+		put(b, VSX_CTL_K_RECOVERY_CONNS_ENDED, "%u", c->start.conns_ended);
+	}
 	if (c->workers)
 		put_threads(c, b, &wsi);
 	return 0;

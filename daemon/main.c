@@ -75,6 +75,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "fdstore.h"
 #include "vhost-user/loop-event.h"
 #include "forward.h"
 #include "vsock_listen.h"
@@ -189,7 +190,8 @@ static void conn_event_log(void *arg, const struct vsxb_conn_event *ev)
 	char msg[512], gp[16], pp[16];
 	int prio = LOG_INFO, n;
 
-	(void)arg;
+	/* the restart state names the connections a crash would end */
+	vsxd_fdstore_conn(arg, ev);
 	if (ev->log_suppressed)
 		return;
 	if (ev->reason == VSXB_REASON_LIMIT)
@@ -285,6 +287,7 @@ struct vsxd {
 	struct vsxd_control *control;  /* NULL: no control socket */
 	struct vsxd_fwds *fwds;        /* forward.c: the running forwards */
 	struct vsxd_metrics *metrics;  /* NULL: no metrics endpoint */
+	struct vsxd_fdstore *fdstore;  /* restarts (fdstore.c) */
 	struct vsxd_opts opts;         /* the command line, kept for reloads */
 	struct vsxd_config cfg;        /* in force: the file's, then the flags' */
 	struct vsxb_vm **vms;           /* cfg.n_vms entries, owned by the router;
@@ -413,6 +416,7 @@ static void vm_stop(struct vsxd *d, struct vsxb_vm *vm)
 	struct vsxb_vm_info vi;
 
 	vsxb_vm_get_info(vm, &vi);
+	vsxd_fdstore_forget(d->fdstore, vi.name);
 	vsxb_vm_free(vm);
 	vsxd_workers_unplace(d->workers, vi.loop);
 }
@@ -628,16 +632,19 @@ static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
  * failure what runs is kept and @err says why. */
 static int metrics_apply(struct vsxd *d, const char *addr, struct vsxd_err *err)
 {
+	struct vsxd_start_info start;
 	const struct vsxd_metrics_opts o = {
 		.addr = addr,
 		.fwds = d->fwds,
 		.evloop = &d->ev,
 		.workers = d->workers,
+		.start = &start,
 		.log = backend_log,
 	};
 	struct vsxd_metrics *m = NULL;
 	int r;
 
+	vsxd_fdstore_info(d->fdstore, &start);
 	if (d->metrics && addr && !strcmp(vsxd_metrics_addr(d->metrics), addr))
 		return 0;
 	if (addr) {
@@ -792,6 +799,7 @@ out:
 static int control_start(struct vsxd *d)
 {
 	const char *path = d->cfg.control_path ? d->cfg.control_path : VSX_CONTROL_PATH;
+	struct vsxd_start_info start;
 	struct vsxd_control_opts o = {
 		.path = path,
 		.allow_uids = d->cfg.control_allow_uids,
@@ -800,9 +808,11 @@ static int control_start(struct vsxd *d)
 		.fwds = d->fwds,
 		.evloop = &d->ev,
 		.workers = d->workers,
+		.start = &start,
 	};
 	int r;
 
+	vsxd_fdstore_info(d->fdstore, &start);
 	r = vsxd_control_new(d->base, d->router, &o, &d->control);
 	if (r == 0) {
 		vlog(LOG_INFO, "control socket %s", path);
@@ -890,6 +900,10 @@ static void daemon_free(struct vsxd *d)
 	for (i = 0; d->router && d->vms && i < d->cfg.n_vms; i++)
 		if (d->vms[i])
 			vsxb_vm_free(d->vms[i]);
+	/* a clean exit: the store lets go too, QEMU sees its back-end go */
+	if (d->router)
+		vsxb_router_set_device_events(d->router, NULL, NULL);
+	vsxd_fdstore_free(d->fdstore);
 	vsxd_workers_free(d->workers);
 	if (d->router)
 		vsxb_router_free(d->router);
@@ -963,7 +977,12 @@ int main(int argc, char **argv)
 		fatal("cannot create the router: %s", strerror(-r));
 		goto out;
 	}
-	vsxb_router_set_conn_events(d.router, conn_event_log, NULL);
+	if (vsxd_fdstore_open(backend_log, NULL, &d.fdstore) < 0) {
+		fatal("out of memory");
+		goto out;
+	}
+	vsxb_router_set_conn_events(d.router, conn_event_log, d.fdstore);
+	vsxb_router_set_device_events(d.router, vsxd_fdstore_device, d.fdstore);
 	vsx_evloop_set_poller(&d.ev, poll_rings, d.router);
 	/* workers post host-port requests to this thread */
 	if (vsx_evloop_enable_post(&d.ev) < 0 ||
@@ -987,7 +1006,10 @@ int main(int argc, char **argv)
 			d.exit_code = start_status(r);
 			goto out;
 		}
+		vsxd_fdstore_adopt(d.fdstore, d.vms[i], vsxb_vm_name(d.vms[i]),
+				   d.cfg.vms[i].guest_cid);
 	}
+	vsxd_fdstore_ready(d.fdstore);
 	r = vsxd_fwds_new(d.base, d.router, backend_log, &d.fwds);
 	if (r < 0) {
 		fatal("cannot set up forwards: %s", strerror(-r));

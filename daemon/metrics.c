@@ -74,6 +74,8 @@ struct vsxd_metrics {
 	unsigned accepted;           /* in the current window */
 	struct timespec window;      /* when it began */
 	time_t started;              /* vsxd_start_time_seconds */
+	struct vsxd_start_info start;
+	bool has_start;
 };
 
 __attribute__((format(printf, 3, 4)))
@@ -280,6 +282,22 @@ static void daemon_families(struct vsxd_metrics *m, struct page *p)
 	family(p, "vsxd_start_time_seconds", "gauge", "When vsxd started, in seconds "
 	       "since the epoch.");
 	out(p, "vsxd_start_time_seconds %lld\n", (long long)m->started);
+	if (m->has_start) {
+		family(p, "vsxd_generation", "gauge", "1 for a fresh start, +1 per "
+		       "recovery after a crash.");
+		out(p, "vsxd_generation %llu\n", (unsigned long long)m->start.generation);
+		family(p, "vsxd_fd_store", "gauge", "1 when the VMs' devices are kept in "
+		       "the service manager's file descriptor store.");
+		out(p, "vsxd_fd_store %d\n", m->start.store ? 1 : 0);
+		family(p, "vsxd_recovery_vms", "gauge", "VMs named by the state at this "
+		       "start, by result.");
+		out(p, "vsxd_recovery_vms{result=\"recovered\"} %u\n",
+		    m->start.vms_recovered);
+		out(p, "vsxd_recovery_vms{result=\"fresh\"} %u\n", m->start.vms_failed);
+		family(p, "vsxd_recovery_connections_ended", "gauge", "Connections the "
+		       "state named at this start, ended (RST to the guest).");
+		out(p, "vsxd_recovery_connections_ended %u\n", m->start.conns_ended);
+	}
 
 	vsxb_router_get_stats(m->r, &rs);
 	family(p, "vsxd_limit_hits_total", "counter", "Connections refused (max_conns, "
@@ -521,6 +539,11 @@ int vsxd_metrics_new(struct event_base *base, struct vsxb_router *r,
 	m->log = o->log;
 	m->log_arg = o->log_arg;
 	m->started = time(NULL);
+	if (o->start) {
+		m->start = *o->start;
+		m->has_start = true;
+		m->started = o->start->started;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &m->window);
 	m->addr = strdup(o->addr);
 	m->http = evhttp_new(base);

@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "config.h"
+#include "control.h"
 
 #define VSXD_METRICS_TIMEOUT_S 10        /* a request must arrive (and its
 					    answer leave) within this */
@@ -35,6 +36,8 @@ struct vsxd_metrics_opts {
 	const struct vsx_evloop *evloop; /* its polling counters; NULL: none */
 	const struct vsxd_workers *workers; /* workers.h: theirs too, and their
 					       CPU; NULL: none */
+	const struct vsxd_start_info *start; /* how vsxd started (copied);
+						NULL: not said */
 	vsxb_log_fn log;                 /* may be NULL */
 	void *log_arg;
 };

@@ -269,3 +269,38 @@ put("engine", "restart",
     pkt(0, 40000, 1234, 1, REQUEST) + RX + ACCEPT + hwrite(0, b"z" * 3000) + RUN +
     b"\x0e" + RX + hwrite(0, b"after") + RUN + RX + b"\x0f" + RX +
     pkt(0, 40000, 1234, 1, RW, payload=b"stale") + RX)
+
+# ---- state (daemon/state.h's record; the first byte picks the mode) ----
+def sstr(s): return bytes([len(s)]) + s.encode()
+
+
+def state_vm(name, nconns, nq=2, nreg=1):
+    b = sstr(name) + sstr("vm.%s.conn" % name) + struct.pack("<QQQ", 3, 0x130000000, 0x203)
+    b += struct.pack("<BBHI", nreg, nq, 0, nconns)
+    for i in range(nreg):
+        b += struct.pack("<QQQQ", i << 32, 0x40000000, 0x7f0000000000 + (i << 32), 0)
+        b += sstr("vm.%s.mem%d" % (name, i))
+    for i in range(nq):
+        b += struct.pack("<BBHQQQ", i, 1, 256, 0x1000 * (i + 1), 0x1800 * (i + 1),
+                         0x2000 * (i + 1))
+        b += sstr("vm.%s.kick%d" % (name, i)) + sstr("vm.%s.call%d" % (name, i))
+    for i in range(nconns):
+        b += struct.pack("<QQQIIB", i + 1, 3, 2, 1024 + i, 5000, 1 + (i & 1))
+    return b
+
+
+def state_rec(vms, gen=1, version=1):
+    import zlib
+    body = b"".join(vms)
+    hdr = struct.pack("<8sIIIIQ", b"VSXDSTAT", version, 32 + len(body),
+                      zlib.crc32(body), len(vms), gen)
+    return hdr + body
+
+
+put("state", "empty", b"\x01" + state_rec([]))
+put("state", "one_vm", b"\x01" + state_rec([state_vm("web", 3)], gen=7))
+put("state", "two_vms", b"\x01" + state_rec([state_vm("a", 0, nq=3, nreg=8),
+                                              state_vm("cid5", 40, nq=1)]))
+put("state", "resealed", b"\x00" + state_rec([state_vm("web", 2)]))
+put("state", "version2", b"\x01" + state_rec([state_vm("web", 1)], version=2))
+put("state", "truncated", b"\x01" + state_rec([state_vm("web", 5)])[:-7])

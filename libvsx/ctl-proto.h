@@ -44,7 +44,9 @@
  *   2  origin= and peer-kind= take "vsock" (forward-cid, forward-listen);
  *      status carries threads, threads-max and thread= records, vm=
  *      records thread; show takes vm= or uds-path= with host-port=, as
- *      set-buffer does (libvsx's vsx_info on hybrid and vm: sockets)
+ *      set-buffer does (libvsx's vsx_info on hybrid and vm: sockets);
+ *      status says how this vsxd started (start-mode, generation, started,
+ *      fd-store and the recovery counts: vsxd(8) RESTARTING VSXD)
  */
 #define VSX_CTL_VERSION 2
 #define VSX_CTL_VERSION_MIN 1
@@ -81,6 +83,10 @@
  *                                         poll-misses] forwards relays
  *                                         fwd-accepted fwd-denied fwd-failed
  *                                         auth-failures clients control
+ *                                         [start-mode generation started
+ *                                         fd-store recovered-vms
+ *                                         recovery-failed-vms
+ *                                         recovery-conns-ended]
  *                                         threads threads-max, then
  *                                         thread= records: thread
  *                                         thread-vms cpu-ms
@@ -158,6 +164,14 @@
 #define VSX_CTL_K_AUTH_FAILURES "auth-failures"
 #define VSX_CTL_K_CLIENTS "clients"     /* control clients served */
 #define VSX_CTL_K_CONTROL "control"     /* the control socket path */
+/* how this vsxd started (vsxd(8) RESTARTING VSXD) */
+#define VSX_CTL_K_START_MODE "start-mode" /* fresh, recovered (after a crash) */
+#define VSX_CTL_K_GENERATION "generation" /* 1, +1 per recovery */
+#define VSX_CTL_K_STARTED "started"     /* wall clock, seconds since the epoch */
+#define VSX_CTL_K_FD_STORE "fd-store"   /* 1: devices are kept in the store */
+#define VSX_CTL_K_RECOVERED_VMS "recovered-vms"
+#define VSX_CTL_K_RECOVERY_FAILED_VMS "recovery-failed-vms"
+#define VSX_CTL_K_RECOVERY_CONNS_ENDED "recovery-conns-ended"
 #define VSX_CTL_K_THREADS "threads"     /* worker threads running */
 #define VSX_CTL_K_THREADS_MAX "threads-max" /* --threads, or the CPUs */
 #define VSX_CTL_K_THREAD "thread"       /* a worker: w0, w1, ...; a thread=

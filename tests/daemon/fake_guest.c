@@ -35,6 +35,9 @@
  *   pause, resume      QEMU's stop and cont (drv_pause, drv_resume)
  *   break              a TX avail index no ring can hold: vsxd marks the
  *                      device broken
+ *   backend            is the back-end still there? (a GET_FEATURES on the
+ *                      vhost-user connection: "alive=1", or "alive=0" once
+ *                      it closed the connection)
  * The misbehaving VMM (vsxd(8), Memory faults): shrink the file behind
  * guest memory and make vsxd touch what went; from then on the guest
  * touches no guest memory (it is served no more; only quit is left):
@@ -110,6 +113,20 @@ static uint64_t cid;
 static uint32_t listen_port, next_gport = GUEST_PORT_BASE;
 static struct gconn g;
 static vsx_sock *hs, *hl;
+/* Host sockets a new hconnect, haccept or hlisten replaced: left as they
+ * are (a test may count on vsxd still holding their connections), closed
+ * at quit. */
+static vsx_sock *retired[256];
+static unsigned nretired;
+
+static void retire(vsx_sock *s)
+{
+	if (!s)
+		return;
+	if (nretired == sizeof(retired) / sizeof(retired[0]))
+		vsx_close(retired[--nretired]);
+	retired[nretired++] = s;
+}
 static int rawfd = -1, rawl = -1;       /* plain sockets, when used */
 static uint64_t host_rx, host_tx;
 static unsigned cmd_no;
@@ -338,6 +355,7 @@ static void *job_run(void *arg)
 {
 	struct job *j = arg;
 	struct vsx_opts o = { .linger_ms = 1000 };
+	vsx_sock *ns = NULL;
 	uint8_t buf[16384];
 	uint64_t k;
 	ssize_t n;
@@ -345,13 +363,21 @@ static void *job_run(void *arg)
 
 	switch (j->kind) {
 	case J_CONNECT:
-		j->rc = vsx_connect(j->addr, &o, &hs);
+		j->rc = vsx_connect(j->addr, &o, &ns);
+		if (j->rc == 0) {
+			retire(hs);
+			hs = ns;
+		}
 		if (j->rc < 0)
 			snprintf(j->msg, sizeof(j->msg), "%s", vsx_strerror(j->rc));
 		host_rx = host_tx = 0;
 		break;
 	case J_ACCEPT:
-		j->rc = vsx_accept(hl, &hs);
+		j->rc = vsx_accept(hl, &ns);
+		if (j->rc == 0) {
+			retire(hs);
+			hs = ns;
+		}
 		if (j->rc < 0)
 			snprintf(j->msg, sizeof(j->msg), "%s", vsx_strerror(j->rc));
 		host_rx = host_tx = 0;
@@ -646,6 +672,11 @@ static void command(char *line)
 		 * ring holds, which vsxd takes for a broken guest */
 		rc = drv_set_avail_idx(d, VSOCK_VQ_TX, 0x8000);
 		answer(rc == 0, "rc=%d", rc);
+	} else if (!strcmp(verb, "backend")) {
+		uint64_t f;
+
+		rc = drv_vhost_msg(d, 1 /* GET_FEATURES */, 1, NULL, 0, NULL, 0, &f, sizeof(f));
+		answer(true, "alive=%d", rc == (int)sizeof(f));
 	} else if (!strcmp(verb, "hconnect") || !strcmp(verb, "hlisten")) {
 		if (!a) {
 			answer(false, "needs an address");
@@ -653,12 +684,16 @@ static void command(char *line)
 		}
 		if (verb[1] == 'l') {
 			struct vsx_opts o = { .linger_ms = 1000 };
+			vsx_sock *nl = NULL;
 
-			rc = vsx_listen(a, &o, &hl);
-			if (rc < 0)
+			rc = vsx_listen(a, &o, &nl);
+			if (rc < 0) {
 				answer(false, "%s", vsx_strerror(rc));
-			else
+			} else {
+				retire(hl);
+				hl = nl;
 				answer(true, "listening");
+			}
 			return;
 		}
 		j.kind = J_CONNECT;
@@ -833,6 +868,8 @@ int main(int argc, char **argv)
 out:
 	vsx_close(hs);
 	vsx_close(hl);
+	while (nretired)
+		vsx_close(retired[--nretired]);
 	drv_close(d);
 	return 0;
 }

@@ -849,6 +849,219 @@ Test(vu, ring_stop_in_session, .init = setup, .fini = teardown)
 	cr_assert_eq(snap().resumable_stops, 1);
 }
 
+/* ---- Restarts: a device adopted by a new server (vhost_user_state.c) ---- */
+
+enum crash_bad { CRASH_OK, CRASH_REGION_PIPE, CRASH_REGION_SHORT, CRASH_KICK_FILE,
+		 CRASH_NO_CALL_DUP, CRASH_FEATURES };
+
+struct crash {
+	enum crash_bad bad;
+	int adopt;                    /* vsx_vu_adopt's result */
+	int get;                      /* vsx_vu_get_state's result */
+	struct vsx_vu_state st;
+};
+
+static int dup_cloexec(int fd)
+{
+	return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+
+/*
+ * What a crash under a file descriptor store is, in one process: the
+ * device's state and a copy of each descriptor (the store's) are taken,
+ * the server goes away without a word to the front-end (its own copies
+ * close, the store's keep everything alive), and a new server on the same
+ * path adopts the copies.
+ */
+static void do_crash(void *arg)
+{
+	struct crash *c = arg;
+	struct vsx_vu_state st;
+	int fd;
+
+	c->get = vsx_vu_get_state(T->vu, &st);
+	if (c->get)
+		return;
+	st.conn_fd = dup_cloexec(st.conn_fd);
+	for (unsigned i = 0; i < st.nregions; i++)
+		st.region[i].fd = dup_cloexec(st.region[i].fd);
+	for (unsigned i = 0; i < st.nqueues; i++) {
+		st.queue[i].kick_fd = dup_cloexec(st.queue[i].kick_fd);
+		st.queue[i].call_fd = dup_cloexec(st.queue[i].call_fd);
+	}
+	vsx_vu_free(T->vu);
+	free_list(&T->out, &T->out_tail);
+	cr_assert_eq(vsx_vu_new(T->path, 0, VSX__GID_KEEP, T->loop, &T->ops, T, &T->vu), 0);
+	switch (c->bad) {
+	case CRASH_OK:
+		break;
+	case CRASH_REGION_PIPE: {
+		struct pipefd p = mkpipe();
+
+		close(st.region[0].fd);
+		close(p.w);
+		st.region[0].fd = p.r;
+		break;
+	}
+	case CRASH_REGION_SHORT:
+		close(st.region[st.nregions - 1].fd);
+		fd = memfd_create("short", MFD_CLOEXEC);
+		cr_assert(fd >= 0);
+		cr_assert_eq(ftruncate(fd, 4096), 0);
+		st.region[st.nregions - 1].fd = fd;
+		break;
+	case CRASH_KICK_FILE:
+		close(st.queue[0].kick_fd);
+		st.queue[0].kick_fd = memfd_create("kick", MFD_CLOEXEC);
+		break;
+	case CRASH_NO_CALL_DUP:
+		close(st.queue[1].kick_fd);
+		st.queue[1].kick_fd = st.queue[0].kick_fd;
+		break;
+	case CRASH_FEATURES:
+		st.features |= 1ull << 60;
+		break;
+	}
+	c->st = st;
+	c->adopt = vsx_vu_adopt(T->vu, &st);
+}
+
+Test(vu_restart, adopted_device_goes_on, .init = setup, .fini = teardown)
+{
+	struct drv_opts o = { .no_event_queue = true };
+	struct drv *d = open_drv(&o);
+	struct crash c = { .bad = CRASH_OK };
+	struct snap before;
+
+	for (unsigned i = 0; i < 5; i++)
+		echo_once(d, i, 100 + i);
+	before = snap();
+	vsx_test_loop_call(T->tl, do_crash, &c);
+	cr_assert_eq(c.get, 0);
+	cr_assert_eq(c.st.nqueues, 2, "rx and tx, as QEMU hands them over");
+	cr_assert_eq(c.st.nregions, 2);
+	cr_assert_eq(c.adopt, 0);
+	WAIT_FOR(s_.starts == before.starts + 1);
+	cr_assert_eq(snap().last_how, VSX_VU_START_NEW);
+	cr_assert(snap().connected);
+	cr_assert_eq(snap().features, before.features);
+	cr_assert_eq(snap().last_avail[VSOCK_VQ_TX], before.last_avail[VSOCK_VQ_TX],
+		     "the ring goes on from its used index");
+	/* the same front-end, nothing resent: data both ways */
+	for (unsigned i = 0; i < 5; i++)
+		echo_once(d, 10 + i, 2000 + i);
+	cr_assert_eq(snap().tx_pkts, before.tx_pkts + 5, "no chain taken twice");
+	/* and it ends as any session does */
+	drv_close(d);
+	WAIT_FOR(!s_.connected);
+	assert_serves();
+}
+
+/* A chain the old server took and never gave back is taken again. */
+static void do_pop_hold(void *arg)
+{
+	struct vsx_vq_elem *e = arg;
+
+	T->echo = false;
+	T->record = false;
+	cr_assert_eq(vsx_vq_pop(vsx_vu_queue(T->vu, VSOCK_VQ_RX), e), 1);
+	T->echo = true;
+}
+
+Test(vu_restart, chains_held_are_taken_again, .init = setup, .fini = teardown)
+{
+	struct drv_opts o = { .no_event_queue = true };
+	struct drv *d = open_drv(&o);
+	struct crash c = { .bad = CRASH_OK };
+	struct vsx_vq_elem *e = calloc(1, sizeof(*e));
+	struct snap before;
+
+	echo_once(d, 1, 10);
+	before = snap();
+	/* an RX buffer popped, never pushed: the guest still owns it */
+	vsx_test_loop_call(T->tl, do_pop_hold, e);
+	cr_assert_eq(snap().last_avail[VSOCK_VQ_RX],
+		     (uint16_t)(before.last_avail[VSOCK_VQ_RX] + 1));
+	vsx_test_loop_call(T->tl, do_crash, &c);
+	cr_assert_eq(c.adopt, 0);
+	cr_assert_eq(snap().last_avail[VSOCK_VQ_RX], before.last_avail[VSOCK_VQ_RX],
+		     "the held buffer is the next one taken");
+	for (unsigned i = 0; i < 300; i++)
+		echo_once(d, 20 + i, 64);
+	cr_assert_eq(snap().pop_err, 0);
+	cr_assert(!snap().broken[VSOCK_VQ_RX] && !snap().broken[VSOCK_VQ_TX]);
+	free(e);
+	drv_close(d);
+}
+
+static void bad_state(enum crash_bad bad)
+{
+	struct drv_opts o = { .no_event_queue = true };
+	struct drv *d = open_drv(&o);
+	struct crash c = { .bad = bad };
+	struct snap before;
+	uint64_t v;
+
+	echo_once(d, 1, 10);
+	before = snap();
+	vsx_test_loop_call(T->tl, do_crash, &c);
+	cr_assert_eq(c.adopt, -EINVAL, "adopt: %d", c.adopt);
+	cr_assert_gt(snap().logs, before.logs, "a log line says why");
+	cr_assert(!snap().connected);
+	cr_assert_eq(snap().starts, before.starts, "nothing served from it");
+	/* the front-end sees its back-end go (the descriptors were closed),
+	 * and the server serves a new one */
+	cr_assert_lt(drv_vhost_msg(d, GET_FEATURES, V1, NULL, 0, NULL, 0, &v, sizeof(v)), 0,
+		     "the front-end's connection is closed");
+	drv_close(d);
+	assert_serves();
+}
+
+Test(vu_restart, region_not_a_file, .init = setup, .fini = teardown)
+{
+	bad_state(CRASH_REGION_PIPE);
+}
+
+Test(vu_restart, region_file_too_small, .init = setup, .fini = teardown)
+{
+	bad_state(CRASH_REGION_SHORT);
+}
+
+Test(vu_restart, kick_not_an_eventfd, .init = setup, .fini = teardown)
+{
+	bad_state(CRASH_KICK_FILE);
+}
+
+Test(vu_restart, one_descriptor_for_two, .init = setup, .fini = teardown)
+{
+	bad_state(CRASH_NO_CALL_DUP);
+}
+
+Test(vu_restart, features_not_offered, .init = setup, .fini = teardown)
+{
+	bad_state(CRASH_FEATURES);
+}
+
+static void do_get(void *arg)
+{
+	struct crash *c = arg;
+
+	c->get = vsx_vu_get_state(T->vu, &c->st);
+	c->adopt = vsx_vu_adopt(T->vu, &(struct vsx_vu_state){
+		.conn_fd = -1, .nregions = 1, .nqueues = 1,
+		.region[0].fd = -1, .queue[0] = { .kick_fd = -1, .call_fd = -1 } });
+}
+
+Test(vu_restart, no_state_without_a_device, .init = setup, .fini = teardown)
+{
+	struct crash c;
+
+	vsx_test_loop_call(T->tl, do_get, &c);
+	cr_assert_eq(c.get, -ENOTCONN);
+	cr_assert_eq(c.adopt, -EINVAL, "missing descriptors are refused");
+	assert_serves();
+}
+
 Test(vu, second_frontend_refused, .init = setup, .fini = teardown)
 {
 	struct drv *d = open_drv(NULL);

@@ -385,6 +385,41 @@ struct vsxb_router_stats {
 
 void vsxb_router_get_stats(const struct vsxb_router *r, struct vsxb_router_stats *out);
 
+/* ---- Restarts (vsxd(8) RESTARTS) ---- */
+
+struct vsx_vu_state;
+
+/*
+ * A VM's device started, changed what a restart needs (vhost_user.h's
+ * ops->changed), or stopped (resumably too: a paused device is not kept
+ * for a restart). @st: the device's state, its descriptors the device's
+ * own, valid during the call only; NULL when it stopped. Runs on the VM's
+ * thread in the middle of engine work: it must not call back into the
+ * router.
+ */
+typedef void (*vsxb_device_event_fn)(void *arg, struct vsxb_vm *vm, const char *vm_name,
+				     uint64_t guest_cid, const struct vsx_vu_state *st);
+
+void vsxb_router_set_device_events(struct vsxb_router *r, vsxb_device_event_fn fn,
+				   void *arg);
+
+/* A connection of an earlier process, as its guest knows it. */
+struct vsxb_conn_addr {
+	uint64_t guest_cid, peer_cid;
+	uint32_t guest_port, peer_port;
+	int type;                  /* 1 stream, 2 seqpacket */
+};
+
+/*
+ * @vm (just created, no front-end yet) takes over the device an earlier
+ * process served, whose front-end is still connected (vsx_vu_adopt: @vm
+ * takes every descriptor of @st whatever the result), and sends its guest
+ * an RST for each of the @n connections @conns that process had. 0, or
+ * vsx_vu_adopt's error (the front-end then sees its back-end go), -ENOMEM.
+ */
+int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsx_vu_state *st,
+		  const struct vsxb_conn_addr *conns, unsigned n);
+
 /*
  * Counters of one VM since it was created (vsxd's metrics), and what it
  * holds now. Events are counted as they are reported (see "Connection

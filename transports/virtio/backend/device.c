@@ -467,6 +467,7 @@ static void op_start(void *dev, enum vsx_vu_start how)
 	if (vm->paused) {
 		if (how == VSX_VU_START_RESUMED) {
 			vm_unpause(vm, q[VSOCK_VQ_RX], q[VSOCK_VQ_TX], q[VSOCK_VQ_EVENT]);
+			vsxb__device_event(vm, true);
 			vm_tx_run(vm);
 			vsxb__vm_touch(vm);
 			vsxb__round(vm->sh);
@@ -494,9 +495,18 @@ static void op_start(void *dev, enum vsx_vu_start how)
 	 * saw; for a fresh guest the event resets nothing. */
 	vm->event_pending = true;
 	vm_send_event(vm);
+	vsxb__device_event(vm, true);
 	vm_tx_run(vm);
 	vsxb__vm_touch(vm);
 	vsxb__round(vm->sh);
+}
+
+static void op_changed(void *dev)
+{
+	struct vsxb_vm *vm = dev;
+
+	if (vm->live && !vm->paused)
+		vsxb__device_event(vm, true);
 }
 
 static void op_stop(void *dev, bool resumable)
@@ -505,6 +515,7 @@ static void op_stop(void *dev, bool resumable)
 
 	if (!vm->live)
 		return;
+	vsxb__device_event(vm, false);
 	if (resumable && !vm->broken) {
 		vm_pause(vm);
 		return;
@@ -540,6 +551,7 @@ const struct vsx_vu_ops vsxb__vsock_ops = {
 	.min_queues = 2, /* rx, tx; QEMU keeps the event queue itself */
 	.get_config = op_get_config,
 	.kick = op_kick,
+	.changed = op_changed,
 	.start = op_start,
 	.stop = op_stop,
 	.log = op_log,

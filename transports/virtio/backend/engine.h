@@ -26,6 +26,8 @@
  *                   (peer_host.c has two: "host", and "vsock", a host
  *                   kernel vsock socket of a forward)
  *   peer_vsock.c    the AF_VSOCK connect of forward-cid; calls nothing
+ *   restart.c       device events and adoption after a restart; calls
+ *                   the connection API
  *   conn.c          the connection API: state machine, credit, RX path
  *                   and schedule, timers, rounds; reaches peers only
  *                   through their tables
@@ -412,6 +414,11 @@ struct vsxb_vm {
 
 	struct virtio_vsock_hdr orphan[ENG_ORPHAN_MAX];
 	unsigned orphan_head, orphan_n;
+	/* RSTs an adoption still has to send (restart.c), fed into orphan[]
+	 * by rst_timer as it drains */
+	struct vsxb_conn_addr *rst;
+	unsigned rst_n, rst_next;
+	struct vsx_timer *rst_timer;
 
 	/* The hybrid listener (hybrid.c) and host ports (peer_host.c) */
 	int lfd;
@@ -513,6 +520,8 @@ struct vsxb_router {
 	unsigned nconns;             /* live connections, all VMs (eng_add) */
 	vsxb_conn_event_fn ev_fn;
 	void *ev_arg;
+	vsxb_device_event_fn dev_fn; /* restart.c */
+	void *dev_arg;
 	struct vsxb_router_stats st;  /* eng_add; conns unused here (nconns) */
 
 	/* Shards and world stops (shard.c) */

@@ -291,6 +291,7 @@ static void vm_free(struct vsxb_vm *vm)
 		vsxb__host_unlisten(vm);
 	vsx_vu_free(vm->vu);   /* may call stop: nothing is left to drop */
 	vm->vu = NULL;
+	vsxb__restart_free(vm);
 	vm->live = false;
 	/* Whatever stop touched is done; nothing may refer to @vm now. */
 	if (vm->dirty) {

@@ -20,6 +20,13 @@ bool vsxb__share_group(const struct vsxb_vm *a, const struct vsxb_vm *b);
 /* Fill the zero fields of @l with the defaults (backend.h). */
 void vsxb__limits_defaults(struct vsxb_router_limits *l);
 
+/* ---- restart.c: device events, adoption (calls the API) ---- */
+/* Tell the router's device-event hook that @vm's device is @live (started
+ * or changed) or not (stopped). */
+void vsxb__device_event(struct vsxb_vm *vm, bool live);
+/* Free what an adoption left (vm_free). */
+void vsxb__restart_free(struct vsxb_vm *vm);
+
 /* ---- device.c: the vhost-user device (calls the router and the API) ---- */
 extern const struct vsx_vu_ops vsxb__vsock_ops;
 /* A budget ran out: continue the VM's TX and RX work. */

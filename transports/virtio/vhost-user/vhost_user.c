@@ -44,6 +44,12 @@
  * the same features, is the VM going on; rings back at 0 (or new
  * features) are a reset; anything else is neither, and logged. A
  * disconnect or RESET_OWNER/RESET_DEVICE ends the session, paused or not.
+ *
+ * A session can also begin without a message: a new process adopts a live
+ * device from the descriptors an earlier one left (vsx_vu_adopt, in
+ * vhost_user_state.c, over the state shared through vhost_user-int.h).
+ * While live, a message that changes what such a process would need
+ * (vu_changes_state) is reported through ops->changed.
  */
 #include <endian.h>
 #include <errno.h>
@@ -64,87 +70,15 @@
 #include <linux/virtio_ring.h>
 
 #include "acceptor.h"
-#include "vhost_user.h"
-#include "vhost_user_proto.h"
+#include "vhost_user-int.h"
 #include "memguard.h"
 #include "util.h"
 
 /* ---- Protocol (vhost_user_proto.h) ---- */
 
-#define VU_FEATURES ((1ull << VIRTIO_F_VERSION_1) |		\
-		     (1ull << VIRTIO_RING_F_EVENT_IDX) |	\
-		     (1ull << VIRTIO_RING_F_INDIRECT_DESC) |	\
-		     (1ull << VIRTIO_F_NOTIFY_ON_EMPTY) |	\
-		     (1ull << VU_F_PROTOCOL_FEATURES))
-#define VU_PROTOCOL_FEATURES ((1ull << VU_PF_REPLY_ACK) |	\
-			      (1ull << VU_PF_CONFIG) |		\
-			      (1ull << VU_PF_RESET_DEVICE))
 _Static_assert(VU_MEM_MAX_REGIONS <= VSX_MEM_MAX_REGIONS, "memory table");
 
-/* ---- State ---- */
-
-struct vu_queue {
-	struct vsx_vq vq;
-	struct vsx_watch *kick_w;
-	bool addr_set;
-	uint64_t desc_uva, avail_uva, used_uva;
-	/* Where GET_VRING_BASE left the ring (stop_valid): a restart with
-	 * the same base, size and addresses resumes it (vu_start_how). */
-	bool stop_valid;
-	uint16_t stop_base;
-	unsigned stop_num;
-	uint64_t stop_desc, stop_avail, stop_used;
-};
-
-struct vu_region_id {
-	dev_t dev;
-	ino_t ino;
-};
-
-struct vsx_vu {
-	const struct vsx_loop *loop;
-	const struct vsx_vu_ops *ops;
-	void *dev;
-	unsigned nq;
-	unsigned queue_max;
-
-	char *path;
-	dev_t path_dev;
-	ino_t path_ino;
-	int listen_fd;
-	struct vsx_acceptor *acc;    /* on listen_fd */
-
-	int conn_fd;
-	struct vsx_watch *conn_w;
-	struct {
-		struct vu_hdr hdr;
-		union vu_payload p;
-		size_t have;          /* bytes of header + payload read */
-		int fds[VU_MAX_FDS];
-		unsigned nfds;
-	} rx;
-
-	uint64_t features;
-	uint64_t protocol_features;
-	bool owner;
-	bool live;                    /* start called, stop not yet */
-	bool paused;                  /* stopped resumably, not started since */
-	uint64_t stop_features;       /* features at that stop */
-	struct vsx_mem mem;
-	struct vu_region_id mem_id[VSX_MEM_MAX_REGIONS];
-	struct vu_queue q[VSX_VU_MAX_QUEUES];
-
-	uint64_t logged[2];           /* unknown requests logged once */
-};
-
-/* Handler results besides 0 / -errno */
-#define VU_REPLIED 1     /* the handler sent the reply itself */
-#define VU_CLOSE 2       /* drop the front-end */
-
-static void vu_log(struct vsx_vu *vu, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void vu_log(struct vsx_vu *vu, const char *fmt, ...)
+void vsx_vu__log(struct vsx_vu *vu, const char *fmt, ...)
 {
 	char buf[256];
 	va_list ap;
@@ -157,7 +91,7 @@ static void vu_log(struct vsx_vu *vu, const char *fmt, ...)
 	vu->ops->log(vu->dev, buf);
 }
 
-static void close_fd(int *fd)
+void vsx_vu__close_fd(int *fd)
 {
 	if (*fd >= 0) {
 		close(*fd);
@@ -167,7 +101,7 @@ static void close_fd(int *fd)
 
 /* ---- Queues ---- */
 
-static void vu_apply_features(struct vsx_vu *vu, struct vsx_vq *vq)
+void vsx_vu__apply_features(struct vsx_vu *vu, struct vsx_vq *vq)
 {
 	vq->event_idx = vu->features & (1ull << VIRTIO_RING_F_EVENT_IDX);
 	vq->indirect = vu->features & (1ull << VIRTIO_RING_F_INDIRECT_DESC);
@@ -185,19 +119,19 @@ static void vu_unwatch_kick(struct vsx_vu *vu, struct vu_queue *q)
 static void vu_queue_reset(struct vsx_vu *vu, struct vu_queue *q)
 {
 	vu_unwatch_kick(vu, q);
-	close_fd(&q->vq.kick_fd);
-	close_fd(&q->vq.call_fd);
-	close_fd(&q->vq.err_fd);
+	vsx_vu__close_fd(&q->vq.kick_fd);
+	vsx_vu__close_fd(&q->vq.call_fd);
+	vsx_vu__close_fd(&q->vq.err_fd);
 	vsx_vq_reset(&q->vq);
 	q->vq.mem = &vu->mem;
-	vu_apply_features(vu, &q->vq);
+	vsx_vu__apply_features(vu, &q->vq);
 	q->addr_set = false;
 	q->desc_uva = q->avail_uva = q->used_uva = 0;
 }
 
 /* Translate the ring addresses through the memory table; the rings must
  * lie inside one region each and be aligned as the virtio spec says. */
-static int vu_map_ring(struct vsx_vu *vu, struct vu_queue *q)
+int vsx_vu__map_ring(struct vsx_vu *vu, struct vu_queue *q)
 {
 	uint64_t num = q->vq.num;
 	void *desc, *avail, *used;
@@ -271,7 +205,7 @@ static enum vsx_vu_start vu_start_how(struct vsx_vu *vu)
 				how = VSX_VU_START_NEW;
 			continue;
 		}
-		vu_log(vu, "vhost-user: ring %u restarted at index %u%s, not where it "
+		vsx_vu__log(vu, "vhost-user: ring %u restarted at index %u%s, not where it "
 		       "stopped (index %u): neither a resume nor a reset", i,
 		       q->vq.last_avail, same ? "" : " at other addresses", q->stop_base);
 		how = VSX_VU_START_BAD;
@@ -281,7 +215,7 @@ static enum vsx_vu_start vu_start_how(struct vsx_vu *vu)
 
 /* Start the device if it can be; when live, tell it about queue @kq (or
  * every queue if @kq < 0) that became ready. */
-static void vu_update(struct vsx_vu *vu, int kq)
+void vsx_vu__update(struct vsx_vu *vu, int kq)
 {
 	if (!vu->live) {
 		enum vsx_vu_start how;
@@ -339,29 +273,35 @@ static void vu_stop(struct vsx_vu *vu, bool resumable)
 	vu_flush_all(vu);
 }
 
+void vsx_vu__mem_clear(struct vsx_vu *vu)
+{
+	vsx_mem_unmap(&vu->mem);
+	for (unsigned i = 0; i < VSX_MEM_MAX_REGIONS; i++) {
+		vsx_vu__close_fd(&vu->mem_id[i].fd);
+		vu->mem_id[i] = (struct vu_region_id){ .fd = -1 };
+	}
+}
+
 /* Back to the state of a fresh connection's device: no rings, no memory. */
 static void vu_reset_device(struct vsx_vu *vu)
 {
 	vu_stop(vu, false);
 	for (unsigned i = 0; i < vu->nq; i++)
 		vu_queue_reset(vu, &vu->q[i]);
-	vsx_mem_unmap(&vu->mem);
-	memset(vu->mem_id, 0, sizeof(vu->mem_id));
+	vsx_vu__mem_clear(vu);
 }
-
-static void vu_kick_cb(int fd, int events, void *arg);
 
 /* ---- Connection ---- */
 
 static void vu_rx_reset(struct vsx_vu *vu)
 {
 	for (unsigned i = 0; i < vu->rx.nfds; i++)
-		close_fd(&vu->rx.fds[i]);
+		vsx_vu__close_fd(&vu->rx.fds[i]);
 	vu->rx.nfds = 0;
 	vu->rx.have = 0;
 }
 
-static void vu_disconnect(struct vsx_vu *vu)
+void vsx_vu__disconnect(struct vsx_vu *vu)
 {
 	if (vu->conn_fd < 0)
 		return;
@@ -369,14 +309,14 @@ static void vu_disconnect(struct vsx_vu *vu)
 		vu->loop->unwatch(vu->conn_w);
 		vu->conn_w = NULL;
 	}
-	close_fd(&vu->conn_fd);
+	vsx_vu__close_fd(&vu->conn_fd);
 	vu_rx_reset(vu);
 	vu_reset_device(vu);
 	vu->features = 0;
 	vu->protocol_features = 0;
 	vu->owner = false;
 	for (unsigned i = 0; i < vu->nq; i++)
-		vu_apply_features(vu, &vu->q[i].vq);
+		vsx_vu__apply_features(vu, &vu->q[i].vq);
 }
 
 static int vu_send(struct vsx_vu *vu, uint32_t req, const void *payload, uint32_t size)
@@ -398,7 +338,7 @@ static int vu_send(struct vsx_vu *vu, uint32_t req, const void *payload, uint32_
 	while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)(sizeof(h) + size)) {
 		/* a front-end that does not read its replies is gone */
-		vu_log(vu, "vhost-user: cannot write reply to request %u: %s", req,
+		vsx_vu__log(vu, "vhost-user: cannot write reply to request %u: %s", req,
 		       n < 0 ? strerror(errno) : "short write");
 		return -EIO;
 	}
@@ -431,13 +371,13 @@ static int vu_set_features(struct vsx_vu *vu, uint64_t v)
 	uint64_t offered = VU_FEATURES | vu->ops->features;
 
 	if (v & ~offered) {
-		vu_log(vu, "vhost-user: SET_FEATURES with bits not offered: %#llx",
+		vsx_vu__log(vu, "vhost-user: SET_FEATURES with bits not offered: %#llx",
 		       (unsigned long long)(v & ~offered));
 		return -EINVAL;
 	}
 	vu->features = v;
 	for (unsigned i = 0; i < vu->nq; i++)
-		vu_apply_features(vu, &vu->q[i].vq);
+		vsx_vu__apply_features(vu, &vu->q[i].vq);
 	return 0;
 }
 
@@ -464,12 +404,45 @@ static bool file_sealed(int fd)
 	return seals >= 0 && (seals & F_SEAL_SHRINK);
 }
 
+/*
+ * Map region @i of a memory table (@what names the request in log lines)
+ * from @fd into *@out; the caller has checked that @fd is a file covering
+ * it. 0, or a negative errno (logged).
+ */
+int vsx_vu__map_region(struct vsx_vu *vu, const char *what, unsigned i, int fd,
+		       const struct vu_region *r, struct vsx_mem_region *out)
+{
+	uint64_t delta = r->mmap_offset % (uint64_t)sysconf(_SC_PAGESIZE);
+	int err;
+
+	out->map_len = r->size + delta;
+	out->map = mmap(NULL, out->map_len, PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_NORESERVE, fd, (off_t)(r->mmap_offset - delta));
+	if (out->map == MAP_FAILED) {
+		err = -errno;
+		out->map = NULL;
+		vsx_vu__log(vu, "vhost-user: %s: mmap region %u: %s", what, i, strerror(-err));
+		return err;
+	}
+	out->guard = vsx_memguard_add(out->map, out->map_len);
+	if (!out->guard)
+		vsx_vu__log(vu, "vhost-user: %s region %u: no memory-guard slot "
+			    "left: a VMM that shrinks its file will crash vsxd", what, i);
+	if (!file_sealed(fd))
+		vsx_vu__log(vu, "vhost-user: %s region %u: its file is not "
+			    "sealed against shrinking; accesses are guarded", what, i);
+	out->gpa = r->gpa;
+	out->size = r->size;
+	out->uva = r->uva;
+	out->host = (char *)out->map + delta;
+	return 0;
+}
+
 static int vu_set_mem_table(struct vsx_vu *vu)
 {
 	const struct vu_memory *m = &vu->rx.p.mem;
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
 	struct vsx_mem nm = { 0 };
-	struct vu_region_id nid[VSX_MEM_MAX_REGIONS] = { 0 };
+	struct vu_region_id nid[VSX_MEM_MAX_REGIONS];
 	bool reused[VSX_MEM_MAX_REGIONS] = { false };
 	struct stat st[VSX_MEM_MAX_REGIONS];
 	unsigned n;
@@ -481,11 +454,13 @@ static int vu_set_mem_table(struct vsx_vu *vu)
 	if (n < 1 || n > VSX_MEM_MAX_REGIONS ||
 	    vu->rx.hdr.size != offsetof(struct vu_memory, r) + n * sizeof(struct vu_region) ||
 	    vu->rx.nfds != n) {
-		vu_log(vu, "vhost-user: SET_MEM_TABLE with %u regions, %u bytes, %u fds",
+		vsx_vu__log(vu, "vhost-user: SET_MEM_TABLE with %u regions, %u bytes, %u fds",
 		       n, vu->rx.hdr.size, vu->rx.nfds);
 		return -EINVAL;
 	}
 
+	for (unsigned i = 0; i < VSX_MEM_MAX_REGIONS; i++)
+		nid[i] = (struct vu_region_id){ .fd = -1 };
 	/* Validate everything before touching the current table. */
 	for (unsigned i = 0; i < n; i++) {
 		const struct vu_region *r = &m->r[i];
@@ -495,7 +470,7 @@ static int vu_set_mem_table(struct vsx_vu *vu)
 			return -EINVAL;
 		if (fstat(vu->rx.fds[i], &st[i]) < 0 || !S_ISREG(st[i].st_mode) ||
 		    (uint64_t)st[i].st_size < r->mmap_offset + r->size) {
-			vu_log(vu, "vhost-user: SET_MEM_TABLE region %u: fd is not a file "
+			vsx_vu__log(vu, "vhost-user: SET_MEM_TABLE region %u: fd is not a file "
 			       "covering the region", i);
 			return -EINVAL;
 		}
@@ -510,7 +485,6 @@ static int vu_set_mem_table(struct vsx_vu *vu)
 	 * whole table on every change), so buffers in use stay valid. */
 	for (unsigned i = 0; i < n; i++) {
 		const struct vu_region *r = &m->r[i];
-		uint64_t delta = r->mmap_offset % page;
 
 		for (unsigned j = 0; j < vu->mem.n; j++) {
 			/* (not one a SIGBUS turned into zero pages: map it again) */
@@ -519,52 +493,36 @@ static int vu_set_mem_table(struct vsx_vu *vu)
 				nm.r[i] = vu->mem.r[j];
 				nid[i] = vu->mem_id[j];
 				vu->mem.r[j].map = NULL; /* moved */
+				vu->mem_id[j].fd = -1;
 				reused[i] = true;
 				break;
 			}
 		}
 		if (reused[i])
 			continue;
-		nm.r[i].map_len = r->size + delta;
-		nm.r[i].map = mmap(NULL, nm.r[i].map_len, PROT_READ | PROT_WRITE,
-				   MAP_SHARED | MAP_NORESERVE, vu->rx.fds[i],
-				   (off_t)(r->mmap_offset - delta));
-		if (nm.r[i].map == MAP_FAILED) {
-			err = -errno;
-			nm.r[i].map = NULL;
-			vu_log(vu, "vhost-user: SET_MEM_TABLE: mmap region %u: %s", i,
-			       strerror(-err));
+		err = vsx_vu__map_region(vu, "SET_MEM_TABLE", i, vu->rx.fds[i], r, &nm.r[i]);
+		if (err)
 			goto fail;
-		}
-		nm.r[i].guard = vsx_memguard_add(nm.r[i].map, nm.r[i].map_len);
-		if (!nm.r[i].guard)
-			vu_log(vu, "vhost-user: SET_MEM_TABLE region %u: no memory-guard slot "
-			       "left: a VMM that shrinks its file will crash vsxd", i);
-		if (!file_sealed(vu->rx.fds[i]))
-			vu_log(vu, "vhost-user: SET_MEM_TABLE region %u: its file is not "
-			       "sealed against shrinking; accesses are guarded", i);
-		nm.r[i].gpa = r->gpa;
-		nm.r[i].size = r->size;
-		nm.r[i].uva = r->uva;
-		nm.r[i].host = (char *)nm.r[i].map + delta;
 		nid[i].dev = st[i].st_dev;
 		nid[i].ino = st[i].st_ino;
+		nid[i].mmap_offset = r->mmap_offset;
+		nid[i].fd = vu_take_fd(vu, i);
 	}
 	nm.n = n;
 
 	/* Used entries pushed so far are published while the old rings are
 	 * still mapped. */
 	vu_flush_all(vu);
-	vsx_mem_unmap(&vu->mem);
+	vsx_vu__mem_clear(vu);
 	vu->mem = nm;
 	memcpy(vu->mem_id, nid, sizeof(nid));
 	for (unsigned i = 0; i < vu->nq; i++) {
 		struct vu_queue *q = &vu->q[i];
 
-		if (q->addr_set && vu_map_ring(vu, q))
-			vu_log(vu, "vhost-user: ring %u is outside the new memory table", i);
+		if (q->addr_set && vsx_vu__map_ring(vu, q))
+			vsx_vu__log(vu, "vhost-user: ring %u is outside the new memory table", i);
 	}
-	vu_update(vu, -1);
+	vsx_vu__update(vu, -1);
 	return 0;
 
 fail:
@@ -574,12 +532,14 @@ fail:
 			for (unsigned j = 0; j < vu->mem.n; j++) {
 				if (!vu->mem.r[j].map && vu->mem.r[j].host == nm.r[i].host) {
 					vu->mem.r[j].map = nm.r[i].map;
+					vu->mem_id[j].fd = nid[i].fd;
 					break;
 				}
 			}
 		} else if (nm.r[i].map) {
 			vsx_memguard_del(nm.r[i].guard);
 			munmap(nm.r[i].map, nm.r[i].map_len);
+			vsx_vu__close_fd(&nid[i].fd);
 		}
 	}
 	return err;
@@ -593,13 +553,13 @@ static int vu_set_vring_num(struct vsx_vu *vu)
 	if (!q || q->vq.started)
 		return -EINVAL;
 	if (!s->num || s->num > vu->queue_max || (s->num & (s->num - 1))) {
-		vu_log(vu, "vhost-user: SET_VRING_NUM %u for ring %u refused (max %u)",
+		vsx_vu__log(vu, "vhost-user: SET_VRING_NUM %u for ring %u refused (max %u)",
 		       s->num, s->index, vu->queue_max);
 		return -EINVAL;
 	}
 	q->vq.num = s->num;
 	if (q->addr_set)
-		vu_map_ring(vu, q);
+		vsx_vu__map_ring(vu, q);
 	return 0;
 }
 
@@ -617,9 +577,9 @@ static int vu_set_vring_addr(struct vsx_vu *vu)
 	q->desc_uva = a->desc;
 	q->avail_uva = a->avail;
 	q->used_uva = a->used;
-	err = vu_map_ring(vu, q);
+	err = vsx_vu__map_ring(vu, q);
 	if (err) {
-		vu_log(vu, "vhost-user: SET_VRING_ADDR for ring %u outside guest memory",
+		vsx_vu__log(vu, "vhost-user: SET_VRING_ADDR for ring %u outside guest memory",
 		       a->index);
 		*q = old;
 		return err;
@@ -646,7 +606,7 @@ static int vu_get_vring_base(struct vsx_vu *vu)
 	struct vu_queue *q = vu_queue_of(vu, s.index);
 
 	if (vu->rx.hdr.size != sizeof(s) || !q) {
-		vu_log(vu, "vhost-user: bad GET_VRING_BASE");
+		vsx_vu__log(vu, "vhost-user: bad GET_VRING_BASE");
 		return VU_CLOSE; /* there is no failure answer to give */
 	}
 	vu_stop(vu, true);
@@ -659,7 +619,7 @@ static int vu_get_vring_base(struct vsx_vu *vu)
 		q->stop_used = q->used_uva;
 	}
 	vu_unwatch_kick(vu, q);
-	close_fd(&q->vq.kick_fd);
+	vsx_vu__close_fd(&q->vq.kick_fd);
 	q->vq.started = false;
 	/* a ring restarts as a new one would: disabled when protocol
 	 * features were negotiated (SET_VRING_ENABLE follows), and not
@@ -683,7 +643,7 @@ static int vu_set_vring_fd(struct vsx_vu *vu)
 
 	if (!q || (v & ~(VU_VRING_IDX_MASK | VU_VRING_NOFD)) ||
 	    vu->rx.nfds != (nofd ? 0u : 1u)) {
-		vu_log(vu, "vhost-user: request %u for ring %llu with %u fds refused", req,
+		vsx_vu__log(vu, "vhost-user: request %u for ring %llu with %u fds refused", req,
 		       (unsigned long long)(v & VU_VRING_IDX_MASK), vu->rx.nfds);
 		return -EINVAL;
 	}
@@ -701,7 +661,7 @@ static int vu_set_vring_fd(struct vsx_vu *vu)
 		vu_unwatch_kick(vu, q);
 		break;
 	}
-	close_fd(slot);
+	vsx_vu__close_fd(slot);
 	*slot = fd;
 	if (req != VU_SET_VRING_KICK)
 		return 0;
@@ -711,9 +671,9 @@ static int vu_set_vring_fd(struct vsx_vu *vu)
 
 		if (fl >= 0 && !(fl & O_NONBLOCK))
 			fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-		q->kick_w = vu->loop->watch(vu->loop->ctx, fd, VSX_EV_READ, vu_kick_cb, vu);
+		q->kick_w = vu->loop->watch(vu->loop->ctx, fd, VSX_EV_READ, vsx_vu__kick_cb, vu);
 		if (!q->kick_w) {
-			close_fd(slot);
+			vsx_vu__close_fd(slot);
 			return -ENOMEM;
 		}
 	}
@@ -727,7 +687,7 @@ static int vu_set_vring_fd(struct vsx_vu *vu)
 							 __ATOMIC_RELAXED));
 	if (!(vu->features & (1ull << VU_F_PROTOCOL_FEATURES)))
 		q->vq.enabled = true;
-	vu_update(vu, (int)(q - vu->q));
+	vsx_vu__update(vu, (int)(q - vu->q));
 	return 0;
 }
 
@@ -740,7 +700,7 @@ static int vu_set_vring_enable(struct vsx_vu *vu)
 		return -EINVAL;
 	q->vq.enabled = s->num;
 	if (s->num)
-		vu_update(vu, (int)s->index);
+		vsx_vu__update(vu, (int)s->index);
 	return 0;
 }
 
@@ -753,7 +713,7 @@ static int vu_get_config(struct vsx_vu *vu)
 	    size != VU_CONFIG_HDR + c->size || c->offset > VU_CONFIG_MAX ||
 	    c->offset + c->size > VU_CONFIG_MAX || !vu->ops->get_config ||
 	    vu->ops->get_config(vu->dev, c->offset, c->region, c->size) < 0) {
-		vu_log(vu, "vhost-user: GET_CONFIG refused");
+		vsx_vu__log(vu, "vhost-user: GET_CONFIG refused");
 		return vu_send(vu, VU_GET_CONFIG, NULL, 0) ? VU_CLOSE : VU_REPLIED;
 	}
 	return vu_send(vu, VU_GET_CONFIG, c, size) ? VU_CLOSE : VU_REPLIED;
@@ -799,7 +759,7 @@ static int vu_unknown(struct vsx_vu *vu, uint32_t req)
 
 	if (!(vu->logged[bit / 64] & (1ull << (bit % 64)))) {
 		vu->logged[bit / 64] |= 1ull << (bit % 64);
-		vu_log(vu, "vhost-user: unsupported request %u", req);
+		vsx_vu__log(vu, "vhost-user: unsupported request %u", req);
 	}
 	return -EOPNOTSUPP;
 }
@@ -812,14 +772,14 @@ static int vu_handle(struct vsx_vu *vu)
 	long want = vu_payload_size(req);
 
 	if (vu->rx.nfds && !vu_takes_fds(req)) {
-		vu_log(vu, "vhost-user: closing %u fds sent with request %u",
+		vsx_vu__log(vu, "vhost-user: closing %u fds sent with request %u",
 		       vu->rx.nfds, req);
 		for (unsigned i = 0; i < vu->rx.nfds; i++)
-			close_fd(&vu->rx.fds[i]);
+			vsx_vu__close_fd(&vu->rx.fds[i]);
 		vu->rx.nfds = 0;
 	}
 	if (want >= 0 && h->size != (uint32_t)want) {
-		vu_log(vu, "vhost-user: request %u with a %u-byte payload", req, h->size);
+		vsx_vu__log(vu, "vhost-user: request %u with a %u-byte payload", req, h->size);
 		switch (req) {
 		case VU_GET_FEATURES:
 		case VU_GET_PROTOCOL_FEATURES:
@@ -854,7 +814,7 @@ static int vu_handle(struct vsx_vu *vu)
 		vu_reset_device(vu);
 		vu->features = 0;
 		for (unsigned i = 0; i < vu->nq; i++)
-			vu_apply_features(vu, &vu->q[i].vq);
+			vsx_vu__apply_features(vu, &vu->q[i].vq);
 		if (req == VU_RESET_OWNER)
 			vu->owner = false;
 		return 0;
@@ -883,25 +843,38 @@ static int vu_handle(struct vsx_vu *vu)
 	}
 }
 
+/* Can request @req change what vsx_vu_get_state reports of a live
+ * device without stopping it? */
+static bool vu_changes_state(uint32_t req)
+{
+	return req == VU_SET_MEM_TABLE || req == VU_SET_VRING_KICK ||
+	       req == VU_SET_VRING_CALL || req == VU_SET_VRING_ENABLE ||
+	       req == VU_SET_FEATURES || req == VU_SET_PROTOCOL_FEATURES;
+}
+
 static void vu_dispatch(struct vsx_vu *vu)
 {
 	bool need_reply = vu->rx.hdr.flags & VU_FLAG_NEED_REPLY;
+	bool was_live = vu->live;
 	int r = vu_handle(vu);
 
 	vu_rx_reset(vu); /* closes any fd no handler took */
 	if (r == VU_CLOSE) {
-		vu_disconnect(vu);
+		vsx_vu__disconnect(vu);
 		return;
 	}
+	if (was_live && vu->live && r == 0 && vu->ops->changed &&
+	    vu_changes_state(vu->rx.hdr.request))
+		vu->ops->changed(vu->dev);
 	if (r != VU_REPLIED && need_reply) {
 		uint64_t v = r ? 1 : 0;
 
 		if (vu_send(vu, vu->rx.hdr.request, &v, sizeof(v)))
-			vu_disconnect(vu);
+			vsx_vu__disconnect(vu);
 	}
 }
 
-static void vu_conn_cb(int fd, int events, void *arg)
+void vsx_vu__conn_cb(int fd, int events, void *arg)
 {
 	struct vsx_vu *vu = arg;
 	unsigned budget = 64; /* messages per wakeup; the watch fires again */
@@ -954,14 +927,14 @@ static void vu_conn_cb(int fd, int events, void *arg)
 		}
 		if (n <= 0) {
 			if (n < 0 || vu->rx.have)
-				vu_log(vu, "vhost-user: front-end connection %s",
+				vsx_vu__log(vu, "vhost-user: front-end connection %s",
 				       n < 0 ? strerror(errno) : "closed inside a message");
-			vu_disconnect(vu);
+			vsx_vu__disconnect(vu);
 			return;
 		}
 		if (too_many || (mh.msg_flags & MSG_CTRUNC)) {
-			vu_log(vu, "vhost-user: more than %d fds on one message", VU_MAX_FDS);
-			vu_disconnect(vu);
+			vsx_vu__log(vu, "vhost-user: more than %d fds on one message", VU_MAX_FDS);
+			vsx_vu__disconnect(vu);
 			return;
 		}
 		vu->rx.have += (size_t)n;
@@ -970,9 +943,9 @@ static void vu_conn_cb(int fd, int events, void *arg)
 
 			if ((h->flags & VU_VERSION_MASK) != VU_VERSION ||
 			    h->size > VU_MAX_PAYLOAD) {
-				vu_log(vu, "vhost-user: bad message header (request %u, "
+				vsx_vu__log(vu, "vhost-user: bad message header (request %u, "
 				       "flags %#x, size %u)", h->request, h->flags, h->size);
-				vu_disconnect(vu);
+				vsx_vu__disconnect(vu);
 				return;
 			}
 		}
@@ -997,7 +970,7 @@ static void vu_drain_conn(struct vsx_vu *vu)
 
 		if (poll(&p, 1, 0) != 1)
 			return;
-		vu_conn_cb(vu->conn_fd, VSX_EV_READ, vu);
+		vsx_vu__conn_cb(vu->conn_fd, VSX_EV_READ, vu);
 	}
 }
 
@@ -1011,11 +984,11 @@ static void vu_accept_cb(void *arg, int c, const struct sockaddr *sa, socklen_t 
 	if (vu->conn_fd >= 0)
 		vu_drain_conn(vu);
 	if (vu->conn_fd >= 0) {
-		vu_log(vu, "vhost-user: refusing a second front-end on %s", vu->path);
+		vsx_vu__log(vu, "vhost-user: refusing a second front-end on %s", vu->path);
 		close(c);
 		return;
 	}
-	vu->conn_w = vu->loop->watch(vu->loop->ctx, c, VSX_EV_READ, vu_conn_cb, vu);
+	vu->conn_w = vu->loop->watch(vu->loop->ctx, c, VSX_EV_READ, vsx_vu__conn_cb, vu);
 	if (!vu->conn_w) {
 		close(c);
 		return;
@@ -1029,10 +1002,10 @@ static void vu_accept_cb(void *arg, int c, const struct sockaddr *sa, socklen_t 
 static void vu_acceptor_log(void *arg, int prio, const char *msg)
 {
 	(void)prio;
-	vu_log(arg, "%s", msg);
+	vsx_vu__log(arg, "%s", msg);
 }
 
-static void vu_kick_cb(int fd, int events, void *arg)
+void vsx_vu__kick_cb(int fd, int events, void *arg)
 {
 	struct vsx_vu *vu = arg;
 	struct vu_queue *q = NULL;
@@ -1052,7 +1025,7 @@ static void vu_kick_cb(int fd, int events, void *arg)
 	while (n < 0 && errno == EINTR);
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
 		/* not an eventfd we can drain: stop watching it */
-		vu_log(vu, "vhost-user: kick fd of ring %u unusable", (unsigned)(q - vu->q));
+		vsx_vu__log(vu, "vhost-user: kick fd of ring %u unusable", (unsigned)(q - vu->q));
 		vu_unwatch_kick(vu, q);
 		return;
 	}
@@ -1122,6 +1095,8 @@ int vsx_vu_new(const char *path, mode_t mode, gid_t gid, const struct vsx_loop *
 		vsx_vq_reset(&vu->q[i].vq);
 		vu->q[i].vq.mem = &vu->mem;
 	}
+	for (unsigned i = 0; i < VSX_MEM_MAX_REGIONS; i++)
+		vu->mem_id[i].fd = -1;
 	vu->path = strdup(path ? path : "");
 	if (!vu->path) {
 		err = -ENOMEM;
@@ -1159,12 +1134,12 @@ void vsx_vu_free(struct vsx_vu *vu)
 		return;
 	/* no op is called from here: the device is being torn down */
 	vu->live = false;
-	vu_disconnect(vu);
+	vsx_vu__disconnect(vu);
 	for (unsigned i = 0; i < vu->nq; i++)
 		vu_queue_reset(vu, &vu->q[i]);
-	vsx_mem_unmap(&vu->mem);
+	vsx_vu__mem_clear(vu);
 	vsx_acceptor_free(vu->acc);
-	close_fd(&vu->listen_fd);
+	vsx_vu__close_fd(&vu->listen_fd);
 	/* unlink the path only while it is still our socket */
 	if (lstat(vu->path, &st) == 0 && st.st_dev == vu->path_dev &&
 	    st.st_ino == vu->path_ino)

@@ -82,6 +82,11 @@ struct vsx_vu_ops {
 	/* Optional: a one-line log message (no newline) worth an operator's
 	 * attention, e.g. why a front-end or guest was cut off. */
 	void (*log)(void *dev, const char *msg);
+	/* Optional: while live, a message changed what vsx_vu_get_state
+	 * reports (QEMU sends SET_VRING_CALL again after the start, and may
+	 * send a new memory table): whoever keeps that state for a restart
+	 * reads it again. */
+	void (*changed)(void *dev);
 };
 
 /*
@@ -121,5 +126,66 @@ uint64_t vsx_vu_features(const struct vsx_vu *vu);
 
 /* A front-end is connected. */
 int vsx_vu_connected(const struct vsx_vu *vu);
+
+/* ---- Restarts (vhost_user_state.c) ----
+ *
+ * QEMU cannot reconnect a vhost-user-vsock device, so a backend process
+ * that dies takes the device with it, unless someone (systemd's file
+ * descriptor store) kept its descriptors: the front-end connection, the
+ * guest memory files, the kick and call eventfds. With them and this
+ * record of what was negotiated, a new process adopts the device on the
+ * same connection; QEMU resends nothing and notices nothing.
+ */
+struct vsx_vu_region_state {
+	uint64_t gpa, size, uva, mmap_offset;
+	int fd;                       /* the file mapped */
+};
+
+struct vsx_vu_queue_state {
+	unsigned index, num;
+	bool enabled;
+	uint64_t desc, avail, used;   /* the front-end's addresses (uva) */
+	int kick_fd, call_fd;         /* eventfds; call_fd -1: none */
+};
+
+struct vsx_vu_state {
+	uint64_t features, protocol_features;
+	int conn_fd;                  /* the front-end's connection */
+	unsigned nregions;
+	struct vsx_vu_region_state region[VSX_MEM_MAX_REGIONS];
+	unsigned nqueues;             /* the started queues */
+	struct vsx_vu_queue_state queue[VSX_VU_MAX_QUEUES];
+};
+
+/*
+ * The live device's state. The descriptors are @vu's own (not
+ * duplicated: valid while it keeps them). -ENOTCONN: no live device (no
+ * front-end, or not started, or paused by it).
+ */
+int vsx_vu_get_state(const struct vsx_vu *vu, struct vsx_vu_state *out);
+
+/*
+ * Serve the device @s describes, whose front-end is already connected
+ * (@s->conn_fd) and has set it up in another process: map the memory,
+ * take the rings where they are, watch the connection and the kicks, and
+ * start (ops->start, VSX_VU_START_NEW: nothing of the old process's
+ * connections is known here; then a kick per queue). Where a ring
+ * resumes: its used index, for both the next chain to take and the next
+ * used entry: chains the old process took and never gave back are taken
+ * again (a device that completes chains in order, as the vsock device
+ * does, loses none and completes none twice).
+ *
+ * Everything is checked first: each descriptor's kind (a Unix stream
+ * socket, regular files covering their regions, eventfds), the regions
+ * (no overlap), the features (offered ones only), the rings (sizes up to
+ * the queue maximum, inside guest memory, aligned). @vu takes every
+ * descriptor of @s whatever the result; on failure they are all closed
+ * (the front-end sees its back-end go), a log line says why, and @vu is
+ * as it was: listening, no front-end. -EBUSY: @vu has a front-end.
+ */
+int vsx_vu_adopt(struct vsx_vu *vu, const struct vsx_vu_state *s);
+
+/* Close every descriptor of @s (each once: two slots may share one). */
+void vsx_vu_state_close(const struct vsx_vu_state *s);
 
 #endif

@@ -1,0 +1,736 @@
+/*
+ * vsxd's restarts through systemd's file descriptor store.
+ *
+ * QEMU cannot reconnect a vhost-user-vsock device: when vsxd's process
+ * dies, its VMs lose vsock, unless the descriptors that make each device
+ * outlive it. Under a service manager that keeps them (systemd's
+ * FileDescriptorStoreMax=, sd_pid_notify_with_fds(3)), vsxd stores, per
+ * VM whose device runs:
+ *
+ *   vm.NAME.conn      the vhost-user connection to QEMU
+ *   vm.NAME.memK      the file behind memory region K (regions that share
+ *                     a file share its name: the store keeps one copy)
+ *   vm.NAME.kickQ     ring Q's kick eventfd
+ *   vm.NAME.callQ     ring Q's call eventfd
+ *   state             a memfd holding the state record (state.h) of every
+ *                     stored device, and its connections
+ *
+ * A device's names are replaced (FDSTOREREMOVE=1, then FDSTORE=1) each time
+ * it starts or changes, and removed when it stops; the record is rewritten
+ * in place each time, and at each connection open and close (control
+ * path: the data path makes no call here).
+ *
+ * After a crash, the service manager starts vsxd again with the store in
+ * $LISTEN_FDS / $LISTEN_FDNAMES. Each configured VM that the record names
+ * takes its device back (vsxb_vm_adopt) and sends its guest an RST for each
+ * connection the record named; a VM whose descriptors are missing or
+ * wrong starts fresh, its front-end connection closed (QEMU sees its
+ * back-end go). A record that cannot be read (truncated, corrupted,
+ * another version) makes every VM start fresh. Whatever no VM took is
+ * closed and leaves the store.
+ *
+ * A clean exit (SIGTERM) empties the store: QEMU sees its back-end go, as
+ * it would without one.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "fdstore.h"
+#include "state.h"
+#include "vhost-user/vhost_user.h"
+
+struct vsxd_fdstore {
+	pthread_mutex_t lock;
+	vsxd_fdstore_log_fn log;
+	void *log_arg;
+	struct vsxd_start_info info;
+	unsigned store_max;           /* $FDSTORE; 0: not said */
+	int memfd;                    /* the record; -1: none */
+	size_t rec_len;
+
+	/* What the earlier process left (until vsxd_fdstore_ready) */
+	struct vsxd_state prev;
+	bool have_prev;
+	unsigned nfds;
+	struct passed {
+		int fd;
+		char *name;           /* its FDNAME; NULL: none */
+		bool given;           /* a device (or the record) has it now */
+		bool taking;          /* taken for the VM being adopted */
+		bool keep_name;       /* its name stays in the store */
+	} *passed;
+
+	/* The stored devices: recs[i] (rec.conns malloc'ed, conn_cap[i]
+	 * entries) */
+	struct vsxd_state_vm *recs;
+	unsigned *conn_cap;
+	unsigned nrecs, cap;
+};
+
+__attribute__((format(printf, 3, 4)))
+static void fs_log(struct vsxd_fdstore *fs, int prio, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fs->log(fs->log_arg, prio, msg);
+}
+
+/* ---- The store ---- */
+
+static int store_fd(struct vsxd_fdstore *fs, const char *name, int fd)
+{
+	char msg[VSXD_FDNAME_MAX + 48];
+	struct stat st;
+	int r;
+
+	/* files cannot be polled for a hang-up: FDPOLL=0 says so (sd_notify(3)) */
+	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s%s", name,
+		 fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? "\nFDPOLL=0" : "");
+	r = sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
+	if (r <= 0) {
+		fs_log(fs, LOG_WARNING, "file descriptor store: cannot store %s: %s", name,
+		       r < 0 ? strerror(-r) : "no service manager");
+		return r < 0 ? r : -ENOTCONN;
+	}
+	return 0;
+}
+
+static void store_remove(struct vsxd_fdstore *fs, const char *name)
+{
+	int r = sd_notifyf(0, "FDSTOREREMOVE=1\nFDNAME=%s", name);
+
+	if (r < 0)
+		fs_log(fs, LOG_WARNING, "file descriptor store: cannot remove %s: %s", name,
+		       strerror(-r));
+}
+
+/* Every name of @v's device leaves the store. */
+static void remove_vm_names(struct vsxd_fdstore *fs, const struct vsxd_state_vm *v)
+{
+	store_remove(fs, v->conn);
+	for (unsigned i = 0; i < v->nregions; i++) {
+		bool first = true;
+
+		for (unsigned j = 0; j < i; j++)
+			first &= strcmp(v->region[j].fd, v->region[i].fd) != 0;
+		if (first)
+			store_remove(fs, v->region[i].fd);
+	}
+	for (unsigned i = 0; i < v->nqueues; i++) {
+		store_remove(fs, v->queue[i].kick);
+		if (*v->queue[i].call)
+			store_remove(fs, v->queue[i].call);
+	}
+}
+
+/* Descriptors @v's device keeps in the store. */
+static unsigned rec_count(const struct vsxd_state_vm *v)
+{
+	unsigned n = 1;
+
+	for (unsigned i = 0; i < v->nregions; i++) {
+		bool first = true;
+
+		for (unsigned j = 0; j < i; j++)
+			first &= strcmp(v->region[j].fd, v->region[i].fd) != 0;
+		n += first;
+	}
+	for (unsigned i = 0; i < v->nqueues; i++)
+		n += *v->queue[i].call ? 2 : 1;
+	return n;
+}
+
+/* Descriptors the stored devices keep in the store, the record's aside. */
+static unsigned stored_count(const struct vsxd_fdstore *fs)
+{
+	unsigned n = 0;
+
+	for (unsigned k = 0; k < fs->nrecs; k++)
+		n += rec_count(&fs->recs[k]);
+	return n;
+}
+
+/* ---- The record ---- */
+
+static void write_record(struct vsxd_fdstore *fs)
+{
+	struct vsxd_state s = {
+		.generation = fs->info.generation,
+		.nvms = fs->nrecs,
+		.vms = fs->recs,
+	};
+	size_t len;
+	uint8_t *buf;
+	long n;
+
+	if (fs->memfd < 0)
+		return;
+	len = vsxd_state_size(&s);
+	buf = malloc(len);
+	if (!buf) {
+		fs_log(fs, LOG_ERR, "restart state: out of memory: not updated");
+		return;
+	}
+	n = vsxd_state_encode(&s, buf, len);
+	if (n < 0) {
+		fs_log(fs, LOG_ERR, "restart state: cannot encode: %s", strerror((int)-n));
+	} else if (pwrite(fs->memfd, buf, (size_t)n, 0) != n) {
+		fs_log(fs, LOG_ERR, "restart state: cannot write: %s", strerror(errno));
+	} else {
+		if ((size_t)n < fs->rec_len && ftruncate(fs->memfd, n) < 0)
+			fs_log(fs, LOG_WARNING, "restart state: cannot truncate: %s",
+			       strerror(errno));
+		fs->rec_len = (size_t)n;
+	}
+	free(buf);
+}
+
+static int rec_find(const struct vsxd_fdstore *fs, const char *name)
+{
+	for (unsigned i = 0; i < fs->nrecs; i++)
+		if (!strcmp(fs->recs[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+static void rec_drop(struct vsxd_fdstore *fs, unsigned i)
+{
+	free(fs->recs[i].conns);
+	fs->nrecs--;
+	if (i != fs->nrecs) {
+		fs->recs[i] = fs->recs[fs->nrecs];
+		fs->conn_cap[i] = fs->conn_cap[fs->nrecs];
+	}
+}
+
+/* ---- Device and connection events ---- */
+
+static unsigned names_needed(const struct vsx_vu_state *st)
+{
+	unsigned n = 1 + st->nregions;
+
+	for (unsigned i = 0; i < st->nqueues; i++)
+		n += st->queue[i].call_fd >= 0 ? 2 : 1;
+	return n;
+}
+
+/* Fill @v (name already set) from @st and store its descriptors. */
+static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
+			const struct vsx_vu_state *st)
+{
+	struct stat rs[VSX_MEM_MAX_REGIONS];
+	char nm[VSXD_STATE_NAME_MAX + 1];   /* (a copy: @v's names are written) */
+	int err;
+
+	snprintf(nm, sizeof(nm), "%s", v->name);
+
+	snprintf(v->conn, sizeof(v->conn), "vm.%s.conn", nm);
+	v->features = st->features;
+	v->protocol_features = st->protocol_features;
+	v->nregions = st->nregions;
+	v->nqueues = st->nqueues;
+	err = store_fd(fs, v->conn, st->conn_fd);
+	for (unsigned i = 0; i < st->nregions && !err; i++) {
+		const struct vsx_vu_region_state *r = &st->region[i];
+		struct vsxd_state_region *g = &v->region[i];
+		int same = -1;
+
+		g->gpa = r->gpa;
+		g->size = r->size;
+		g->uva = r->uva;
+		g->mmap_offset = r->mmap_offset;
+		/* QEMU maps several regions from one file: the store keeps a
+		 * file once, so they share its name */
+		if (fstat(r->fd, &rs[i]) == 0) {
+			for (unsigned j = 0; j < i && same < 0; j++)
+				if (rs[j].st_dev == rs[i].st_dev && rs[j].st_ino == rs[i].st_ino)
+					same = (int)j;
+		} else {
+			rs[i].st_dev = 0;
+			rs[i].st_ino = 0;
+		}
+		if (same >= 0) {
+			strcpy(g->fd, v->region[same].fd);
+			continue;
+		}
+		snprintf(g->fd, sizeof(g->fd), "vm.%s.mem%u", nm, i);
+		err = store_fd(fs, g->fd, r->fd);
+	}
+	for (unsigned i = 0; i < st->nqueues && !err; i++) {
+		const struct vsx_vu_queue_state *q = &st->queue[i];
+		struct vsxd_state_queue *g = &v->queue[i];
+
+		g->index = q->index;
+		g->enabled = q->enabled;
+		g->num = q->num;
+		g->desc = q->desc;
+		g->avail = q->avail;
+		g->used = q->used;
+		snprintf(g->kick, sizeof(g->kick), "vm.%s.kick%u", nm, q->index);
+		g->call[0] = '\0';
+		err = store_fd(fs, g->kick, q->kick_fd);
+		if (!err && q->call_fd >= 0) {
+			snprintf(g->call, sizeof(g->call), "vm.%s.call%u", nm, q->index);
+			err = store_fd(fs, g->call, q->call_fd);
+		}
+	}
+	return err;
+}
+
+void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
+			 uint64_t guest_cid, const struct vsx_vu_state *st)
+{
+	struct vsxd_fdstore *fs = arg;
+	unsigned others;
+	int i;
+
+	(void)vm;
+	if (!fs || !fs->info.store)
+		return;
+	pthread_mutex_lock(&fs->lock);
+	i = rec_find(fs, name);
+	if (i >= 0)
+		remove_vm_names(fs, &fs->recs[i]);
+	if (!st) {
+		if (i >= 0)
+			rec_drop(fs, (unsigned)i);
+		goto out;
+	}
+	/* (a device that changed keeps its connections: its names change) */
+	others = stored_count(fs) - (i >= 0 ? rec_count(&fs->recs[i]) : 0);
+	if (fs->store_max && others + names_needed(st) + 1 > fs->store_max) {
+		fs_log(fs, LOG_WARNING, "vm %s: the file descriptor store is full (%u of "
+		       "FileDescriptorStoreMax=%u): its device does not survive a crash",
+		       name, others + 1, fs->store_max);
+		if (i >= 0)
+			rec_drop(fs, (unsigned)i);
+		goto out;
+	}
+	if (i < 0) {
+		if (fs->nrecs == fs->cap) {
+			unsigned cap = fs->cap ? 2 * fs->cap : 8;
+			struct vsxd_state_vm *nr = realloc(fs->recs, cap * sizeof(*nr));
+			unsigned *nc;
+
+			if (nr)
+				fs->recs = nr;
+			nc = nr ? realloc(fs->conn_cap, cap * sizeof(*nc)) : NULL;
+			if (!nc) {
+				fs_log(fs, LOG_ERR, "vm %s: out of memory: its device does not "
+				       "survive a crash", name);
+				goto out;
+			}
+			fs->conn_cap = nc;
+			fs->cap = cap;
+		}
+		i = (int)fs->nrecs++;
+		memset(&fs->recs[i], 0, sizeof(fs->recs[i]));
+		fs->conn_cap[i] = 0;
+		snprintf(fs->recs[i].name, sizeof(fs->recs[i].name), "%s", name);
+	}
+	fs->recs[i].cid = guest_cid;
+	if (store_device(fs, &fs->recs[i], st) < 0) {
+		remove_vm_names(fs, &fs->recs[i]);
+		rec_drop(fs, (unsigned)i);
+	}
+out:
+	write_record(fs);
+	pthread_mutex_unlock(&fs->lock);
+}
+
+void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev)
+{
+	const struct vsxb_conn_info *ci = &ev->ci;
+	struct vsxd_state_vm *v;
+	int i;
+
+	if (!fs || !fs->info.store || !ci->vm || ev->type == VSXB_CONN_EV_REFUSE)
+		return;
+	pthread_mutex_lock(&fs->lock);
+	i = rec_find(fs, ci->vm);
+	if (i < 0)
+		goto out;
+	v = &fs->recs[i];
+	if (ev->type == VSXB_CONN_EV_OPEN) {
+		if (v->nconns == fs->conn_cap[i]) {
+			unsigned cap = fs->conn_cap[i] ? 2 * fs->conn_cap[i] : 16;
+			struct vsxd_state_conn *nc = realloc(v->conns, cap * sizeof(*nc));
+
+			if (!nc || cap > VSXD_STATE_MAX_CONNS)
+				goto out; /* not named: the guest's timeouts end it */
+			v->conns = nc;
+			fs->conn_cap[i] = cap;
+		}
+		v->conns[v->nconns++] = (struct vsxd_state_conn){
+			.id = ci->id, .guest_cid = ci->guest_cid, .peer_cid = ci->peer_cid,
+			.guest_port = ci->guest_port, .peer_port = ci->peer_port,
+			.type = ci->type == 2 ? 2 : 1,
+		};
+	} else {
+		unsigned k;
+
+		for (k = 0; k < v->nconns && v->conns[k].id != ci->id; k++)
+			;
+		if (k == v->nconns)
+			goto out;
+		v->conns[k] = v->conns[--v->nconns];
+	}
+	write_record(fs);
+out:
+	pthread_mutex_unlock(&fs->lock);
+}
+
+void vsxd_fdstore_forget(struct vsxd_fdstore *fs, const char *name)
+{
+	vsxd_fdstore_device(fs, NULL, name, 0, NULL);
+}
+
+/* ---- Start ---- */
+
+/* The record in @fd (a file), decoded into fs->prev. */
+static void read_prev(struct vsxd_fdstore *fs, int fd)
+{
+	char why[256] = "";
+	struct stat st;
+	uint8_t *buf;
+	ssize_t n;
+	int r;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		fs_log(fs, LOG_ERR, "restart state: the descriptor named state is not a "
+		       "file: every VM starts fresh");
+		return;
+	}
+	if (st.st_size > (off_t)VSXD_STATE_MAX_LEN) {
+		fs_log(fs, LOG_ERR, "restart state: %lld bytes, more than a record can "
+		       "be: every VM starts fresh", (long long)st.st_size);
+		return;
+	}
+	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!buf) {
+		fs_log(fs, LOG_ERR, "restart state: out of memory: every VM starts fresh");
+		return;
+	}
+	n = pread(fd, buf, (size_t)st.st_size, 0);
+	r = n < 0 ? -errno : vsxd_state_decode(buf, (size_t)n, &fs->prev, why, sizeof(why));
+	free(buf);
+	if (r < 0) {
+		fs_log(fs, LOG_ERR, "restart state unusable (%s): every VM starts fresh",
+		       n < 0 ? strerror(-r) : why);
+		return;
+	}
+	fs->have_prev = true;
+}
+
+int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstore **out)
+{
+	struct vsxd_fdstore *fs = calloc(1, sizeof(*fs));
+	const char *max = getenv("FDSTORE");
+	char **names = NULL;
+	int n, state = -1;
+
+	*out = NULL;
+	if (!fs)
+		return -ENOMEM;
+	pthread_mutex_init(&fs->lock, NULL);
+	fs->log = log;
+	fs->log_arg = log_arg;
+	fs->memfd = -1;
+	fs->info.started = time(NULL);
+	fs->info.mode = "fresh";
+	fs->info.generation = 1;
+	/* $FDSTORE: FileDescriptorStoreMax=, set by systemd 254 and later, and
+	 * by our units' Environment= for older ones; without it, storing
+	 * would only make systemd log that its store is full */
+	if (max)
+		fs->store_max = (unsigned)strtoul(max, NULL, 10);
+	fs->info.store = getenv("NOTIFY_SOCKET") && fs->store_max > 0;
+
+	n = sd_listen_fds_with_names(1, &names);
+	if (n < 0)
+		fs_log(fs, LOG_WARNING, "LISTEN_FDS: %s", strerror(-n));
+	if (n > 0) {
+		fs->passed = calloc((size_t)n, sizeof(*fs->passed));
+		if (!fs->passed) {
+			for (int i = 0; i < n; i++)
+				close(SD_LISTEN_FDS_START + i);
+			n = 0;
+		}
+		fs->nfds = (unsigned)(n > 0 ? n : 0);
+		for (unsigned i = 0; i < fs->nfds; i++) {
+			fs->passed[i].fd = SD_LISTEN_FDS_START + (int)i;
+			fs->passed[i].name = names ? names[i] : NULL;
+			if (names)
+				names[i] = NULL;
+			if (fs->passed[i].name && !strcmp(fs->passed[i].name, "state") &&
+			    state < 0)
+				state = (int)i;
+		}
+		if (state < 0)
+			fs_log(fs, LOG_ERR, "restart: %u descriptors passed, none named "
+			       "state: every VM starts fresh", fs->nfds);
+		else
+			read_prev(fs, fs->passed[state].fd);
+	}
+	free(names);
+	if (fs->have_prev) {
+		fs->info.mode = "recovered";
+		fs->info.generation = fs->prev.generation + 1;
+		fs_log(fs, LOG_NOTICE, "recovering after a crash: the state of generation "
+		       "%llu names %u VM%s", (unsigned long long)fs->prev.generation,
+		       fs->prev.nvms, fs->prev.nvms == 1 ? "" : "s");
+	}
+	if (fs->info.store) {
+		/* the record is written in place: the store's copy is this file */
+		if (fs->have_prev) {
+			fs->memfd = fs->passed[state].fd;
+			fs->passed[state].given = true;
+			fs->passed[state].keep_name = true;
+		} else {
+			if (state >= 0) {
+				/* the old record leaves now, and its name is the
+				 * new one's from here on */
+				store_remove(fs, "state");
+				fs->passed[state].keep_name = true;
+			}
+			fs->memfd = memfd_create("vsxd-state", MFD_CLOEXEC);
+			if (fs->memfd < 0 || store_fd(fs, "state", fs->memfd) < 0) {
+				fs_log(fs, LOG_ERR, "file descriptor store: no state record (%s): "
+				       "VMs will not survive a crash", strerror(errno));
+				if (fs->memfd >= 0)
+					close(fs->memfd);
+				fs->memfd = -1;
+				fs->info.store = false;
+			}
+		}
+	}
+	*out = fs;
+	return 0;
+}
+
+/* The passed descriptor named @name, or -1. A region's file may be taken
+ * again for the same VM (@dup_ok): a copy. */
+static int take_fd(struct vsxd_fdstore *fs, const char *name, bool dup_ok)
+{
+	for (unsigned i = 0; i < fs->nfds; i++) {
+		struct passed *p = &fs->passed[i];
+
+		if (!p->name || strcmp(p->name, name))
+			continue;
+		if (!p->given) {
+			p->given = p->taking = true;
+			return p->fd;
+		}
+		if (dup_ok && p->taking)
+			return fcntl(p->fd, F_DUPFD_CLOEXEC, 3);
+	}
+	return -1;
+}
+
+/* The VM being adopted is done with: @st's descriptors went to its device
+ * (@handed: whatever adoption made of them, they are not ours), or not. */
+static void taken_end(struct vsxd_fdstore *fs, const struct vsx_vu_state *st,
+		      bool handed, bool keep_names)
+{
+	for (unsigned i = 0; i < fs->nfds; i++) {
+		struct passed *p = &fs->passed[i];
+
+		if (!p->taking)
+			continue;
+		p->taking = false;
+		p->given = handed;
+		p->keep_name = handed && keep_names;
+	}
+	if (handed)
+		return;
+	/* copies made for regions sharing a file are ours to close */
+	for (unsigned k = 0; k < st->nregions; k++) {
+		bool passed = false;
+
+		for (unsigned i = 0; i < fs->nfds; i++)
+			passed |= fs->passed[i].fd == st->region[k].fd;
+		if (!passed && st->region[k].fd >= 0)
+			close(st->region[k].fd);
+	}
+}
+
+/* The device state @v names, from the passed descriptors; NULL or why not. */
+static const char *build_state(struct vsxd_fdstore *fs, const struct vsxd_state_vm *v,
+			       struct vsx_vu_state *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->conn_fd = -1;
+	for (unsigned i = 0; i < VSX_MEM_MAX_REGIONS; i++)
+		st->region[i].fd = -1;
+	for (unsigned i = 0; i < VSX_VU_MAX_QUEUES; i++)
+		st->queue[i].kick_fd = st->queue[i].call_fd = -1;
+	if (v->nregions > VSX_MEM_MAX_REGIONS || v->nqueues > VSX_VU_MAX_QUEUES)
+		return "more regions or rings than a device has";
+	st->features = v->features;
+	st->protocol_features = v->protocol_features;
+	st->conn_fd = take_fd(fs, v->conn, false);
+	if (st->conn_fd < 0)
+		return "its vhost-user connection is missing";
+	st->nregions = v->nregions;
+	for (unsigned i = 0; i < v->nregions; i++) {
+		const struct vsxd_state_region *g = &v->region[i];
+
+		st->region[i] = (struct vsx_vu_region_state){
+			.gpa = g->gpa, .size = g->size, .uva = g->uva,
+			.mmap_offset = g->mmap_offset, .fd = take_fd(fs, g->fd, true),
+		};
+		if (st->region[i].fd < 0)
+			return "a memory region's file is missing";
+	}
+	st->nqueues = v->nqueues;
+	for (unsigned i = 0; i < v->nqueues; i++) {
+		const struct vsxd_state_queue *g = &v->queue[i];
+
+		st->queue[i] = (struct vsx_vu_queue_state){
+			.index = g->index, .num = g->num, .enabled = g->enabled,
+			.desc = g->desc, .avail = g->avail, .used = g->used,
+			.kick_fd = take_fd(fs, g->kick, false),
+			.call_fd = *g->call ? take_fd(fs, g->call, false) : -1,
+		};
+		if (st->queue[i].kick_fd < 0 || (*g->call && st->queue[i].call_fd < 0))
+			return "a ring's kick or call eventfd is missing";
+	}
+	return NULL;
+}
+
+void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char *name,
+			uint64_t cid)
+{
+	char cidwhy[96];
+	const struct vsxd_state_vm *v = NULL;
+	struct vsxb_conn_addr *conns = NULL;
+	struct vsx_vu_state st;
+	const char *why;
+	int r;
+
+	if (!fs || !fs->have_prev)
+		return;
+	for (unsigned i = 0; i < fs->prev.nvms && !v; i++)
+		if (!strcmp(fs->prev.vms[i].name, name))
+			v = &fs->prev.vms[i];
+	if (!v)
+		return;
+	if (v->cid != cid) {
+		/* the guest knows the old one: its device is not this VM's */
+		snprintf(cidwhy, sizeof(cidwhy), "its guest-cid was %llu, it is %llu now",
+			 (unsigned long long)v->cid, (unsigned long long)cid);
+		why = cidwhy;
+		goto fail;
+	}
+	why = build_state(fs, v, &st);
+	if (!why && v->nconns) {
+		conns = calloc(v->nconns, sizeof(*conns));
+		if (!conns)
+			why = "out of memory";
+	}
+	if (why) {
+		taken_end(fs, &st, false, false);
+		goto fail;
+	}
+	for (unsigned i = 0; i < v->nconns; i++)
+		conns[i] = (struct vsxb_conn_addr){
+			.guest_cid = v->conns[i].guest_cid, .peer_cid = v->conns[i].peer_cid,
+			.guest_port = v->conns[i].guest_port, .peer_port = v->conns[i].peer_port,
+			.type = (int)v->conns[i].type,
+		};
+	r = vsxb_vm_adopt(vm, &st, conns, v->nconns);
+	free(conns);
+	taken_end(fs, &st, true, r == 0);
+	if (r < 0) {
+		why = r == -EINVAL ? "its descriptors do not match the state (see above)"
+				   : strerror(-r);
+		goto fail;
+	}
+	fs->info.vms_recovered++;
+	fs->info.conns_ended += v->nconns;
+	fs_log(fs, LOG_NOTICE, "vm %s: recovered after a crash: device resumed on its "
+	       "vhost-user connection, %u connection%s ended (RST to the guest)", name,
+	       v->nconns, v->nconns == 1 ? "" : "s");
+	return;
+
+fail:
+	fs->info.vms_failed++;
+	fs_log(fs, LOG_ERR, "vm %s: cannot recover its device (%s): it starts fresh, "
+	       "its front-end connection closed (QEMU sees its back-end go)", name, why);
+}
+
+/* Is @name kept in the store by a passed descriptor? */
+static bool name_kept(const struct vsxd_fdstore *fs, const char *name)
+{
+	for (unsigned i = 0; i < fs->nfds; i++)
+		if (fs->passed[i].keep_name && fs->passed[i].name &&
+		    !strcmp(fs->passed[i].name, name))
+			return true;
+	return false;
+}
+
+void vsxd_fdstore_ready(struct vsxd_fdstore *fs)
+{
+	if (!fs)
+		return;
+	pthread_mutex_lock(&fs->lock);
+	for (unsigned i = 0; i < fs->nfds; i++) {
+		struct passed *p = &fs->passed[i];
+
+		if (!p->given)
+			close(p->fd);
+		if (fs->info.store && p->name && !name_kept(fs, p->name))
+			store_remove(fs, p->name);
+	}
+	for (unsigned i = 0; i < fs->nfds; i++)
+		free(fs->passed[i].name);
+	free(fs->passed);
+	fs->passed = NULL;
+	fs->nfds = 0;
+	vsxd_state_clear(&fs->prev);
+	fs->have_prev = false;
+	write_record(fs);
+	pthread_mutex_unlock(&fs->lock);
+}
+void vsxd_fdstore_info(struct vsxd_fdstore *fs, struct vsxd_start_info *out)
+{
+	pthread_mutex_lock(&fs->lock);
+	*out = fs->info;
+	pthread_mutex_unlock(&fs->lock);
+}
+
+void vsxd_fdstore_free(struct vsxd_fdstore *fs)
+{
+	if (!fs)
+		return;
+	vsxd_fdstore_ready(fs);  /* (nothing left to adopt) */
+	pthread_mutex_lock(&fs->lock);
+	while (fs->nrecs) {
+		remove_vm_names(fs, &fs->recs[0]);
+		rec_drop(fs, 0);
+	}
+	if (fs->info.store)
+		store_remove(fs, "state");
+	pthread_mutex_unlock(&fs->lock);
+	if (fs->memfd >= 0)
+		close(fs->memfd);
+	free(fs->recs);
+	free(fs->conn_cap);
+	pthread_mutex_destroy(&fs->lock);
+	free(fs);
+}

@@ -1,0 +1,57 @@
+/*
+ * vsxd's restarts through systemd's file descriptor store (vsxd(8)
+ * RESTARTS; fdstore.c says how).
+ *
+ * Threads: vsxd_fdstore_device and vsxd_fdstore_conn run on the VMs'
+ * worker threads (backend hooks); everything else on the main thread.
+ */
+#ifndef VSXD_FDSTORE_H
+#define VSXD_FDSTORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "backend/backend.h"
+#include "control.h"
+
+struct vsxd_fdstore;
+struct vsx_vu_state;
+
+typedef void (*vsxd_fdstore_log_fn)(void *arg, int prio, const char *msg);
+
+/*
+ * At start: read $LISTEN_FDS / $LISTEN_FDNAMES (sd_listen_fds_with_names)
+ * for what an earlier process left, and decide whether to keep
+ * descriptors in the store ($NOTIFY_SOCKET set and $FDSTORE above 0:
+ * systemd 254 and later set it to FileDescriptorStoreMax=, vsxd's units
+ * set it for older ones). Never
+ * fails for bad input (a log line, a fresh start); -ENOMEM.
+ */
+int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstore **out);
+
+/* VM @name (guest CID @cid) was just created: take over its device if the
+ * earlier process left it (vsxb_vm_adopt) for the same CID, with one log
+ * line saying what happened. */
+void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char *name,
+			uint64_t cid);
+
+/* Every configured VM was created: close what no VM took, drop from the
+ * store what is nobody's now, write the state record. */
+void vsxd_fdstore_ready(struct vsxd_fdstore *fs);
+
+/* The backend's hooks (arg: the store). */
+void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
+			 uint64_t guest_cid, const struct vsx_vu_state *st);
+void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev);
+
+/* VM @name goes away (reload): its descriptors leave the store. */
+void vsxd_fdstore_forget(struct vsxd_fdstore *fs, const char *name);
+
+void vsxd_fdstore_info(struct vsxd_fdstore *fs, struct vsxd_start_info *out);
+
+/* A clean exit: everything leaves the store (the front-ends then see
+ * their back-end go, as without one), and @fs is freed. */
+void vsxd_fdstore_free(struct vsxd_fdstore *fs);
+
+#endif

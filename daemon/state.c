@@ -1,0 +1,460 @@
+/*
+ * vsxd's restart state record: the format is described in state.h.
+ *
+ * The writer is vsxd itself, the reader a later vsxd: but the record sits
+ * in a memfd that outlived a crash, so the reader treats it as outside
+ * input (fuzz/fuzz_state.c). Every read is bounds-checked through one
+ * cursor; the first failure sticks and names what was wrong.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "state.h"
+
+/* ---- CRC-32 ---- */
+
+uint32_t vsxd_crc32(const void *buf, size_t len)
+{
+	static uint32_t table[256];
+	static bool ready;
+	const uint8_t *p = buf;
+	uint32_t c = 0xffffffffu;
+
+	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t v = i;
+
+			for (int k = 0; k < 8; k++)
+				v = v & 1 ? 0xedb88320u ^ (v >> 1) : v >> 1;
+			table[i] = v;
+		}
+		__atomic_store_n(&ready, true, __ATOMIC_RELEASE);
+	}
+	while (len--)
+		c = table[(c ^ *p++) & 0xff] ^ (c >> 8);
+	return c ^ 0xffffffffu;
+}
+
+/* ---- Names ---- */
+
+bool vsxd_fdname_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > VSXD_FDNAME_MAX)
+		return false;
+	for (; *s; s++) {
+		if (*s < 0x20 || *s > 0x7e || *s == ':')
+			return false;
+	}
+	return true;
+}
+
+static bool vm_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > VSXD_STATE_NAME_MAX)
+		return false;
+	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		      "0123456789._-") == n;
+}
+
+static bool pow2_num(unsigned n)
+{
+	return n && n <= 32768 && !(n & (n - 1));
+}
+
+/* ---- Checks shared by both directions ---- */
+
+static const char *vm_bad(const struct vsxd_state_vm *v)
+{
+	bool seen[VSXD_STATE_MAX_QUEUES] = { false };
+
+	if (!vm_name_ok(v->name))
+		return "bad VM name";
+	if (!vsxd_fdname_ok(v->conn))
+		return "bad connection FDNAME";
+	if (!v->nregions || v->nregions > VSXD_STATE_MAX_REGIONS)
+		return "region count out of range";
+	if (!v->nqueues || v->nqueues > VSXD_STATE_MAX_QUEUES)
+		return "queue count out of range";
+	if (v->nconns > VSXD_STATE_MAX_CONNS || (v->nconns && !v->conns))
+		return "connection count out of range";
+	for (unsigned i = 0; i < v->nregions; i++) {
+		const struct vsxd_state_region *r = &v->region[i];
+
+		if (!r->size || r->gpa + r->size < r->gpa || r->uva + r->size < r->uva ||
+		    r->mmap_offset + r->size < r->mmap_offset)
+			return "bad memory region";
+		if (!vsxd_fdname_ok(r->fd))
+			return "bad memory region FDNAME";
+	}
+	for (unsigned i = 0; i < v->nqueues; i++) {
+		const struct vsxd_state_queue *q = &v->queue[i];
+
+		if (q->index >= VSXD_STATE_MAX_QUEUES || seen[q->index])
+			return "bad or repeated queue index";
+		seen[q->index] = true;
+		if (!pow2_num(q->num))
+			return "bad queue size";
+		if (!vsxd_fdname_ok(q->kick) || (*q->call && !vsxd_fdname_ok(q->call)))
+			return "bad queue FDNAME";
+	}
+	for (unsigned i = 0; i < v->nconns; i++) {
+		if (v->conns[i].type != 1 && v->conns[i].type != 2)
+			return "bad connection type";
+	}
+	return NULL;
+}
+
+/* ---- Encoding ---- */
+
+struct wr {
+	uint8_t *p;
+	size_t n, cap;
+};
+
+static void put(struct wr *w, const void *v, size_t n)
+{
+	if (w->p && w->n + n <= w->cap)
+		memcpy(w->p + w->n, v, n);
+	w->n += n;
+}
+
+static void put_le(struct wr *w, uint64_t v, unsigned bytes)
+{
+	uint8_t b[8];
+
+	for (unsigned i = 0; i < bytes; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	put(w, b, bytes);
+}
+
+static void put_str(struct wr *w, const char *s)
+{
+	size_t n = strlen(s);
+
+	put_le(w, n, 1);
+	put(w, s, n);
+}
+
+static void put_vm(struct wr *w, const struct vsxd_state_vm *v)
+{
+	put_str(w, v->name);
+	put_str(w, v->conn);
+	put_le(w, v->cid, 8);
+	put_le(w, v->features, 8);
+	put_le(w, v->protocol_features, 8);
+	put_le(w, v->nregions, 1);
+	put_le(w, v->nqueues, 1);
+	put_le(w, 0, 2);
+	put_le(w, v->nconns, 4);
+	for (unsigned i = 0; i < v->nregions; i++) {
+		const struct vsxd_state_region *r = &v->region[i];
+
+		put_le(w, r->gpa, 8);
+		put_le(w, r->size, 8);
+		put_le(w, r->uva, 8);
+		put_le(w, r->mmap_offset, 8);
+		put_str(w, r->fd);
+	}
+	for (unsigned i = 0; i < v->nqueues; i++) {
+		const struct vsxd_state_queue *q = &v->queue[i];
+
+		put_le(w, q->index, 1);
+		put_le(w, q->enabled ? 1 : 0, 1);
+		put_le(w, q->num, 2);
+		put_le(w, q->desc, 8);
+		put_le(w, q->avail, 8);
+		put_le(w, q->used, 8);
+		put_str(w, q->kick);
+		put_str(w, q->call);
+	}
+	for (unsigned i = 0; i < v->nconns; i++) {
+		const struct vsxd_state_conn *c = &v->conns[i];
+
+		put_le(w, c->id, 8);
+		put_le(w, c->guest_cid, 8);
+		put_le(w, c->peer_cid, 8);
+		put_le(w, c->guest_port, 4);
+		put_le(w, c->peer_port, 4);
+		put_le(w, c->type, 1);
+	}
+}
+
+static void put_all(struct wr *w, const struct vsxd_state *s)
+{
+	put(w, VSXD_STATE_MAGIC, 8);
+	put_le(w, VSXD_STATE_VERSION, 4);
+	put_le(w, 0, 4);  /* length, filled in */
+	put_le(w, 0, 4);  /* crc, filled in */
+	put_le(w, s->nvms, 4);
+	put_le(w, s->generation, 8);
+	for (unsigned i = 0; i < s->nvms; i++)
+		put_vm(w, &s->vms[i]);
+}
+
+size_t vsxd_state_size(const struct vsxd_state *s)
+{
+	struct wr w = { 0 };
+
+	put_all(&w, s);
+	return w.n;
+}
+
+long vsxd_state_encode(const struct vsxd_state *s, void *buf, size_t cap)
+{
+	size_t len = vsxd_state_size(s);
+	struct wr w = { .p = buf, .cap = cap };
+	uint8_t *p = buf;
+	uint32_t crc;
+
+	if (s->nvms > VSXD_STATE_MAX_VMS || (s->nvms && !s->vms) ||
+	    len > VSXD_STATE_MAX_LEN)
+		return -EINVAL;
+	for (unsigned i = 0; i < s->nvms; i++) {
+		if (vm_bad(&s->vms[i]))
+			return -EINVAL;
+	}
+	if (len > cap)
+		return -ENOSPC;
+	put_all(&w, s);
+	for (unsigned i = 0; i < 4; i++)
+		p[12 + i] = (uint8_t)(len >> (8 * i));
+	crc = vsxd_crc32(p + VSXD_STATE_HDR, len - VSXD_STATE_HDR);
+	for (unsigned i = 0; i < 4; i++)
+		p[16 + i] = (uint8_t)(crc >> (8 * i));
+	return (long)len;
+}
+
+/* ---- Decoding ---- */
+
+struct rd {
+	const uint8_t *p;
+	size_t n, off;
+	const char *err;      /* first failure */
+};
+
+static uint64_t get_le(struct rd *r, unsigned bytes)
+{
+	uint64_t v = 0;
+
+	if (r->err)
+		return 0;
+	if (r->n - r->off < bytes) {
+		r->err = "record truncated";
+		return 0;
+	}
+	for (unsigned i = 0; i < bytes; i++)
+		v |= (uint64_t)r->p[r->off + i] << (8 * i);
+	r->off += bytes;
+	return v;
+}
+
+/* A str into @dst (@max bytes, NUL included). */
+static void get_str(struct rd *r, char *dst, size_t max)
+{
+	size_t n = get_le(r, 1);
+
+	dst[0] = '\0';
+	if (r->err)
+		return;
+	if (n >= max) {
+		r->err = "string too long";
+		return;
+	}
+	if (r->n - r->off < n) {
+		r->err = "record truncated";
+		return;
+	}
+	memcpy(dst, r->p + r->off, n);
+	dst[n] = '\0';
+	if (memchr(dst, '\0', n))
+		r->err = "NUL inside a string";
+	r->off += n;
+}
+
+static int get_vm(struct rd *r, struct vsxd_state_vm *v)
+{
+	const char *bad;
+
+	get_str(r, v->name, sizeof(v->name));
+	get_str(r, v->conn, sizeof(v->conn));
+	v->cid = get_le(r, 8);
+	v->features = get_le(r, 8);
+	v->protocol_features = get_le(r, 8);
+	v->nregions = get_le(r, 1);
+	v->nqueues = get_le(r, 1);
+	if (get_le(r, 2) && !r->err)
+		r->err = "reserved bits set";
+	v->nconns = get_le(r, 4);
+	if (r->err)
+		return -EBADMSG;
+	if (!v->nregions || v->nregions > VSXD_STATE_MAX_REGIONS)
+		r->err = "region count out of range";
+	else if (!v->nqueues || v->nqueues > VSXD_STATE_MAX_QUEUES)
+		r->err = "queue count out of range";
+	else if (v->nconns > VSXD_STATE_MAX_CONNS)
+		r->err = "connection count out of range";
+	/* each connection takes 33 bytes: no allocation beyond the record */
+	else if (v->nconns > (r->n - r->off) / 33)
+		r->err = "record truncated";
+	if (r->err)
+		return -EBADMSG;
+	for (unsigned i = 0; i < v->nregions; i++) {
+		struct vsxd_state_region *g = &v->region[i];
+
+		g->gpa = get_le(r, 8);
+		g->size = get_le(r, 8);
+		g->uva = get_le(r, 8);
+		g->mmap_offset = get_le(r, 8);
+		get_str(r, g->fd, sizeof(g->fd));
+	}
+	for (unsigned i = 0; i < v->nqueues; i++) {
+		struct vsxd_state_queue *q = &v->queue[i];
+		unsigned flags;
+
+		q->index = get_le(r, 1);
+		flags = get_le(r, 1);
+		if (flags & ~1u && !r->err)
+			r->err = "unknown queue flags";
+		q->enabled = flags & 1;
+		q->num = get_le(r, 2);
+		q->desc = get_le(r, 8);
+		q->avail = get_le(r, 8);
+		q->used = get_le(r, 8);
+		get_str(r, q->kick, sizeof(q->kick));
+		get_str(r, q->call, sizeof(q->call));
+	}
+	if (r->err)
+		return -EBADMSG;
+	if (v->nconns) {
+		v->conns = calloc(v->nconns, sizeof(*v->conns));
+		if (!v->conns) {
+			r->err = "out of memory";
+			return -ENOMEM;
+		}
+	}
+	for (unsigned i = 0; i < v->nconns; i++) {
+		struct vsxd_state_conn *c = &v->conns[i];
+
+		c->id = get_le(r, 8);
+		c->guest_cid = get_le(r, 8);
+		c->peer_cid = get_le(r, 8);
+		c->guest_port = get_le(r, 4);
+		c->peer_port = get_le(r, 4);
+		c->type = get_le(r, 1);
+	}
+	if (r->err)
+		return -EBADMSG;
+	bad = vm_bad(v);
+	if (bad) {
+		r->err = bad;
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static void why_set(char *why, size_t whylen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void why_set(char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!whylen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, whylen, fmt, ap);
+	va_end(ap);
+}
+
+int vsxd_state_decode(const void *buf, size_t len, struct vsxd_state *out,
+		      char *why, size_t whylen)
+{
+	struct rd r = { .p = buf, .n = len };
+	uint32_t version, length, crc, nvms;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (len < VSXD_STATE_HDR || memcmp(buf, VSXD_STATE_MAGIC, 8)) {
+		why_set(why, whylen, "not a state record (%zu bytes, no magic)", len);
+		return -EBADMSG;
+	}
+	r.off = 8;
+	version = get_le(&r, 4);
+	length = get_le(&r, 4);
+	crc = get_le(&r, 4);
+	nvms = get_le(&r, 4);
+	out->generation = get_le(&r, 8);
+	if (version != VSXD_STATE_VERSION) {
+		why_set(why, whylen, "state record version %u, this vsxd reads %u",
+			version, VSXD_STATE_VERSION);
+		out->generation = 0;
+		return -EPROTONOSUPPORT;
+	}
+	if (length < VSXD_STATE_HDR || length > len || length > VSXD_STATE_MAX_LEN) {
+		why_set(why, whylen, "state record length %u, %zu bytes present",
+			length, len);
+		out->generation = 0;
+		return -EBADMSG;
+	}
+	r.n = length;
+	if (vsxd_crc32(r.p + VSXD_STATE_HDR, length - VSXD_STATE_HDR) != crc) {
+		why_set(why, whylen, "state record checksum mismatch");
+		out->generation = 0;
+		return -EBADMSG;
+	}
+	if (nvms > VSXD_STATE_MAX_VMS || nvms > (length - VSXD_STATE_HDR) / 40) {
+		why_set(why, whylen, "state record names %u VMs", nvms);
+		out->generation = 0;
+		return -EBADMSG;
+	}
+	if (nvms) {
+		out->vms = calloc(nvms, sizeof(*out->vms));
+		if (!out->vms) {
+			why_set(why, whylen, "out of memory");
+			out->generation = 0;
+			return -ENOMEM;
+		}
+	}
+	for (unsigned i = 0; i < nvms; i++) {
+		out->nvms = i + 1;
+		err = get_vm(&r, &out->vms[i]);
+		if (err) {
+			why_set(why, whylen, "state record VM %u: %s", i, r.err);
+			goto fail;
+		}
+		for (unsigned j = 0; j < i; j++) {
+			if (!strcmp(out->vms[j].name, out->vms[i].name)) {
+				why_set(why, whylen, "state record names VM %s twice",
+					out->vms[i].name);
+				err = -EBADMSG;
+				goto fail;
+			}
+		}
+	}
+	if (r.off != length) {
+		why_set(why, whylen, "state record has %zu bytes after its last VM",
+			length - r.off);
+		err = -EBADMSG;
+		goto fail;
+	}
+	return 0;
+
+fail:
+	vsxd_state_clear(out);
+	return err;
+}
+
+void vsxd_state_clear(struct vsxd_state *s)
+{
+	for (unsigned i = 0; i < s->nvms && s->vms; i++)
+		free(s->vms[i].conns);
+	free(s->vms);
+	memset(s, 0, sizeof(*s));
+}

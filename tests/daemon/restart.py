@@ -1,0 +1,314 @@
+# The body of tests/daemon/restart.test (which says what it checks), run by
+# python3 from the build tree.
+#
+# vsxd under a file descriptor store, with fake_guest as QEMU and the
+# guest (the test driver) and as a host program (libvsx), and the stand-in
+# service manager of tests/daemon/fdstore.py (systemd is not PID 1 here:
+# every line says "stand-in").
+#
+#   store        READY=1 comes with the state memfd and the device's
+#                descriptors stored (conn, one name per memory file, kick
+#                and call per ring); the record names the connection
+#   crash x3     SIGKILL while a connection carries data both ways: the
+#                stand-in restarts vsxd with LISTEN_FDS; the host end reads
+#                EOF, the guest gets an RST for the connection within 1 s
+#                of the new process's start, and new connections work both
+#                ways within 2 s of the kill (host to guest and guest to
+#                host), on the same front-end connection (no setup again)
+#   bad state    a corrupted record, a missing kick eventfd, a pipe in
+#                place of guest memory, another guest-cid for the VM in
+#                the file: a log line saying so, the VM starts fresh (the
+#                front-end sees its back-end go), vsxd serves on
+#   stop         SIGTERM (systemctl stop): exit 0, the store is emptied by
+#                vsxd (FDSTOREREMOVE) and the front-end sees its back-end go
+#   small store  FileDescriptorStoreMax=4: the device does not fit (a log
+#                line), only the record is kept, the device serves
+#
+#   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.environ.get("srcdir", "."), "tests", "daemon"))
+import fdstore  # noqa: E402
+
+VSXD = os.path.abspath(os.environ.get("VSXD", "./daemon/vsxd"))
+FG = os.path.abspath(os.environ.get("FAKE_GUEST", "./tests/daemon/fake_guest"))
+VSXCTL = os.path.abspath(os.environ.get("VSXCTL", "./tools/vsxctl/vsxctl"))
+WAIT = 20.0
+failures = 0
+
+
+def check(what, ok, detail=""):
+    global failures
+    if ok:
+        print("ok: " + what)
+    else:
+        failures += 1
+        print("FAIL: " + what + (": " + detail if detail else ""))
+    sys.stdout.flush()
+    return ok
+
+
+for prog in (VSXD, FG, VSXCTL):
+    if not os.access(prog, os.X_OK):
+        print("restart.test: no executable " + prog, file=sys.stderr)
+        sys.exit(99)
+
+tmp = tempfile.mkdtemp(prefix="vsxd-restart.")
+conf = os.path.join(tmp, "vsxd.conf")
+vhost = os.path.join(tmp, "web.vhost")
+uds = os.path.join(tmp, "web.vsock")
+log_path = os.path.join(tmp, "vsxd.log")
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+metrics = "127.0.0.1:%d" % free_port()
+with open(conf, "w") as f:
+    f.write("[daemon]\ncontrol = %s\nmetrics = tcp:%s\n\n[vm web]\nguest-cid = 3\n"
+            "socket = %s\nuds-path = %s\n" % (os.path.join(tmp, "control"), metrics,
+                                                vhost, uds))
+log = open(log_path, "w")
+
+
+class Guest:
+    """fake_guest on pipes: one command, one answer."""
+
+    def __init__(self):
+        self.p = subprocess.Popen([FG, vhost], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.line = self.p.stdout.readline().strip()   # "0 ok cid=3"
+        self.n = 0
+
+    def cmd(self, c):
+        self.n += 1
+        self.p.stdin.write(c + "\n")
+        self.p.stdin.flush()
+        self.line = self.p.stdout.readline().strip()
+        ok = self.line.startswith("%d ok" % self.n)
+        if not ok:
+            print("  fake_guest: %s -> %s" % (c, self.line))
+        return ok
+
+    def close(self):
+        if self.p.poll() is None:
+            try:
+                self.p.stdin.write("quit\n")
+                self.p.stdin.flush()
+                self.p.wait(5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.p.kill()
+                self.p.wait()
+
+
+def status():
+    """vsxctl status's first record, as a dict."""
+    out = subprocess.run([VSXCTL, "-c", os.path.join(tmp, "control"), "-j", "status"],
+                         capture_output=True, text=True).stdout
+    import json
+    try:
+        j = json.loads(out)
+    except ValueError:
+        return {}
+    return j[0] if isinstance(j, list) else j
+
+
+def metric_lines():
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://%s/metrics" % metrics, timeout=10) as r:
+            return r.read().decode().splitlines()
+    except OSError:
+        return []
+
+
+def log_text():
+    log.flush()
+    with open(log_path) as f:
+        return f.read()
+
+
+def both_ways(g, port, tag):
+    """A new host-to-guest and guest-to-host connection, data both ways;
+    each ends (the guest shuts down, vsxd answers RST)."""
+    return (g.cmd("listen %d" % port) and g.cmd("hconnect unix:%s:%d" % (uds, port)) and
+            g.cmd("hsend 3000") and g.cmd("grecv 3000") and g.cmd("gsend 2000") and
+            g.cmd("hrecv 2000") and g.cmd("gshut 3") and g.cmd("wait-rst") and
+            g.cmd("hclose") and
+            g.cmd("hlisten unix:%s:%d" % (uds, port + 1000)) and
+            g.cmd("gconnect %d" % (port + 1000)) and g.cmd("haccept") and
+            g.cmd("gsend 1000") and g.cmd("hrecv 1000") and g.cmd("hsend 500") and
+            g.cmd("grecv 500") and g.cmd("gshut 3") and g.cmd("wait-rst") and
+            g.cmd("hclose"))
+
+
+svc = fdstore.Service([VSXD, "--config", conf], os.path.join(tmp, "notify"),
+                      store_max=64, log=log)
+guest = None
+try:
+    print("service manager: the stand-in of tests/daemon/fdstore.py (not systemd)")
+    svc.start()
+    check("stand-in: vsxd READY=1", svc.wait(lambda: svc.ready))
+    check("stand-in: the state memfd is stored as 'state'",
+          svc.wait(lambda: "state" in svc.names()), str(svc.names()))
+    guest = Guest()
+    check("fake guest up (cid 3)", guest.line == "0 ok cid=3", guest.line)
+    want = {"vm.web.conn", "vm.web.mem0", "vm.web.kick0", "vm.web.call0",
+            "vm.web.kick1", "vm.web.call1"}
+    check("stand-in: the device's descriptors are stored under their names",
+          svc.wait(lambda: want <= set(svc.names())), str(svc.names()))
+    check("one name per memory file (two regions, one memfd)",
+          "vm.web.mem1" not in svc.names(), str(svc.names()))
+    st = status()
+    check("vsxctl status: start-mode fresh, generation 1, fd-store 1",
+          st.get("start_mode") == "fresh" and str(st.get("generation")) == "1" and
+          str(st.get("fd_store")) == "1", str(st))
+
+    port = 5000
+    for crash in range(1, 4):
+        ok = (guest.cmd("listen %d" % port) and
+              guest.cmd("hconnect unix:%s:%d" % (uds, port)) and
+              guest.cmd("hsend 4000") and guest.cmd("grecv 4000") and
+              guest.cmd("gsend 4000") and guest.cmd("hrecv 4000"))
+        check("crash %d: a connection carries data both ways" % crash, ok)
+        starts = svc.starts
+        t0 = time.monotonic()
+        pid = svc.kill(signal.SIGKILL)
+        up = svc.wait(lambda: svc.starts > starts and svc.ready)
+        t_up = time.monotonic()
+        check("crash %d: SIGKILL of %d: the stand-in restarted vsxd with LISTEN_FDS "
+              "(%.0f ms)" % (crash, pid, 1000 * (t_up - t0)), up)
+        check("crash %d: the host end reads EOF" % crash, guest.cmd("hclosed"))
+        rst = guest.cmd("wait-rst")
+        t_rst = time.monotonic()
+        check("crash %d: the guest got an RST for it, %.0f ms after the new start"
+              % (crash, 1000 * (t_rst - t_up)), rst and t_rst - t_up < 1.0)
+        ok = both_ways(guest, port + 1, "crash %d" % crash)
+        t_new = time.monotonic()
+        check("crash %d: new connections both ways, %.0f ms after the kill"
+              % (crash, 1000 * (t_new - t0)), ok and t_new - t0 < 2.0)
+        text = log_text()
+        check("crash %d: vsxd says it recovered the VM with 1 connection ended" % crash,
+              text.count("vm web: recovered after a crash: device resumed on its "
+                         "vhost-user connection, 1 connection ended") == crash)
+        st = status()
+        check("crash %d: vsxctl status: start-mode recovered, generation %d, 1 VM "
+              "recovered, 1 connection ended" % (crash, crash + 1),
+              st.get("start_mode") == "recovered" and
+              str(st.get("generation")) == str(crash + 1) and
+              str(st.get("recovered_vms")) == "1" and
+              str(st.get("recovery_conns_ended")) == "1", str(st))
+        m = metric_lines()
+        want_m = ["vsxd_generation %d" % (crash + 1), "vsxd_fd_store 1",
+                  'vsxd_recovery_vms{result="recovered"} 1',
+                  'vsxd_recovery_vms{result="fresh"} 0',
+                  "vsxd_recovery_connections_ended 1"]
+        check("crash %d: metrics say it: %s" % (crash, ", ".join(want_m)),
+              all(w in m for w in want_m),
+              str([l for l in m if "generation" in l or "recovery" in l]))
+        port += 10
+    check("the same front-end throughout (the fake guest set the device up once)",
+          guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
+
+    # ---- bad states: each time the VM starts fresh, vsxd serves on ----
+    def bad(what, spoil, says, cid=3):
+        global guest
+        starts = svc.starts
+        spoil()
+        svc.kill(signal.SIGKILL)
+        up = svc.wait(lambda: svc.starts > starts and svc.ready)
+        check("%s: vsxd restarted and serves" % what, up)
+        check("%s: a log line says why" % what, says in log_text(), says)
+        check("%s: the front-end sees its back-end go" % what,
+              guest.cmd("backend") and guest.line.endswith("alive=0"), guest.line)
+        check("%s: nothing of the VM is left in the store" % what,
+              svc.wait(lambda: not [n for n in svc.names() if n.startswith("vm.web.")]),
+              str(svc.names()))
+        guest.close()
+        guest = Guest()
+        check("%s: a new front-end gets a device that works both ways" % what,
+              guest.line == "0 ok cid=%d" % cid and both_ways(guest, 7000, what),
+              guest.line)
+        svc.wait(lambda: "vm.web.conn" in svc.names())
+
+    def corrupt():
+        fd = svc.fd("state")
+        os.pwrite(fd, b"\xff\xff", 40)
+
+    def lose_kick():
+        svc.drop("vm.web.kick1")
+
+    keep = []
+
+    def pipe_for_memory():
+        r, w = os.pipe()
+        keep.append(w)   # (a pipe without a writer hangs up: the store drops it)
+        svc.replace("vm.web.mem0", r)
+
+    bad("a corrupted state record", corrupt,
+        "restart state unusable (state record checksum mismatch)")
+    bad("a missing kick eventfd", lose_kick,
+        "vm web: cannot recover its device (a ring's kick or call eventfd is missing)")
+    bad("a pipe in place of guest memory", pipe_for_memory,
+        "cannot adopt the device on %s: a memory region's descriptor is not a file"
+        % vhost)
+
+    def other_cid():
+        with open(conf, "w") as f:
+            f.write("[daemon]\ncontrol = %s\n\n[vm web]\nguest-cid = 4\nsocket = %s\n"
+                    "uds-path = %s\n" % (os.path.join(tmp, "control"), vhost, uds))
+
+    bad("the VM's guest-cid changed in the file", other_cid,
+        "vm web: cannot recover its device (its guest-cid was 3, it is 4 now)", cid=4)
+
+    # ---- systemctl stop ----
+    svc.stop()
+    check("stop: vsxd exited 0 and emptied the store (FDSTOREREMOVE)",
+          svc.stopped_rc == 0 and not svc.store and
+          any("FDSTOREREMOVE=1\nFDNAME=state" in m for m in svc.messages),
+          "exit %s, store %s" % (svc.stopped_rc, svc.names()))
+    check("stop: the front-end sees its back-end go",
+          guest.cmd("backend") and guest.line.endswith("alive=0"), guest.line)
+
+    # ---- a store too small for the device ----
+    guest.close()
+    guest = None
+    svc.close()
+    svc = fdstore.Service([VSXD, "--config", conf], os.path.join(tmp, "notify2"),
+                          store_max=4, log=log)
+    svc.start()
+    check("small store: vsxd READY=1", svc.wait(lambda: svc.ready))
+    guest = Guest()
+    says = "vm web: the file descriptor store is full (1 of FileDescriptorStoreMax=4)"
+    check("small store (FileDescriptorStoreMax=4): a log line says the device does "
+          "not fit", svc.wait(lambda: says in log_text()), says)
+    check("small store: the store keeps the record alone", svc.names() == ["state"],
+          str(svc.names()))
+    check("small store: the device serves all the same",
+          both_ways(guest, 9000, "small store"))
+    svc.stop()
+    check("no sanitizer report in vsxd's log",
+          not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
+                                            "runtime error:")))
+finally:
+    if guest:
+        guest.close()
+    svc.close()
+    log.close()
+    if failures:
+        sys.stdout.write("---- vsxd's log ----\n" + open(log_path).read())
+    shutil.rmtree(tmp, ignore_errors=True)
+
+print("%d failure%s" % (failures, "" if failures == 1 else "s"))
+sys.exit(1 if failures else 0)

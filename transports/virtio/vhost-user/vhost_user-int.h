@@ -1,0 +1,105 @@
+/*
+ * The vhost-user layer's private state, shared by vhost_user.c (the
+ * protocol) and vhost_user_state.c (a live device's state read out for a
+ * restart, and adopted again by a new process). Nothing outside this
+ * directory includes it.
+ */
+#ifndef VSX_VHOST_USER_INT_H
+#define VSX_VHOST_USER_INT_H
+
+#include <sys/types.h>
+
+#include "vhost_user.h"
+#include "vhost_user_proto.h"
+
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
+
+/* What the layer offers besides the device's own bits. */
+#define VU_FEATURES ((1ull << VIRTIO_F_VERSION_1) |		\
+		     (1ull << VIRTIO_RING_F_EVENT_IDX) |	\
+		     (1ull << VIRTIO_RING_F_INDIRECT_DESC) |	\
+		     (1ull << VIRTIO_F_NOTIFY_ON_EMPTY) |	\
+		     (1ull << VU_F_PROTOCOL_FEATURES))
+#define VU_PROTOCOL_FEATURES ((1ull << VU_PF_REPLY_ACK) |	\
+			      (1ull << VU_PF_CONFIG) |		\
+			      (1ull << VU_PF_RESET_DEVICE))
+
+struct vu_queue {
+	struct vsx_vq vq;
+	struct vsx_watch *kick_w;
+	bool addr_set;
+	uint64_t desc_uva, avail_uva, used_uva;
+	/* Where GET_VRING_BASE left the ring (stop_valid): a restart with
+	 * the same base, size and addresses resumes it (vu_start_how). */
+	bool stop_valid;
+	uint16_t stop_base;
+	unsigned stop_num;
+	uint64_t stop_desc, stop_avail, stop_used;
+};
+
+/* What identifies a mapped region's file, and the file itself: kept open
+ * so that a restart can hand it over (vsx_vu_get_state). */
+struct vu_region_id {
+	dev_t dev;
+	ino_t ino;
+	int fd;                       /* -1: none */
+	uint64_t mmap_offset;
+};
+
+struct vsx_vu {
+	const struct vsx_loop *loop;
+	const struct vsx_vu_ops *ops;
+	void *dev;
+	unsigned nq;
+	unsigned queue_max;
+
+	char *path;
+	dev_t path_dev;
+	ino_t path_ino;
+	int listen_fd;
+	struct vsx_acceptor *acc;    /* on listen_fd */
+
+	int conn_fd;
+	struct vsx_watch *conn_w;
+	struct {
+		struct vu_hdr hdr;
+		union vu_payload p;
+		size_t have;          /* bytes of header + payload read */
+		int fds[VU_MAX_FDS];
+		unsigned nfds;
+	} rx;
+
+	uint64_t features;
+	uint64_t protocol_features;
+	bool owner;
+	bool live;                    /* start called, stop not yet */
+	bool paused;                  /* stopped resumably, not started since */
+	uint64_t stop_features;       /* features at that stop */
+	struct vsx_mem mem;
+	struct vu_region_id mem_id[VSX_MEM_MAX_REGIONS];
+	struct vu_queue q[VSX_VU_MAX_QUEUES];
+
+	uint64_t logged[2];           /* unknown requests logged once */
+};
+
+/* Handler results besides 0 / -errno */
+#define VU_REPLIED 1     /* the handler sent the reply itself */
+#define VU_CLOSE 2       /* drop the front-end */
+
+void vsx_vu__log(struct vsx_vu *vu, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void vsx_vu__close_fd(int *fd);
+void vsx_vu__apply_features(struct vsx_vu *vu, struct vsx_vq *vq);
+int vsx_vu__map_ring(struct vsx_vu *vu, struct vu_queue *q);
+void vsx_vu__update(struct vsx_vu *vu, int kq);
+void vsx_vu__kick_cb(int fd, int events, void *arg);
+void vsx_vu__conn_cb(int fd, int events, void *arg);
+int vsx_vu__map_region(struct vsx_vu *vu, const char *what, unsigned i, int fd,
+		       const struct vu_region *r, struct vsx_mem_region *out);
+/* Close the front-end's connection: the device stops and forgets all. */
+void vsx_vu__disconnect(struct vsx_vu *vu);
+/* Unmap guest memory and close its files. */
+void vsx_vu__mem_clear(struct vsx_vu *vu);
+
+#endif
