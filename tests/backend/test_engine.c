@@ -3093,6 +3093,55 @@ SIB_TEST(receiver_paused_and_resumed)
 	free(in);
 }
 
+/*
+ * backend.test 8f's STREAM stall: the receiving guest had no RX buffers
+ * when the sender's 16-byte hello and its first data came, and vsxd's
+ * queue put them into one RX packet. A Linux receiver credits fwd_cnt a
+ * whole packet at a time, so the 16 bytes its program read stayed
+ * uncredited, and the sender, needing exactly its 2 MiB window, waited 20
+ * s for the reader. No RX packet may span two of the sender's packets,
+ * as a direct copy (and the guest kernel's loopback) never does.
+ */
+SIB_TEST(queued_stream_keeps_packet_bounds)
+{
+	static const uint32_t lens[] = { 16, 5000, 3, 60000 };
+	uint8_t out[70000];
+	uint32_t end = 0, total = 0, want, i;
+	bool bound[4] = { false };
+	struct gc a, b;
+	struct pkt *p;
+
+	two_vms(NULL, NULL);
+	sib_open(&a, &b, STREAM, 50040, 6040, 256 * 1024);
+	fill_pattern(out, sizeof(out), 45);
+	cr_assert_eq(drv_pause(G(1)->d), 0);
+	for (i = 0; i < 4; i++) {
+		cr_assert_geq(g_send(&a, OP_RW, 0, out + total, lens[i]), 0);
+		total += lens[i];
+	}
+	hx_sync(&H);
+	cr_assert_eq(drv_resume(G(1)->d, 0), 0);
+	while (end < total) {
+		p = g_expect(&b, OP_RW, TMO);
+		cr_assert_eq(p->h.flags, 0, "STREAM RW with flags %u", p->h.flags);
+		cr_assert_arr_eq(p->data, out + end, p->len);
+		end += p->len;
+		for (i = 0, want = 0; i < 4; i++) {
+			want += lens[i];
+			if (end == want)
+				bound[i] = true;
+			/* no packet from before this end to after it */
+			cr_assert(!(end > want && end - p->len < want),
+				  "an RX packet of %u bytes spans the sender's packet "
+				  "end at byte %u", p->len, want);
+		}
+		g_consumed(&b, p->len);
+		free(p);
+	}
+	for (i = 0; i < 4; i++)
+		cr_assert(bound[i], "no RX packet ended with the sender's packet %u", i);
+}
+
 /* ---- threads: VMs on loops of their own (vsxd's workers) ---- */
 
 /* VM0 and VM1 in one group, each served by a thread of its own. */

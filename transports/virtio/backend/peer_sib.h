@@ -17,6 +17,17 @@ struct sib_peer {
 	unsigned eom_pending;        /* seq: an empty EOM/EOR still owed */
 };
 
+/*
+ * @c's queue keeps where each of the other guest's packets ended, STREAM
+ * too, and emits no packet across that end, as a direct copy does not: a
+ * Linux receiver credits its fwd_cnt a whole packet at a time, so bytes
+ * its program read from a packet merged with later ones would stay
+ * uncredited, and a sender that needs exactly its window (backend.test
+ * 8f: the 16-byte hello merged into the first 3732-byte packet, the last
+ * 16 bytes of 2 MiB waiting 20 s for the reader) stalls. Called on a new
+ * half, its queue still empty.
+ */
+void vsxb__sib_keep_bounds(struct conn *c);
 /* @len bytes of the other guest's packet (@flags: EOM/EOR) for @b's guest:
  * into its RX buffers while nothing waits for them and credit lasts, the
  * rest into @b's queue (@room: how much more the sender may send). An

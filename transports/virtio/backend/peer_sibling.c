@@ -6,7 +6,10 @@
  * A creates two connections, one in each VM, each the other's peer.
  * Packets are relayed: payload is copied from A's TX buffers straight into
  * B's RX buffers when B has some (and nothing waits for them), otherwise
- * into the B-side connection's queue. Credit is end to end: the buf_alloc
+ * into the B-side connection's queue, which keeps where each of A's
+ * packets ended, STREAM too: no packet to B spans two of A's, as a
+ * direct copy's never does (a Linux receiver credits whole packets:
+ * vsxb__sib_keep_bounds). Credit is end to end: the buf_alloc
  * and fwd_cnt A sees are B's, whatever vsxd's tx-buffer-size, so A can
  * never have more in flight than B's guest can take, and when B raises or
  * lowers its buffer A hears of it. The bytes stay in vsxd only while B has
@@ -102,6 +105,8 @@ void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		goto refuse;
 	}
 	a->guest_initiated = true;
+	vsxb__sib_keep_bounds(a);
+	vsxb__sib_keep_bounds(b);
 	a->buf_alloc = vsxb__sib_cap(vm);
 	b->buf_alloc = vsxb__sib_cap(to);
 	sp(a)->other = b;
@@ -141,6 +146,11 @@ static void iov_copy(const struct iovec *dst, unsigned dn, size_t doff,
 		soff += k;
 		len -= k;
 	}
+}
+
+void vsxb__sib_keep_bounds(struct conn *c)
+{
+	vsxb__txq_init(&c->q, true);
 }
 
 bool vsxb__sib_pending(const struct conn *c)
@@ -213,6 +223,9 @@ int vsxb__sib_deliver(struct conn *b, const struct iovec *iov, unsigned n,
 	if (off == len)
 		return 0;
 	k = vsx_iov_slice(rest, VSX_VQ_MAX_IOV, iov, n, off, len - off);
+	/* STREAM: the packet's end is kept too (vsxb__sib_keep_bounds) */
+	if (b->type == VIRTIO_VSOCK_TYPE_STREAM)
+		flags = VIRTIO_VSOCK_SEQ_EOM;
 	rc = vsxb__conn_enqueue(b, rest, k, len - off, room, flags);
 	if (rc == -ENOMEM)
 		return rc;
@@ -279,6 +292,8 @@ int vsxb__sib_emit(struct conn *b)
 		if (room > credit)
 			room = credit;
 		k = vsxb__txq_peek(&b->q, vm->fiov, ENG_IOV_MAX, &niov, room, &fl);
+		if (b->type == VIRTIO_VSOCK_TYPE_STREAM)
+			fl = 0; /* a packet's end, not a message's */
 		for (i = 0, doff = HDR_LEN; i < niov; i++) {
 			vsx_iov_from_buf(e->iov + e->out_num, e->in_num, doff,
 					 vm->fiov[i].iov_base, vm->fiov[i].iov_len);

@@ -315,6 +315,7 @@ static void xsib_make(struct xsib_link *l, struct xrec *m)
 			  m->peer_port);
 	if (!c)
 		goto refuse;
+	vsxb__sib_keep_bounds(c);
 	xp(c)->l = l;        /* the MAKE's reference is the half's now */
 	xp(c)->side = 1;
 	xp(c)->xknown = true;
@@ -437,6 +438,7 @@ void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		vsxb__orphan_rst(vm, h);
 		return;
 	}
+	vsxb__sib_keep_bounds(c);
 	xp(c)->l = l;
 	l->half[0] = c;
 	c->guest_initiated = true;
