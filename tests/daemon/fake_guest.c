@@ -15,7 +15,12 @@
  * guest's RX queue is served.
  *
  * Guest commands:
- *   listen PORT        accept a host's connection to guest port PORT
+ *   listen PORT        accept a host's (or a sibling's) connection to
+ *                      guest port PORT
+ *   peer CID           the peer of connections from now on: the host (2,
+ *                      the default) or a sibling VM's CID; a sibling sends
+ *                      the pattern a guest sends (gsend), so RW is checked
+ *                      against that one
  *   gconnect PORT      connect to host port PORT (wait for RESPONSE/RST)
  *   gsend N            send N payload bytes (within the credit)
  *   grecv TOTAL        wait until TOTAL bytes were received in all
@@ -80,6 +85,7 @@ struct gconn {
 static struct drv *d;
 static uint64_t cid;
 static uint32_t listen_port, next_gport = GUEST_PORT_BASE;
+static uint64_t peer_cid = VSOCK_CID_HOST;
 static struct gconn g;
 static vsx_sock *hs, *hl;
 static int rawfd = -1, rawl = -1;       /* plain sockets, when used */
@@ -122,7 +128,7 @@ static int gsend_pkt(uint16_t op, uint32_t flags, const void *data, uint32_t len
 {
 	struct virtio_vsock_hdr h = {
 		.src_cid = htole64(cid),
-		.dst_cid = htole64(VSOCK_CID_HOST),
+		.dst_cid = htole64(peer_cid),
 		.src_port = htole32(lport),
 		.dst_port = htole32(pport),
 		.len = htole32(len),
@@ -156,7 +162,7 @@ static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
 	uint32_t src_port = le32toh(h->src_port), dst_port = le32toh(h->dst_port);
 	uint16_t op = le16toh(h->op);
 	bool mine = g.lport == dst_port && g.pport == src_port &&
-		    le64toh(h->src_cid) == VSOCK_CID_HOST;
+		    le64toh(h->src_cid) == peer_cid;
 	int i;
 
 	if (le64toh(h->dst_cid) != cid)
@@ -189,7 +195,8 @@ static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
 		break;
 	case VIRTIO_VSOCK_OP_RW:
 		for (i = 0; i < len; i++)
-			if (data[i] != pat(2, g.rx + (uint64_t)i))
+			if (data[i] != pat(peer_cid == VSOCK_CID_HOST ? 2 : 1,
+					       g.rx + (uint64_t)i))
 				g.bad = true;
 		g.rx += (uint64_t)len;
 		g.fwd_cnt += (uint32_t)len;     /* read at once */
@@ -475,6 +482,9 @@ static void command(char *line)
 	} else if (!strcmp(verb, "listen")) {
 		listen_port = (uint32_t)v;
 		answer(true, "port=%u", listen_port);
+	} else if (!strcmp(verb, "peer")) {
+		peer_cid = v;
+		answer(true, "cid=%llu", v);
 	} else if (!strcmp(verb, "gconnect")) {
 		conn_start(next_gport++, (uint32_t)v);
 		gsend_conn(VIRTIO_VSOCK_OP_REQUEST, 0, NULL, 0);

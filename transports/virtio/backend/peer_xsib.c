@@ -38,6 +38,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "peer_sib.h"
 
@@ -182,10 +183,13 @@ static void link_put(struct xsib_link *l)
 
 static struct xrec *rec_new(enum xrec_what what, size_t len)
 {
-	struct xrec *rec = calloc(1, sizeof(*rec) + len);
+	/* the payload is written over at once: only the record is cleared */
+	struct xrec *rec = malloc(sizeof(*rec) + len);
 
-	if (rec)
+	if (rec) {
+		memset(rec, 0, sizeof(*rec));
 		rec->what = what;
+	}
 	return rec;
 }
 
