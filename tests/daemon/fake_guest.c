@@ -19,9 +19,14 @@
  * guest's RX queue is served.
  *
  * Guest commands:
- *   listen PORT        accept a host's connection to guest port PORT
- *   gconnect PORT [CID] connect to port PORT of CID (default: the host;
- *                      another VM's CID: a sibling) (wait for RESPONSE/RST)
+ *   listen PORT        accept a host's (or a sibling's) connection to
+ *                      guest port PORT
+ *   peer CID           the peer gconnect connects to from now on: the host
+ *                      (2, the default) or a sibling VM's CID
+ *   gconnect PORT [CID] connect to port PORT of CID (default: the peer
+ *                      above) (wait for RESPONSE/RST); a sibling sends the
+ *                      pattern a guest sends (gsend), so RW is checked
+ *                      against that one
  *   gsend N            send N payload bytes (within the credit)
  *   grecv TOTAL        wait until TOTAL bytes were received in all
  *   gcredit            send a CREDIT_UPDATE (our fwd_cnt)
@@ -111,6 +116,7 @@ struct gconn {
 static struct drv *d;
 static uint64_t cid;
 static uint32_t listen_port, next_gport = GUEST_PORT_BASE;
+static uint64_t peer_cid = VSOCK_CID_HOST; /* gconnect's default (peer) */
 static struct gconn g;
 static vsx_sock *hs, *hl;
 /* Host sockets a new hconnect, haccept or hlisten replaced: left as they
@@ -238,7 +244,8 @@ static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
 		break;
 	case VIRTIO_VSOCK_OP_RW:
 		for (i = 0; i < len; i++)
-			if (data[i] != pat(2, g.rx + (uint64_t)i))
+			if (data[i] != pat(g.pcid == VSOCK_CID_HOST ? 2 : 1,
+					       g.rx + (uint64_t)i))
 				g.bad = true;
 		g.rx += (uint64_t)len;
 		g.fwd_cnt += (uint32_t)len;     /* read at once */
@@ -616,8 +623,11 @@ static void command(char *line)
 	} else if (!strcmp(verb, "listen")) {
 		listen_port = (uint32_t)v;
 		answer(true, "port=%u", listen_port);
+	} else if (!strcmp(verb, "peer")) {
+		peer_cid = v;
+		answer(true, "cid=%llu", v);
 	} else if (!strcmp(verb, "gconnect")) {
-		conn_start(b ? strtoull(b, NULL, 0) : VSOCK_CID_HOST, next_gport++, (uint32_t)v);
+		conn_start(b ? strtoull(b, NULL, 0) : peer_cid, next_gport++, (uint32_t)v);
 		gsend_conn(VIRTIO_VSOCK_OP_REQUEST, 0, NULL, 0);
 		if (WAIT_FOR(g.responded || g.rst) && g.responded)
 			answer(true, "lport=%u buf=%u", g.lport, g.first_buf);

@@ -68,7 +68,8 @@ struct vsxb_vm_config {
 	uint32_t socket_gid;
 	/* The loop (thread) that serves the VM; NULL: the router's. A loop
 	 * of another thread must have post (loop.h). Siblings may be on
-	 * different loops (their pairs then cross through a socketpair). */
+	 * different loops (their pairs then cross through in-memory queues,
+	 * and the loops' post wakes the other thread). */
 	const struct vsx_loop *loop;
 	/* vhost-device-vsock's forward-cid: the guest's STREAM connections
 	 * to the host (CID 2) go to the host kernel's vsock CID forward_cid,

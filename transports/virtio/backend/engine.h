@@ -17,9 +17,9 @@
  *                   the connection API
  *   hybrid.c        the uds_path listener and CONNECT handshake; calls the
  *                   host peer and the connection API
- *   peer_xsib.c     the sibling on another thread: the host peer's data
- *                   path over a socketpair; calls the host peer (through
- *                   peer_host.h) and the connection API
+ *   peer_xsib.c     the sibling on another thread: records through a
+ *                   queue each way; calls the sibling peer's receiving
+ *                   half (through peer_sib.h) and the connection API
  *   peer_host.c     the host socket peer   } call the connection API and
  *   peer_sibling.c  the sibling VM peer    } the byte queue (peer_host.c
  *                   port_post.c too); one static ops table each
@@ -40,7 +40,8 @@
  * room shares, the credit arithmetic, and what tests and benchmarks call),
  * conn.h (the connection API), peer.h (the peers' entry points), router.h
  * (router, device, lifecycle); peer_host.h, beside them, is the host
- * peer's data path for peer_xsib.c. A room includes the header of its own
+ * peer's data path for a kind built on it, peer_sib.h the sibling peer's
+ * receiving half for peer_xsib.c. A room includes the header of its own
  * level, so it does not even see the declarations of the rooms above it.
  *
  * The design is written once, at the top of conn.c; each file's own
@@ -485,8 +486,11 @@ struct vsxb_vm {
  * - a host-port handler (vsxb_port_cb) is not called on the shard's
  *   thread: the request is posted to the control thread (port_post.c).
  * - siblings: a pair within one shard is peer_sibling.c's (guest to guest,
- *   one copy); a pair across shards is two host-peer halves joined by a
- *   socketpair, set up by posted messages (peer_xsib.c, xsib_ops).
+ *   one copy); a pair across shards is two halves joined by a link of two
+ *   single-producer single-consumer queues of records, one each way,
+ *   counted and freed by whichever thread lets go last; a record pushed
+ *   to an idle queue posts a wake-up to the other loop (peer_xsib.c,
+ *   xsib_ops).
  */
 struct vsxb_shard {
 	struct vsxb_router *r;

@@ -304,8 +304,6 @@ static void vm_free(struct vsxb_vm *vm)
 		vm->dirty = false;
 	}
 	sh->loop->timer_free(vm->resume);
-	/* halves on other threads forget it (they are parked) */
-	vsxb__xsib_forget(vm->r, vm);
 	eng_list_del(&vm->node);
 	sh->nvms--;
 	vm_release(vm);

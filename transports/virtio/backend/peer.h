@@ -2,8 +2,8 @@
  * The peers' entry points (peer_host.c, hybrid.c, peer_sibling.c,
  * peer_xsib.c): how the router and the lifecycle create connections of
  * each kind. Peers include this header and call only the connection API
- * (conn.h); peer_xsib.c, built on the host peer, also calls that through
- * peer_host.h.
+ * (conn.h); peer_xsib.c also calls the sibling peer's receiving half
+ * (peer_sib.h).
  */
 #ifndef VSXB_PEER_H
 #define VSXB_PEER_H
@@ -50,9 +50,6 @@ int vsxb__host_listen(struct vsxb_vm *vm);
 void vsxb__host_unlisten(struct vsxb_vm *vm);
 /* (vsxb__host_parse_connect, the CONNECT line's parser: engine.h) */
 
-/* peer_xsib.c: @gone is being freed: the halves of other VMs'
- * cross-thread pairs stop naming it (the world is stopped). */
-void vsxb__xsib_forget(struct vsxb_router *r, const struct vsxb_vm *gone);
 /* peer_xsib.c: a REQUEST to a sibling VM that another thread serves. */
 void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		       const struct virtio_vsock_hdr *h);

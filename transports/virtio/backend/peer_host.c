@@ -36,9 +36,6 @@
  * kind "vsock" vsxctl shows); an AF_VSOCK descriptor handed over by
  * vsxb_vm_connect_fd (vsxd's forward-listen) gets it too.
  *
- * Siblings two threads serve are a third table on this data path, in a
- * file of their own above this one (peer_xsib.c, through peer_host.h).
- *
  * Data: guest payload is written with sendmsg (MSG_NOSIGNAL) from iovecs
  * that point into guest memory, consecutive packets of one connection in one
  * call (the VM's TX batch); the rest is queued (txbuf.c). Host data is read
@@ -705,7 +702,7 @@ static void connecting_readable(struct conn *c)
 }
 
 /* The other end accepted the connection the guest asked for (a forward's
- * connect, a handler's descriptor, a sibling's guest): ESTABLISHED, OPEN
+ * connect, a handler's descriptor): ESTABLISHED, OPEN
  * reported, RESPONSE to the guest, the socket watched for data. */
 void vsxb__host_accept(struct conn *c)
 {

@@ -1,9 +1,8 @@
 /*
  * The host peer's data path (peer_host.c), for a peer kind built on it:
  * a connection whose other end is a socket, with its own table but these
- * hooks (peer_xsib.c: a sibling on another thread, over a socketpair).
- * Included by peer_host.c and the peer files built on it, which sit above
- * peer_host.c in the call graph: peer_host.c knows nothing of them.
+ * hooks. Included by peer_host.c and any peer file built on it, which would sit
+ * above peer_host.c in the call graph: peer_host.c knows nothing of it.
  */
 #ifndef VSXB_PEER_HOST_H
 #define VSXB_PEER_HOST_H

@@ -6,7 +6,10 @@
  * A creates two connections, one in each VM, each the other's peer.
  * Packets are relayed: payload is copied from A's TX buffers straight into
  * B's RX buffers when B has some (and nothing waits for them), otherwise
- * into the B-side connection's queue. Credit is end to end: the buf_alloc
+ * into the B-side connection's queue, which keeps where each of A's
+ * packets ended, STREAM too: no packet to B spans two of A's, as a
+ * direct copy's never does (a Linux receiver credits whole packets:
+ * vsxb__sib_keep_bounds). Credit is end to end: the buf_alloc
  * and fwd_cnt A sees are B's, whatever vsxd's tx-buffer-size, so A can
  * never have more in flight than B's guest can take, and when B raises or
  * lowers its buffer A hears of it. The bytes stay in vsxd only while B has
@@ -22,20 +25,16 @@
  * helpers) and its queue, and reads the guest credit values it relays
  * (peer_buf_alloc, peer_fwd_cnt): that is the whole cross-VM surface, the
  * reason both halves must be on one thread: a pair whose VMs two threads
- * serve is made by peer_xsib.c instead (vsxb__xsib_request).
+ * serve is made by peer_xsib.c instead (vsxb__xsib_request), whose halves
+ * receive through this file's receiving half (peer_sib.h:
+ * vsxb__sib_deliver, vsxb__sib_emit, vsxb__sib_pending).
  */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "peer.h"
+#include "peer_sib.h"
 
 #define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
-
-/* c->priv of a sibling connection */
-struct sib_peer {
-	struct conn *other;          /* the other VM's half, NULL once unlinked */
-	unsigned eom_pending;        /* seq: an empty EOM/EOR still owed */
-};
 
 static const struct vsxb_peer_ops sib_ops;
 
@@ -106,6 +105,8 @@ void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		goto refuse;
 	}
 	a->guest_initiated = true;
+	vsxb__sib_keep_bounds(a);
+	vsxb__sib_keep_bounds(b);
 	a->buf_alloc = vsxb__sib_cap(vm);
 	b->buf_alloc = vsxb__sib_cap(to);
 	sp(a)->other = b;
@@ -147,14 +148,19 @@ static void iov_copy(const struct iovec *dst, unsigned dn, size_t doff,
 	}
 }
 
-static bool sib_pending(const struct conn *c)
+void vsxb__sib_keep_bounds(struct conn *c)
+{
+	vsxb__txq_init(&c->q, true);
+}
+
+bool vsxb__sib_pending(const struct conn *c)
 {
 	return c->q.bytes || sp(c)->eom_pending;
 }
 
 static bool sib_can_direct(const struct conn *b)
 {
-	return vsxb__conn_rx_direct_ok(b) && !sib_pending(b);
+	return vsxb__conn_rx_direct_ok(b) && !vsxb__sib_pending(b);
 }
 
 /* From the sender's TX buffers straight into @b's guest's RX buffers. */
@@ -184,54 +190,66 @@ static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
 	return off;
 }
 
-static void sib_relay(struct conn *a, const struct iovec *iov, unsigned n,
-		      uint32_t len, unsigned flags)
+int vsxb__sib_deliver(struct conn *b, const struct iovec *iov, unsigned n,
+		      uint32_t len, unsigned flags, size_t room, bool msg_open)
 {
-	struct conn *b = sp(a)->other;
 	struct iovec rest[VSX_VQ_MAX_IOV];
 	struct vsx_vq_elem *e;
 	size_t off = 0;
-	int32_t room;
 	unsigned k;
 	int rc;
 
-	if (!b || !vsxb__conn_takes_data(b))
-		return; /* nobody will read it */
+	if (!vsxb__conn_takes_data(b))
+		return 0; /* nobody will read it */
 	if (!len) {
-		if (!(flags & VIRTIO_VSOCK_SEQ_EOM) || !a->msg_open)
-			return; /* nothing, or an empty message: dropped */
+		if (!(flags & VIRTIO_VSOCK_SEQ_EOM) || !msg_open)
+			return 0; /* nothing, or an empty message: dropped */
 		if (vsxb__txq_end_msg(&b->q, flags)) {
 			vsxb__conn_schedule(b);
-			return;
+			return 0;
 		}
 		/* The message's bytes are already in the guest: end it there. */
 		e = &b->vm->rxe[0];
 		if (sib_can_direct(b) && vsxb__rx_pop(b->vm, e) > 0) {
 			vsxb__rx_put(b->vm, b, e, 0, flags);
-			return;
+			return 0;
 		}
 		sp(b)->eom_pending = flags;
 		vsxb__conn_schedule(b);
-		return;
+		return 0;
 	}
 	if (sib_can_direct(b))
 		off = sib_direct(b, iov, n, len, flags);
 	if (off == len)
-		return;
+		return 0;
 	k = vsx_iov_slice(rest, VSX_VQ_MAX_IOV, iov, n, off, len - off);
-	room = (int32_t)(a->rx_limit - a->rx_cnt);
-	rc = vsxb__conn_enqueue(b, rest, k, len - off, room > 0 ? (size_t)room : 0,
-				flags);
-	if (rc == -ENOMEM) {
+	/* STREAM: the packet's end is kept too (vsxb__sib_keep_bounds) */
+	if (b->type == VIRTIO_VSOCK_TYPE_STREAM)
+		flags = VIRTIO_VSOCK_SEQ_EOM;
+	rc = vsxb__conn_enqueue(b, rest, k, len - off, room, flags);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc < 0)
+		return 0;
+	vsxb__conn_schedule(b);
+	return 0;
+}
+
+static void sib_relay(struct conn *a, const struct iovec *iov, unsigned n,
+		      uint32_t len, unsigned flags)
+{
+	struct conn *b = sp(a)->other;
+	int32_t room = (int32_t)(a->rx_limit - a->rx_cnt);
+
+	if (!b)
+		return; /* nobody will read it */
+	if (vsxb__sib_deliver(b, iov, n, len, flags, room > 0 ? (size_t)room : 0,
+			      a->msg_open) == -ENOMEM) {
 		vsxb__log(a->vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out of memory",
 			 a->vm->name, (unsigned long long)a->id);
 		vsxb__conn_why(a, VSXB_REASON_ERROR, ENOMEM);
 		vsxb__conn_reset(a, false);
-		return;
 	}
-	if (rc < 0)
-		return;
-	vsxb__conn_schedule(b);
 }
 
 static void sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t len,
@@ -245,7 +263,7 @@ static void sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t
 }
 
 /* The other guest's queued payload -> this guest. */
-static int sib_emit(struct conn *b)
+int vsxb__sib_emit(struct conn *b)
 {
 	struct vsxb_vm *vm = b->vm;
 	struct vsx_vq_elem *e = &vm->rxe[0];
@@ -274,6 +292,8 @@ static int sib_emit(struct conn *b)
 		if (room > credit)
 			room = credit;
 		k = vsxb__txq_peek(&b->q, vm->fiov, ENG_IOV_MAX, &niov, room, &fl);
+		if (b->type == VIRTIO_VSOCK_TYPE_STREAM)
+			fl = 0; /* a packet's end, not a message's */
 		for (i = 0, doff = HDR_LEN; i < niov; i++) {
 			vsx_iov_from_buf(e->iov + e->out_num, e->in_num, doff,
 					 vm->fiov[i].iov_base, vm->fiov[i].iov_len);
@@ -304,7 +324,7 @@ static void sib_credit_request(struct conn *c)
 
 static void sib_credit_changed(struct conn *c)
 {
-	if (sib_pending(c))
+	if (vsxb__sib_pending(c))
 		vsxb__conn_schedule(c);
 	if (sp(c)->other)
 		vsxb__conn_credit_check(sp(c)->other);
@@ -370,8 +390,8 @@ static const struct vsxb_peer_ops sib_ops = {
 	.credit_changed = sib_credit_changed,
 	.established = sib_established,
 	/* Peer -> guest */
-	.emit = sib_emit,
-	.pending = sib_pending,
+	.emit = vsxb__sib_emit,
+	.pending = vsxb__sib_pending,
 	/* Credit */
 	.window = sib_window,
 	/* Ends */

@@ -1,42 +1,110 @@
 /*
  * The cross-thread sibling peer: siblings two threads serve (VMs of one
  * group on different shards, struct vsxb_shard; a pair on one shard is
- * peer_sibling.c's). The pair is two connections, one in each VM, joined
- * by a Unix socketpair of the guests' type (xsib_ops, peer kind
- * "sibling"). The kernel's socket buffers are the bounded hand-off
- * between the threads, and each half has the host peer's data path
- * (peer_host.h: this file calls peer_host.c, never the reverse): one copy
- * from A's guest into the pair, one from the pair into B's guest. Only
- * the setup and the credit cross threads, as posted messages (struct
- * xsib_msg) naming a VM and a connection id, checked on arrival:
- * - A's REQUEST makes the A half, CONNECTING with its end of the pair,
- *   and posts MAKE to B's thread, which makes the B half and sends B's
- *   guest the REQUEST; B's guest's RESPONSE posts OK back, and A answers
- *   its guest. A refusal there (no listener, a limit, B gone) closes B's
- *   end: A reads EOF while connecting and resets its guest.
- * - Credit end to end, as between siblings of one thread (peer_sibling.c):
- *   each half's buf_alloc is the other guest's buf_alloc, capped by
- *   vsxb__sib_cap(); a guest that changes its buffer has its half post BUF
- *   to the other. vsxd holds at most that window per half (plus what the
- *   socketpair holds).
- * - Ends: a SHUTDOWN shuts the pair's direction, an RST closes the half's
- *   end; the other half sees EOF, as a host program's socket would show.
- *   A half still CONNECTING that reads EOF was refused (close_refuses).
+ * peer_sibling.c's). The pair is two connections, one in each VM (xsib_ops,
+ * peer kind "sibling"), joined by a link: two single-producer
+ * single-consumer queues of records, one each way. Everything one half
+ * would do to the other on one thread (peer_sibling.c) becomes a record
+ * the other half's thread applies in order, with the same calls on its
+ * half, so the other guest sees what it would see on one thread: every
+ * RW with its EOM and EOR, SHUTDOWN with its flags, RST after the data
+ * queued before it, CREDIT_REQUEST, and the credit end to end.
+ *
+ * - A's REQUEST makes the A half and the link, and sends MAKE: B's thread
+ *   makes the B half and sends B's guest the REQUEST; its RESPONSE sends
+ *   OK back with B's guest's credit, and A answers its guest. A refusal
+ *   there (no listener, a limit, B gone) comes back as RST, and A's guest
+ *   is refused (vsxb__conn_peer_reset on a connection still CONNECTING).
+ * - Data: the sender's thread copies a guest packet's payload out of its
+ *   TX buffers into a DATA record; the receiver's thread puts it into its
+ *   guest's RX buffers, or its half's queue while it has none, as
+ *   peer_sibling.c's receiving half does (vsxb__sib_deliver). Credit
+ *   bounds the bytes in records: a guest sends only within the window its
+ *   half announced, the other guest's buf_alloc and fwd_cnt.
+ * - Credit: each half keeps the other guest's buf_alloc and fwd_cnt as
+ *   the last CREDIT (or OK, MAKE) record told it, and announces them to
+ *   its guest (window), buf_alloc capped by vsxb__sib_cap() or a
+ *   set-buffer on the half. A half sends CREDIT when its guest's values
+ *   change.
+ * - Wake-up: a record pushed to an empty queue posts one callback to the
+ *   other thread's loop (loop.h's post: its eventfd); the callback drains
+ *   the queue and ends with the shard's round. No other system call.
+ * - Lifetime: the link is counted (each half, a pending MAKE, each posted
+ *   wake-up) and freed by whoever lets go last; a half names the other
+ *   only through the link, so a VM freed under a pair (a reload, its
+ *   connections reset: RST to the other half) leaves nothing dangling.
+ *   The queues are touched by the two halves' threads, or by the control
+ *   thread in a world stop while those are parked.
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <string.h>
 
-#include "peer_host.h"
+#include "peer_sib.h"
 
-/* xsib_ops: the other half of the pair, on another thread (hp() first) */
+enum xrec_what { XR_MAKE, XR_OK, XR_DATA, XR_SHUT, XR_CREDIT, XR_CREDIT_REQ,
+		 XR_CLOSE, XR_RST };
+
+/* One record: what a half did, for the other half's thread. */
+struct xrec {
+	struct xrec *next;           /* __atomic: the producer links, the consumer reads */
+	enum xrec_what what;
+	unsigned flags;              /* DATA: EOM/EOR; SHUT: SHUTDOWN flags */
+	uint32_t buf, fwd;           /* MAKE, OK, CREDIT: the sender's guest's */
+	uint32_t len;                /* DATA: payload bytes, in @data */
+	size_t room;                 /* DATA: how much more the sender may send */
+	bool msg_open;               /* DATA: its message had bytes before */
+	/* MAKE: the B half */
+	struct vsxb_vm *from;        /* A's VM (may be gone: checked by serial) */
+	uint64_t from_serial, from_cid;
+	uint16_t type;
+	uint32_t guest_port, peer_port;
+	unsigned char data[];
+};
+
+/* Records for one half: single producer (the other half's thread),
+ * single consumer (this half's). @head is a consumed record (at first
+ * @stub) whose next is the oldest unconsumed one. */
+struct xring {
+	struct xrec *head;           /* consumer */
+	struct xrec *tail;           /* producer */
+	struct xrec stub;
+	bool armed;                  /* __atomic: a wake-up is posted */
+};
+
+struct xsib_link;
+
+struct xsib_end {
+	struct xsib_link *l;
+	unsigned side;
+};
+
+struct xsib_link {
+	struct vsxb_router *r;
+	int refs;                    /* __atomic */
+	struct xring ring[2];        /* ring[s]: for side s (0: A, 1: B) */
+	struct conn *half[2];        /* touched on side s's thread only */
+	struct vsxb_vm *vm[2];       /* side s's VM; may be gone ... */
+	uint64_t serial[2];          /* ... checked by serial */
+	struct vsxb_shard *sh[2];    /* side s's loop */
+	struct xsib_end end[2];      /* wake-up arguments */
+	/* What vsxctl shows of each half's queue (__atomic): payload side s's
+	 * guest sent that waits for the other guest, in records or in the
+	 * other half's queue, and the memory holding it */
+	size_t held[2], held_mem[2];
+};
+
+/* c->priv of a cross-thread half (sib_peer first: peer_sib.h) */
 struct xsib_peer {
-	struct host_peer h;
-	struct vsxb_vm *xvm;         /* NULL once that VM is gone */
-	uint64_t xserial;            /* its serial */
-	uint64_t xid;                /* its id; 0: not known yet */
-	uint32_t xbuf;               /* this guest's buf_alloc, as last told it */
+	struct sib_peer s;
+	struct xsib_link *l;
+	unsigned side;
+	bool detached;               /* the other half is gone or told so */
+	bool xknown;                 /* xbuf, xfwd valid */
+	uint32_t xbuf, xfwd;         /* the other guest's buf_alloc, fwd_cnt */
+	uint32_t sbuf, sfwd;         /* this guest's, as last told across */
+	size_t qbytes, qmem;         /* this half's queue, as last published */
+	struct txq shown;            /* the queue hook's answer */
 };
 
 static const struct vsxb_peer_ops xsib_ops;
@@ -46,248 +114,504 @@ static struct xsib_peer *xp(const struct conn *c)
 	return c->priv;
 }
 
-enum xsib_what { XS_MAKE, XS_OK, XS_BUF };
+/* ---- The link ---- */
 
-struct xsib_msg {
-	enum xsib_what what;
-	struct vsxb_router *r;
-	struct vsxb_vm *vm;          /* whose thread runs it; it may be gone */
-	uint64_t serial;             /* ... and be another VM at that address */
-	uint64_t id;                 /* OK, BUF: the half there */
-	struct vsxb_vm *from;        /* the sending half's VM (may be gone:
-				        only its cid is read, in MAKE) ... */
-	uint64_t from_cid, from_serial;
-	uint64_t from_id;            /* ... and id */
-	uint32_t buf;                /* the sending half's guest's buf_alloc */
-	/* MAKE: the B half */
-	int fd;                      /* its end of the pair */
-	uint16_t type;
-	uint32_t guest_port, peer_port;
-};
-
-void vsxb__xsib_forget(struct vsxb_router *r, const struct vsxb_vm *gone)
+static void ring_init(struct xring *q)
 {
-	struct eng_list *n, *m;
+	q->stub.next = NULL;
+	q->head = q->tail = &q->stub;
+	q->armed = false;
+}
 
-	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
+static void ring_push(struct xring *q, struct xrec *rec)
+{
+	rec->next = NULL;
+	__atomic_store_n(&q->tail->next, rec, __ATOMIC_RELEASE);
+	q->tail = rec;
+}
 
-		for (m = vm->conns.next; m != &vm->conns; m = m->next) {
-			struct conn *c = eng_container_of(m, struct conn, node);
+/* The oldest unconsumed record, valid until the next pop, or NULL. */
+static struct xrec *ring_pop(struct xring *q)
+{
+	struct xrec *h = q->head, *next = __atomic_load_n(&h->next, __ATOMIC_ACQUIRE);
 
-			if (c->ops == &xsib_ops && xp(c)->xvm == gone)
-				xp(c)->xvm = NULL;
-		}
+	if (!next)
+		return NULL;
+	q->head = next;
+	if (h != &q->stub)
+		free(h);
+	return next;
+}
+
+static void ring_drain(struct xring *q)
+{
+	while (ring_pop(q))
+		;
+	if (q->head != &q->stub)
+		free(q->head);
+	ring_init(q);
+}
+
+static struct xsib_link *link_new(struct vsxb_vm *a, struct vsxb_vm *b)
+{
+	struct xsib_link *l = calloc(1, sizeof(*l));
+	unsigned s;
+
+	if (!l)
+		return NULL;
+	l->r = a->r;
+	l->refs = 2;         /* the A half, and the MAKE that becomes the B half */
+	l->vm[0] = a;
+	l->vm[1] = b;
+	for (s = 0; s < 2; s++) {
+		ring_init(&l->ring[s]);
+		l->serial[s] = l->vm[s]->serial;
+		l->sh[s] = l->vm[s]->sh;
+		l->end[s] = (struct xsib_end){ .l = l, .side = s };
 	}
+	return l;
+}
+
+static void link_put(struct xsib_link *l)
+{
+	if (__atomic_sub_fetch(&l->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	ring_drain(&l->ring[0]);
+	ring_drain(&l->ring[1]);
+	free(l);
+}
+
+static struct xrec *rec_new(enum xrec_what what, size_t len)
+{
+	/* the payload is written over at once: only the record is cleared */
+	struct xrec *rec = malloc(sizeof(*rec) + len);
+
+	if (rec) {
+		memset(rec, 0, sizeof(*rec));
+		rec->what = what;
+	}
+	return rec;
 }
 
 static void xsib_run(void *arg);
 
-static int xsib_post(struct xsib_msg *m)
+/* @rec for side @to's thread, woken when its queue was idle. */
+static void link_send(struct xsib_link *l, unsigned to, struct xrec *rec)
 {
-	const struct vsx_loop *l;
-	struct xsib_msg *copy;
-	int rc;
+	const struct vsx_loop *loop = l->sh[to]->loop;
 
-	if (!m->vm)
-		return -ENOENT; /* the other VM is gone; its end of the pair too */
-	l = m->vm->sh->loop;
-	copy = malloc(sizeof(*copy));
-	if (!copy)
-		return -ENOMEM;
-	*copy = *m;
-	rc = l->post(l->ctx, xsib_run, copy);
-	if (rc < 0)
-		free(copy);
-	return rc;
+	ring_push(&l->ring[to], rec);
+	if (__atomic_exchange_n(&l->ring[to].armed, true, __ATOMIC_SEQ_CST))
+		return;
+	__atomic_add_fetch(&l->refs, 1, __ATOMIC_RELAXED);
+	/* (a shard of another thread has post: vsxb__shard_get) */
+	if (!loop->post || loop->post(loop->ctx, xsib_run, &l->end[to]) < 0) {
+		/* out of memory: the next record tries again */
+		__atomic_store_n(&l->ring[to].armed, false, __ATOMIC_SEQ_CST);
+		link_put(l);
+	}
 }
 
-static uint32_t xsib_window(const struct vsxb_vm *vm, uint32_t guest_buf)
+/* What @c's half does reaches the other half (unless it is gone). */
+static void xsib_send(struct conn *c, struct xrec *rec)
 {
-	return eng_u32min(guest_buf ? guest_buf : 1, vsxb__sib_cap(vm));
+	struct xsib_peer *x = xp(c);
+
+	if (x->detached) {
+		free(rec);
+		return;
+	}
+	link_send(x->l, !x->side, rec);
 }
 
-/* On B's thread: the B half, and B's guest asked. */
-static void xsib_make(struct xsib_msg *m)
+static void xsib_send_op(struct conn *c, enum xrec_what what, unsigned flags)
 {
-	struct vsxb_vm *vm = m->vm;
+	struct xrec *rec = rec_new(what, 0);
+
+	if (!rec) {
+		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	rec->flags = flags;
+	xsib_send(c, rec);
+}
+
+/* This guest's credit, if the other half has not heard it. */
+static void xsib_send_credit(struct conn *c, enum xrec_what what)
+{
+	struct xsib_peer *x = xp(c);
+	struct xrec *rec;
+
+	if (what == XR_CREDIT && x->sbuf == c->peer_buf_alloc &&
+	    x->sfwd == c->peer_fwd_cnt)
+		return;
+	rec = rec_new(what, 0);
+	if (!rec) {
+		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	rec->buf = x->sbuf = c->peer_buf_alloc;
+	rec->fwd = x->sfwd = c->peer_fwd_cnt;
+	xsib_send(c, rec);
+}
+
+/* The other half is gone: this one ends as peer_sibling.c's would. */
+static void xsib_detach(struct conn *c)
+{
+	struct xsib_peer *x = xp(c);
+	struct xrec *rst;
+
+	if (x->detached)
+		return;
+	x->detached = true;
+	/* without memory for it, the other half is reset when its guest
+	 * gives up (a timeout, or its guest's own RST) */
+	rst = rec_new(XR_RST, 0);
+	if (rst)
+		link_send(x->l, !x->side, rst);
+}
+
+/* @c's queue holds @bytes in @mem: the other half's view follows. */
+static void xsib_publish_as(struct conn *c, size_t bytes, size_t mem)
+{
+	struct xsib_peer *x = xp(c);
+	unsigned o;
+
+	if (!x->l || (x->qbytes == bytes && x->qmem == mem))
+		return;
+	o = !x->side;
+	__atomic_add_fetch(&x->l->held[o], bytes - x->qbytes, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&x->l->held_mem[o], mem - x->qmem, __ATOMIC_RELAXED);
+	x->qbytes = bytes;
+	x->qmem = mem;
+}
+
+static void xsib_publish(struct conn *c)
+{
+	xsib_publish_as(c, c->q.bytes, c->q.mem);
+}
+
+/* ---- On B's thread: MAKE ---- */
+
+static void xsib_make(struct xsib_link *l, struct xrec *m)
+{
+	struct vsxb_vm *vm = l->vm[1];
 	struct conn *c;
 	int lim;
 
 	/* as vsxb__sib_request refuses; a paused VM gets the REQUEST at cont.
 	 * A gone (it cannot go while this thread runs): nobody to answer */
-	if (!vsxb__vm_listed(m->r, m->from, m->from_serial) ||
+	if (!vsxb__vm_listed(l->r, vm, l->serial[1]) ||
+	    !vsxb__vm_listed(l->r, m->from, m->from_serial) ||
 	    !vm->live || vm->broken || vm->freeing ||
 	    (m->type == VIRTIO_VSOCK_TYPE_SEQPACKET && !vm->seqpacket) ||
-	    vsxb__conn_find(vm, m->guest_port, m->from_cid, m->peer_port)) {
-		close(m->fd);
-		return;
-	}
+	    vsxb__conn_find(vm, m->guest_port, m->from_cid, m->peer_port))
+		goto refuse;
 	lim = vsxb__conn_limit(vm, 1);
 	if (lim) {
 		vsxb__refuse(vm, m->type, m->guest_port, m->from_cid, m->peer_port, false,
 			    VSXB_REASON_LIMIT, 0, lim);
-		close(m->fd);
-		return;
+		goto refuse;
 	}
 	c = vsxb__conn_new(vm, &xsib_ops, m->type, m->guest_port, m->from_cid,
 			  m->peer_port);
-	if (!c) {
-		close(m->fd);
-		return;
-	}
-	hp(c)->fd = -1;
-	hp(c)->close_refuses = true;
-	xp(c)->xvm = m->from;        /* listed: forgotten when it goes */
-	xp(c)->xserial = m->from_serial;
-	xp(c)->xid = m->from_id;
-	c->buf_alloc = xsib_window(vm, m->buf);
-	if (vsxb__host_attach(c, m->fd) < 0) {
-		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
-		vsxb__conn_kill(c);   /* closes the fd */
-		return;
-	}
+	if (!c)
+		goto refuse;
+	vsxb__sib_keep_bounds(c);
+	xp(c)->l = l;        /* the MAKE's reference is the half's now */
+	xp(c)->side = 1;
+	xp(c)->xknown = true;
+	xp(c)->xbuf = m->buf;
+	xp(c)->xfwd = m->fwd;
+	l->half[1] = c;
+	c->buf_alloc = vsxb__sib_cap(vm);
 	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
 	vsxb__conn_ctrl(c, C_REQUEST);
+	return;
+refuse: {
+	struct xrec *rst = rec_new(XR_RST, 0);
+
+	/* without memory for the answer, A's half never hears: it is
+	 * reset when its guest gives up (or its VM goes) */
+	if (rst)
+		link_send(l, 0, rst);
+	link_put(l);
+	}
 }
 
-/* On A's thread: B's guest accepted. */
-static void xsib_ok(struct xsib_msg *m)
+/* ---- On a half's thread: the other half's records ---- */
+
+static void xsib_apply(struct xsib_link *l, unsigned s, struct xrec *rec)
 {
-	struct conn *c = vsxb__vm_conn(m->vm, m->id);
+	struct conn *c = l->half[s];
+	struct iovec iov;
 
-	if (!c || c->state != VSXB_CONN_CONNECTING || hp(c)->fd < 0)
-		return; /* gone: B reads EOF from the pair */
-	xp(c)->xid = m->from_id;
-	c->buf_alloc = xsib_window(c->vm, m->buf);
-	vsxb__host_accept(c);
-}
-
-static void xsib_run(void *arg)
-{
-	struct xsib_msg *m = arg;
-	struct conn *c;
-
-	if (!vsxb__vm_listed(m->r, m->vm, m->serial)) {
-		if (m->what == XS_MAKE)
-			close(m->fd);
-		free(m);
+	if (rec->what == XR_MAKE) {
+		xsib_make(l, rec);
 		return;
 	}
-	switch (m->what) {
-	case XS_MAKE:
-		xsib_make(m);
+	if (rec->what == XR_DATA) {
+		__atomic_sub_fetch(&l->held[!s], rec->len, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&l->held_mem[!s], sizeof(*rec) + rec->len,
+				   __ATOMIC_RELAXED);
+	}
+	if (!c)
+		return; /* this half is gone: the other was told */
+	switch (rec->what) {
+	case XR_MAKE:
 		break;
-	case XS_OK:
-		xsib_ok(m);
+	case XR_OK:
+		xp(c)->xknown = true;
+		xp(c)->xbuf = rec->buf;
+		xp(c)->xfwd = rec->fwd;
+		if (c->state == VSXB_CONN_CONNECTING)
+			vsxb__conn_accept(c);
 		break;
-	case XS_BUF:
-		c = vsxb__vm_conn(m->vm, m->id);
-		if (c && c->buf_alloc != xsib_window(m->vm, m->buf))
-			vsxb__conn_set_buffer(c, xsib_window(m->vm, m->buf));
+	case XR_DATA:
+		iov = (struct iovec){ .iov_base = rec->data, .iov_len = rec->len };
+		if (vsxb__sib_deliver(c, &iov, 1, rec->len, rec->flags, rec->room,
+				      rec->msg_open) == -ENOMEM) {
+			vsxb__log(c->vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out "
+				 "of memory", c->vm->name, (unsigned long long)c->id);
+			vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
+			vsxb__conn_reset(c, false);
+		}
+		break;
+	case XR_SHUT:
+		vsxb__conn_why(c, VSXB_REASON_PEER_SHUTDOWN, 0);
+		vsxb__conn_shutdown(c, rec->flags);
+		break;
+	case XR_CREDIT:
+		xp(c)->xbuf = rec->buf;
+		xp(c)->xfwd = rec->fwd;
+		vsxb__conn_credit_check(c);
+		break;
+	case XR_CREDIT_REQ:
+		vsxb__conn_ctrl(c, C_CREDIT_REQUEST);
+		break;
+	case XR_CLOSE:
+		vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
+		break;
+	case XR_RST:
+		xp(c)->detached = true;
+		vsxb__conn_peer_reset(c);
 		break;
 	}
-	vsxb__round(m->vm->sh);
-	free(m);
 }
 
-/* A's REQUEST cannot go on: refused, and the guest told. */
-static void xsib_refuse(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h, int err)
+/* Posted to side s's loop: drain its queue, then the shard's round. */
+static void xsib_run(void *arg)
 {
-	vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
-		    VSXB_REASON_ERROR, err, 0);
-	vsxb__orphan_rst(vm, h);
+	struct xsib_end *e = arg;
+	struct xsib_link *l = e->l;
+	struct vsxb_shard *sh = l->sh[e->side];
+	struct xring *q = &l->ring[e->side];
+	struct xrec *rec;
+
+	/* disarmed first: a record pushed from now on posts again */
+	__atomic_store_n(&q->armed, false, __ATOMIC_SEQ_CST);
+	while ((rec = ring_pop(q)))
+		xsib_apply(l, e->side, rec);
+	if (l->half[e->side])
+		xsib_publish(l->half[e->side]);
+	link_put(l);
+	vsxb__round(sh);
 }
+
+/* ---- On A's thread: the REQUEST ---- */
 
 /* (the router checked A's connection limits) */
 void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		       const struct virtio_vsock_hdr *h)
 {
-	bool seq = h->type == VIRTIO_VSOCK_TYPE_SEQPACKET;
-	struct xsib_msg m;
+	struct xsib_link *l;
+	struct xrec *m;
 	struct conn *c;
-	int sp[2];
 
-	if (socketpair(AF_UNIX, (seq ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_NONBLOCK |
-		       SOCK_CLOEXEC, 0, sp) < 0) {
-		xsib_refuse(vm, h, errno);
-		return;
-	}
-	c = vsxb__conn_new(vm, &xsib_ops, h->type, h->src_port, h->dst_cid, h->dst_port);
+	l = link_new(vm, to);
+	m = rec_new(XR_MAKE, 0);
+	c = l && m ? vsxb__conn_new(vm, &xsib_ops, h->type, h->src_port, h->dst_cid,
+				    h->dst_port) : NULL;
 	if (!c) {
-		close(sp[0]);
-		close(sp[1]);
-		xsib_refuse(vm, h, ENOMEM);
+		free(l);
+		free(m);
+		vsxb__refuse(vm, h->type, h->src_port, h->dst_cid, h->dst_port, true,
+			    VSXB_REASON_ERROR, ENOMEM, 0);
+		vsxb__orphan_rst(vm, h);
 		return;
 	}
-	hp(c)->fd = -1;
-	hp(c)->close_refuses = true;
-	xp(c)->xvm = to;
-	xp(c)->xserial = to->serial;
+	vsxb__sib_keep_bounds(c);
+	xp(c)->l = l;
+	l->half[0] = c;
 	c->guest_initiated = true;
+	c->buf_alloc = vsxb__sib_cap(vm);
 	c->peer_buf_alloc = h->buf_alloc;
 	c->peer_fwd_cnt = h->fwd_cnt;
-	xp(c)->xbuf = h->buf_alloc;
-	c->buf_alloc = xsib_window(vm, VSXB_DEFAULT_BUF_ALLOC);
-	if (vsxb__host_attach(c, sp[0]) < 0) {
-		close(sp[1]);
-		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
-		vsxb__conn_reset(c, false);
-		return;
-	}
-	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
-	m = (struct xsib_msg){ .what = XS_MAKE, .r = vm->r, .vm = to, .serial = to->serial,
-			       .from = vm, .from_cid = vm->cid, .from_serial = vm->serial,
-			       .from_id = c->id,
-			       .buf = h->buf_alloc, .fd = sp[1], .type = h->type,
-			       .guest_port = h->dst_port, .peer_port = h->src_port };
-	if (xsib_post(&m) < 0) {
-		close(sp[1]);
-		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
-		vsxb__conn_reset(c, false);
-	}
+	m->buf = xp(c)->sbuf = h->buf_alloc;
+	m->fwd = xp(c)->sfwd = h->fwd_cnt;
+	m->from = vm;
+	m->from_serial = vm->serial;
+	m->from_cid = vm->cid;
+	m->type = h->type;
+	m->guest_port = h->dst_port;
+	m->peer_port = h->src_port;
+	link_send(l, 1, m);
 }
 
-/* The B half's guest accepted: tell the A half, with this guest's buffer. */
-static int xsib_established(struct conn *c)
+/* ---- The hooks ---- */
+
+static void xsib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t len,
+		    unsigned flags)
 {
-	struct xsib_msg m = {
-		.what = XS_OK, .r = c->vm->r, .vm = xp(c)->xvm, .serial = xp(c)->xserial,
-		.id = xp(c)->xid, .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc,
-	};
-	int rc = vsxb__host_established(c);
+	int32_t room = (int32_t)(a->rx_limit - a->rx_cnt);
+	struct xrec *rec;
 
-	if (rc < 0)
-		return rc;
-	xp(c)->xbuf = c->peer_buf_alloc;
-	if (xsib_post(&m) < 0) {
-		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
-		return -ENOMEM;
+	if (xp(a)->detached)
+		return; /* nobody will read it */
+	if (len || ((flags & VIRTIO_VSOCK_SEQ_EOM) && a->msg_open)) {
+		rec = rec_new(XR_DATA, len);
+		if (!rec) {
+			vsxb__log(a->vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out of "
+				 "memory", a->vm->name, (unsigned long long)a->id);
+			vsxb__conn_why(a, VSXB_REASON_ERROR, ENOMEM);
+			vsxb__conn_reset(a, false);
+			return;
+		}
+		rec->len = len;
+		rec->flags = flags;
+		rec->room = room > 0 ? (size_t)room : 0;
+		rec->msg_open = a->msg_open;
+		vsx_iov_to_buf(iov, n, 0, rec->data, len);
+		if (!xp(a)->detached) {
+			__atomic_add_fetch(&xp(a)->l->held[xp(a)->side], len, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&xp(a)->l->held_mem[xp(a)->side],
+					   sizeof(*rec) + len, __ATOMIC_RELAXED);
+		}
+		xsib_send(a, rec);
 	}
-	return 0;
+	/* The other guest's credit news may have been held back while this
+	 * one had room; now that it used some, pass it on. */
+	vsxb__conn_credit_check(a);
 }
 
-/* This guest's buffer changed: the other half's window follows. */
+static void xsib_guest_shutdown(struct conn *c, unsigned flags)
+{
+	xsib_send_op(c, XR_SHUT, flags);
+}
+
+static void xsib_credit_request(struct conn *c)
+{
+	xsib_send_op(c, XR_CREDIT_REQ, 0);
+}
+
 static void xsib_credit_changed(struct conn *c)
 {
-	struct xsib_msg m = {
-		.what = XS_BUF, .r = c->vm->r, .vm = xp(c)->xvm, .serial = xp(c)->xserial,
-		.id = xp(c)->xid, .from = c->vm, .from_id = c->id, .buf = c->peer_buf_alloc,
-	};
-
-	vsxb__host_sync(c);
-	if (c->dead || !xp(c)->xid || c->peer_buf_alloc == xp(c)->xbuf)
-		return;
-	if (xsib_post(&m) == 0)
-		xp(c)->xbuf = c->peer_buf_alloc;
+	if (vsxb__sib_pending(c))
+		vsxb__conn_schedule(c);
+	xsib_send_credit(c, XR_CREDIT);
 }
 
-/* A sibling on another thread: the host data path over a socketpair,
- * with the setup and the credit told across. */
+/* The B half's guest accepted: so does the A half, with this guest's credit. */
+static int xsib_established(struct conn *c)
+{
+	if (xp(c)->detached) {
+		vsxb__conn_why(c, VSXB_REASON_PEER_RST, 0);
+		return -ECONNRESET;
+	}
+	xsib_send_credit(c, XR_OK);
+	return c->dead ? -ENOMEM : 0;
+}
+
+/* End to end: the other guest's values, buf_alloc capped on this half;
+ * once the other half is gone, what this guest last heard. */
+static void xsib_window(const struct conn *c, uint32_t *fwd, uint32_t *buf)
+{
+	const struct xsib_peer *x = xp(c);
+	bool known = x->xknown && !x->detached;
+
+	*fwd = known ? x->xfwd : c->last_fwd_sent;
+	*buf = known ? eng_u32min(x->xbuf, c->buf_alloc) : c->last_buf_sent;
+}
+
+static void xsib_close(struct conn *c)
+{
+	vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
+	xsib_send_op(c, XR_CLOSE, 0);
+}
+
+static void xsib_reset(struct conn *c)
+{
+	xsib_detach(c);
+	xp(c)->s.eom_pending = 0;
+}
+
+static void xsib_gone(struct conn *c)
+{
+	xsib_detach(c);
+	vsxb__conn_kill(c);
+}
+
+/* The other guest's payload -> this guest (peer_sibling.c's), and the
+ * other half's view of what is left follows. */
+static int xsib_emit(struct conn *c)
+{
+	int rc = vsxb__sib_emit(c);
+
+	xsib_publish(c);
+	return rc;
+}
+
+/* What this guest sent that waits for the other guest: in records, or in
+ * the other half's queue as it last published it. */
+static const struct txq *xsib_queue(const struct conn *c)
+{
+	struct xsib_peer *x = xp(c);
+
+	if (!x->l)
+		return NULL;
+	x->shown.bytes = __atomic_load_n(&x->l->held[x->side], __ATOMIC_RELAXED);
+	x->shown.mem = __atomic_load_n(&x->l->held_mem[x->side], __ATOMIC_RELAXED);
+	return &x->shown;
+}
+
+/* The half is killed: the other hears (if it has not yet), the link lets
+ * go of it. */
+static void xsib_release(struct conn *c)
+{
+	struct xsib_peer *x = xp(c);
+
+	if (!x->l)
+		return;
+	xsib_detach(c);
+	xsib_publish_as(c, 0, 0);    /* freed with the connection */
+	x->l->half[x->side] = NULL;
+	link_put(x->l);
+	x->l = NULL;
+}
+
+/* A sibling on another thread: peer_sibling.c's receiving half, fed by
+ * the other half's records. */
 static const struct vsxb_peer_ops xsib_ops = {
 	.name = "sibling",
 	.priv_size = sizeof(struct xsib_peer),
-	HOST_PEER_HOOKS,
+	/* Guest -> peer */
+	.rw = xsib_rw,
+	.guest_shutdown = xsib_guest_shutdown,
+	.credit_request = xsib_credit_request,
 	.credit_changed = xsib_credit_changed,
 	.established = xsib_established,
+	/* Peer -> guest */
+	.emit = xsib_emit,
+	.pending = vsxb__sib_pending,
+	/* Credit */
+	.window = xsib_window,
+	/* Ends */
+	.close = xsib_close,
+	.reset = xsib_reset,
+	.gone = xsib_gone,
+	.release = xsib_release,
+	/* Control */
+	.queue = xsib_queue,
 };
