@@ -5,7 +5,7 @@
  * with post enabled (loop-event.h): the backend runs the VMs placed on it
  * there (vsxb_vm_config.loop), their devices, host sockets and
  * connections, and parks it while the main thread's backend calls look
- * at VM state (engine.h, struct vsxb_shard). The main thread keeps
+ * at VM state (backend-int.h, struct vsxb_shard). The main thread keeps
  * everything else: the control socket, signals and reload, forwards'
  * listeners, metrics and logging.
  *

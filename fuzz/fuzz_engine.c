@@ -39,7 +39,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "backend/engine.h"
+#include "backend/backend-int.h"
 #include "fuzz.h"
 
 #define NVM 2

@@ -439,7 +439,7 @@ int g_send_hdr(struct guest *g, const struct virtio_vsock_hdr *h, const void *da
 {
 	struct virtio_vsock_hdr w = *h;
 
-	eng_hdr_swap(&w);
+	vsxb_hdr_swap(&w);
 	return drv_send(g->d, &w, data, len, TMO);
 }
 
@@ -520,7 +520,7 @@ struct pkt *g_next(struct guest *g, struct gc *c, int timeout_ms)
 			return NULL;
 		}
 		cr_assert_geq(rc, 0, "drv_recv: %s", strerror(-rc));
-		eng_hdr_swap(&wh);
+		vsxb_hdr_swap(&wh);
 		p->h = wh;
 		p->len = (uint32_t)rc;
 		p->next = NULL;

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/engine.h"
+#include "backend/backend-int.h"
 #include "../driver/driver.h"
 #include "../driver/loop_thread.h"
 #include "util.h"

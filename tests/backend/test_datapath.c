@@ -79,7 +79,7 @@ static void chain_packet(struct gc *c, const void *payload, uint32_t plen,
 	scratch = drv_scratch(c->g->d, &slen);
 	cr_assert_leq(at + sizeof(h) + plen, slen / 2, "keep to the lower region");
 	p = drv_mem(c->g->d, scratch + at, sizeof(h) + plen);
-	eng_hdr_swap(&h);
+	vsxb_hdr_swap(&h);
 	memcpy(p, &h, sizeof(h));
 	memcpy(p + sizeof(h), payload, plen);
 	for (i = 0, pos = scratch + at; i < nseg; pos += seg[i], i++) {
@@ -259,14 +259,14 @@ Test(datapath, guest_without_rx_buffers_bounded)
 		fds[i] = h_accept(lfd, TMO);
 		cr_assert_geq(fds[i], 0);
 	}
-	/* and 100 packets for nobody: at most ENG_ORPHAN_MAX RSTs are kept */
+	/* and 100 packets for nobody: at most VSXB_ORPHAN_MAX RSTs are kept */
 	for (i = 0; i < 100; i++) {
 		gc_init(&x, G(0), STREAM, 45000 + (uint32_t)i, 2, 1283);
 		cr_assert_geq(g_send(&x, OP_RW, 0, "q", 1), 0);
 	}
 	hx_sync(&H);
 	hx_stats(&H, 0, &st);
-	cr_assert_eq(st.orphans_dropped, 100 - ENG_ORPHAN_MAX);
+	cr_assert_eq(st.orphans_dropped, 100 - VSXB_ORPHAN_MAX);
 	/* reading now: every connection gets exactly one RESPONSE */
 	for (i = 0; i < 80; i++) {
 		p = g_next(G(0), &c[i], TMO);

@@ -8,7 +8,7 @@
 
 #include <criterion/criterion.h>
 
-#include "backend/engine.h"
+#include "backend/backend-int.h"
 
 static void append(struct txq *q, const void *p, size_t n, size_t room, unsigned fl)
 {

@@ -8,7 +8,7 @@
  * through the hybrid CONNECT handshake of hybrid.c, or a descriptor a
  * vsxd forward hands over), or a connection of a sibling VM sharing a
  * group (peer_sibling.c: one connection in each VM). A peer kind is one
- * file and one static const struct vsxb_peer_ops (engine.h); a connection
+ * file and one static const struct vsxb_peer_ops (backend-int.h); a connection
  * carries its table and a private part only that file touches, and the
  * engine calls through the table, never asking which kind it has. The
  * router (router.c) holds what VMs share and routes a guest REQUEST to
@@ -19,7 +19,7 @@
  * Connections are keyed by (guest port, peer CID, peer port) in a per-VM
  * hash; ids are unique in the process and never reused. Everything of a
  * connection belongs to its VM and is touched from that VM's loop (its
- * shard's thread, or the control thread in a world stop: engine.h); the
+ * shard's thread, or the control thread in a world stop: backend-int.h); the
  * router's state (struct vsxb_router) is the only thing VMs share.
  *
  * Processing rounds. Every entry point (a kick, a host socket event, a
@@ -28,7 +28,7 @@
  * entries with one flush per queue per round (push many, flush once).
  * Connections are freed at the end of a round, never under a caller.
  *
- * Guest -> peer (TX, device.c). A round pops up to ENG_TX_BATCH chains.
+ * Guest -> peer (TX, device.c). A round pops up to VSXB_TX_BATCH chains.
  * Headers are checked before anything is trusted: src_cid must be the
  * guest's (else the packet is dropped), len must fit in 64 KiB and in the
  * chain, type and op must be known, RW must stay within the credit we
@@ -51,8 +51,8 @@
  * served round-robin whenever RX buffers are there. Emission order per
  * connection: REQUEST/RESPONSE, credit packets, data (ops->emit), SHUTDOWN,
  * RST. The host peer reads with readv directly into the payload part of
- * as many RX chains as the guest's credit allows, up to ENG_RX_READ
- * (512 KiB: a whole ring of Linux's 4 KiB buffers) and ENG_RX_BATCH
+ * as many RX chains as the guest's credit allows, up to VSXB_RX_READ
+ * (512 KiB: a whole ring of Linux's 4 KiB buffers) and VSXB_RX_BATCH
  * chains per read, at most 64 KiB per packet; so a wakeup that finds a
  * window of data takes it in one readv.
  *
@@ -199,7 +199,7 @@ static void rx_push(struct vsxb_vm *vm, struct vsx_vq_elem *e,
 {
 	uint32_t len = h->len;
 
-	eng_hdr_swap(h);
+	vsxb_hdr_swap(h);
 	vsx_iov_from_buf(e->iov + e->out_num, e->in_num, 0, h, HDR_LEN);
 	vsx_vq_push(vm->rxq, e, HDR_LEN + len);
 	vm->st.rx_pkts++;
@@ -273,7 +273,7 @@ void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *in)
 	if (in->op == VIRTIO_VSOCK_OP_RST || !vm->live || vm->broken)
 		return;
 	vsxb__vm_touch(vm);
-	if (!vm->orphan_n && eng_list_empty(&vm->pending) && !vm->emitting) {
+	if (!vm->orphan_n && vsxb_list_empty(&vm->pending) && !vm->emitting) {
 		vm->direct = true;
 		if (rx_send_hdr(vm, &h)) {
 			vm->direct = false;
@@ -281,11 +281,11 @@ void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *in)
 		}
 		vm->direct = false;
 	}
-	if (vm->orphan_n == ENG_ORPHAN_MAX) {
+	if (vm->orphan_n == VSXB_ORPHAN_MAX) {
 		vm->st.orphans_dropped++;
 		return;
 	}
-	vm->orphan[(vm->orphan_head + vm->orphan_n) % ENG_ORPHAN_MAX] = h;
+	vm->orphan[(vm->orphan_head + vm->orphan_n) % VSXB_ORPHAN_MAX] = h;
 	vm->orphan_n++;
 }
 
@@ -321,11 +321,11 @@ struct conn *vsxb__conn_find(struct vsxb_vm *vm, uint32_t gport, uint64_t pcid,
 
 struct conn *vsxb__vm_conn(struct vsxb_vm *vm, uint64_t id)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	/* ids are unique in the router: the first match is the only one */
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
+		struct conn *c = vsxb_container_of(n, struct conn, node);
 
 		if (c->id == id)
 			return c->dead ? NULL : c;
@@ -336,10 +336,10 @@ struct conn *vsxb__vm_conn(struct vsxb_vm *vm, uint64_t id)
 bool vsxb__vm_listed(const struct vsxb_router *r, const struct vsxb_vm *vm,
 		     uint64_t serial)
 {
-	const struct eng_list *n;
+	const struct vsxb_list *n;
 
 	for (n = r->vms.next; n != &r->vms; n = n->next)
-		if (eng_container_of(n, struct vsxb_vm, node) == vm)
+		if (vsxb_container_of(n, struct vsxb_vm, node) == vm)
 			return vm->serial == serial;
 	return false;
 }
@@ -417,7 +417,7 @@ bool vsxb__conn_mem_ok(struct conn *c)
 
 	if (!r->lim.max_conn_memory || c->dead || c->q.mem <= r->lim.max_conn_memory)
 		return true;
-	eng_add(&r->st.reset_limit_memory, 1);
+	vsxb_add(&r->st.reset_limit_memory, 1);
 	vsxb__log(r, VSXB_LOG_WARNING, "vm %s: connection %llu: queue memory %zu above "
 		 "max-conn-memory (%llu): reset", c->vm->name, (unsigned long long)c->id,
 		 c->q.mem, (unsigned long long)r->lim.max_conn_memory);
@@ -432,7 +432,7 @@ bool vsxb__conn_rx_direct_ok(const struct conn *c)
 	const struct vsxb_vm *vm = c->vm;
 
 	return vm->live && !vm->broken && !vm->emitting && !vm->orphan_n &&
-	       eng_list_empty(&vm->pending);
+	       vsxb_list_empty(&vm->pending);
 }
 
 int vsxb__conn_enqueue(struct conn *holder, const struct iovec *iov, unsigned n,
@@ -458,20 +458,20 @@ struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 	if (vm->nconns >= vm->r->lim.max_conns_per_vm)
 		goto limit;
 	/* across shards: take the place, give it back when over */
-	if (eng_add(&vm->r->nconns, 1) > vm->r->lim.max_conns && vm->r->lim.max_conns) {
-		eng_add(&vm->r->nconns, -1);
+	if (vsxb_add(&vm->r->nconns, 1) > vm->r->lim.max_conns && vm->r->lim.max_conns) {
+		vsxb_add(&vm->r->nconns, -1);
 		goto limit;
 	}
 	c = calloc(1, off + ops->priv_size);
 	if (!c) {
-		eng_add(&vm->r->nconns, -1);
+		vsxb_add(&vm->r->nconns, -1);
 		return NULL;
 	}
-	c->id = eng_add(&vm->r->next_id, 1) - 1;
+	c->id = vsxb_add(&vm->r->next_id, 1) - 1;
 	c->ops = ops;
 	c->priv = ops->priv_size ? (char *)c + off : NULL;
 	c->vm = vm;
-	eng_list_init(&c->pnode);
+	vsxb_list_init(&c->pnode);
 	c->type = type;
 	c->state = VSXB_CONN_CONNECTING;
 	c->guest_port = guest_port;
@@ -482,7 +482,7 @@ struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 	c->last_fwd_sent = c->peer_fwd_cnt = vm->r->counter_base;
 	vsxb__txq_init(&c->q, type == VIRTIO_VSOCK_TYPE_SEQPACKET);
 	c->q.pool = &vm->pool;
-	eng_list_add_tail(&vm->conns, &c->node);
+	vsxb_list_add_tail(&vm->conns, &c->node);
 	vm->nconns++;
 	conn_hash_add(c);
 	return c;
@@ -575,7 +575,7 @@ void vsxb__conn_kill(struct conn *c)
 	vsxb__conn_ended(c);
 	c->dead = true;
 	vsxb__conn_unhash(c);
-	eng_list_del(&c->pnode);
+	vsxb_list_del(&c->pnode);
 	if (c->ops->release)
 		c->ops->release(c);
 	if (c->timer) {
@@ -588,7 +588,7 @@ void vsxb__conn_kill(struct conn *c)
 	c->ctrl = 0;
 	c->shut_pending = 0;
 	vm->nconns--;
-	eng_add(&vm->r->nconns, -1);
+	vsxb_add(&vm->r->nconns, -1);
 	vm->ndead++;
 	vsxb__vm_touch(vm);
 }
@@ -658,7 +658,7 @@ void vsxb__conn_shutdown(struct conn *c, unsigned flags)
 	if (c->dead || c->draining)
 		return;
 	flags &= ~c->host_shut;
-	c->shut_pending |= flags & ENG_SHUT_BOTH;
+	c->shut_pending |= flags & VSXB_SHUT_BOTH;
 	if (c->state == VSXB_CONN_ESTABLISHED)
 		c->state = VSXB_CONN_CLOSING;
 	if ((c->host_shut | c->shut_pending) == 3 && c->tkind != T_LINGER &&
@@ -680,7 +680,7 @@ void vsxb__conn_close(struct conn *c)
 	if (c->ops->close)
 		c->ops->close(c);
 	else
-		vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
+		vsxb__conn_shutdown(c, VSXB_SHUT_BOTH);
 }
 
 void vsxb__conn_gone(struct conn *c)
@@ -843,9 +843,9 @@ void vsxb__conn_schedule(struct conn *c)
 	if (c->dead || c->draining)
 		return;
 	vsxb__vm_touch(vm);
-	if (!eng_list_empty(&c->pnode))
+	if (!vsxb_list_empty(&c->pnode))
 		return;
-	if (eng_list_empty(&vm->pending) && !vm->orphan_n && !vm->emitting &&
+	if (vsxb_list_empty(&vm->pending) && !vm->orphan_n && !vm->emitting &&
 	    vm->live && !vm->broken) {
 		/* Nothing waits for the guest: straight into the RX queue. */
 		vm->direct = true;
@@ -854,24 +854,24 @@ void vsxb__conn_schedule(struct conn *c)
 		if (r == EMIT_DONE || c->dead)
 			return;
 	}
-	if (!c->dead && eng_list_empty(&c->pnode))
-		eng_list_add_tail(&vm->pending, &c->pnode);
+	if (!c->dead && vsxb_list_empty(&c->pnode))
+		vsxb_list_add_tail(&vm->pending, &c->pnode);
 }
 
 /* Serve the pending list while RX buffers last. */
 static void vm_rx_run(struct vsxb_vm *vm)
 {
-	unsigned budget = 4 * ENG_TX_BATCH;
+	unsigned budget = 4 * VSXB_TX_BATCH;
 	struct conn *c;
 	int r;
 
 	while (vm->orphan_n && vm->live && !vm->broken) {
 		if (!rx_send_hdr(vm, &vm->orphan[vm->orphan_head]))
 			return;
-		vm->orphan_head = (vm->orphan_head + 1) % ENG_ORPHAN_MAX;
+		vm->orphan_head = (vm->orphan_head + 1) % VSXB_ORPHAN_MAX;
 		vm->orphan_n--;
 	}
-	while (!eng_list_empty(&vm->pending) && vm->live && !vm->broken) {
+	while (!vsxb_list_empty(&vm->pending) && vm->live && !vm->broken) {
 		if (!budget--) {
 			/* Let other VMs and the TX side run; come back soon. */
 			vm->rx_more = true;
@@ -879,20 +879,20 @@ static void vm_rx_run(struct vsxb_vm *vm)
 				vm->sh->loop->timer_arm(vm->resume, 0);
 			return;
 		}
-		c = eng_container_of(vm->pending.next, struct conn, pnode);
+		c = vsxb_container_of(vm->pending.next, struct conn, pnode);
 		/* Unlinked while it emits: whatever it schedules for itself
 		 * meanwhile (a CREDIT_REQUEST, an RST) links it again. */
-		eng_list_del(&c->pnode);
+		vsxb_list_del(&c->pnode);
 		r = conn_emit(c);
 		if (c->dead)
 			continue;
 		if (r == EMIT_NOBUF) {
-			if (eng_list_empty(&c->pnode))
-				eng_list_add_head(&vm->pending, &c->pnode);
+			if (vsxb_list_empty(&c->pnode))
+				vsxb_list_add_head(&vm->pending, &c->pnode);
 			return;
 		}
-		if (r == EMIT_MORE && eng_list_empty(&c->pnode))
-			eng_list_add_tail(&vm->pending, &c->pnode);
+		if (r == EMIT_MORE && vsxb_list_empty(&c->pnode))
+			vsxb_list_add_tail(&vm->pending, &c->pnode);
 	}
 }
 
@@ -900,7 +900,7 @@ static void vm_rx_run(struct vsxb_vm *vm)
 
 /*
  * Spare queue chunks (txbuf.c): while the VM runs, a timer sweeps the pool
- * every ENG_POOL_SWEEP_MS and frees it once it went unused for a whole
+ * every VSXB_POOL_SWEEP_MS and frees it once it went unused for a whole
  * period, then gives memory back to the system (malloc_trim) when queues
  * freed enough since the last time: bounded, and only after a quiet
  * period, never per packet. A stopped VM's pool is freed at once.
@@ -913,7 +913,7 @@ static void pool_timer_cb(void *arg)
 	if (vsxb__txq_pool_sweep(&vm->pool))
 		malloc_trim(0);
 	if (vm->pool.n || vm->pool.freed) {
-		vm->sh->loop->timer_arm(vm->ptimer, ENG_POOL_SWEEP_MS);
+		vm->sh->loop->timer_arm(vm->ptimer, VSXB_POOL_SWEEP_MS);
 		vm->ptimer_armed = true;
 	}
 }
@@ -923,7 +923,7 @@ static void pool_tend(struct vsxb_vm *vm)
 	const struct vsx_loop *l = vm->sh->loop;
 
 	if (!vm->live) {
-		if (vm->pool.n || vm->pool.freed >= ENG_TRIM_MIN) {
+		if (vm->pool.n || vm->pool.freed >= VSXB_TRIM_MIN) {
 			vsxb__txq_pool_drain(&vm->pool);
 			malloc_trim(0);
 		}
@@ -938,7 +938,7 @@ static void pool_tend(struct vsxb_vm *vm)
 	if (!vm->ptimer)
 		vm->ptimer = l->timer(l->ctx, pool_timer_cb, vm);
 	if (vm->ptimer) {
-		l->timer_arm(vm->ptimer, ENG_POOL_SWEEP_MS);
+		l->timer_arm(vm->ptimer, VSXB_POOL_SWEEP_MS);
 		vm->ptimer_armed = true;
 	}
 }
@@ -946,7 +946,7 @@ static void pool_tend(struct vsxb_vm *vm)
 /* End of a round for @vm (router.c calls it for every touched VM). */
 void vsxb__vm_round(struct vsxb_vm *vm)
 {
-	struct eng_list *n, *next;
+	struct vsxb_list *n, *next;
 
 	/* A SIGBUS in this VM's memory was absorbed (vhost-user/memguard.h):
 	 * what it read since are zeros; the device goes, the others stay. */
@@ -964,12 +964,12 @@ void vsxb__vm_round(struct vsxb_vm *vm)
 	if (!vm->ndead)
 		return;
 	for (n = vm->conns.next; n != &vm->conns; n = next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
+		struct conn *c = vsxb_container_of(n, struct conn, node);
 
 		next = n->next;
 		if (!c->dead)
 			continue;
-		eng_list_del(&c->node);
+		vsxb_list_del(&c->node);
 		free(c);
 	}
 	vm->ndead = 0;
@@ -980,7 +980,7 @@ void vsxb__vm_touch(struct vsxb_vm *vm)
 	if (vm->dirty)
 		return;
 	vm->dirty = true;
-	eng_list_add_tail(&vm->sh->dirty, &vm->dnode);
+	vsxb_list_add_tail(&vm->sh->dirty, &vm->dnode);
 }
 
 void vsxb__round(struct vsxb_shard *sh)
@@ -990,10 +990,10 @@ void vsxb__round(struct vsxb_shard *sh)
 	if (sh->in_round)
 		return;
 	sh->in_round = 1;
-	while (!eng_list_empty(&sh->dirty) && guard++ < 10000) {
-		struct vsxb_vm *vm = eng_container_of(sh->dirty.next, struct vsxb_vm, dnode);
+	while (!vsxb_list_empty(&sh->dirty) && guard++ < 10000) {
+		struct vsxb_vm *vm = vsxb_container_of(sh->dirty.next, struct vsxb_vm, dnode);
 
-		eng_list_del(&vm->dnode);
+		vsxb_list_del(&vm->dnode);
 		vm->dirty = false;
 		vsxb__vm_round(vm);
 	}
@@ -1002,20 +1002,20 @@ void vsxb__round(struct vsxb_shard *sh)
 
 void vsxb__round_all(struct vsxb_router *r)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	for (n = r->shards.next; n != &r->shards; n = n->next)
-		vsxb__round(eng_container_of(n, struct vsxb_shard, node));
+		vsxb__round(vsxb_container_of(n, struct vsxb_shard, node));
 }
 
 /* ---- Device-wide ---- */
 
 void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
+		struct conn *c = vsxb_container_of(n, struct conn, node);
 
 		if (!c->dead) {
 			vsxb__conn_why(c, VSXB_REASON_VM_GONE, 0);
@@ -1037,10 +1037,10 @@ void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest)
 void vsxb__vm_timers_hold(struct vsxb_vm *vm)
 {
 	const struct vsx_loop *l = vm->sh->loop;
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
+		struct conn *c = vsxb_container_of(n, struct conn, node);
 
 		if (!c->dead && c->timer && guest_timer(c->tkind)) {
 			l->timer_disarm(c->timer);
@@ -1051,10 +1051,10 @@ void vsxb__vm_timers_hold(struct vsxb_vm *vm)
 
 void vsxb__vm_timers_release(struct vsxb_vm *vm)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
+		struct conn *c = vsxb_container_of(n, struct conn, node);
 
 		if (!c->dead && c->theld)
 			vsxb__conn_timer(c, c->tkind, timer_ms(vm->r, c->tkind));

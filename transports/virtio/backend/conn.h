@@ -1,12 +1,12 @@
 /*
  * The backend's connection API (conn.c, conn_events.c): what the peers,
  * the device and the router call. It calls nothing above it; the peers
- * only through their tables (struct vsxb_peer_ops, engine.h).
+ * only through their tables (struct vsxb_peer_ops, backend-int.h).
  */
 #ifndef VSXB_CONN_H
 #define VSXB_CONN_H
 
-#include "engine.h"
+#include "backend-int.h"
 
 /* conn_events.c: logging, connection events, refusals, limits */
 void vsxb__log(struct vsxb_router *r, int prio, const char *fmt, ...)

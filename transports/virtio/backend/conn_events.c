@@ -139,23 +139,23 @@ static const char *conn_origin(const struct conn *c)
 	return c->ops->name;
 }
 
-/* The rate limit for logging refusals: a burst, then one per ENG_REFUSE_MS. */
+/* The rate limit for logging refusals: a burst, then one per VSXB_REFUSE_MS. */
 static void refuse_rate(struct vsxb_vm *vm, struct vsxb_conn_event *ev)
 {
 	uint64_t now = mono_ms();
 
-	if (!vm->refuse_ms || now - vm->refuse_ms >= (uint64_t)ENG_REFUSE_MS *
-						      ENG_REFUSE_BURST) {
-		vm->refuse_tokens = ENG_REFUSE_BURST;
+	if (!vm->refuse_ms || now - vm->refuse_ms >= (uint64_t)VSXB_REFUSE_MS *
+						      VSXB_REFUSE_BURST) {
+		vm->refuse_tokens = VSXB_REFUSE_BURST;
 		vm->refuse_ms = now;
 	} else {
-		uint64_t add = (now - vm->refuse_ms) / ENG_REFUSE_MS;
+		uint64_t add = (now - vm->refuse_ms) / VSXB_REFUSE_MS;
 
 		if (add) {
 			vm->refuse_tokens += (unsigned)add;
-			if (vm->refuse_tokens > ENG_REFUSE_BURST)
-				vm->refuse_tokens = ENG_REFUSE_BURST;
-			vm->refuse_ms += add * ENG_REFUSE_MS;
+			if (vm->refuse_tokens > VSXB_REFUSE_BURST)
+				vm->refuse_tokens = VSXB_REFUSE_BURST;
+			vm->refuse_ms += add * VSXB_REFUSE_MS;
 		}
 	}
 	if (!vm->refuse_tokens) {
@@ -176,7 +176,7 @@ static void count_event(struct vsxb_vm *vm, int type, int why)
 
 	switch (type) {
 	case VSXB_CONN_EV_OPEN:
-		eng_add(&r->st.opened, 1);
+		vsxb_add(&r->st.opened, 1);
 		vm->ct.opened++;
 		break;
 	case VSXB_CONN_EV_CLOSE:
@@ -186,7 +186,7 @@ static void count_event(struct vsxb_vm *vm, int type, int why)
 		vm->ct.reset[i]++;
 		break;
 	case VSXB_CONN_EV_REFUSE:
-		eng_add(&r->st.refused, 1);
+		vsxb_add(&r->st.refused, 1);
 		vm->ct.refused[i]++;
 		break;
 	}
@@ -257,13 +257,13 @@ int vsxb__conn_limit(struct vsxb_vm *vm, unsigned n)
 	struct vsxb_router *r = vm->r;
 
 	if (vm->nconns + n > r->lim.max_conns_per_vm) {
-		eng_add(&r->st.refused_limit_vm, 1);
+		vsxb_add(&r->st.refused_limit_vm, 1);
 		vsxb__log(r, VSXB_LOG_DEBUG, "vm %s: connection refused: max-conns-per-vm "
 			 "(%u) reached", vm->name, r->lim.max_conns_per_vm);
 		return VSXB_LIMIT_VM_CONNS;
 	}
-	if (r->lim.max_conns && eng_load(&r->nconns) + n > r->lim.max_conns) {
-		eng_add(&r->st.refused_limit_conns, 1);
+	if (r->lim.max_conns && vsxb_load(&r->nconns) + n > r->lim.max_conns) {
+		vsxb_add(&r->st.refused_limit_conns, 1);
 		vsxb__log(r, VSXB_LOG_DEBUG, "vm %s: connection refused: max-conns (%u) "
 			 "reached", vm->name, r->lim.max_conns);
 		return VSXB_LIMIT_CONNS;

@@ -139,7 +139,7 @@ static void tx_rst(struct conn *c)
 
 static void tx_shutdown(struct conn *c, uint32_t flags)
 {
-	flags &= ENG_SHUT_BOTH;
+	flags &= VSXB_SHUT_BOTH;
 	if (c->state == VSXB_CONN_CONNECTING) {
 		vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
 		vsxb__conn_reset(c, false);
@@ -177,7 +177,7 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsx_vq_elem *e)
 			  "the most so far", vm->name, e->out_num, e->out_len);
 	}
 	vsx_iov_to_buf(e->iov, e->out_num, 0, &h, HDR_LEN);
-	eng_hdr_swap(&h);
+	vsxb_hdr_swap(&h);
 	if (h.src_cid != vm->cid) {
 		vm->st.dropped++;
 		vsxb__vm_warn(vm, "packet from CID %llu, not the guest's: dropped",
@@ -259,13 +259,13 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsx_vq_elem *e)
 
 static void vm_tx_run(struct vsxb_vm *vm)
 {
-	unsigned budget = ENG_TX_BUDGET, n, i;
+	unsigned budget = VSXB_TX_BUDGET, n, i;
 	int rc;
 
 	vm->tx_more = false;
 	while (vm->live && !vm->paused && !vm->broken) {
 		vsx_vq_set_notify(vm->txq, false);
-		for (n = 0; n < ENG_TX_BATCH; n++) {
+		for (n = 0; n < VSXB_TX_BATCH; n++) {
 			rc = vsx_vq_pop(vm->txq, &vm->txe[n]);
 			if (rc < 0) {
 				vsxb__vm_broken(vm, "TX queue: invalid descriptor chain");
@@ -286,7 +286,7 @@ static void vm_tx_run(struct vsxb_vm *vm)
 			vm->st.tx_rounds++;
 		}
 		budget -= n < budget ? n : budget;
-		if (n < ENG_TX_BATCH) {
+		if (n < VSXB_TX_BATCH) {
 			/* the loop polls the ring (vsxb_router_poll): no kick */
 			if (vm->sh->polling)
 				return;
@@ -330,11 +330,11 @@ bool vsxb_router_poll_loop(struct vsxb_router *r, const struct vsx_loop *loop,
 			   bool sleeping)
 {
 	struct vsxb_shard *sh = loop ? NULL : r->home;
-	struct eng_list *n;
+	struct vsxb_list *n;
 	bool found = false;
 
 	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
+		struct vsxb_vm *vm = vsxb_container_of(n, struct vsxb_vm, node);
 
 		if (sh ? vm->sh != sh : vm->sh->loop != loop)
 			continue;
@@ -356,11 +356,11 @@ bool vsxb_router_poll(struct vsxb_router *r, bool sleeping)
 
 /*
  * Once per process, when a device first starts: malloc keeps freed memory
- * at the top of its heap (up to ENG_TRIM_THRESHOLD) instead of handing it
+ * at the top of its heap (up to VSXB_TRIM_THRESHOLD) instead of handing it
  * back at every free, which cost a brk and fresh page faults per queue
  * fill-and-drain cycle; the sweep gives it back (malloc_trim) after a quiet
  * period. This also fixes the mmap threshold, so malloc's dynamic
- * threshold no longer moves: queue chunks (at most ENG_CHUNK_MAX) stay
+ * threshold no longer moves: queue chunks (at most VSXB_CHUNK_MAX) stay
  * below it whatever was freed before.
  */
 static void malloc_tune(void)
@@ -369,8 +369,8 @@ static void malloc_tune(void)
 
 	if (__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED))
 		return;
-	mallopt(M_MMAP_THRESHOLD, ENG_MMAP_THRESHOLD);
-	mallopt(M_TRIM_THRESHOLD, ENG_TRIM_THRESHOLD);
+	mallopt(M_MMAP_THRESHOLD, VSXB_MMAP_THRESHOLD);
+	mallopt(M_TRIM_THRESHOLD, VSXB_TRIM_THRESHOLD);
 }
 
 static int op_get_config(void *dev, uint32_t off, void *buf, uint32_t len)
@@ -384,7 +384,7 @@ static int op_get_config(void *dev, uint32_t off, void *buf, uint32_t len)
 	memcpy(cfg, &cid, sizeof(cfg));
 	memset(buf, 0, len);
 	if (off < sizeof(cfg))
-		memcpy(buf, cfg + off, eng_u32min(len, (uint32_t)sizeof(cfg) - off));
+		memcpy(buf, cfg + off, vsxb_u32min(len, (uint32_t)sizeof(cfg) - off));
 	return 0;
 }
 
@@ -481,7 +481,7 @@ static void op_start(void *dev, enum vsx_vu_start how)
 	vm->seqpacket = features & (1ull << VIRTIO_VSOCK_F_SEQPACKET);
 	vm->live = true;
 	vm->broken = false;
-	vm->log_budget = ENG_LOG_BUDGET;
+	vm->log_budget = VSXB_LOG_BUDGET;
 	vm->orphan_n = 0;
 	vm->orphan_head = 0;
 	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device started (cid %llu%s)", vm->name,

@@ -7,7 +7,7 @@
  * socket without a reply). The line is consumed exactly (peek, then read
  * up to the newline), so bytes the program sends right behind it stay in
  * the socket for the guest; the socket then goes to the host peer
- * (vsxb__host_hybrid), which asks the guest. At most ENG_MAX_HANDSHAKES
+ * (vsxb__host_hybrid), which asks the guest. At most VSXB_MAX_HANDSHAKES
  * clients may be sending their line at once. The listener survives
  * running out of descriptors as every listener of vsx does
  * (vhost-user/acceptor.h: it backs off, its connections wait in the
@@ -25,7 +25,7 @@
 #include "vhost-user/acceptor.h"
 
 struct hs {
-	struct eng_list node;        /* vm->handshakes */
+	struct vsxb_list node;        /* vm->handshakes */
 	struct vsxb_vm *vm;
 	int fd;
 	struct vsx_watch *w;
@@ -49,12 +49,12 @@ static void hs_free(struct hs *h)
 		l->timer_free(h->t);
 	if (h->fd >= 0)
 		close(h->fd);
-	eng_list_del(&h->node);
+	vsxb_list_del(&h->node);
 	h->vm->nhandshakes--;
 	free(h);
 }
 
-/* "CONNECT <decimal port>\n", nothing else (engine.h). */
+/* "CONNECT <decimal port>\n", nothing else (backend-int.h). */
 int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port)
 {
 	uint64_t v;
@@ -150,7 +150,7 @@ static void hs_new(struct vsxb_vm *vm, int fd)
 	}
 	h->vm = vm;
 	h->fd = fd;
-	eng_list_add_tail(&vm->handshakes, &h->node);
+	vsxb_list_add_tail(&vm->handshakes, &h->node);
 	vm->nhandshakes++;
 	h->w = l->watch(l->ctx, fd, VSX_EV_READ, hs_cb, h);
 	h->t = l->timer(l->ctx, hs_timeout, h);
@@ -167,7 +167,7 @@ static void accept_cb(void *arg, int fd, const struct sockaddr *sa, socklen_t le
 
 	(void)sa;
 	(void)len;
-	if (vm->nhandshakes >= ENG_MAX_HANDSHAKES || !vm->live || vm->broken) {
+	if (vm->nhandshakes >= VSXB_MAX_HANDSHAKES || !vm->live || vm->broken) {
 		close(fd);
 		return;
 	}
@@ -201,8 +201,8 @@ int vsxb__host_listen(struct vsxb_vm *vm)
 
 void vsxb__host_unlisten(struct vsxb_vm *vm)
 {
-	while (!eng_list_empty(&vm->handshakes))
-		hs_free(eng_container_of(vm->handshakes.next, struct hs, node));
+	while (!vsxb_list_empty(&vm->handshakes))
+		hs_free(vsxb_container_of(vm->handshakes.next, struct hs, node));
 	vsx_acceptor_free(vm->acc);
 	vm->acc = NULL;
 	if (vm->lfd >= 0) {

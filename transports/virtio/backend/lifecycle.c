@@ -37,8 +37,8 @@ int vsxb_router_new(const struct vsx_loop *loop, vsxb_log_fn log, void *log_arg,
 	r->loop = loop;
 	r->log = log;
 	r->log_arg = log_arg;
-	eng_list_init(&r->vms);
-	eng_list_init(&r->ports);
+	vsxb_list_init(&r->vms);
+	vsxb_list_init(&r->ports);
 	r->next_id = 1;
 	vsxb__limits_defaults(&r->lim);
 	if (vsxb__shards_init(r) < 0) {
@@ -53,10 +53,10 @@ void vsxb_router_free(struct vsxb_router *r)
 {
 	if (!r)
 		return;
-	while (!eng_list_empty(&r->vms))
-		vsxb_vm_free(eng_container_of(r->vms.next, struct vsxb_vm, node));
-	while (!eng_list_empty(&r->ports))
-		vsxb_port_free(eng_container_of(r->ports.next, struct vsxb_port, node));
+	while (!vsxb_list_empty(&r->vms))
+		vsxb_vm_free(vsxb_container_of(r->vms.next, struct vsxb_vm, node));
+	while (!vsxb_list_empty(&r->ports))
+		vsxb_port_free(vsxb_container_of(r->ports.next, struct vsxb_port, node));
 	vsxb__shards_free(r);
 	free(r);
 }
@@ -178,12 +178,12 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 	vm->buf_default = cfg->tx_buffer_size ? cfg->tx_buffer_size
 					      : VSXB_DEFAULT_BUF_ALLOC;
 	vm->queue_size = cfg->queue_size ? cfg->queue_size : VSXB_DEFAULT_QUEUE_SIZE;
-	vm->next_host_port = ENG_HOST_PORT_FIRST;
-	eng_list_init(&vm->node);
-	eng_list_init(&vm->dnode);
-	eng_list_init(&vm->conns);
-	eng_list_init(&vm->pending);
-	eng_list_init(&vm->handshakes);
+	vm->next_host_port = VSXB_HOST_PORT_FIRST;
+	vsxb_list_init(&vm->node);
+	vsxb_list_init(&vm->dnode);
+	vsxb_list_init(&vm->conns);
+	vsxb_list_init(&vm->pending);
+	vsxb_list_init(&vm->handshakes);
 	vm->name = strdup(cfg->name ? cfg->name : name);
 	vm->socket_path = strdup(cfg->socket_path);
 	vm->uds_path = cfg->uds_path ? strdup(cfg->uds_path) : NULL;
@@ -194,11 +194,11 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 	vm->forward_connect = cfg->forward_connect ? cfg->forward_connect
 						   : vsxb__vsock_connect;
 	vm->forward_arg = cfg->forward_arg;
-	vm->txe = calloc(ENG_TX_BATCH, sizeof(*vm->txe));
-	vm->rxe = calloc(ENG_RX_BATCH, sizeof(*vm->rxe));
-	vm->iov = calloc(ENG_IOV_MAX, sizeof(*vm->iov));
-	vm->riov = calloc(ENG_IOV_MAX, sizeof(*vm->riov));
-	vm->fiov = calloc(ENG_IOV_MAX, sizeof(*vm->fiov));
+	vm->txe = calloc(VSXB_TX_BATCH, sizeof(*vm->txe));
+	vm->rxe = calloc(VSXB_RX_BATCH, sizeof(*vm->rxe));
+	vm->iov = calloc(VSXB_IOV_MAX, sizeof(*vm->iov));
+	vm->riov = calloc(VSXB_IOV_MAX, sizeof(*vm->riov));
+	vm->fiov = calloc(VSXB_IOV_MAX, sizeof(*vm->fiov));
 	rc = -ENOMEM;
 	if (!vm->name || !vm->socket_path || (cfg->uds_path && !vm->uds_path) ||
 	    !vm->txe || !vm->rxe || !vm->iov || !vm->riov || !vm->fiov)
@@ -232,7 +232,7 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 		vsx_vu_free(vm->vu);
 		goto err_listen;
 	}
-	eng_list_add_tail(&r->vms, &vm->node);
+	vsxb_list_add_tail(&r->vms, &vm->node);
 	*out = vm;
 	return 0;
 
@@ -272,7 +272,7 @@ int vsxb_vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 static void vm_free(struct vsxb_vm *vm)
 {
 	struct vsxb_shard *sh = vm->sh;
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	/* RSTs to a live guest while its queues are still ours. */
 	vsxb__vm_drop_all(vm, true);
@@ -280,7 +280,7 @@ static void vm_free(struct vsxb_vm *vm)
 	vsxb__round(sh);
 	vm->freeing = true;
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
+		struct conn *c = vsxb_container_of(n, struct conn, node);
 
 		if (!c->dead)
 			vsxb__conn_reset(c, true);
@@ -295,16 +295,16 @@ static void vm_free(struct vsxb_vm *vm)
 	vm->live = false;
 	/* Whatever stop touched is done; nothing may refer to @vm now. */
 	if (vm->dirty) {
-		eng_list_del(&vm->dnode);
+		vsxb_list_del(&vm->dnode);
 		vm->dirty = false;
 	}
 	vsxb__vm_round(vm);
 	if (vm->dirty) {
-		eng_list_del(&vm->dnode);
+		vsxb_list_del(&vm->dnode);
 		vm->dirty = false;
 	}
 	sh->loop->timer_free(vm->resume);
-	eng_list_del(&vm->node);
+	vsxb_list_del(&vm->node);
 	sh->nvms--;
 	vm_release(vm);
 	vsxb__round(sh); /* siblings (same shard) told of the resets */

@@ -14,7 +14,7 @@
 
 /* Handlers of host ports (backend.h: vsxb_router_listen_port). */
 struct vsxb_port {
-	struct eng_list node;        /* r->ports */
+	struct vsxb_list node;        /* r->ports */
 	struct vsxb_router *r;
 	char vm[VSXB_NAME_LEN];
 	uint32_t port;
@@ -48,7 +48,7 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port);
 /* hybrid.c: the VM's uds_path listener and CONNECT handshakes. */
 int vsxb__host_listen(struct vsxb_vm *vm);
 void vsxb__host_unlisten(struct vsxb_vm *vm);
-/* (vsxb__host_parse_connect, the CONNECT line's parser: engine.h) */
+/* (vsxb__host_parse_connect, the CONNECT line's parser: backend-int.h) */
 
 /* peer_xsib.c: a REQUEST to a sibling VM that another thread serves. */
 void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,

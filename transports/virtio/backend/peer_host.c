@@ -12,7 +12,7 @@
  * program that gives up while the guest has not answered (its socket
  * reads EOF) ends the connection at once: the guest gets RST, nothing
  * waits for the timeout. Host ports come from a per-VM counter starting
- * at ENG_HOST_PORT_FIRST, skipping ports a connection to the same guest
+ * at VSXB_HOST_PORT_FIRST, skipping ports a connection to the same guest
  * port still uses (after a wrap, any port a connection uses).
  *
  * Guest -> host connections: a REQUEST to CID 2 port P connects
@@ -287,7 +287,7 @@ static void host_flush(struct conn *c)
 			m = vsxb__txq_msg_len(&c->q);
 			if (!m)
 				break;
-			n = vsxb__txq_peek(&c->q, vm->fiov, ENG_IOV_MAX, &niov, m, &fl);
+			n = vsxb__txq_peek(&c->q, vm->fiov, VSXB_IOV_MAX, &niov, m, &fl);
 			if (n < m) {
 				vsxb__vm_warn(vm, "connection %llu: message in too many "
 					     "pieces", (unsigned long long)c->id);
@@ -302,7 +302,7 @@ static void host_flush(struct conn *c)
 		} else {
 			struct iovec *fiov = vm->fiov;
 
-			n = vsxb__txq_peek(&c->q, fiov, ENG_IOV_MAX, &niov, SIZE_MAX, &fl);
+			n = vsxb__txq_peek(&c->q, fiov, VSXB_IOV_MAX, &niov, SIZE_MAX, &fl);
 			w = (ssize_t)host_send(c, &fiov, &niov, n);
 			if (c->dead || hp(c)->wr_dead || w <= 0)
 				break;
@@ -408,7 +408,7 @@ void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t
 		vsxb__conn_credit_check(c);
 		return;
 	}
-	if (vm->batch && (vm->batch != c || vm->batch_niov + n > ENG_IOV_MAX))
+	if (vm->batch && (vm->batch != c || vm->batch_niov + n > VSXB_IOV_MAX))
 		vsxb__batch_flush(vm);
 	if (c->dead)
 		return;
@@ -446,7 +446,7 @@ static void host_guest_shut(struct conn *c)
 static void host_drain(struct conn *c)
 {
 	vsxb__conn_unhash(c);
-	eng_list_del(&c->pnode);
+	vsxb_list_del(&c->pnode);
 	c->draining = true;
 	c->state = VSXB_CONN_CLOSING;
 	c->ctrl = 0;
@@ -473,7 +473,7 @@ static void host_eof(struct conn *c)
 		c->fwd_cnt += (uint32_t)c->q.bytes;
 		vsxb__txq_clear(&c->q);
 		vsxb__host_close(c);
-		vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
+		vsxb__conn_shutdown(c, VSXB_SHUT_BOTH);
 		return;
 	}
 	vsxb__conn_why(c, VSXB_REASON_HOST_EOF, 0);
@@ -492,7 +492,7 @@ static int rx_gather(struct vsxb_vm *vm, size_t want, uint32_t *cap, unsigned *n
 
 	*niov = 0;
 	*have = 0;
-	while (*have < want && n < ENG_RX_BATCH && *niov < ENG_IOV_MAX) {
+	while (*have < want && n < VSXB_RX_BATCH && *niov < VSXB_IOV_MAX) {
 		struct vsx_vq_elem *e = &vm->rxe[n];
 		size_t room;
 		unsigned k;
@@ -507,7 +507,7 @@ static int rx_gather(struct vsxb_vm *vm, size_t want, uint32_t *cap, unsigned *n
 			room = VSOCK_MAX_PKT_PAYLOAD; /* a packet's limit, whatever the buffer */
 		if (room > want - *have)
 			room = want - *have;
-		k = vsx_iov_slice(vm->riov + *niov, ENG_IOV_MAX - *niov,
+		k = vsx_iov_slice(vm->riov + *niov, VSXB_IOV_MAX - *niov,
 				  e->iov + e->out_num, e->in_num, HDR_LEN, room);
 		cap[n] = (uint32_t)vsx_iov_size(vm->riov + *niov, k);
 		*niov += k;
@@ -554,7 +554,7 @@ static int host_read_error(struct conn *c, int err)
 static int host_emit_seq(struct conn *c, uint32_t credit)
 {
 	struct vsxb_vm *vm = c->vm;
-	uint32_t cap[ENG_RX_BATCH];
+	uint32_t cap[VSXB_RX_BATCH];
 	struct msghdr mh = { 0 };
 	unsigned niov;
 	size_t have;
@@ -598,7 +598,7 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 	if (n < 0)
 		return EMIT_NOBUF;
 	if (have < (size_t)m) {
-		bool never = n == ENG_RX_BATCH || niov >= ENG_IOV_MAX ||
+		bool never = n == VSXB_RX_BATCH || niov >= VSXB_IOV_MAX ||
 			     (unsigned)n >= vm->rxq->num;
 
 		if (n)
@@ -633,7 +633,7 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 int vsxb__host_emit(struct conn *c)
 {
 	struct vsxb_vm *vm = c->vm;
-	uint32_t cap[ENG_RX_BATCH], credit;
+	uint32_t cap[VSXB_RX_BATCH], credit;
 	unsigned niov;
 	size_t want, have;
 	ssize_t r;
@@ -652,7 +652,7 @@ int vsxb__host_emit(struct conn *c)
 	/* More than one packet's worth per read: a host program writing 64 KiB
 	 * at a time is then emptied by one readv (a short read), not one full
 	 * read and one more that finds nothing. */
-	want = credit < ENG_RX_READ ? credit : ENG_RX_READ;
+	want = credit < VSXB_RX_READ ? credit : VSXB_RX_READ;
 	n = rx_gather(vm, want, cap, &niov, &have);
 	if (n <= 0)
 		return EMIT_NOBUF;
@@ -834,7 +834,7 @@ void vsxb__host_guest_shutdown(struct conn *c, unsigned flags)
 	(void)flags;
 	host_guest_shut(c);
 	/* The guest is done: RST (as Linux answers), the host side drains. */
-	if (c->guest_shut == ENG_SHUT_BOTH)
+	if (c->guest_shut == VSXB_SHUT_BOTH)
 		vsxb__conn_answer_rst(c);
 }
 
@@ -982,14 +982,14 @@ refuse:
 
 static bool host_port_used(struct vsxb_vm *vm, uint32_t gport, uint32_t p)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	if (vsxb__conn_find(vm, gport, VSOCK_CID_HOST, p))
 		return true;
 	if (!vm->host_port_wrapped)
 		return false;
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
+		struct conn *c = vsxb_container_of(n, struct conn, node);
 
 		if (!c->dead && c->peer_cid == VSOCK_CID_HOST && c->peer_port == p)
 			return true;
@@ -1004,11 +1004,11 @@ static uint32_t host_port_alloc(struct vsxb_vm *vm, uint32_t gport)
 	for (;;) {
 		p = vm->next_host_port++;
 		if (vm->next_host_port >= UINT32_MAX ||
-		    vm->next_host_port < ENG_HOST_PORT_FIRST) {
-			vm->next_host_port = ENG_HOST_PORT_FIRST;
+		    vm->next_host_port < VSXB_HOST_PORT_FIRST) {
+			vm->next_host_port = VSXB_HOST_PORT_FIRST;
 			vm->host_port_wrapped = true;
 		}
-		if (p >= ENG_HOST_PORT_FIRST && !host_port_used(vm, gport, p))
+		if (p >= VSXB_HOST_PORT_FIRST && !host_port_used(vm, gport, p))
 			return p; /* at most VSXB_DEFAULT_MAX_CONNS_PER_VM ports are in use */
 	}
 }

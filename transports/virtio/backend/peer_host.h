@@ -38,7 +38,7 @@ int vsxb__host_attach(struct conn *c, int fd);
  * ESTABLISHED, OPEN reported, RESPONSE to the guest, the socket watched. */
 void vsxb__host_accept(struct conn *c);
 
-/* The hooks (struct vsxb_peer_ops, engine.h) of every table over a socket */
+/* The hooks (struct vsxb_peer_ops, backend-int.h) of every table over a socket */
 /* Guest payload for the socket, gathered in the VM's TX batch. */
 void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
 		   unsigned flags);

@@ -36,7 +36,7 @@ void vsxb__sib_keep_bounds(struct conn *c);
  * caller resets a half). */
 int vsxb__sib_deliver(struct conn *b, const struct iovec *iov, unsigned n,
 		      uint32_t len, unsigned flags, size_t room, bool msg_open);
-/* The hooks of the receiving half (struct vsxb_peer_ops, engine.h) */
+/* The hooks of the receiving half (struct vsxb_peer_ops, backend-int.h) */
 int vsxb__sib_emit(struct conn *b);
 bool vsxb__sib_pending(const struct conn *c);
 

@@ -81,8 +81,8 @@ void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 	}
 	/* two connections: one in each VM */
 	lim = vsxb__conn_limit(to, 1);
-	if (!lim && r->lim.max_conns && eng_load(&r->nconns) + 2 > r->lim.max_conns) {
-		eng_add(&r->st.refused_limit_conns, 1);
+	if (!lim && r->lim.max_conns && vsxb_load(&r->nconns) + 2 > r->lim.max_conns) {
+		vsxb_add(&r->st.refused_limit_conns, 1);
 		lim = VSXB_LIMIT_CONNS;
 	}
 	if (lim) {
@@ -291,7 +291,7 @@ int vsxb__sib_emit(struct conn *b)
 		room = e->in_len - HDR_LEN;
 		if (room > credit)
 			room = credit;
-		k = vsxb__txq_peek(&b->q, vm->fiov, ENG_IOV_MAX, &niov, room, &fl);
+		k = vsxb__txq_peek(&b->q, vm->fiov, VSXB_IOV_MAX, &niov, room, &fl);
 		if (b->type == VIRTIO_VSOCK_TYPE_STREAM)
 			fl = 0; /* a packet's end, not a message's */
 		for (i = 0, doff = HDR_LEN; i < niov; i++) {
@@ -350,16 +350,16 @@ static void sib_window(const struct conn *c, uint32_t *fwd, uint32_t *buf)
 	const struct conn *p = sp(c)->other;
 
 	*fwd = p ? p->peer_fwd_cnt : c->last_fwd_sent;
-	*buf = p ? eng_u32min(p->peer_buf_alloc, c->buf_alloc) : c->last_buf_sent;
+	*buf = p ? vsxb_u32min(p->peer_buf_alloc, c->buf_alloc) : c->last_buf_sent;
 }
 
 static void sib_close(struct conn *c)
 {
 	struct conn *p = sp(c)->other;
 
-	vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
+	vsxb__conn_shutdown(c, VSXB_SHUT_BOTH);
 	if (p)
-		vsxb__conn_shutdown(p, ENG_SHUT_BOTH);
+		vsxb__conn_shutdown(p, VSXB_SHUT_BOTH);
 }
 
 static void sib_reset(struct conn *c)

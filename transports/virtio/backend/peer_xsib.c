@@ -392,7 +392,7 @@ static void xsib_apply(struct xsib_link *l, unsigned s, struct xrec *rec)
 		vsxb__conn_ctrl(c, C_CREDIT_REQUEST);
 		break;
 	case XR_CLOSE:
-		vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
+		vsxb__conn_shutdown(c, VSXB_SHUT_BOTH);
 		break;
 	case XR_RST:
 		xp(c)->detached = true;
@@ -532,12 +532,12 @@ static void xsib_window(const struct conn *c, uint32_t *fwd, uint32_t *buf)
 	bool known = x->xknown && !x->detached;
 
 	*fwd = known ? x->xfwd : c->last_fwd_sent;
-	*buf = known ? eng_u32min(x->xbuf, c->buf_alloc) : c->last_buf_sent;
+	*buf = known ? vsxb_u32min(x->xbuf, c->buf_alloc) : c->last_buf_sent;
 }
 
 static void xsib_close(struct conn *c)
 {
-	vsxb__conn_shutdown(c, ENG_SHUT_BOTH);
+	vsxb__conn_shutdown(c, VSXB_SHUT_BOTH);
 	xsib_send_op(c, XR_CLOSE, 0);
 }
 

@@ -23,10 +23,10 @@ struct port_call {
 
 static bool port_listed(struct vsxb_router *r, const struct vsxb_port *p)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	for (n = r->ports.next; n != &r->ports; n = n->next)
-		if (eng_container_of(n, struct vsxb_port, node) == p)
+		if (vsxb_container_of(n, struct vsxb_port, node) == p)
 			return true;
 	return false;
 }

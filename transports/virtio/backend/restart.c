@@ -47,7 +47,7 @@ static void rst_cb(void *arg)
 		vm->rst_n = vm->rst_next = 0;
 		return;
 	}
-	while (vm->rst_next < vm->rst_n && vm->orphan_n < ENG_ORPHAN_MAX) {
+	while (vm->rst_next < vm->rst_n && vm->orphan_n < VSXB_ORPHAN_MAX) {
 		const struct vsxb_conn_addr *a = &vm->rst[vm->rst_next++];
 		/* as if the guest had sent a packet on it: the answer is an RST */
 		struct virtio_vsock_hdr h = {

@@ -82,12 +82,12 @@ void vsxb_router_get_limits(const struct vsxb_router *r, struct vsxb_router_limi
 void vsxb_router_get_stats(const struct vsxb_router *r, struct vsxb_router_stats *out)
 {
 	*out = (struct vsxb_router_stats){
-		.conns = eng_load(&r->nconns),
-		.opened = eng_load(&r->st.opened),
-		.refused = eng_load(&r->st.refused),
-		.refused_limit_vm = eng_load(&r->st.refused_limit_vm),
-		.refused_limit_conns = eng_load(&r->st.refused_limit_conns),
-		.reset_limit_memory = eng_load(&r->st.reset_limit_memory),
+		.conns = vsxb_load(&r->nconns),
+		.opened = vsxb_load(&r->st.opened),
+		.refused = vsxb_load(&r->st.refused),
+		.refused_limit_vm = vsxb_load(&r->st.refused_limit_vm),
+		.refused_limit_conns = vsxb_load(&r->st.refused_limit_conns),
+		.reset_limit_memory = vsxb_load(&r->st.reset_limit_memory),
 	};
 }
 
@@ -100,12 +100,12 @@ void vsxb__router_set_counter_base(struct vsxb_router *r, uint32_t base)
 
 struct vsxb_vm *vsxb_router_vm_by_name(struct vsxb_router *r, const char *name)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	if (!name)
 		return NULL;
 	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
+		struct vsxb_vm *vm = vsxb_container_of(n, struct vsxb_vm, node);
 
 		if (!strcmp(vm->name, name))
 			return vm;
@@ -115,10 +115,10 @@ struct vsxb_vm *vsxb_router_vm_by_name(struct vsxb_router *r, const char *name)
 
 struct vsxb_vm *vsxb_router_vm_by_cid(struct vsxb_router *r, uint64_t cid)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
+		struct vsxb_vm *vm = vsxb_container_of(n, struct vsxb_vm, node);
 
 		if (vm->cid == cid)
 			return vm;
@@ -205,13 +205,13 @@ void vsxb__router_request(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 static int vm_foreach(struct vsxb_vm *vm, vsxb_conn_cb cb, void *arg)
 {
 	struct vsxb_conn_info ci;
-	struct eng_list *n;
+	struct vsxb_list *n;
 	int rc;
 
 	/* Dead connections stay on the list until the round ends, so the
 	 * walk survives a callback that closes connections. */
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		struct conn *c = eng_container_of(n, struct conn, node);
+		struct conn *c = vsxb_container_of(n, struct conn, node);
 
 		if (c->dead)
 			continue;
@@ -226,7 +226,7 @@ static int vm_foreach(struct vsxb_vm *vm, vsxb_conn_cb cb, void *arg)
 int vsxb_router_foreach_conn(struct vsxb_router *r, struct vsxb_vm *vm,
 			    vsxb_conn_cb cb, void *arg)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 	int rc = 0;
 
 	if (!cb)
@@ -236,7 +236,7 @@ int vsxb_router_foreach_conn(struct vsxb_router *r, struct vsxb_vm *vm,
 		rc = vm_foreach(vm, cb, arg);
 	} else {
 		for (n = r->vms.next; n != &r->vms && !rc; n = n->next)
-			rc = vm_foreach(eng_container_of(n, struct vsxb_vm, node), cb,
+			rc = vm_foreach(vsxb_container_of(n, struct vsxb_vm, node), cb,
 					arg);
 	}
 	vsxb__round_all(r);
@@ -246,11 +246,11 @@ int vsxb_router_foreach_conn(struct vsxb_router *r, struct vsxb_vm *vm,
 
 static struct conn *conn_by_id(struct vsxb_router *r, uint64_t id)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 	struct conn *c;
 
 	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		c = vsxb__vm_conn(eng_container_of(n, struct vsxb_vm, node), id);
+		c = vsxb__vm_conn(vsxb_container_of(n, struct vsxb_vm, node), id);
 		if (c)
 			return c;
 	}
@@ -301,10 +301,10 @@ int vsxb_router_conn_close(struct vsxb_router *r, uint64_t id, bool reset)
 struct vsxb_port *vsxb__port_find(struct vsxb_router *r, const struct vsxb_vm *vm,
 				uint32_t port)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	for (n = r->ports.next; n != &r->ports; n = n->next) {
-		struct vsxb_port *p = eng_container_of(n, struct vsxb_port, node);
+		struct vsxb_port *p = vsxb_container_of(n, struct vsxb_port, node);
 
 		if (p->port == port && !strcmp(p->vm, vm->name))
 			return p;
@@ -316,14 +316,14 @@ int vsxb_router_listen_port(struct vsxb_router *r, const char *vm_name, uint32_t
 			   const char *tag, vsxb_port_cb cb, void *arg,
 			   struct vsxb_port **out)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 	struct vsxb_port *p;
 
 	if (!r || !vm_name || !vsx__name_ok(vm_name, strlen(vm_name)) || !cb || !out ||
 	    port == UINT32_MAX)
 		return -EINVAL;
 	for (n = r->ports.next; n != &r->ports; n = n->next) {
-		p = eng_container_of(n, struct vsxb_port, node);
+		p = vsxb_container_of(n, struct vsxb_port, node);
 		if (p->port == port && !strcmp(p->vm, vm_name))
 			return -EADDRINUSE;
 	}
@@ -337,7 +337,7 @@ int vsxb_router_listen_port(struct vsxb_router *r, const char *vm_name, uint32_t
 	p->cb = cb;
 	p->arg = arg;
 	vsxb__world_stop(r);
-	eng_list_add_tail(&r->ports, &p->node);
+	vsxb_list_add_tail(&r->ports, &p->node);
 	vsxb__world_start(r);
 	*out = p;
 	return 0;
@@ -348,7 +348,7 @@ void vsxb_port_free(struct vsxb_port *p)
 	if (!p)
 		return;
 	vsxb__world_stop(p->r);
-	eng_list_del(&p->node);
+	vsxb_list_del(&p->node);
 	vsxb__world_start(p->r);
 	free(p);
 }
@@ -388,18 +388,18 @@ int vsxb_router_conn_attach_fd(struct vsxb_router *r, uint64_t id, int fd)
 
 int vsxb_router_close_tagged(struct vsxb_router *r, const char *tag, bool reset)
 {
-	struct eng_list *n, *m;
+	struct vsxb_list *n, *m;
 	int count = 0;
 
 	if (!tag || !*tag)
 		return 0;
 	vsxb__world_stop(r);
 	for (n = r->vms.next; n != &r->vms; n = n->next) {
-		struct vsxb_vm *vm = eng_container_of(n, struct vsxb_vm, node);
+		struct vsxb_vm *vm = vsxb_container_of(n, struct vsxb_vm, node);
 
 		/* killed connections stay listed until the round ends */
 		for (m = vm->conns.next; m != &vm->conns; m = m->next) {
-			struct conn *c = eng_container_of(m, struct conn, node);
+			struct conn *c = vsxb_container_of(m, struct conn, node);
 
 			if (c->dead || strcmp(c->tag, tag))
 				continue;
@@ -417,7 +417,7 @@ int vsxb_router_close_tagged(struct vsxb_router *r, const char *tag, bool reset)
 
 uint64_t vsxb_router_new_id(struct vsxb_router *r)
 {
-	return eng_add(&r->next_id, 1) - 1;
+	return vsxb_add(&r->next_id, 1) - 1;
 }
 
 int vsxb_vm_set_default_buffer(struct vsxb_vm *vm, uint32_t bytes)
@@ -450,12 +450,12 @@ void vsxb_vm_get_info(const struct vsxb_vm *vm, struct vsxb_vm_info *out)
 
 void vsxb_vm_get_counters(const struct vsxb_vm *vm, struct vsxb_vm_counters *out)
 {
-	const struct eng_list *n;
+	const struct vsxb_list *n;
 
 	vsxb__world_stop(vm->r);
 	*out = vm->ct;
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
-		const struct conn *c = eng_container_of(n, struct conn, node);
+		const struct conn *c = vsxb_container_of(n, struct conn, node);
 		const struct txq *q = c->ops->queue ? c->ops->queue(c) : &c->q;
 
 		if (c->dead)
@@ -470,7 +470,7 @@ void vsxb_vm_get_counters(const struct vsxb_vm *vm, struct vsxb_vm_counters *out
 
 int vsxb_router_foreach_vm(struct vsxb_router *r, vsxb_vm_cb cb, void *arg)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 	int rc;
 
 	if (!cb)
@@ -478,7 +478,7 @@ int vsxb_router_foreach_vm(struct vsxb_router *r, vsxb_vm_cb cb, void *arg)
 	/* one stop for the walk: the callback's own calls nest in it */
 	vsxb__world_stop(r);
 	for (n = r->vms.next, rc = 0; n != &r->vms && !rc; n = n->next)
-		rc = cb(eng_container_of(n, struct vsxb_vm, node), arg);
+		rc = cb(vsxb_container_of(n, struct vsxb_vm, node), arg);
 	vsxb__world_start(r);
 	return rc;
 }

@@ -1,5 +1,5 @@
 /*
- * Shards and world stops (struct vsxb_shard in engine.h says what is
+ * Shards and world stops (struct vsxb_shard in backend-int.h says what is
  * shared between threads and how).
  *
  * A world stop parks every foreign shard: a park callback is posted to
@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "engine.h"
+#include "backend-int.h"
 
 struct vsxb_park {
 	pthread_mutex_t mu;
@@ -46,14 +46,14 @@ static struct vsxb_shard *shard_new(struct vsxb_router *r, const struct vsx_loop
 	sh->r = r;
 	sh->loop = loop;
 	sh->foreign = loop != r->loop;
-	eng_list_init(&sh->dirty);
-	eng_list_add_tail(&r->shards, &sh->node);
+	vsxb_list_init(&sh->dirty);
+	vsxb_list_add_tail(&r->shards, &sh->node);
 	return sh;
 }
 
 int vsxb__shards_init(struct vsxb_router *r)
 {
-	eng_list_init(&r->shards);
+	vsxb_list_init(&r->shards);
 	r->park = calloc(1, sizeof(*r->park));
 	if (!r->park)
 		return -ENOMEM;
@@ -69,11 +69,11 @@ int vsxb__shards_init(struct vsxb_router *r)
 
 void vsxb__shards_free(struct vsxb_router *r)
 {
-	while (!eng_list_empty(&r->shards)) {
-		struct vsxb_shard *sh = eng_container_of(r->shards.next, struct vsxb_shard,
+	while (!vsxb_list_empty(&r->shards)) {
+		struct vsxb_shard *sh = vsxb_container_of(r->shards.next, struct vsxb_shard,
 							 node);
 
-		eng_list_del(&sh->node);
+		vsxb_list_del(&sh->node);
 		free(sh);
 	}
 	if (r->park) {
@@ -86,12 +86,12 @@ void vsxb__shards_free(struct vsxb_router *r)
 
 struct vsxb_shard *vsxb__shard_get(struct vsxb_router *r, const struct vsx_loop *loop)
 {
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	if (!loop || loop == r->loop)
 		return r->home;
 	for (n = r->shards.next; n != &r->shards; n = n->next) {
-		struct vsxb_shard *sh = eng_container_of(n, struct vsxb_shard, node);
+		struct vsxb_shard *sh = vsxb_container_of(n, struct vsxb_shard, node);
 
 		if (sh->loop == loop)
 			return sh;
@@ -125,7 +125,7 @@ void vsxb__world_stop(struct vsxb_router *r)
 	struct vsxb_park *p = r->park;
 	const struct timespec ms = { 0, 1000000 };
 	unsigned want = 0;
-	struct eng_list *n;
+	struct vsxb_list *n;
 
 	if (r->stop_depth++)
 		return;
@@ -137,7 +137,7 @@ void vsxb__world_stop(struct vsxb_router *r)
 	p->arrived = 0;
 	pthread_mutex_unlock(&p->mu);
 	for (n = r->shards.next; n != &r->shards; n = n->next) {
-		struct vsxb_shard *sh = eng_container_of(n, struct vsxb_shard, node);
+		struct vsxb_shard *sh = vsxb_container_of(n, struct vsxb_shard, node);
 
 		/* a shard with no VM (none yet: vsxb_vm_new counts the one
 		 * it makes first) has nothing to stop; its loop may be gone */

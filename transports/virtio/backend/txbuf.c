@@ -6,27 +6,27 @@
  * Memory stays proportional to the bytes held, whatever the packet sizes:
  * every append first fills the tail chunk (so a flood of 1-byte packets
  * packs 4096 bytes per chunk instead of taking a chunk each, and payloads of
- * up to ENG_SMALL_PKT bytes in particular never take one of their own), and
+ * up to VSXB_SMALL_PKT bytes in particular never take one of their own), and
  * a new chunk holds the rest plus at most what the sender may still send
  * (@room, its credit). Only the tail chunk can have unused space. SEQPACKET
  * queues keep a bit per byte marking message ends (12.5%), and a second one
  * for EOR only in chunks that saw an EOR.
  *
- * Chunks hold at most ENG_CHUNK_MAX bytes (a larger append takes several),
+ * Chunks hold at most VSXB_CHUNK_MAX bytes (a larger append takes several),
  * so that none is big enough for malloc to serve it with mmap: a bulk
  * transfer through a slow socket would otherwise map and unmap (and fault
- * in) every chunk. Chunks from ENG_CHUNK_MIN up are sized in whole pages
+ * in) every chunk. Chunks from VSXB_CHUNK_MIN up are sized in whole pages
  * (when the credit allows), and a queue with a pool (its VM's) gives freed
  * chunks of those sizes to the pool and takes new ones from it first: a
  * steady stream through a queue reuses the same few chunks. The pool is
- * bounded (ENG_POOL_MAX bytes, ENG_POOL_CHUNKS chunks) and emptied, with
+ * bounded (VSXB_POOL_MAX bytes, VSXB_POOL_CHUNKS chunks) and emptied, with
  * malloc_trim, once it has been idle for a sweep period (conn.c).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "backend-int.h"
 
 struct txq_chunk {
 	struct txq_chunk *next;
@@ -84,8 +84,8 @@ static bool pool_takes(const struct txq *q, const struct txq_chunk *k)
 {
 	const struct txq_pool *p = q->pool;
 
-	return p && !q->seq && k->cap >= ENG_CHUNK_MIN && p->n < ENG_POOL_CHUNKS &&
-	       p->bytes + k->alloc <= ENG_POOL_MAX;
+	return p && !q->seq && k->cap >= VSXB_CHUNK_MIN && p->n < VSXB_POOL_CHUNKS &&
+	       p->bytes + k->alloc <= VSXB_POOL_MAX;
 }
 
 static bool pool_put(struct txq *q, struct txq_chunk *k)
@@ -107,7 +107,7 @@ static struct txq_chunk *pool_get(struct txq *q, size_t cap)
 	struct txq_pool *p = q->pool;
 	struct txq_chunk **pp, *k;
 
-	if (!p || q->seq || cap < ENG_CHUNK_MIN)
+	if (!p || q->seq || cap < VSXB_CHUNK_MIN)
 		return NULL;
 	for (pp = &p->head; (k = *pp); pp = &k->next) {
 		if (k->cap != cap)
@@ -141,7 +141,7 @@ bool vsxb__txq_pool_sweep(struct txq_pool *p)
 	p->bytes = 0;
 	/* a quiet period: decide now, and start counting afresh (an idle
 	 * VM's pool needs no more sweeps) */
-	trim = p->freed >= ENG_TRIM_MIN;
+	trim = p->freed >= VSXB_TRIM_MIN;
 	p->freed = 0;
 	return trim;
 }
@@ -192,7 +192,7 @@ static void chunk_free(struct txq *q, struct txq_chunk *k)
 	q->mem -= k->alloc;
 	if (pool_put(q, k))
 		return;
-	if (q->pool && k->alloc >= ENG_CHUNK_MIN)
+	if (q->pool && k->alloc >= VSXB_CHUNK_MIN)
 		q->pool->freed += k->alloc;
 	chunk_drop(k);
 }
@@ -202,14 +202,14 @@ static size_t chunk_cap(size_t left, size_t room)
 {
 	size_t cap;
 
-	if (left >= ENG_CHUNK_MAX)
-		return ENG_CHUNK_MAX;
-	if (left < ENG_CHUNK_MIN) {
+	if (left >= VSXB_CHUNK_MAX)
+		return VSXB_CHUNK_MAX;
+	if (left < VSXB_CHUNK_MIN) {
 		cap = left + room;
-		return cap > ENG_CHUNK_MIN ? ENG_CHUNK_MIN : cap;
+		return cap > VSXB_CHUNK_MIN ? VSXB_CHUNK_MIN : cap;
 	}
 	/* whole pages, so that chunks come in a few sizes (the pool) */
-	cap = (left + ENG_CHUNK_MIN - 1) / ENG_CHUNK_MIN * ENG_CHUNK_MIN;
+	cap = (left + VSXB_CHUNK_MIN - 1) / VSXB_CHUNK_MIN * VSXB_CHUNK_MIN;
 	return cap - left > room ? left + room : cap;
 }
 

@@ -36,7 +36,7 @@
  *   shard.c         shards (a loop's VMs, one thread) and world stops;
  *                   calls nothing
  *
- * Headers follow the same order: engine.h (this one: the types every
+ * Headers follow the same order: backend-int.h (this one: the types every
  * room shares, the credit arithmetic, and what tests and benchmarks call),
  * conn.h (the connection API), peer.h (the peers' entry points), router.h
  * (router, device, lifecycle); peer_host.h, beside them, is the host
@@ -47,8 +47,8 @@
  * The design is written once, at the top of conn.c; each file's own
  * comment says what that room does.
  */
-#ifndef VSXB_ENGINE_H
-#define VSXB_ENGINE_H
+#ifndef VSXB_BACKEND_INT_H
+#define VSXB_BACKEND_INT_H
 
 #include <endian.h>
 #include <stdbool.h>
@@ -64,49 +64,49 @@
 #include "vsock_wire.h"
 
 /* ---- Limits ---- */
-#define ENG_TX_BATCH 128          /* TX chains popped per round */
-#define ENG_TX_BUDGET 1024        /* TX chains per kick before yielding */
-#define ENG_RX_BATCH 128          /* RX chains one host read may fill (QEMU's ring) */
-#define ENG_RX_READ (512u << 10)  /* bytes one host read may take (stream) */
-#define ENG_IOV_MAX 1024          /* iovecs per readv/sendmsg (IOV_MAX) */
-#define ENG_SMALL_PKT 128         /* payloads always appended to the tail chunk */
-#define ENG_CHUNK_MIN 4096        /* smallest queue chunk (unless credit is less) */
-#define ENG_CHUNK_MAX 65536       /* largest: below malloc's mmap threshold */
-#define ENG_POOL_MAX (1u << 20)   /* spare queue chunks kept per VM, bytes ... */
-#define ENG_POOL_CHUNKS 32        /* ... and chunks */
-#define ENG_POOL_SWEEP_MS 1000    /* an idle pool is freed after this */
-#define ENG_TRIM_MIN (256u << 10) /* malloc_trim after freeing this much */
-#define ENG_TRIM_THRESHOLD (4u << 20) /* free heap top malloc keeps */
-#define ENG_MMAP_THRESHOLD (1u << 20) /* malloc's mmap threshold */
-#define ENG_ORPHAN_MAX 64         /* RSTs for packets without a connection */
-#define ENG_MAX_HANDSHAKES 64     /* hybrid clients still sending CONNECT */
-#define ENG_HOST_PORT_FIRST 1024  /* host ports of hybrid connections */
+#define VSXB_TX_BATCH 128          /* TX chains popped per round */
+#define VSXB_TX_BUDGET 1024        /* TX chains per kick before yielding */
+#define VSXB_RX_BATCH 128          /* RX chains one host read may fill (QEMU's ring) */
+#define VSXB_RX_READ (512u << 10)  /* bytes one host read may take (stream) */
+#define VSXB_IOV_MAX 1024          /* iovecs per readv/sendmsg (IOV_MAX) */
+#define VSXB_SMALL_PKT 128         /* payloads always appended to the tail chunk */
+#define VSXB_CHUNK_MIN 4096        /* smallest queue chunk (unless credit is less) */
+#define VSXB_CHUNK_MAX 65536       /* largest: below malloc's mmap threshold */
+#define VSXB_POOL_MAX (1u << 20)   /* spare queue chunks kept per VM, bytes ... */
+#define VSXB_POOL_CHUNKS 32        /* ... and chunks */
+#define VSXB_POOL_SWEEP_MS 1000    /* an idle pool is freed after this */
+#define VSXB_TRIM_MIN (256u << 10) /* malloc_trim after freeing this much */
+#define VSXB_TRIM_THRESHOLD (4u << 20) /* free heap top malloc keeps */
+#define VSXB_MMAP_THRESHOLD (1u << 20) /* malloc's mmap threshold */
+#define VSXB_ORPHAN_MAX 64         /* RSTs for packets without a connection */
+#define VSXB_MAX_HANDSHAKES 64     /* hybrid clients still sending CONNECT */
+#define VSXB_HOST_PORT_FIRST 1024  /* host ports of hybrid connections */
 #define VSXB_NAME_LEN (VSX_NAME_MAX + 1) /* VM names: VSX_NAME_MAX (64) bytes and a NUL */
-#define ENG_LOG_BUDGET 20         /* guest-caused warnings per VM session */
-#define ENG_REFUSE_BURST 20       /* refusals logged at once per VM ... */
-#define ENG_REFUSE_MS 1000        /* ... then one per this */
+#define VSXB_LOG_BUDGET 20         /* guest-caused warnings per VM session */
+#define VSXB_REFUSE_BURST 20       /* refusals logged at once per VM ... */
+#define VSXB_REFUSE_MS 1000        /* ... then one per this */
 
-#define ENG_SHUT_BOTH (VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND)
+#define VSXB_SHUT_BOTH (VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND)
 
 /* ---- A tiny intrusive list ---- */
-struct eng_list {
-	struct eng_list *next, *prev;
+struct vsxb_list {
+	struct vsxb_list *next, *prev;
 };
 
-#define eng_container_of(p, type, member) \
+#define vsxb_container_of(p, type, member) \
 	((type *)(void *)((char *)(p) - offsetof(type, member)))
 
-static inline void eng_list_init(struct eng_list *l)
+static inline void vsxb_list_init(struct vsxb_list *l)
 {
 	l->next = l->prev = l;
 }
 
-static inline bool eng_list_empty(const struct eng_list *l)
+static inline bool vsxb_list_empty(const struct vsxb_list *l)
 {
 	return l->next == l;
 }
 
-static inline void eng_list_add_tail(struct eng_list *l, struct eng_list *n)
+static inline void vsxb_list_add_tail(struct vsxb_list *l, struct vsxb_list *n)
 {
 	n->prev = l->prev;
 	n->next = l;
@@ -114,7 +114,7 @@ static inline void eng_list_add_tail(struct eng_list *l, struct eng_list *n)
 	l->prev = n;
 }
 
-static inline void eng_list_add_head(struct eng_list *l, struct eng_list *n)
+static inline void vsxb_list_add_head(struct vsxb_list *l, struct vsxb_list *n)
 {
 	n->next = l->next;
 	n->prev = l;
@@ -122,11 +122,11 @@ static inline void eng_list_add_head(struct eng_list *l, struct eng_list *n)
 	l->next = n;
 }
 
-static inline void eng_list_del(struct eng_list *n)
+static inline void vsxb_list_del(struct vsxb_list *n)
 {
 	n->prev->next = n->next;
 	n->next->prev = n->prev;
-	eng_list_init(n);
+	vsxb_list_init(n);
 }
 
 /* ---- txbuf.c: a connection's byte queue ---- */
@@ -281,8 +281,8 @@ struct vsxb_peer_ops {
 struct conn {
 	uint64_t id;
 	struct vsxb_vm *vm;
-	struct eng_list node;        /* vm->conns (until freed) */
-	struct eng_list pnode;       /* vm->pending while it waits for RX */
+	struct vsxb_list node;        /* vm->conns (until freed) */
+	struct vsxb_list pnode;       /* vm->pending while it waits for RX */
 	struct conn *hnext;          /* hash chain */
 	bool hashed, dead, draining;
 
@@ -369,7 +369,7 @@ struct vsxb_engine_stats {
  */
 struct vsxb_vm {
 	struct vsxb_router *r;       /* shared: see struct vsxb_shard */
-	struct eng_list node;        /* r->vms (the router's) */
+	struct vsxb_list node;        /* r->vms (the router's) */
 	char *name;
 	uint64_t cid;
 	char *socket_path;
@@ -399,21 +399,21 @@ struct vsxb_vm {
 	bool rx_pushed;              /* RX used entries await a flush */
 	bool tx_more, rx_more;       /* budget ran out: resume timer armed */
 	bool dirty;                  /* needs end-of-round work */
-	struct eng_list dnode;       /* sh->dirty */
+	struct vsxb_list dnode;       /* sh->dirty */
 	struct vsxb_shard *sh;       /* the loop (thread) it runs on */
 	uint64_t serial;             /* unique in the router: names it in posted
 					messages, whatever reuses its memory */
 
 	/* Connections (conn.c) */
-	struct eng_list conns;       /* every connection, by age */
-	struct eng_list pending;     /* connections waiting for RX buffers */
+	struct vsxb_list conns;       /* every connection, by age */
+	struct vsxb_list pending;     /* connections waiting for RX buffers */
 	unsigned nconns;             /* live ones */
 	unsigned ndead;              /* killed, freed at the end of the round */
 	struct conn **hash;
 	unsigned hash_size, hashed;
 	uint64_t hash_seed;
 
-	struct virtio_vsock_hdr orphan[ENG_ORPHAN_MAX];
+	struct virtio_vsock_hdr orphan[VSXB_ORPHAN_MAX];
 	unsigned orphan_head, orphan_n;
 	/* RSTs an adoption still has to send (restart.c), fed into orphan[]
 	 * by rst_timer as it drains */
@@ -424,7 +424,7 @@ struct vsxb_vm {
 	/* The hybrid listener (hybrid.c) and host ports (peer_host.c) */
 	int lfd;
 	struct vsx_acceptor *acc;    /* on lfd (vhost-user/acceptor.h) */
-	struct eng_list handshakes;
+	struct vsxb_list handshakes;
 	unsigned nhandshakes;
 	uint32_t next_host_port;
 	bool host_port_wrapped;
@@ -432,14 +432,14 @@ struct vsxb_vm {
 	/* TX processing (device.c) */
 	struct vsx_timer *resume;    /* a budget ran out: continue at once */
 	unsigned tx_pieces_max;      /* most iovecs of one TX packet (logged) */
-	struct vsx_vq_elem *txe;     /* ENG_TX_BATCH */
-	struct vsx_vq_elem *rxe;     /* ENG_RX_BATCH */
-	struct iovec *riov;          /* ENG_IOV_MAX: RX payload slices */
-	struct iovec *fiov;          /* ENG_IOV_MAX: queue flushes */
+	struct vsx_vq_elem *txe;     /* VSXB_TX_BATCH */
+	struct vsx_vq_elem *rxe;     /* VSXB_RX_BATCH */
+	struct iovec *riov;          /* VSXB_IOV_MAX: RX payload slices */
+	struct iovec *fiov;          /* VSXB_IOV_MAX: queue flushes */
 	/* The TX batch: guest payload of consecutive RW packets of one
 	 * connection that its peer gathers (ops->rw) and delivers at once
 	 * (ops->flush, through vsxb__batch_flush). */
-	struct iovec *iov;           /* ENG_IOV_MAX */
+	struct iovec *iov;           /* VSXB_IOV_MAX */
 	struct conn *batch;          /* connection the TX batch is for */
 	unsigned batch_niov;
 	size_t batch_len;
@@ -480,7 +480,7 @@ struct vsxb_vm {
  *   control thread changes them, and only during a world stop;
  * - the limits and timeouts (lim, counter_base): read; changed only
  *   during a world stop;
- * - next_id, nconns and the stats (st): atomics (eng_add, eng_load);
+ * - next_id, nconns and the stats (st): atomics (vsxb_add, vsxb_load);
  * - the log and event callbacks: called on the shard's thread (the host
  *   program's callbacks must be thread-safe: vsxd's are);
  * - a host-port handler (vsxb_port_cb) is not called on the shard's
@@ -495,41 +495,41 @@ struct vsxb_vm {
 struct vsxb_shard {
 	struct vsxb_router *r;
 	const struct vsx_loop *loop;
-	struct eng_list node;        /* r->shards */
+	struct vsxb_list node;        /* r->shards */
 	unsigned nvms;               /* VMs on it (and one being made) */
 	bool foreign;                /* not the router's loop: parked by stops
 					while it serves a VM */
 
 	/* Rounds (conn.c): one shard's VMs at a time */
-	struct eng_list dirty;       /* VMs touched this round */
+	struct vsxb_list dirty;       /* VMs touched this round */
 	int in_round;
 	bool polling;                /* vsxb_router_poll: the loop polls, TX kicks off */
 };
 
 /* Counters shared by the shards' threads. */
-#define eng_add(p, n) __atomic_add_fetch((p), (n), __ATOMIC_RELAXED)
-#define eng_load(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define vsxb_add(p, n) __atomic_add_fetch((p), (n), __ATOMIC_RELAXED)
+#define vsxb_load(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
 struct vsxb_router {
 	const struct vsx_loop *loop; /* the control thread's */
 	vsxb_log_fn log;
 	void *log_arg;
-	struct eng_list vms;
-	uint64_t next_id;            /* eng_add */
+	struct vsxb_list vms;
+	uint64_t next_id;            /* vsxb_add */
 	uint32_t counter_base;       /* tests: new connections' counters start here */
-	struct eng_list ports;       /* struct vsxb_port: vsxb_router_listen_port */
+	struct vsxb_list ports;       /* struct vsxb_port: vsxb_router_listen_port */
 
 	/* Limits and events (backend.h) */
 	struct vsxb_router_limits lim; /* in force, defaults filled in */
-	unsigned nconns;             /* live connections, all VMs (eng_add) */
+	unsigned nconns;             /* live connections, all VMs (vsxb_add) */
 	vsxb_conn_event_fn ev_fn;
 	void *ev_arg;
 	vsxb_device_event_fn dev_fn; /* restart.c */
 	void *dev_arg;
-	struct vsxb_router_stats st;  /* eng_add; conns unused here (nconns) */
+	struct vsxb_router_stats st;  /* vsxb_add; conns unused here (nconns) */
 
 	/* Shards and world stops (shard.c) */
-	struct eng_list shards;
+	struct vsxb_list shards;
 	struct vsxb_shard *home;     /* the router's loop's */
 	uint64_t next_serial;        /* vsxb_vm.serial (control thread) */
 	struct vsxb_park *park;
@@ -538,13 +538,13 @@ struct vsxb_router {
 
 /* ---- Credit arithmetic and wire order (every room) ---- */
 
-static inline uint32_t eng_u32min(uint32_t a, uint32_t b)
+static inline uint32_t vsxb_u32min(uint32_t a, uint32_t b)
 {
 	return a < b ? a : b;
 }
 
 /* Wire (little-endian) <-> CPU order, in place; the same operation. */
-static inline void eng_hdr_swap(struct virtio_vsock_hdr *h)
+static inline void vsxb_hdr_swap(struct virtio_vsock_hdr *h)
 {
 	h->src_cid = le64toh(h->src_cid);
 	h->dst_cid = le64toh(h->dst_cid);
