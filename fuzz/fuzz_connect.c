@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the hybrid CONNECT line (transports/virtio/backend/hybrid.c,
+ * Fuzz target: the hybrid CONNECT line (transports/virtio/backend/uds.c,
  * vsxb__host_parse_connect), fed as a host program's stream is: bytes up to
  * the first newline, at most VSX_HYBRID_CONNECT_MAX of them, as hs_cb takes them.
  * An accepted line must be exactly "CONNECT <port>\n" with the port below

@@ -1,7 +1,7 @@
 /*
  * Hybrid vsock's handshake on a Unix socket (Firecracker, Cloud Hypervisor,
  * vhost-device-vsock, vsxd): one header for libvsx's client
- * (transports/virtio/hybrid.c) and vsxd's side (backend/hybrid.c,
+ * (transports/virtio/hybrid.c) and vsxd's side (backend/uds.c,
  * backend/peer_host.c).
  *
  *   client -> server   "CONNECT <decimal port>\n"

@@ -15,7 +15,7 @@
  *   router.c        shared state: VMs, groups, routing of REQUESTs to
  *                   peers, control and introspection; calls the peers and
  *                   the connection API
- *   hybrid.c        the uds_path listener and CONNECT handshake; calls the
+ *   uds.c           the uds_path listener and CONNECT handshake; calls the
  *                   host peer and the connection API
  *   peer_xsib.c     the sibling on another thread: records through a
  *                   queue each way; calls the sibling peer's receiving
@@ -421,7 +421,7 @@ struct vsxb_vm {
 	unsigned rst_n, rst_next;
 	struct vsx_timer *rst_timer;
 
-	/* The hybrid listener (hybrid.c) and host ports (peer_host.c) */
+	/* The hybrid listener (uds.c) and host ports (peer_host.c) */
 	int lfd;
 	struct vsx_acceptor *acc;    /* on lfd (vhost-user/acceptor.h) */
 	struct vsxb_list handshakes;
@@ -621,7 +621,7 @@ void vsxb__router_set_counter_base(struct vsxb_router *r, uint32_t base);
 void vsxb__vm_stats(const struct vsxb_vm *vm, struct vsxb_engine_stats *st);
 /* Memory held for connection @id's queued data (chunk accounting). */
 int vsxb__conn_mem(struct vsxb_router *r, uint64_t id, size_t *mem);
-/* hybrid.c: "CONNECT <decimal port>\n" (exactly @n bytes): 0 and *@port,
+/* uds.c: "CONNECT <decimal port>\n" (exactly @n bytes): 0 and *@port,
  * or -1. Pure; also fuzz/fuzz_connect.c's target. */
 int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port);
 

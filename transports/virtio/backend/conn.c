@@ -5,7 +5,7 @@
  * event 2) whose config space is le64 guest_cid (device.c). Each guest
  * connection has a peer, the other end: a host program on a Unix socket
  * (peer_host.c: guest -> host through "<uds_path>_<port>", host -> guest
- * through the hybrid CONNECT handshake of hybrid.c, or a descriptor a
+ * through the hybrid CONNECT handshake of uds.c, or a descriptor a
  * vsxd forward hands over), or a connection of a sibling VM sharing a
  * group (peer_sibling.c: one connection in each VM). A peer kind is one
  * file and one static const struct vsxb_peer_ops (backend-int.h); a connection

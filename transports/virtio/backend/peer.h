@@ -1,5 +1,5 @@
 /*
- * The peers' entry points (peer_host.c, hybrid.c, peer_sibling.c,
+ * The peers' entry points (peer_host.c, uds.c, peer_sibling.c,
  * peer_xsib.c): how the router and the lifecycle create connections of
  * each kind. Peers include this header and call only the connection API
  * (conn.h); peer_xsib.c also calls the sibling peer's receiving half
@@ -10,7 +10,7 @@
 
 #include "conn.h"
 
-/* ---- Peers: peer_host.c, hybrid.c, peer_sibling.c, peer_xsib.c ---- */
+/* ---- Peers: peer_host.c, uds.c, peer_sibling.c, peer_xsib.c ---- */
 
 /* Handlers of host ports (backend.h: vsxb_router_listen_port). */
 struct vsxb_port {
@@ -45,7 +45,7 @@ int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char 
  * guest; "OK <host port>" once it answers. Takes @fd. */
 void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port);
 
-/* hybrid.c: the VM's uds_path listener and CONNECT handshakes. */
+/* uds.c: the VM's uds_path listener and CONNECT handshakes. */
 int vsxb__host_listen(struct vsxb_vm *vm);
 void vsxb__host_unlisten(struct vsxb_vm *vm);
 /* (vsxb__host_parse_connect, the CONNECT line's parser: backend-int.h) */

@@ -4,7 +4,7 @@
  * Compatible with Firecracker / Cloud Hypervisor / vhost-device-vsock
  * hybrid vsock.
  *
- * Host -> guest connections: hybrid.c hands over a socket whose program
+ * Host -> guest connections: uds.c hands over a socket whose program
  * wrote "CONNECT <port>\n" (vsxb__host_hybrid), or vsxd a descriptor of one
  * of its forwards (vsxb_vm_connect_fd). We send REQUEST; the guest's
  * RESPONSE gets "OK <host port>\n" on a hybrid socket, its RST (or no
@@ -1103,7 +1103,7 @@ int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char 
 	return 0;
 }
 
-/* ---- Hybrid connections (hybrid.c hands them over) ---- */
+/* ---- Hybrid connections (uds.c hands them over) ---- */
 
 void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 {
