@@ -142,7 +142,7 @@ enum vsxd_limit {
 #define VSXD_CONNS_MAX (1u << 20)            /* max-conns, max-conns-per-vm */
 /* max-conn-memory: at least the backend's VSXB_MIN_CONN_MEMORY (but 0);
  * timeouts: at most its VSXB_MAX_TIMEOUT_MS; poll-us: at most the loop's
- * VSX_EVLOOP_POLL_MAX_US (vhost-user/loop-event.h) */
+ * VSXU_EVLOOP_POLL_MAX_US (vhost-user/loop-event.h) */
 #define VSXD_CONN_MEMORY_MAX (4ull << 30)
 #define VSXD_TIMEOUT_MIN_MS 10u
 #define VSXD_THREADS_MAX 256u                /* threads: workers (workers.c) */

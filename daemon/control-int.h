@@ -41,8 +41,8 @@ struct vsxd_control {
 	dev_t dev;                  /* of the socket we bound, for the unlink */
 	ino_t ino;
 	int lfd;
-	struct vsx_evloop acc_loop; /* the listener's adapter over @base */
-	struct vsx_acceptor *acc;   /* on lfd (vhost-user/acceptor.h) */
+	struct vsxu_evloop acc_loop; /* the listener's adapter over @base */
+	struct vsxu_acceptor *acc;   /* on lfd (vhost-user/acceptor.h) */
 	uint32_t *allow;
 	size_t nallow;
 	uint32_t self;              /* geteuid() */
@@ -55,7 +55,7 @@ struct vsxd_control {
 	vsxb_log_fn log;
 	void *log_arg;
 	struct vsxd_fwds *fwds;     /* relayed connections (forward.h), or NULL */
-	const struct vsx_evloop *evloop; /* the loop's polling, or NULL */
+	const struct vsxu_evloop *evloop; /* the loop's polling, or NULL */
 	const struct vsxd_workers *workers; /* or NULL */
 	struct vsxd_start_info start;
 	bool has_start;

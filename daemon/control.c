@@ -355,7 +355,7 @@ int vsxd_control_set_allowed(struct vsxd_control *c, const uint32_t *uids, size_
 int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 		     const struct vsxd_control_opts *o, struct vsxd_control **out)
 {
-	struct vsx_acceptor_conf ac = { .cb = on_accept };
+	struct vsxu_acceptor_conf ac = { .cb = on_accept };
 	char name[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
 	struct sockaddr_un un;
 	struct vsxd_control *c;
@@ -414,12 +414,12 @@ int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 	}
 	/* control traffic: an adapter of its own, outside the loop's
 	 * polling counts (loop-event.h) */
-	vsx_evloop_init(&c->acc_loop, base);
+	vsxu_evloop_init(&c->acc_loop, base);
 	snprintf(name, sizeof(name), "the control socket %s", c->path);
 	ac.loop = &c->acc_loop.loop;
 	ac.fd = c->lfd;
 	ac.name = name;
-	rc = vsx_acceptor_new(&ac, &c->acc);
+	rc = vsxu_acceptor_new(&ac, &c->acc);
 	if (rc < 0)
 		goto err_unlink;
 	*out = c;
@@ -444,7 +444,7 @@ void vsxd_control_free(struct vsxd_control *c)
 		return;
 	while (c->clients.next != &c->clients)
 		client_free(c->clients.next);
-	vsx_acceptor_free(c->acc);
+	vsxu_acceptor_free(c->acc);
 	close(c->lfd);
 	/* Only our own socket: another vsxd may have replaced it. */
 	if (lstat(c->path, &st) == 0 && st.st_dev == c->dev && st.st_ino == c->ino)

@@ -27,7 +27,7 @@ struct event_base;
 struct evbuffer;
 struct vsxd_control;
 struct vsxd_fwds;
-struct vsx_evloop;
+struct vsxu_evloop;
 
 struct vsxd_workers;
 
@@ -53,7 +53,7 @@ struct vsxd_control_opts {
 	void *log_arg;
 	struct vsxd_fwds *fwds;       /* forward.h: relayed connections are
 					 listed too; NULL: none */
-	const struct vsx_evloop *evloop; /* loop-event.h: its polling is reported
+	const struct vsxu_evloop *evloop; /* loop-event.h: its polling is reported
 					    by status; NULL: none */
 	const struct vsxd_workers *workers; /* workers.h: status and vms say
 					       which thread serves a VM; NULL */

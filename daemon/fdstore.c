@@ -220,7 +220,7 @@ static void rec_drop(struct vsxd_fdstore *fs, unsigned i)
 
 /* ---- Device and connection events ---- */
 
-static unsigned names_needed(const struct vsx_vu_state *st)
+static unsigned names_needed(const struct vsxu_vu_state *st)
 {
 	unsigned n = 1 + st->nregions;
 
@@ -231,9 +231,9 @@ static unsigned names_needed(const struct vsx_vu_state *st)
 
 /* Fill @v (name already set) from @st and store its descriptors. */
 static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
-			const struct vsx_vu_state *st)
+			const struct vsxu_vu_state *st)
 {
-	struct stat rs[VSX_MEM_MAX_REGIONS];
+	struct stat rs[VSXU_MEM_MAX_REGIONS];
 	char nm[VSXD_STATE_NAME_MAX + 1];   /* (a copy: @v's names are written) */
 	int err;
 
@@ -246,7 +246,7 @@ static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
 	v->nqueues = st->nqueues;
 	err = store_fd(fs, v->conn, st->conn_fd);
 	for (unsigned i = 0; i < st->nregions && !err; i++) {
-		const struct vsx_vu_region_state *r = &st->region[i];
+		const struct vsxu_vu_region_state *r = &st->region[i];
 		struct vsxd_state_region *g = &v->region[i];
 		int same = -1;
 
@@ -272,7 +272,7 @@ static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
 		err = store_fd(fs, g->fd, r->fd);
 	}
 	for (unsigned i = 0; i < st->nqueues && !err; i++) {
-		const struct vsx_vu_queue_state *q = &st->queue[i];
+		const struct vsxu_vu_queue_state *q = &st->queue[i];
 		struct vsxd_state_queue *g = &v->queue[i];
 
 		g->index = q->index;
@@ -293,7 +293,7 @@ static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
 }
 
 void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
-			 uint64_t guest_cid, const struct vsx_vu_state *st)
+			 uint64_t guest_cid, const struct vsxu_vu_state *st)
 {
 	struct vsxd_fdstore *fs = arg;
 	unsigned others;
@@ -544,7 +544,7 @@ static int take_fd(struct vsxd_fdstore *fs, const char *name, bool dup_ok)
 
 /* The VM being adopted is done with: @st's descriptors went to its device
  * (@handed: whatever adoption made of them, they are not ours), or not. */
-static void taken_end(struct vsxd_fdstore *fs, const struct vsx_vu_state *st,
+static void taken_end(struct vsxd_fdstore *fs, const struct vsxu_vu_state *st,
 		      bool handed, bool keep_names)
 {
 	for (unsigned i = 0; i < fs->nfds; i++) {
@@ -571,15 +571,15 @@ static void taken_end(struct vsxd_fdstore *fs, const struct vsx_vu_state *st,
 
 /* The device state @v names, from the passed descriptors; NULL or why not. */
 static const char *build_state(struct vsxd_fdstore *fs, const struct vsxd_state_vm *v,
-			       struct vsx_vu_state *st)
+			       struct vsxu_vu_state *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->conn_fd = -1;
-	for (unsigned i = 0; i < VSX_MEM_MAX_REGIONS; i++)
+	for (unsigned i = 0; i < VSXU_MEM_MAX_REGIONS; i++)
 		st->region[i].fd = -1;
-	for (unsigned i = 0; i < VSX_VU_MAX_QUEUES; i++)
+	for (unsigned i = 0; i < VSXU_VU_MAX_QUEUES; i++)
 		st->queue[i].kick_fd = st->queue[i].call_fd = -1;
-	if (v->nregions > VSX_MEM_MAX_REGIONS || v->nqueues > VSX_VU_MAX_QUEUES)
+	if (v->nregions > VSXU_MEM_MAX_REGIONS || v->nqueues > VSXU_VU_MAX_QUEUES)
 		return "more regions or rings than a device has";
 	st->features = v->features;
 	st->protocol_features = v->protocol_features;
@@ -590,7 +590,7 @@ static const char *build_state(struct vsxd_fdstore *fs, const struct vsxd_state_
 	for (unsigned i = 0; i < v->nregions; i++) {
 		const struct vsxd_state_region *g = &v->region[i];
 
-		st->region[i] = (struct vsx_vu_region_state){
+		st->region[i] = (struct vsxu_vu_region_state){
 			.gpa = g->gpa, .size = g->size, .uva = g->uva,
 			.mmap_offset = g->mmap_offset, .fd = take_fd(fs, g->fd, true),
 		};
@@ -601,7 +601,7 @@ static const char *build_state(struct vsxd_fdstore *fs, const struct vsxd_state_
 	for (unsigned i = 0; i < v->nqueues; i++) {
 		const struct vsxd_state_queue *g = &v->queue[i];
 
-		st->queue[i] = (struct vsx_vu_queue_state){
+		st->queue[i] = (struct vsxu_vu_queue_state){
 			.index = g->index, .num = g->num, .enabled = g->enabled,
 			.desc = g->desc, .avail = g->avail, .used = g->used,
 			.kick_fd = take_fd(fs, g->kick, false),
@@ -619,7 +619,7 @@ void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char 
 	char cidwhy[96];
 	const struct vsxd_state_vm *v = NULL;
 	struct vsxb_conn_addr *conns = NULL;
-	struct vsx_vu_state st;
+	struct vsxu_vu_state st;
 	const char *why;
 	int r;
 

@@ -16,7 +16,7 @@
 #include "control.h"
 
 struct vsxd_fdstore;
-struct vsx_vu_state;
+struct vsxu_vu_state;
 
 typedef void (*vsxd_fdstore_log_fn)(void *arg, int prio, const char *msg);
 
@@ -42,7 +42,7 @@ void vsxd_fdstore_ready(struct vsxd_fdstore *fs);
 
 /* The backend's hooks (arg: the store). */
 void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
-			 uint64_t guest_cid, const struct vsx_vu_state *st);
+			 uint64_t guest_cid, const struct vsxu_vu_state *st);
 void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev);
 
 /* VM @name goes away (reload): its descriptors leave the store. */

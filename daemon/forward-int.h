@@ -86,7 +86,7 @@ struct fwd {
 	struct vsxd_fwds *fs;
 	struct vsxd_forward cfg;     /* a copy */
 	int lfd;                     /* tcp/unix listener, -1 */
-	struct vsx_acceptor *acc;    /* on lfd or ls (vhost-user/acceptor.h) */
+	struct vsxu_acceptor *acc;    /* on lfd or ls (vhost-user/acceptor.h) */
 	vsx_sock *ls;                /* libvsx listener */
 	bool accepting;              /* JOB_ACCEPT running on @ls */
 	struct job *ajob;
@@ -99,7 +99,7 @@ struct fwd {
 
 struct vsxd_fwds {
 	struct event_base *base;
-	struct vsx_evloop acc_loop;  /* the listeners' adapter over @base */
+	struct vsxu_evloop acc_loop;  /* the listeners' adapter over @base */
 	struct vsxb_router *r;
 	vsxd_fwd_log_fn log;
 	struct fwd *fwds;

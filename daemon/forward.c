@@ -571,11 +571,11 @@ static void accept_job(struct fwd *f)
 	j->ls = f->ls;
 	f->accepting = true;
 	f->ajob = j;
-	vsx_acceptor_hold(f->acc, true);  /* the listener is the worker's for now */
+	vsxu_acceptor_hold(f->acc, true);  /* the listener is the worker's for now */
 	if (!job_run(j)) {
 		f->accepting = false;
 		f->ajob = NULL;
-		vsx_acceptor_hold(f->acc, false);
+		vsxu_acceptor_hold(f->acc, false);
 	}
 }
 
@@ -614,9 +614,9 @@ static void job_done(struct vsxd_fwds *fs, struct job *j)
 	} else {
 		f->accepting = false;
 		f->ajob = NULL;
-		vsx_acceptor_hold(f->acc, false);
+		vsxu_acceptor_hold(f->acc, false);
 		/* a failed handshake is the client's, not the listener's */
-		vsx_acceptor_result(f->acc, j->rc == -EACCES || j->rc == -ETIMEDOUT ? 0 : j->rc);
+		vsxu_acceptor_result(f->acc, j->rc == -EACCES || j->rc == -ETIMEDOUT ? 0 : j->rc);
 		if (j->rc == -EACCES || j->rc == -ETIMEDOUT) {
 			fs->st.auth_failures++;
 			vsxd__flog(fs, LOG_WARNING, "forward %s: authentication of a client on %s "
@@ -682,7 +682,7 @@ static void fwd_stop(struct fwd *f)
 
 	if (f->port)
 		vsxb_port_free(f->port);
-	vsx_acceptor_free(f->acc);
+	vsxu_acceptor_free(f->acc);
 	if (f->lfd >= 0)
 		close(f->lfd);
 	if (f->unlink_path)
@@ -755,7 +755,7 @@ static int fwd_start(struct vsxd_fwds *fs, const struct vsxd_forward *cfg,
 		.connect_timeout_ms = FWD_CONNECT_MS,
 		.linger_ms = -1,        /* accepted sockets inherit it */
 	};
-	struct vsx_acceptor_conf ac = {
+	struct vsxu_acceptor_conf ac = {
 		.loop = &fs->acc_loop.loop,
 		.log = fs->log,
 	};
@@ -831,7 +831,7 @@ static int fwd_start(struct vsxd_fwds *fs, const struct vsxd_forward *cfg,
 		snprintf(name, sizeof(name), "forward %s (%s)", cfg->name, cfg->listen.text);
 		ac.name = name;
 		ac.arg = f;
-		r = vsx_acceptor_new(&ac, &f->acc);
+		r = vsxu_acceptor_new(&ac, &f->acc);
 		if (r < 0) {
 			snprintf(err->msg, sizeof(err->msg), "out of memory");
 			goto fail;
@@ -856,7 +856,7 @@ int vsxd_fwds_new(struct event_base *base, struct vsxb_router *r, vsxd_fwd_log_f
 	fs->base = base;
 	/* the listeners' watches: an adapter of their own, outside the
 	 * loop's polling counts (loop-event.h) */
-	vsx_evloop_init(&fs->acc_loop, base);
+	vsxu_evloop_init(&fs->acc_loop, base);
 	fs->r = r;
 	fs->log = log;
 	fs->relays.next = fs->relays.prev = &fs->relays;

@@ -281,7 +281,7 @@ static const int signals[] = { SIGTERM, SIGINT, SIGHUP };
 
 struct vsxd {
 	struct event_base *base;
-	struct vsx_evloop ev;          /* the adapter over @base (ev.loop) */
+	struct vsxu_evloop ev;          /* the adapter over @base (ev.loop) */
 	struct vsxb_router *router;
 	struct vsxd_workers *workers;  /* the VMs' threads (workers.c) */
 	struct vsxd_control *control;  /* NULL: no control socket */
@@ -620,7 +620,7 @@ static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
 	r = vsxb_router_set_limits(d->router, &l);
 	if (r < 0)
 		vlog(LOG_ERR, "cannot apply the limits: %s", strerror(-r));
-	vsx_evloop_set_poll(&d->ev, (unsigned)cfg->limits[VSXD_LIMIT_POLL_US]);
+	vsxu_evloop_set_poll(&d->ev, (unsigned)cfg->limits[VSXD_LIMIT_POLL_US]);
 	vsxd_workers_set_poll(d->workers, (unsigned)cfg->limits[VSXD_LIMIT_POLL_US]);
 	/* (workers already running stay: a VM never moves) */
 	vsxd_workers_set_max(d->workers, cfg->limit_set[VSXD_LIMIT_THREADS]
@@ -907,7 +907,7 @@ static void daemon_free(struct vsxd *d)
 	vsxd_workers_free(d->workers);
 	if (d->router)
 		vsxb_router_free(d->router);
-	vsx_evloop_fini(&d->ev);
+	vsxu_evloop_fini(&d->ev);
 	free(d->vms);
 	if (d->base)
 		event_base_free(d->base);
@@ -971,7 +971,7 @@ int main(int argc, char **argv)
 		fatal("cannot create the event loop");
 		goto out;
 	}
-	vsx_evloop_init(&d.ev, d.base);
+	vsxu_evloop_init(&d.ev, d.base);
 	r = vsxb_router_new(&d.ev.loop, backend_log, NULL, &d.router);
 	if (r < 0) {
 		fatal("cannot create the router: %s", strerror(-r));
@@ -983,9 +983,9 @@ int main(int argc, char **argv)
 	}
 	vsxb_router_set_conn_events(d.router, conn_event_log, d.fdstore);
 	vsxb_router_set_device_events(d.router, vsxd_fdstore_device, d.fdstore);
-	vsx_evloop_set_poller(&d.ev, poll_rings, d.router);
+	vsxu_evloop_set_poller(&d.ev, poll_rings, d.router);
 	/* workers post host-port requests to this thread */
-	if (vsx_evloop_enable_post(&d.ev) < 0 ||
+	if (vsxu_evloop_enable_post(&d.ev) < 0 ||
 	    vsxd_workers_new(d.router, &d.workers) < 0) {
 		fatal("out of memory");
 		goto out;
@@ -1036,7 +1036,7 @@ int main(int argc, char **argv)
 	vlog(LOG_INFO, "vsxd %s: serving %zu VM%s", PACKAGE_VERSION, d.cfg.n_vms,
 	     d.cfg.n_vms == 1 ? "" : "s");
 	notify("READY=1\nSTATUS=serving %zu VM%s", d.cfg.n_vms, d.cfg.n_vms == 1 ? "" : "s");
-	if (vsx_evloop_run(&d.ev) < 0) {
+	if (vsxu_evloop_run(&d.ev) < 0) {
 		vlog(LOG_ERR, "the event loop failed");
 		goto out;
 	}

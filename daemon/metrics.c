@@ -57,7 +57,7 @@
 struct vsxd_metrics {
 	struct vsxb_router *r;
 	struct vsxd_fwds *fwds;
-	const struct vsx_evloop *evloop;
+	const struct vsxu_evloop *evloop;
 	const struct vsxd_workers *workers;
 	vsxb_log_fn log;
 	void *log_arg;
@@ -66,7 +66,7 @@ struct vsxd_metrics {
 	struct evhttp_bound_socket *sock;
 	struct event *resume;        /* the listener paused: window end */
 	bool window_full;            /* ...until @resume */
-	struct vsx_backoff bo;       /* accept failures (acceptor.h) */
+	struct vsxu_backoff bo;       /* accept failures (acceptor.h) */
 	struct event *bo_resume;     /* the listener paused: back-off end */
 	bool backing_off;            /* ...until @bo_resume */
 	char name[NI_MAXHOST + 32];  /* "metrics HOST:PORT", in the log */
@@ -458,9 +458,9 @@ static void on_accept_error(struct evconnlistener *lev, void *http)
 	(void)lev;
 	for (m = live_metrics; m && m->http != http; m = m->next)
 		;
-	if (!m || vsx_acceptor_err_kind(err) != VSX_ACCEPTOR_BACKOFF)
+	if (!m || vsxu_acceptor_err_kind(err) != VSXU_ACCEPTOR_BACKOFF)
 		return;
-	ms = vsx_backoff_failed(&m->bo, m->name, err, m->log, m->log_arg);
+	ms = vsxu_backoff_failed(&m->bo, m->name, err, m->log, m->log_arg);
 	tv.tv_sec = ms / 1000;
 	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
 	m->backing_off = true;
@@ -474,7 +474,7 @@ static struct bufferevent *on_new_conn(struct event_base *base, void *arg)
 	struct vsxd_metrics *m = arg;
 	struct timespec now;
 
-	vsx_backoff_accepted(&m->bo, m->name, m->log, m->log_arg);
+	vsxu_backoff_accepted(&m->bo, m->name, m->log, m->log_arg);
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (now.tv_sec - m->window.tv_sec >= VSXD_METRICS_TIMEOUT_S) {
 		m->window = now;

@@ -25,7 +25,7 @@
 struct event_base;
 struct evbuffer;
 struct vsxd_fwds;
-struct vsx_evloop;
+struct vsxu_evloop;
 struct vsxd_metrics;
 
 struct vsxd_workers;
@@ -33,7 +33,7 @@ struct vsxd_workers;
 struct vsxd_metrics_opts {
 	const char *addr;                /* tcp:HOST:PORT (vsxd_metrics_check) */
 	struct vsxd_fwds *fwds;          /* forward.h; NULL: none */
-	const struct vsx_evloop *evloop; /* its polling counters; NULL: none */
+	const struct vsxu_evloop *evloop; /* its polling counters; NULL: none */
 	const struct vsxd_workers *workers; /* workers.h: theirs too, and their
 					       CPU; NULL: none */
 	const struct vsxd_start_info *start; /* how vsxd started (copied);

@@ -360,13 +360,13 @@ int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t v
 				       vsxd_quote(q, val, vallen));
 		break;
 	case VSXD_LIMIT_POLL_US:
-		r = vsx__parse_uint(val, vallen, VSX_EVLOOP_POLL_MAX_US, &v);
+		r = vsx__parse_uint(val, vallen, VSXU_EVLOOP_POLL_MAX_US, &v);
 		if (r == -EINVAL)
 			return vsxd_err_set(err, "%s '%s' is not a number (of microseconds)",
 				       name, vsxd_quote(q, val, vallen));
 		if (r < 0)
 			return vsxd_err_set(err, "%s %s is out of range (0 to %u)", name,
-				       vsxd_quote(q, val, vallen), VSX_EVLOOP_POLL_MAX_US);
+				       vsxd_quote(q, val, vallen), VSXU_EVLOOP_POLL_MAX_US);
 		break;
 	case VSXD_LIMIT_THREADS:
 		r = vsx__parse_uint(val, vallen, VSXD_THREADS_MAX, &v);

@@ -23,13 +23,13 @@ struct vlisten_port {
 	struct vsxd_vlisten *l;
 	uint32_t port;
 	int fd;
-	struct vsx_acceptor *acc;
+	struct vsxu_acceptor *acc;
 };
 
 struct vsxd_vlisten {
 	struct vsxb_vm *vm;
 	vsxb_log_fn log;
-	struct vsx_evloop ev;        /* the listeners' adapter over the base */
+	struct vsxu_evloop ev;        /* the listeners' adapter over the base */
 	size_t n;
 	struct vlisten_port p[];
 };
@@ -69,7 +69,7 @@ static int listen_port(struct vlisten_port *p)
 		.svm_cid = VMADDR_CID_ANY,
 		.svm_port = p->port,
 	};
-	struct vsx_acceptor_conf ac = {
+	struct vsxu_acceptor_conf ac = {
 		.loop = &p->l->ev.loop,
 		.cb = accept_cb,
 		.arg = p,
@@ -89,7 +89,7 @@ static int listen_port(struct vlisten_port *p)
 		 p->port);
 	ac.fd = p->fd;
 	ac.name = name;
-	err = vsx_acceptor_new(&ac, &p->acc);
+	err = vsxu_acceptor_new(&ac, &p->acc);
 	if (err < 0)
 		goto err;
 	return 0;
@@ -113,7 +113,7 @@ int vsxd_vlisten_new(struct event_base *base, struct vsxb_vm *vm, const uint32_t
 		return -ENOMEM;
 	l->vm = vm;
 	l->log = log;
-	vsx_evloop_init(&l->ev, base);
+	vsxu_evloop_init(&l->ev, base);
 	for (i = 0; i < n; i++)
 		l->p[i].fd = -1;
 	for (i = 0; i < n; i++) {
@@ -139,7 +139,7 @@ void vsxd_vlisten_free(struct vsxd_vlisten *l)
 	if (!l)
 		return;
 	for (i = 0; i < l->n; i++) {
-		vsx_acceptor_free(l->p[i].acc);
+		vsxu_acceptor_free(l->p[i].acc);
 		close(l->p[i].fd);
 	}
 	free(l);

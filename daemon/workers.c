@@ -33,7 +33,7 @@ struct vsxd_worker {
 	unsigned idx;
 	pthread_t th;
 	struct event_base *base;
-	struct vsx_evloop ev;
+	struct vsxu_evloop ev;
 	unsigned nvms;                 /* placed here (main thread's count) */
 };
 
@@ -66,7 +66,7 @@ static void *worker_main(void *arg)
 
 	snprintf(name, sizeof(name), "vsxd-w%u", w->idx);
 	pthread_setname_np(pthread_self(), name);
-	vsx_evloop_run(&w->ev);
+	vsxu_evloop_run(&w->ev);
 	return NULL;
 }
 
@@ -108,12 +108,12 @@ static struct vsxd_worker *worker_new(struct vsxd_workers *ws)
 	w->base = event_base_new();
 	if (!w->base)
 		goto err;
-	vsx_evloop_init(&w->ev, w->base);
+	vsxu_evloop_init(&w->ev, w->base);
 	/* (its mailbox's event also keeps a loop with no VM waiting) */
-	if (vsx_evloop_enable_post(&w->ev) < 0)
+	if (vsxu_evloop_enable_post(&w->ev) < 0)
 		goto err;
-	vsx_evloop_set_poll(&w->ev, ws->poll_us);
-	vsx_evloop_set_poller(&w->ev, poll_rings, w);
+	vsxu_evloop_set_poll(&w->ev, ws->poll_us);
+	vsxu_evloop_set_poller(&w->ev, poll_rings, w);
 	/* the thread starts with the mask in force here */
 	worker_sigmask(&mask);
 	pthread_sigmask(SIG_SETMASK, &mask, &old);
@@ -124,7 +124,7 @@ static struct vsxd_worker *worker_new(struct vsxd_workers *ws)
 	ws->w[ws->n++] = w;
 	return w;
 err:
-	vsx_evloop_fini(&w->ev);
+	vsxu_evloop_fini(&w->ev);
 	if (w->base)
 		event_base_free(w->base);
 	free(w);
@@ -141,18 +141,18 @@ static void run_there(void *arg)
 {
 	struct run *r = arg;
 
-	vsx_evloop_set_poll(&r->w->ev, r->w->ws->poll_us);
+	vsxu_evloop_set_poll(&r->w->ev, r->w->ws->poll_us);
 	if (r->fn)
 		r->fn(r->arg);
 }
 
-/* Run @fn(@arg) (may be NULL) on worker @w, in its loop (vsx_evloop_call),
+/* Run @fn(@arg) (may be NULL) on worker @w, in its loop (vsxu_evloop_call),
  * and wait for it; the worker takes the current --poll-us on the way. */
 static int run_on(struct vsxd_worker *w, void (*fn)(void *), void *arg)
 {
 	struct run r = { .w = w, .fn = fn, .arg = arg };
 
-	return vsx_evloop_call(&w->ev, run_there, &r);
+	return vsxu_evloop_call(&w->ev, run_there, &r);
 }
 
 int vsxd_workers_new(struct vsxb_router *r, struct vsxd_workers **out)
@@ -187,7 +187,7 @@ void vsxd_workers_set_poll(struct vsxd_workers *ws, unsigned us)
 		run_on(ws->w[i], NULL, NULL);
 }
 
-const struct vsx_loop *vsxd_workers_place(struct vsxd_workers *ws)
+const struct vsxu_loop *vsxd_workers_place(struct vsxd_workers *ws)
 {
 	struct vsxd_worker *best = NULL;
 	unsigned i;
@@ -208,7 +208,7 @@ const struct vsx_loop *vsxd_workers_place(struct vsxd_workers *ws)
 }
 
 static struct vsxd_worker *by_loop(const struct vsxd_workers *ws,
-				   const struct vsx_loop *l)
+				   const struct vsxu_loop *l)
 {
 	unsigned i;
 
@@ -218,7 +218,7 @@ static struct vsxd_worker *by_loop(const struct vsxd_workers *ws,
 	return NULL;
 }
 
-void vsxd_workers_unplace(struct vsxd_workers *ws, const struct vsx_loop *l)
+void vsxd_workers_unplace(struct vsxd_workers *ws, const struct vsxu_loop *l)
 {
 	struct vsxd_worker *w = by_loop(ws, l);
 
@@ -226,7 +226,7 @@ void vsxd_workers_unplace(struct vsxd_workers *ws, const struct vsx_loop *l)
 		w->nvms--;
 }
 
-int vsxd_workers_index(const struct vsxd_workers *ws, const struct vsx_loop *l)
+int vsxd_workers_index(const struct vsxd_workers *ws, const struct vsxu_loop *l)
 {
 	struct vsxd_worker *w = by_loop(ws, l);
 
@@ -284,7 +284,7 @@ void vsxd_workers_free(struct vsxd_workers *ws)
 		while (w->ev.loop.post(w->ev.loop.ctx, worker_stop, w) < 0)
 			usleep(1000);
 		pthread_join(w->th, NULL);
-		vsx_evloop_fini(&w->ev);
+		vsxu_evloop_fini(&w->ev);
 		event_base_free(w->base);
 		free(w);
 	}

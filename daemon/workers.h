@@ -22,16 +22,16 @@ unsigned vsxd_workers_max(const struct vsxd_workers *ws);
 void vsxd_workers_set_poll(struct vsxd_workers *ws, unsigned us);
 /* The loop of the worker a new VM goes to (vsxb_vm_config.loop), made if
  * need be; NULL: no worker could be made. unplace: that VM is gone. */
-const struct vsx_loop *vsxd_workers_place(struct vsxd_workers *ws);
-void vsxd_workers_unplace(struct vsxd_workers *ws, const struct vsx_loop *l);
+const struct vsxu_loop *vsxd_workers_place(struct vsxd_workers *ws);
+void vsxd_workers_unplace(struct vsxd_workers *ws, const struct vsxu_loop *l);
 /* The worker of loop @l (vsxb_vm_info.loop): its index, or -1. */
-int vsxd_workers_index(const struct vsxd_workers *ws, const struct vsx_loop *l);
+int vsxd_workers_index(const struct vsxd_workers *ws, const struct vsxu_loop *l);
 
 struct vsxd_worker_info {
 	unsigned index;
 	unsigned vms;
 	uint64_t cpu_ns;            /* the thread's CPU time */
-	/* its loop's polling (vsx_evloop), read on its thread */
+	/* its loop's polling (vsxu_evloop), read on its thread */
 	unsigned poll_ns;
 	uint64_t poll_hits, poll_misses;
 	struct vsxd_worker *w;      /* (internal) */

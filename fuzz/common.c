@@ -27,70 +27,70 @@ size_t fin_bytes(struct fin *f, void *dst, size_t len)
 
 #define FL_MAX 512
 
-struct vsx_watch {
+struct vsxu_watch {
 	int fd, events;
-	vsx_watch_cb cb;
+	vsxu_watch_cb cb;
 	void *arg;
 	bool used;
 };
 
-struct vsx_timer {
-	vsx_timer_cb cb;
+struct vsxu_timer {
+	vsxu_timer_cb cb;
 	void *arg;
 	bool used, armed;
 };
 
-static struct vsx_watch watches[FL_MAX];
-static struct vsx_timer timers[FL_MAX];
+static struct vsxu_watch watches[FL_MAX];
+static struct vsxu_timer timers[FL_MAX];
 
-static struct vsx_watch *fl_watch(void *ctx, int fd, int events, vsx_watch_cb cb, void *arg)
+static struct vsxu_watch *fl_watch(void *ctx, int fd, int events, vsxu_watch_cb cb, void *arg)
 {
 	for (unsigned i = 0; i < FL_MAX; i++) {
 		if (!watches[i].used) {
-			watches[i] = (struct vsx_watch){ fd, events, cb, arg, true };
+			watches[i] = (struct vsxu_watch){ fd, events, cb, arg, true };
 			return &watches[i];
 		}
 	}
 	return NULL;
 }
 
-static void fl_watch_set(struct vsx_watch *w, int events)
+static void fl_watch_set(struct vsxu_watch *w, int events)
 {
 	w->events = events;
 }
 
-static void fl_unwatch(struct vsx_watch *w)
+static void fl_unwatch(struct vsxu_watch *w)
 {
 	memset(w, 0, sizeof(*w));
 }
 
-static struct vsx_timer *fl_timer(void *ctx, vsx_timer_cb cb, void *arg)
+static struct vsxu_timer *fl_timer(void *ctx, vsxu_timer_cb cb, void *arg)
 {
 	for (unsigned i = 0; i < FL_MAX; i++) {
 		if (!timers[i].used) {
-			timers[i] = (struct vsx_timer){ cb, arg, true, false };
+			timers[i] = (struct vsxu_timer){ cb, arg, true, false };
 			return &timers[i];
 		}
 	}
 	return NULL;
 }
 
-static void fl_timer_arm(struct vsx_timer *t, unsigned ms)
+static void fl_timer_arm(struct vsxu_timer *t, unsigned ms)
 {
 	t->armed = true;
 }
 
-static void fl_timer_disarm(struct vsx_timer *t)
+static void fl_timer_disarm(struct vsxu_timer *t)
 {
 	t->armed = false;
 }
 
-static void fl_timer_free(struct vsx_timer *t)
+static void fl_timer_free(struct vsxu_timer *t)
 {
 	memset(t, 0, sizeof(*t));
 }
 
-const struct vsx_loop fl_loop = {
+const struct vsxu_loop fl_loop = {
 	.ctx = NULL,
 	.watch = fl_watch,
 	.watch_set = fl_watch_set,
@@ -113,15 +113,15 @@ unsigned fl_run(unsigned rounds)
 			if (!watches[i].used || !watches[i].events)
 				continue;
 			p[n].fd = watches[i].fd;
-			p[n].events = (short)(((watches[i].events & VSX_EV_READ) ? POLLIN : 0) |
-					      ((watches[i].events & VSX_EV_WRITE) ? POLLOUT : 0));
+			p[n].events = (short)(((watches[i].events & VSXU_EV_READ) ? POLLIN : 0) |
+					      ((watches[i].events & VSXU_EV_WRITE) ? POLLOUT : 0));
 			p[n].revents = 0;
 			idx[n++] = i;
 		}
 		if (!n || poll(p, n, 0) <= 0)
 			break;
 		for (unsigned k = 0; k < n; k++) {
-			struct vsx_watch *w = &watches[idx[k]];
+			struct vsxu_watch *w = &watches[idx[k]];
 			int ev = 0;
 
 			if (!p[k].revents)
@@ -130,9 +130,9 @@ unsigned fl_run(unsigned rounds)
 			if (!w->used || w->fd != p[k].fd)
 				continue;
 			if (p[k].revents & (POLLIN | POLLHUP | POLLERR))
-				ev |= w->events & VSX_EV_READ;
+				ev |= w->events & VSXU_EV_READ;
 			if (p[k].revents & (POLLOUT | POLLHUP | POLLERR))
-				ev |= w->events & VSX_EV_WRITE;
+				ev |= w->events & VSXU_EV_WRITE;
 			if (!ev)
 				continue;
 			w->cb(w->fd, ev, w->arg);

@@ -1,6 +1,6 @@
 /*
  * Shared pieces of the fuzz harnesses (fuzz/README.md): an input reader,
- * a synchronous fake event loop (struct vsx_loop) that runs watches and
+ * a synchronous fake event loop (struct vsxu_loop) that runs watches and
  * timers only when the harness says so, and a minimal vhost-user
  * front-end (QEMU's side) for the harnesses that drive a device.
  *
@@ -68,7 +68,7 @@ size_t fin_bytes(struct fin *f, void *dst, size_t len);
 /* The loop every harness uses; fl_reset() frees everything left over
  * (leaks of the code under test still show: the loop only owns its own
  * records, and complains about watches the code forgot to remove). */
-extern const struct vsx_loop fl_loop;
+extern const struct vsxu_loop fl_loop;
 /* Run the callbacks of watched fds that are ready now (poll, timeout 0),
  * up to @rounds passes. Returns callbacks run. */
 unsigned fl_run(unsigned rounds);

@@ -44,7 +44,7 @@ static uint8_t *gmem;
 static char path[128];
 
 struct dev {
-	struct vsx_vu *vu;
+	struct vsxu_vu *vu;
 	unsigned starts, stops, kicks;
 	bool live, paused;
 };
@@ -62,31 +62,31 @@ static int get_config(void *arg, uint32_t off, void *buf, uint32_t len)
 static void kick(void *arg, unsigned q)
 {
 	struct dev *d = arg;
-	struct vsx_vq *vq = vsx_vu_queue(d->vu, q);
-	struct vsx_vq_elem *e;
+	struct vsxu_vq *vq = vsxu_vu_queue(d->vu, q);
+	struct vsxu_vq_elem *e;
 	char buf[256];
 
-	if (!d->live || !vq || !vsx_vq_ready(vq))
+	if (!d->live || !vq || !vsxu_vq_ready(vq))
 		abort(); /* kick only comes while live, for a ready queue */
 	e = malloc(sizeof(*e));
 	if (!e)
 		return;
 	d->kicks++;
-	for (unsigned i = 0; i < 64 && vsx_vq_pop(vq, e) == 1; i++) {
-		vsx_iov_to_buf(e->iov, e->out_num, 0, buf, sizeof(buf));
+	for (unsigned i = 0; i < 64 && vsxu_vq_pop(vq, e) == 1; i++) {
+		vsxu_iov_to_buf(e->iov, e->out_num, 0, buf, sizeof(buf));
 		memset(buf, 0xa5, sizeof(buf));
-		vsx_iov_from_buf(e->iov + e->out_num, e->in_num, 0, buf, sizeof(buf));
-		vsx_vq_push(vq, e, e->in_len < sizeof(buf) ? e->in_len : sizeof(buf));
+		vsxu_iov_from_buf(e->iov + e->out_num, e->in_num, 0, buf, sizeof(buf));
+		vsxu_vq_push(vq, e, e->in_len < sizeof(buf) ? e->in_len : sizeof(buf));
 	}
-	vsx_vq_flush(vq);
+	vsxu_vq_flush(vq);
 	free(e);
 }
 
-static void start(void *arg, enum vsx_vu_start how)
+static void start(void *arg, enum vsxu_vu_start how)
 {
 	struct dev *d = arg;
 
-	if (d->live || (how == VSX_VU_START_RESUMED && !d->paused))
+	if (d->live || (how == VSXU_VU_START_RESUMED && !d->paused))
 		abort(); /* start twice without stop, or a resume of nothing */
 	d->live = true;
 	d->paused = false;
@@ -110,7 +110,7 @@ static void logmsg(void *arg, const char *msg)
 		abort();
 }
 
-static const struct vsx_vu_ops ops = {
+static const struct vsxu_vu_ops ops = {
 	.features = 1ull << 1, /* VIRTIO_VSOCK_F_SEQPACKET */
 	.nqueues = 3,
 	.min_queues = 2,
@@ -176,7 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (memfd < 0)
 		setup();
 	memset(gmem, 0, MEM_SIZE);
-	if (vsx_vu_new(path, 0, VSX__GID_KEEP, &fl_loop, &ops, &d, &d.vu) < 0)
+	if (vsxu_vu_new(path, 0, VSX__GID_KEEP, &fl_loop, &ops, &d, &d.vu) < 0)
 		abort();
 	c = reconnect(-1);
 
@@ -257,9 +257,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fl_run(8);
 	if (d.live != (d.starts != d.stops))
 		abort();
-	if (vsx_vu_connected(d.vu))
+	if (vsxu_vu_connected(d.vu))
 		abort(); /* the front-end's EOF was seen */
-	vsx_vu_free(d.vu);
+	vsxu_vu_free(d.vu);
 	for (unsigned i = 0; i < nefd; i++)
 		if (efd[i] >= 0)
 			close(efd[i]);

@@ -29,16 +29,16 @@
 #define MAX_OUT 16
 
 struct world {
-	struct vsx_mem mem;
+	struct vsxu_mem mem;
 	void *desc, *avail, *used;
 	size_t desc_len, avail_len, used_len;
 };
 
-static void check_elem(const struct world *w, const struct vsx_vq_elem *e)
+static void check_elem(const struct world *w, const struct vsxu_vq_elem *e)
 {
 	uint64_t out = 0, in = 0;
 
-	if (e->out_num + e->in_num > VSX_VQ_MAX_IOV)
+	if (e->out_num + e->in_num > VSXU_VQ_MAX_IOV)
 		abort();
 	for (unsigned i = 0; i < e->out_num + e->in_num; i++) {
 		const char *b = e->iov[i].iov_base;
@@ -66,8 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fin f = { data, size };
 	struct world w;
-	struct vsx_vq vq;
-	struct vsx_vq_elem *e = malloc(sizeof(*e));
+	struct vsxu_vq vq;
+	struct vsxu_vq_elem *e = malloc(sizeof(*e));
 	uint16_t heads[MAX_OUT];
 	uint32_t ins[MAX_OUT];
 	unsigned nout = 0, num, steps = 0;
@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	nr = 1 + fin_u8(&f) % 4;
 	num = 1u << ((fl >> 4) % 9);
 	for (unsigned i = 0; i < nr; i++) {
-		struct vsx_mem_region *r = &w.mem.r[i];
+		struct vsxu_mem_region *r = &w.mem.r[i];
 		uint64_t lo = fin_u32(&f), hi = fin_u16(&f);
 
 		/* hi selects far-away (and wrapping) guest addresses */
@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			goto out;
 		w.mem.n++;
 	}
-	vsx_vq_reset(&vq);
+	vsxu_vq_reset(&vq);
 	vq.last_avail = fin_u16(&f);
 	vq.used_idx = fin_u16(&f);
 	w.desc_len = 16 * num;
@@ -129,24 +129,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 1: /* pop */
 			if (nout == MAX_OUT)
 				break;
-			r = vsx_vq_pop(&vq, e);
+			r = vsxu_vq_pop(&vq, e);
 			if (r < 0 && !vq.broken)
 				abort(); /* an error always breaks the queue */
-			if (vsx_vq_avail(&vq) > num)
+			if (vsxu_vq_avail(&vq) > num)
 				abort();
 			just_popped = r == 1;
 			if (r != 1)
 				break;
 			check_elem(&w, e);
 			/* the device reads what the guest wrote, writes back */
-			vsx_iov_to_buf(e->iov, e->out_num, op >> 3, scratch, sizeof(scratch));
+			vsxu_iov_to_buf(e->iov, e->out_num, op >> 3, scratch, sizeof(scratch));
 			memset(scratch, op, sizeof(scratch));
-			vsx_iov_from_buf(e->iov + e->out_num, e->in_num, op >> 4, scratch,
+			vsxu_iov_from_buf(e->iov + e->out_num, e->in_num, op >> 4, scratch,
 					 sizeof(scratch));
 			{
 				struct iovec sl[8];
 
-				vsx_iov_slice(sl, 8, e->iov, e->out_num + e->in_num, op >> 3,
+				vsxu_iov_slice(sl, 8, e->iov, e->out_num + e->in_num, op >> 3,
 					      op);
 			}
 			heads[nout] = e->head;
@@ -157,25 +157,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				break;
 			e->head = heads[0];
 			e->in_len = ins[0];
-			vsx_vq_push(&vq, e, fin_u32(&f));
+			vsxu_vq_push(&vq, e, fin_u32(&f));
 			memmove(heads, heads + 1, (nout - 1) * sizeof(heads[0]));
 			memmove(ins, ins + 1, (nout - 1) * sizeof(ins[0]));
 			nout--;
 			break;
 		case 3:
-			vsx_vq_flush(&vq);
+			vsxu_vq_flush(&vq);
 			break;
 		case 4: /* give the last pop back */
 			if (just_popped && nout) {
-				vsx_vq_unpop(&vq, 1);
+				vsxu_vq_unpop(&vq, 1);
 				nout--;
 			}
 			break;
 		case 5:
-			vsx_vq_set_notify(&vq, op & 8);
+			vsxu_vq_set_notify(&vq, op & 8);
 			break;
 		case 6: { /* guest writes into a region */
-			struct vsx_mem_region *rg = &w.mem.r[(op >> 3) % w.mem.n];
+			struct vsxu_mem_region *rg = &w.mem.r[(op >> 3) % w.mem.n];
 			uint64_t off = fin_u16(&f) % rg->size;
 			size_t len = fin_u8(&f);
 
@@ -207,9 +207,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (nout) {
 		e->head = heads[--nout];
 		e->in_len = ins[nout];
-		vsx_vq_push(&vq, e, 0);
+		vsxu_vq_push(&vq, e, 0);
 	}
-	vsx_vq_flush(&vq);
+	vsxu_vq_flush(&vq);
 out:
 	for (unsigned i = 0; i < w.mem.n; i++)
 		free(w.mem.r[i].host);

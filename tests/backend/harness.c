@@ -146,7 +146,7 @@ int hx_vm(struct hx *h, unsigned i, const struct vsxb_vm_config *tmpl)
 	return k.rc;
 }
 
-const struct vsx_loop *hx_worker(struct hx *h, unsigned k)
+const struct vsxu_loop *hx_worker(struct hx *h, unsigned k)
 {
 	cr_assert_lt(k, HX_VMS);
 	if (!h->wl[k])

@@ -67,7 +67,7 @@ struct hx_vm {
 struct hx {
 	char dir[64];
 	struct vsx_test_loop *tl;
-	const struct vsx_loop *loop;
+	const struct vsxu_loop *loop;
 	struct vsx_test_loop *wl[HX_VMS]; /* hx_worker: loops of their own */
 	struct vsxb_router *r;
 	struct hx_vm v[HX_VMS];
@@ -84,7 +84,7 @@ int hx_vm(struct hx *h, unsigned i, const struct vsxb_vm_config *cfg);
 void hx_open(struct hx *h, unsigned i, const struct drv_opts *o);
 /* Loop @k of its own, a thread of its own (made on first use), for
  * vsxb_vm_config.loop: the VMs on it run there, as on vsxd's workers. */
-const struct vsx_loop *hx_worker(struct hx *h, unsigned k);
+const struct vsxu_loop *hx_worker(struct hx *h, unsigned k);
 void hx_close_drv(struct hx *h, unsigned i);
 /* vsxb_vm_free of VM @i (its driver stays open, talking to nobody). */
 void hx_vm_free(struct hx *h, unsigned i);

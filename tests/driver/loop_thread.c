@@ -1,7 +1,7 @@
 /*
- * A libevent loop thread for tests and benchmarks, with vsxd's own vsx_loop
+ * A libevent loop thread for tests and benchmarks, with vsxd's own vsxu_loop
  * adapter (transports/virtio/vhost-user/loop-event.c); the test reaches the
- * loop thread through the adapter's synchronous call (vsx_evloop_call), so
+ * loop thread through the adapter's synchronous call (vsxu_evloop_call), so
  * libevent itself needs no locking: only the loop thread ever touches the
  * base.
  */
@@ -19,7 +19,7 @@
 
 struct vsx_test_loop {
 	struct event_base *base;
-	struct vsx_evloop ev;       /* the adapter: ev.loop is the backend's */
+	struct vsxu_evloop ev;       /* the adapter: ev.loop is the backend's */
 	pthread_t thread;
 };
 
@@ -41,10 +41,10 @@ int vsx_test_loop_new(struct vsx_test_loop **out)
 	tl->base = event_base_new();
 	if (!tl->base)
 		goto err_free;
-	vsx_evloop_init(&tl->ev, tl->base);
+	vsxu_evloop_init(&tl->ev, tl->base);
 	/* post: the test's calls, and the backend may park this loop (a VM's
 	 * loop of its own) */
-	err = vsx_evloop_enable_post(&tl->ev);
+	err = vsxu_evloop_enable_post(&tl->ev);
 	if (err)
 		goto err_base;
 	err = -pthread_create(&tl->thread, NULL, loop_thread, tl);
@@ -54,14 +54,14 @@ int vsx_test_loop_new(struct vsx_test_loop **out)
 	return 0;
 
 err_base:
-	vsx_evloop_fini(&tl->ev);
+	vsxu_evloop_fini(&tl->ev);
 	event_base_free(tl->base);
 err_free:
 	free(tl);
 	return err;
 }
 
-const struct vsx_loop *vsx_test_loop_get(struct vsx_test_loop *tl)
+const struct vsxu_loop *vsx_test_loop_get(struct vsx_test_loop *tl)
 {
 	return &tl->ev.loop;
 }
@@ -69,7 +69,7 @@ const struct vsx_loop *vsx_test_loop_get(struct vsx_test_loop *tl)
 void vsx_test_loop_call(struct vsx_test_loop *tl, void (*fn)(void *), void *arg)
 {
 	/* a post fails only when malloc does; a test cannot go on then */
-	if (vsx_evloop_call(&tl->ev, fn, arg) < 0)
+	if (vsxu_evloop_call(&tl->ev, fn, arg) < 0)
 		abort();
 }
 
@@ -86,7 +86,7 @@ void vsx_test_loop_free(struct vsx_test_loop *tl)
 		return;
 	vsx_test_loop_call(tl, loop_break, tl);
 	pthread_join(tl->thread, NULL);
-	vsx_evloop_fini(&tl->ev);
+	vsxu_evloop_fini(&tl->ev);
 	event_base_free(tl->base);
 	free(tl);
 }

@@ -1,5 +1,5 @@
 /*
- * A libevent loop in a thread of its own, with the vsx_loop adapter for
+ * A libevent loop in a thread of its own, with the vsxu_loop adapter for
  * libevent that vsxd uses (transports/virtio/vhost-user/loop-event.c), for
  * tests and benchmarks: the backend lives on the loop thread, the test (or
  * the driver) on its own.
@@ -15,7 +15,7 @@ struct vsx_test_loop;
  * *@out (freed with vsx_test_loop_free) or a negative errno. */
 int vsx_test_loop_new(struct vsx_test_loop **out);
 /* The adapter; valid until vsx_test_loop_free. */
-const struct vsx_loop *vsx_test_loop_get(struct vsx_test_loop *tl);
+const struct vsxu_loop *vsx_test_loop_get(struct vsx_test_loop *tl);
 /* Run @fn(@arg) on the loop thread and wait until it returns. Safe from any
  * thread but the loop's own. */
 void vsx_test_loop_call(struct vsx_test_loop *tl, void (*fn)(void *), void *arg);

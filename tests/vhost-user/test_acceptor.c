@@ -29,51 +29,51 @@
 Test(backoff, doubles_from_10_ms_to_a_1_s_cap_and_resets_on_success)
 {
 	static const unsigned want[] = { 10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000 };
-	struct vsx_backoff b = { 0 };
+	struct vsxu_backoff b = { 0 };
 	unsigned i, more;
 	bool say;
 
 	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++)
-		cr_assert_eq(vsx_backoff_fail(&b, 0, &say, &more), want[i], "failure %u", i + 1);
-	cr_assert_eq(vsx_backoff_ok(&b, &say), 10);
+		cr_assert_eq(vsxu_backoff_fail(&b, 0, &say, &more), want[i], "failure %u", i + 1);
+	cr_assert_eq(vsxu_backoff_ok(&b, &say), 10);
 	cr_assert(say);
-	cr_assert_eq(vsx_backoff_fail(&b, 0, &say, &more), 10);
-	cr_assert_eq(vsx_backoff_ok(&b, &say), 1);
-	cr_assert_eq(vsx_backoff_ok(&b, &say), 0);
+	cr_assert_eq(vsxu_backoff_fail(&b, 0, &say, &more), 10);
+	cr_assert_eq(vsxu_backoff_ok(&b, &say), 1);
+	cr_assert_eq(vsxu_backoff_ok(&b, &say), 0);
 	cr_assert_not(say);
 }
 
 Test(backoff, says_one_line_per_interval_with_the_count_of_the_rest)
 {
-	struct vsx_backoff b = { 0 };
+	struct vsxu_backoff b = { 0 };
 	unsigned more, i;
 	int64_t t = 0;    /* 0 is a time like any other */
 	bool say;
 
-	vsx_backoff_fail(&b, t, &say, &more);
+	vsxu_backoff_fail(&b, t, &say, &more);
 	cr_assert(say);
 	cr_assert_eq(more, 0);
 	for (i = 0; i < 9; i++) {
 		t += 1000;
-		vsx_backoff_fail(&b, t, &say, &more);
+		vsxu_backoff_fail(&b, t, &say, &more);
 		cr_assert_not(say, "failure at %lld ms", (long long)t);
 	}
-	t = VSX_BACKOFF_LOG_MS - 1;
-	vsx_backoff_fail(&b, t, &say, &more);
+	t = VSXU_BACKOFF_LOG_MS - 1;
+	vsxu_backoff_fail(&b, t, &say, &more);
 	cr_assert_not(say);
-	t = VSX_BACKOFF_LOG_MS;
-	vsx_backoff_fail(&b, t, &say, &more);
+	t = VSXU_BACKOFF_LOG_MS;
+	vsxu_backoff_fail(&b, t, &say, &more);
 	cr_assert(say);
 	cr_assert_eq(more, 10);
 	/* the run ends: that is said, since this run said something */
-	vsx_backoff_ok(&b, &say);
+	vsxu_backoff_ok(&b, &say);
 	cr_assert(say);
 	/* a new run within the interval: counted, not said, nor its end */
-	vsx_backoff_fail(&b, t + 500, &say, &more);
+	vsxu_backoff_fail(&b, t + 500, &say, &more);
 	cr_assert_not(say);
-	vsx_backoff_ok(&b, &say);
+	vsxu_backoff_ok(&b, &say);
 	cr_assert_not(say);
-	vsx_backoff_fail(&b, t + VSX_BACKOFF_LOG_MS, &say, &more);
+	vsxu_backoff_fail(&b, t + VSXU_BACKOFF_LOG_MS, &say, &more);
 	cr_assert(say);
 	cr_assert_eq(more, 1);
 }
@@ -86,11 +86,11 @@ Test(backoff, errors_sorted)
 	size_t i;
 
 	for (i = 0; i < sizeof(none) / sizeof(none[0]); i++)
-		cr_assert_eq(vsx_acceptor_err_kind(none[i]), VSX_ACCEPTOR_NONE, "%s", strerror(none[i]));
+		cr_assert_eq(vsxu_acceptor_err_kind(none[i]), VSXU_ACCEPTOR_NONE, "%s", strerror(none[i]));
 	for (i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
-		cr_assert_eq(vsx_acceptor_err_kind(skip[i]), VSX_ACCEPTOR_SKIP, "%s", strerror(skip[i]));
+		cr_assert_eq(vsxu_acceptor_err_kind(skip[i]), VSXU_ACCEPTOR_SKIP, "%s", strerror(skip[i]));
 	for (i = 0; i < sizeof(back) / sizeof(back[0]); i++)
-		cr_assert_eq(vsx_acceptor_err_kind(back[i]), VSX_ACCEPTOR_BACKOFF, "%s",
+		cr_assert_eq(vsxu_acceptor_err_kind(back[i]), VSXU_ACCEPTOR_BACKOFF, "%s",
 			     strerror(back[i]));
 }
 
@@ -137,9 +137,9 @@ Test(acceptor, out_of_descriptors_backs_off_logs_once_and_serves_later)
 	struct rlimit rl = { .rlim_cur = 64, .rlim_max = 64 };
 	struct sockaddr_un un = { .sun_family = AF_UNIX };
 	struct event_base *base;
-	struct vsx_evloop ev;
-	struct vsx_acceptor *a;
-	struct vsx_acceptor_conf c = {
+	struct vsxu_evloop ev;
+	struct vsxu_acceptor *a;
+	struct vsxu_acceptor_conf c = {
 		.name = "the test's listener",
 		.cb = on_conn,
 		.log = log_line,
@@ -151,7 +151,7 @@ Test(acceptor, out_of_descriptors_backs_off_logs_once_and_serves_later)
 	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0, "%s", strerror(errno));
 	base = event_base_new();
 	cr_assert_not_null(base);
-	vsx_evloop_init(&ev, base);
+	vsxu_evloop_init(&ev, base);
 	/* an abstract address: nothing to clean up */
 	snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, "vsx-acceptor-%d", (int)getpid());
 	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -163,7 +163,7 @@ Test(acceptor, out_of_descriptors_backs_off_logs_once_and_serves_later)
 	c.loop = &ev.loop;
 	c.fd = lfd;
 	c.arg = base;
-	cr_assert_eq(vsx_acceptor_new(&c, &a), 0);
+	cr_assert_eq(vsxu_acceptor_new(&c, &a), 0);
 
 	/* every descriptor taken: the waiting connection cannot be accepted */
 	while ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
@@ -193,7 +193,7 @@ Test(acceptor, out_of_descriptors_backs_off_logs_once_and_serves_later)
 	cr_assert_eq(read(got, buf, sizeof(buf)), 4);
 	cr_assert_eq(memcmp(buf, "ping", 4), 0);
 
-	vsx_acceptor_free(a);
+	vsxu_acceptor_free(a);
 	while (nfill)
 		close(fill[--nfill]);
 	close(got);
@@ -206,13 +206,13 @@ Test(acceptor, held_listener_is_not_watched_until_released)
 {
 	struct sockaddr_un un = { .sun_family = AF_UNIX };
 	struct event_base *base = event_base_new();
-	struct vsx_evloop ev;
-	struct vsx_acceptor *a;
-	struct vsx_acceptor_conf c = { .name = "held", .cb = on_conn, .log = log_line };
+	struct vsxu_evloop ev;
+	struct vsxu_acceptor *a;
+	struct vsxu_acceptor_conf c = { .name = "held", .cb = on_conn, .log = log_line };
 	int lfd, cfd;
 
 	cr_assert_not_null(base);
-	vsx_evloop_init(&ev, base);
+	vsxu_evloop_init(&ev, base);
 	snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, "vsx-acceptor-h%d", (int)getpid());
 	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	cr_assert_eq(bind(lfd, (struct sockaddr *)&un, sizeof(un)), 0);
@@ -220,23 +220,23 @@ Test(acceptor, held_listener_is_not_watched_until_released)
 	c.loop = &ev.loop;
 	c.fd = lfd;
 	c.arg = base;
-	cr_assert_eq(vsx_acceptor_new(&c, &a), 0);
-	vsx_acceptor_hold(a, true);
+	cr_assert_eq(vsxu_acceptor_new(&c, &a), 0);
+	vsxu_acceptor_hold(a, true);
 	cfd = socket(AF_UNIX, SOCK_STREAM, 0);
 	cr_assert_eq(connect(cfd, (struct sockaddr *)&un, sizeof(un)), 0);
 	run_for(base, 200);
 	cr_assert_eq(accepted, 0);
 	cr_assert_eq(ev.fired, 0);
 	/* an accept that failed elsewhere backs off as our own would */
-	vsx_acceptor_result(a, -EMFILE);
-	vsx_acceptor_hold(a, false);
+	vsxu_acceptor_result(a, -EMFILE);
+	vsxu_acceptor_hold(a, false);
 	cr_assert_eq(nlines, 1);
 	cr_assert(strstr(lines[0], "accept on held: Too many open files; paused 10 ms"), "%s",
 		  lines[0]);
 	run_for(base, 5000);
 	cr_assert_eq(accepted, 1);
 	cr_assert_eq(nlines, 2, "the end of the back-off said");
-	vsx_acceptor_free(a);
+	vsxu_acceptor_free(a);
 	close(got);
 	close(cfd);
 	close(lfd);

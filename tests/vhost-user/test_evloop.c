@@ -2,7 +2,7 @@
  * The libevent adapter (transports/virtio/vhost-user/loop-event.c) as the
  * backend uses it: real socketpairs watched, interest changed on the fly,
  * watches and timers freed from inside their own callbacks, timers firing
- * in deadline order, and vsx_evloop_run's adaptive polling (its window read
+ * in deadline order, and vsxu_evloop_run's adaptive polling (its window read
  * back as it grows and shrinks).
  *
  * libevent runs in debug mode here (event_enable_debug_mode), so any
@@ -22,8 +22,8 @@
 #include "vhost-user/loop-event.h"
 
 static struct event_base *base;
-static struct vsx_evloop ev;
-static struct vsx_loop loop;        /* a copy of ev.loop */
+static struct vsxu_evloop ev;
+static struct vsxu_loop loop;        /* a copy of ev.loop */
 static int sp[2] = { -1, -1 };      /* sp[0] watched, sp[1] the peer */
 static int sq[2] = { -1, -1 };
 
@@ -38,7 +38,7 @@ static void setup(void)
 	}
 	base = event_base_new();
 	cr_assert_not_null(base);
-	vsx_evloop_init(&ev, base);
+	vsxu_evloop_init(&ev, base);
 	cr_assert_eq(ev.base, base);
 	cr_assert_eq(ev.loop.ctx, &ev);
 	cr_assert_eq(ev.poll_max_ns, 0);
@@ -76,8 +76,8 @@ struct rec {
 	int reads, writes;
 	char data[64];
 	size_t len;
-	struct vsx_watch *self;
-	struct vsx_watch *other;
+	struct vsxu_watch *self;
+	struct vsxu_watch *other;
 	bool unwatch_self;
 	bool unwatch_other;
 };
@@ -90,13 +90,13 @@ static void on_event(int fd, int events, void *arg)
 	r->calls++;
 	r->last_fd = fd;
 	r->last_events = events;
-	if (events & VSX_EV_READ) {
+	if (events & VSXU_EV_READ) {
 		r->reads++;
 		n = read(fd, r->data + r->len, sizeof(r->data) - r->len);
 		if (n > 0)
 			r->len += (size_t)n;
 	}
-	if (events & VSX_EV_WRITE)
+	if (events & VSXU_EV_WRITE)
 		r->writes++;
 	if (r->unwatch_other && r->other) {
 		loop.unwatch(r->other);
@@ -111,9 +111,9 @@ static void on_event(int fd, int events, void *arg)
 Test(evloop, read_on_a_socketpair)
 {
 	struct rec r = { 0 };
-	struct vsx_watch *w;
+	struct vsxu_watch *w;
 
-	w = loop.watch(loop.ctx, sp[0], VSX_EV_READ, on_event, &r);
+	w = loop.watch(loop.ctx, sp[0], VSXU_EV_READ, on_event, &r);
 	cr_assert_not_null(w);
 	spin();
 	cr_assert_eq(r.calls, 0, "nothing to read yet");
@@ -122,7 +122,7 @@ Test(evloop, read_on_a_socketpair)
 	event_base_loop(base, EVLOOP_ONCE);
 	cr_assert_eq(r.calls, 1);
 	cr_assert_eq(r.last_fd, sp[0]);
-	cr_assert_eq(r.last_events, VSX_EV_READ);
+	cr_assert_eq(r.last_events, VSXU_EV_READ);
 	cr_assert_eq(r.len, 5);
 	cr_assert_eq(memcmp(r.data, "hello", 5), 0);
 
@@ -142,7 +142,7 @@ Test(evloop, read_on_a_socketpair)
 Test(evloop, idle_watch_and_watch_set)
 {
 	struct rec r = { 0 };
-	struct vsx_watch *w;
+	struct vsxu_watch *w;
 	int before;
 
 	/* registered but idle: nothing fires */
@@ -153,34 +153,34 @@ Test(evloop, idle_watch_and_watch_set)
 	cr_assert_eq(r.calls, 0);
 
 	/* read interest: the same callback and argument fire */
-	loop.watch_set(w, VSX_EV_READ);
+	loop.watch_set(w, VSXU_EV_READ);
 	event_base_loop(base, EVLOOP_ONCE);
 	cr_assert_eq(r.calls, 1);
-	cr_assert_eq(r.last_events, VSX_EV_READ);
+	cr_assert_eq(r.last_events, VSXU_EV_READ);
 	cr_assert_eq(memcmp(r.data, "abc", 3), 0);
 	cr_assert_eq(r.writes, 0, "the socket is writable, but nobody asked");
 
 	/* add write interest: writable fires at once, with the same callback */
-	loop.watch_set(w, VSX_EV_READ | VSX_EV_WRITE);
+	loop.watch_set(w, VSXU_EV_READ | VSXU_EV_WRITE);
 	event_base_loop(base, EVLOOP_ONCE);
 	cr_assert_geq(r.writes, 1);
-	cr_assert_eq(r.last_events, VSX_EV_WRITE);
+	cr_assert_eq(r.last_events, VSXU_EV_WRITE);
 	cr_assert_eq(r.last_fd, sp[0]);
 
 	/* both at once */
 	cr_assert_eq(write(sp[1], "d", 1), 1);
 	event_base_loop(base, EVLOOP_ONCE);
-	cr_assert_eq(r.last_events, VSX_EV_READ | VSX_EV_WRITE);
+	cr_assert_eq(r.last_events, VSXU_EV_READ | VSXU_EV_WRITE);
 	cr_assert_eq(r.len, 4);
 
 	/* drop write interest: no more write calls */
-	loop.watch_set(w, VSX_EV_READ);
+	loop.watch_set(w, VSXU_EV_READ);
 	before = r.writes;
 	spin();
 	cr_assert_eq(r.writes, before);
 
 	/* setting the same mask again changes nothing */
-	loop.watch_set(w, VSX_EV_READ);
+	loop.watch_set(w, VSXU_EV_READ);
 	cr_assert_eq(write(sp[1], "e", 1), 1);
 	event_base_loop(base, EVLOOP_ONCE);
 	cr_assert_eq(r.len, 5);
@@ -197,7 +197,7 @@ Test(evloop, idle_watch_and_watch_set)
 
 /* A callback that flips its own interest from inside the callback. */
 struct flip {
-	struct vsx_watch *w;
+	struct vsxu_watch *w;
 	int writes;
 };
 
@@ -205,7 +205,7 @@ static void on_flip(int fd, int events, void *arg)
 {
 	struct flip *f = arg;
 
-	cr_assert_eq(events, VSX_EV_WRITE);
+	cr_assert_eq(events, VSXU_EV_WRITE);
 	f->writes++;
 	loop.watch_set(f->w, 0);        /* one write wake-up is enough */
 }
@@ -214,11 +214,11 @@ Test(evloop, watch_set_inside_callback)
 {
 	struct flip f = { 0 };
 
-	f.w = loop.watch(loop.ctx, sp[0], VSX_EV_WRITE, on_flip, &f);
+	f.w = loop.watch(loop.ctx, sp[0], VSXU_EV_WRITE, on_flip, &f);
 	cr_assert_not_null(f.w);
 	spin();
 	cr_assert_eq(f.writes, 1);
-	loop.watch_set(f.w, VSX_EV_WRITE);
+	loop.watch_set(f.w, VSXU_EV_WRITE);
 	spin();
 	cr_assert_eq(f.writes, 2);
 	loop.unwatch(f.w);
@@ -228,7 +228,7 @@ Test(evloop, unwatch_self_inside_callback)
 {
 	struct rec r = { .unwatch_self = true };
 
-	r.self = loop.watch(loop.ctx, sp[0], VSX_EV_READ, on_event, &r);
+	r.self = loop.watch(loop.ctx, sp[0], VSXU_EV_READ, on_event, &r);
 	cr_assert_not_null(r.self);
 	cr_assert_eq(write(sp[1], "xy", 2), 2);
 	event_base_loop(base, EVLOOP_ONCE);
@@ -247,10 +247,10 @@ Test(evloop, unwatch_self_inside_callback)
 Test(evloop, unwatch_other_active_watch)
 {
 	struct rec a = { .unwatch_other = true }, b = { .unwatch_other = true };
-	struct vsx_watch *wa, *wb;
+	struct vsxu_watch *wa, *wb;
 
-	wa = loop.watch(loop.ctx, sp[0], VSX_EV_READ, on_event, &a);
-	wb = loop.watch(loop.ctx, sq[0], VSX_EV_READ, on_event, &b);
+	wa = loop.watch(loop.ctx, sp[0], VSXU_EV_READ, on_event, &a);
+	wb = loop.watch(loop.ctx, sq[0], VSXU_EV_READ, on_event, &b);
 	cr_assert(wa && wb);
 	a.other = wb;
 	b.other = wa;
@@ -269,8 +269,8 @@ Test(evloop, bad_watch_arguments)
 {
 	struct rec r = { 0 };
 
-	cr_assert_null(loop.watch(loop.ctx, -1, VSX_EV_READ, on_event, &r));
-	cr_assert_null(loop.watch(loop.ctx, sp[0], VSX_EV_READ, NULL, &r));
+	cr_assert_null(loop.watch(loop.ctx, -1, VSXU_EV_READ, on_event, &r));
+	cr_assert_null(loop.watch(loop.ctx, sp[0], VSXU_EV_READ, NULL, &r));
 	cr_assert_null(loop.watch(loop.ctx, sp[0], 0x10, on_event, &r));
 	/* NULL is accepted by the release calls */
 	loop.unwatch(NULL);
@@ -285,7 +285,7 @@ struct order {
 };
 
 struct tmr {
-	struct vsx_timer *t;
+	struct vsxu_timer *t;
 	struct order *o;
 	int id;
 	int fired;
@@ -397,8 +397,8 @@ Test(evloop, free_armed_timer)
 
 /* A timer and a watch together: the data path's usual mix. */
 struct mix {
-	struct vsx_timer *t;
-	struct vsx_watch *w;
+	struct vsxu_timer *t;
+	struct vsxu_watch *w;
 	int peer;
 	int got;
 };
@@ -429,7 +429,7 @@ Test(evloop, timer_wakes_a_watch)
 	struct mix m = { .peer = sp[1] };
 
 	m.t = loop.timer(loop.ctx, mix_timer, &m);
-	m.w = loop.watch(loop.ctx, sp[0], VSX_EV_READ, mix_watch, &m);
+	m.w = loop.watch(loop.ctx, sp[0], VSXU_EV_READ, mix_watch, &m);
 	cr_assert(m.t && m.w);
 	loop.timer_arm(m.t, 5);
 	cr_assert_eq(event_base_dispatch(base), 1);
@@ -438,7 +438,7 @@ Test(evloop, timer_wakes_a_watch)
 	cr_assert_null(m.t);
 }
 
-/* ---- vsx_evloop_run and polling ----
+/* ---- vsxu_evloop_run and polling ----
  *
  * A ping-pong inside one loop: a timer writes a byte into sp[1] (the data
  * arriving), the watch on sp[0] reads it (the data path) and arms the timer
@@ -447,8 +447,8 @@ Test(evloop, timer_wakes_a_watch)
  * maximum, so the gaps are chosen far from either side.
  */
 struct pp {
-	struct vsx_timer *t;
-	struct vsx_watch *w;
+	struct vsxu_timer *t;
+	struct vsxu_watch *w;
 	unsigned gap_ms;        /* timer delay between a read and the next byte */
 	int rounds, reads;
 	unsigned max_window;    /* the largest ev.poll_ns seen */
@@ -467,7 +467,7 @@ static void pp_read(int fd, int events, void *arg)
 	struct pp *p = arg;
 	char c;
 
-	cr_assert_eq(events, VSX_EV_READ);
+	cr_assert_eq(events, VSXU_EV_READ);
 	cr_assert_eq(read(fd, &c, 1), 1);
 	cr_assert_eq(c, 'x');
 	p->reads++;
@@ -491,10 +491,10 @@ static int pp_run(struct pp *p)
 
 	p->min_window = ~0u;
 	p->t = loop.timer(loop.ctx, pp_timer, p);
-	p->w = loop.watch(loop.ctx, sp[0], VSX_EV_READ, pp_read, p);
+	p->w = loop.watch(loop.ctx, sp[0], VSXU_EV_READ, pp_read, p);
 	cr_assert(p->t && p->w);
 	cr_assert_eq(write(sp[1], "x", 1), 1);
-	r = vsx_evloop_run(&ev);
+	r = vsxu_evloop_run(&ev);
 	loop.unwatch(p->w);
 	loop.timer_free(p->t);
 	return r;
@@ -505,7 +505,7 @@ Test(evloop, run_without_polling)
 	struct pp p = { .gap_ms = 1, .rounds = 5 };
 
 	/* nothing pending: returns 1 at once, as event_base_dispatch does */
-	cr_assert_eq(vsx_evloop_run(&ev), 1);
+	cr_assert_eq(vsxu_evloop_run(&ev), 1);
 	cr_assert_eq(pp_run(&p), 0);
 	cr_assert_eq(p.reads, 5);
 	cr_assert_eq(ev.fired, 5);
@@ -523,7 +523,7 @@ Test(evloop, poll_window_grows_to_cover_short_gaps)
 	 * then on the bytes are hits and the window stays. */
 	struct pp p = { .gap_ms = 1, .rounds = 40 };
 
-	vsx_evloop_set_poll(&ev, 10000);
+	vsxu_evloop_set_poll(&ev, 10000);
 	cr_assert_eq(ev.poll_max_ns, 10000000u);
 	cr_assert_eq(pp_run(&p), 0);
 	cr_assert_eq(p.reads, 40);
@@ -540,7 +540,7 @@ Test(evloop, poll_window_shrinks_on_long_gaps)
 	struct pp p = { .gap_ms = 1, .rounds = 30 };
 	struct pp q = { .gap_ms = 40, .rounds = 15 };
 
-	vsx_evloop_set_poll(&ev, 10000);
+	vsxu_evloop_set_poll(&ev, 10000);
 	cr_assert_eq(pp_run(&p), 0);
 	cr_assert_geq(p.max_window, 1024000u, "window %u ns", p.max_window);
 	cr_assert_eq(pp_run(&q), 0);
@@ -558,9 +558,9 @@ Test(evloop, poll_maximum_is_bounded_and_can_be_turned_off)
 	 * on a loaded CI machine that one came late.) */
 	struct pp p = { .gap_ms = 0, .rounds = 200 };
 
-	vsx_evloop_set_poll(&ev, VSX_EVLOOP_POLL_MAX_US + 1);
-	cr_assert_eq(ev.poll_max_ns, VSX_EVLOOP_POLL_MAX_US * 1000u);
-	vsx_evloop_set_poll(&ev, 100);
+	vsxu_evloop_set_poll(&ev, VSXU_EVLOOP_POLL_MAX_US + 1);
+	cr_assert_eq(ev.poll_max_ns, VSXU_EVLOOP_POLL_MAX_US * 1000u);
+	vsxu_evloop_set_poll(&ev, 100);
 	cr_assert_eq(ev.poll_max_ns, 100000u);
 	cr_assert_eq(pp_run(&p), 0);
 	cr_assert_eq(p.reads, 200);
@@ -569,9 +569,9 @@ Test(evloop, poll_maximum_is_bounded_and_can_be_turned_off)
 	cr_assert_leq(ev.poll_ns, 100000u);
 	cr_assert_gt(ev.poll_hits, 0);
 	/* a lower maximum applies to the open window at once */
-	vsx_evloop_set_poll(&ev, 3);
+	vsxu_evloop_set_poll(&ev, 3);
 	cr_assert_leq(ev.poll_ns, 3000u);
-	vsx_evloop_set_poll(&ev, 0);
+	vsxu_evloop_set_poll(&ev, 0);
 	cr_assert_eq(ev.poll_ns, 0);
 	p = (struct pp){ .gap_ms = 1, .rounds = 3 };
 	ev.poll_hits = ev.poll_misses = 0;
@@ -583,17 +583,17 @@ Test(evloop, poll_maximum_is_bounded_and_can_be_turned_off)
 Test(evloop, run_returns_on_loopexit_while_polling)
 {
 	/* the last reads come while a window is open (as in the test above):
-	 * loopexit from there ends vsx_evloop_run, once */
+	 * loopexit from there ends vsxu_evloop_run, once */
 	struct pp p = { .gap_ms = 1, .rounds = 30, .use_exit = true };
 
-	vsx_evloop_set_poll(&ev, 10000);
+	vsxu_evloop_set_poll(&ev, 10000);
 	cr_assert_eq(pp_run(&p), 0);
 	cr_assert_eq(p.reads, 30);
 	cr_assert_gt(ev.poll_hits, 0);
 	cr_assert_eq(ev.fired, 30);
 }
 
-/* A poller (vsx_evloop_set_poller): asked on every polling round, told
+/* A poller (vsxu_evloop_set_poller): asked on every polling round, told
  * once before each sleep, and what it finds counts as activity. Here it
  * plays the guest's ring: a byte "posted" by the timer without a kick. */
 struct fake_ring {
@@ -601,7 +601,7 @@ struct fake_ring {
 	int polls, sleeps;      /* calls with sleeping false / true */
 	bool kicks_off;         /* between a polling call and a sleeping one */
 	int rounds;
-	struct vsx_timer *t;
+	struct vsxu_timer *t;
 };
 
 static bool ring_poll(void *arg, bool sleeping)
@@ -646,23 +646,23 @@ static void ring_kick(int fd, int events, void *arg)
 Test(evloop, poller_takes_work_while_polling_and_hears_of_every_sleep)
 {
 	struct fake_ring f = { .rounds = 30 };
-	struct vsx_watch *w;
+	struct vsxu_watch *w;
 
 	f.t = loop.timer(loop.ctx, ring_post, &f);
-	w = loop.watch(loop.ctx, sp[0], VSX_EV_READ, ring_kick, &f);
+	w = loop.watch(loop.ctx, sp[0], VSXU_EV_READ, ring_kick, &f);
 	cr_assert(f.t && w);
-	vsx_evloop_set_poll(&ev, 10000);
-	vsx_evloop_set_poller(&ev, ring_poll, &f);
+	vsxu_evloop_set_poll(&ev, 10000);
+	vsxu_evloop_set_poller(&ev, ring_poll, &f);
 	cr_assert_eq(write(sp[1], "k", 1), 1);  /* the first kick */
 	f.posted = 1;
-	cr_assert_eq(vsx_evloop_run(&ev), 0);
+	cr_assert_eq(vsxu_evloop_run(&ev), 0);
 	cr_assert_eq(f.taken, 30);
 	cr_assert_gt(f.polls, 0);
 	/* bytes posted while the loop polled came without a kick: only the
 	 * poller found them, and they count as the loop's hits */
 	cr_assert_geq(ev.poll_hits, 1);
 	/* removing the poller while its kicks are off tells it to sleep */
-	vsx_evloop_set_poller(&ev, NULL, NULL);
+	vsxu_evloop_set_poller(&ev, NULL, NULL);
 	cr_assert_not(f.kicks_off);
 	cr_assert_geq(f.sleeps, 1);
 	loop.unwatch(w);
@@ -684,22 +684,22 @@ Test(evloop, poller_is_told_before_the_loop_sleeps)
 	struct pp p = { .gap_ms = 1, .rounds = 20 };
 	int calls[2] = { 0, 0 };
 
-	vsx_evloop_set_poll(&ev, 10000);
-	vsx_evloop_set_poller(&ev, never, calls);
+	vsxu_evloop_set_poll(&ev, 10000);
+	vsxu_evloop_set_poller(&ev, never, calls);
 	cr_assert_eq(pp_run(&p), 0);
 	cr_assert_gt(calls[0], 0);
 	cr_assert_eq((uint64_t)calls[1], ev.poll_misses, "%d sleeping calls, %llu misses",
 		     calls[1], (unsigned long long)ev.poll_misses);
 	/* polling off: never asked at all */
-	vsx_evloop_set_poller(&ev, never, calls);
-	vsx_evloop_set_poll(&ev, 0);
+	vsxu_evloop_set_poller(&ev, never, calls);
+	vsxu_evloop_set_poll(&ev, 0);
 	calls[0] = calls[1] = 0;
 	p = (struct pp){ .gap_ms = 1, .rounds = 3 };
 	cr_assert_eq(pp_run(&p), 0);
 	cr_assert_eq(calls[0] + calls[1], 0);
 }
 
-/* ---- posting (vsx_evloop_enable_post) ----
+/* ---- posting (vsxu_evloop_enable_post) ----
  *
  * A post is control traffic (vsxd: a world stop, a status request's
  * counters, a pair set up across threads), not the data path: a loop woken
@@ -726,12 +726,12 @@ Test(evloop, posts_are_not_activity)
 	struct chain ch = { .left = 20 };
 	struct pp p = { .gap_ms = 1, .rounds = 5 };
 
-	cr_assert_null(ev.loop.post, "no post before vsx_evloop_enable_post");
-	cr_assert_eq(vsx_evloop_enable_post(&ev), 0);
+	cr_assert_null(ev.loop.post, "no post before vsxu_evloop_enable_post");
+	cr_assert_eq(vsxu_evloop_enable_post(&ev), 0);
 	cr_assert_not_null(ev.loop.post);
-	vsx_evloop_set_poll(&ev, 10000);
+	vsxu_evloop_set_poll(&ev, 10000);
 	cr_assert_eq(ev.loop.post(ev.loop.ctx, chain_run, &ch), 0);
-	cr_assert_eq(vsx_evloop_run(&ev), 0);
+	cr_assert_eq(vsxu_evloop_run(&ev), 0);
 	cr_assert_eq(ch.runs, 20);
 	cr_assert_eq(ev.fired, 0, "fired %llu", (unsigned long long)ev.fired);
 	cr_assert_eq(ev.poll_ns, 0, "window %u ns", ev.poll_ns);
@@ -741,6 +741,6 @@ Test(evloop, posts_are_not_activity)
 	cr_assert_eq(pp_run(&p), 0);
 	cr_assert_eq(ev.fired, 5);
 	cr_assert_gt(ev.poll_ns, 0);
-	vsx_evloop_fini(&ev);
+	vsxu_evloop_fini(&ev);
 	cr_assert_null(ev.loop.post);
 }

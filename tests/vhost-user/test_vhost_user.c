@@ -57,9 +57,9 @@ struct pkt {
 
 struct tdev {
 	struct vsx_test_loop *tl;
-	const struct vsx_loop *loop;
-	struct vsx_vu *vu;
-	struct vsx_vu_ops ops;
+	const struct vsxu_loop *loop;
+	struct vsxu_vu *vu;
+	struct vsxu_vu_ops ops;
 	char dir[64], path[128];
 	int starts, stops, logs;
 	int resumable_stops, last_how;
@@ -104,40 +104,40 @@ static void free_list(struct pkt **head, struct pkt ***tail)
 
 static void drain_out(struct tdev *t)
 {
-	struct vsx_vq *vq = vsx_vu_queue(t->vu, VSOCK_VQ_RX);
-	struct vsx_vq_elem e;
+	struct vsxu_vq *vq = vsxu_vu_queue(t->vu, VSOCK_VQ_RX);
+	struct vsxu_vq_elem e;
 	int r;
 
 	while (t->out) {
 		struct pkt *p = t->out;
 
-		r = vsx_vq_pop(vq, &e);
+		r = vsxu_vq_pop(vq, &e);
 		if (r < 0)
 			t->pop_err = r;
 		if (r <= 0)
 			break;
 		cr_assert_geq(e.in_len, p->len);
-		vsx_iov_from_buf(e.iov + e.out_num, e.in_num, 0, p->data, p->len);
-		vsx_vq_push(vq, &e, (uint32_t)p->len);
+		vsxu_iov_from_buf(e.iov + e.out_num, e.in_num, 0, p->data, p->len);
+		vsxu_vq_push(vq, &e, (uint32_t)p->len);
 		t->out = p->next;
 		if (!t->out)
 			t->out_tail = &t->out;
 		free(p);
 	}
-	vsx_vq_flush(vq);
+	vsxu_vq_flush(vq);
 }
 
 static void handle_tx(struct tdev *t)
 {
-	struct vsx_vq *vq = vsx_vu_queue(t->vu, VSOCK_VQ_TX);
-	struct vsx_vq_elem e;
+	struct vsxu_vq *vq = vsxu_vu_queue(t->vu, VSOCK_VQ_TX);
+	struct vsxu_vq_elem e;
 	int r;
 
-	while ((r = vsx_vq_pop(vq, &e)) > 0) {
+	while ((r = vsxu_vq_pop(vq, &e)) > 0) {
 		struct pkt *p = malloc(sizeof(*p) + e.out_len);
 
 		cr_assert(p);
-		p->len = vsx_iov_to_buf(e.iov, e.out_num, 0, p->data, e.out_len);
+		p->len = vsxu_iov_to_buf(e.iov, e.out_num, 0, p->data, e.out_len);
 		t->tx_pkts++;
 		if (p->len == HDR + 4) {
 			uint32_t seq;
@@ -147,7 +147,7 @@ static void handle_tx(struct tdev *t)
 				t->seq_bad = true;
 			t->next_seq = seq + 1;
 		}
-		vsx_vq_push(vq, &e, 0);
+		vsxu_vq_push(vq, &e, 0);
 		if (t->echo) {
 			struct virtio_vsock_hdr h;
 
@@ -164,7 +164,7 @@ static void handle_tx(struct tdev *t)
 	}
 	if (r < 0)
 		t->pop_err = r;
-	vsx_vq_flush(vq);
+	vsxu_vq_flush(vq);
 }
 
 static void dev_kick(void *dev, unsigned q)
@@ -176,7 +176,7 @@ static void dev_kick(void *dev, unsigned q)
 	drain_out(t);
 }
 
-static void dev_start(void *dev, enum vsx_vu_start how)
+static void dev_start(void *dev, enum vsxu_vu_start how)
 {
 	struct tdev *t = dev;
 
@@ -207,14 +207,14 @@ static void do_new(void *arg)
 {
 	struct tdev *t = arg;
 
-	cr_assert_eq(vsx_vu_new(t->path, 0, VSX__GID_KEEP, t->loop, &t->ops, t, &t->vu), 0);
+	cr_assert_eq(vsxu_vu_new(t->path, 0, VSX__GID_KEEP, t->loop, &t->ops, t, &t->vu), 0);
 }
 
 static void do_free(void *arg)
 {
 	struct tdev *t = arg;
 
-	vsx_vu_free(t->vu);
+	vsxu_vu_free(t->vu);
 	t->vu = NULL;
 	free_list(&t->out, &t->out_tail);
 	free_list(&t->log, &t->log_tail);
@@ -228,7 +228,7 @@ static struct tdev *tdev_new(unsigned min_queues)
 	strcpy(t->dir, "/tmp/vsx-vu-XXXXXX");
 	cr_assert(mkdtemp(t->dir));
 	snprintf(t->path, sizeof(t->path), "%s/vhost.sock", t->dir);
-	t->ops = (struct vsx_vu_ops){
+	t->ops = (struct vsxu_vu_ops){
 		.features = (1ull << VIRTIO_VSOCK_F_STREAM) | (1ull << VIRTIO_VSOCK_F_SEQPACKET),
 		.nqueues = VSOCK_NUM_QUEUES,
 		.min_queues = min_queues,
@@ -289,13 +289,13 @@ static void do_snap(void *arg)
 	S.pop_err = t->pop_err;
 	S.tx_pkts = t->tx_pkts;
 	S.seq_bad = t->seq_bad;
-	S.connected = vsx_vu_connected(t->vu);
-	S.features = vsx_vu_features(t->vu);
+	S.connected = vsxu_vu_connected(t->vu);
+	S.features = vsxu_vu_features(t->vu);
 	for (unsigned i = 0; i < 3; i++) {
-		struct vsx_vq *vq = vsx_vu_queue(t->vu, i);
+		struct vsxu_vq *vq = vsxu_vu_queue(t->vu, i);
 
 		S.broken[i] = vq->broken;
-		S.ready[i] = vsx_vq_ready(vq);
+		S.ready[i] = vsxu_vq_ready(vq);
 		S.last_avail[i] = vq->last_avail;
 	}
 }
@@ -599,15 +599,15 @@ Test(vu, rx_bytes_exact, .init = setup, .fini = teardown)
 
 static void do_event(void *arg)
 {
-	struct vsx_vq *vq = vsx_vu_queue(T->vu, VSOCK_VQ_EVENT);
-	struct vsx_vq_elem e;
+	struct vsxu_vq *vq = vsxu_vu_queue(T->vu, VSOCK_VQ_EVENT);
+	struct vsxu_vq_elem e;
 	uint32_t id = htole32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET);
 
-	cr_assert_eq(vsx_vq_pop(vq, &e), 1);
+	cr_assert_eq(vsxu_vq_pop(vq, &e), 1);
 	cr_assert_eq(e.in_len, 4);
-	vsx_iov_from_buf(e.iov + e.out_num, e.in_num, 0, &id, sizeof(id));
-	vsx_vq_push(vq, &e, sizeof(id));
-	vsx_vq_flush(vq);
+	vsxu_iov_from_buf(e.iov + e.out_num, e.in_num, 0, &id, sizeof(id));
+	vsxu_vq_push(vq, &e, sizeof(id));
+	vsxu_vq_flush(vq);
 }
 
 Test(vu, event_queue, .init = setup, .fini = teardown)
@@ -856,9 +856,9 @@ enum crash_bad { CRASH_OK, CRASH_REGION_PIPE, CRASH_REGION_SHORT, CRASH_KICK_FIL
 
 struct crash {
 	enum crash_bad bad;
-	int adopt;                    /* vsx_vu_adopt's result */
-	int get;                      /* vsx_vu_get_state's result */
-	struct vsx_vu_state st;
+	int adopt;                    /* vsxu_vu_adopt's result */
+	int get;                      /* vsxu_vu_get_state's result */
+	struct vsxu_vu_state st;
 };
 
 static int dup_cloexec(int fd)
@@ -876,10 +876,10 @@ static int dup_cloexec(int fd)
 static void do_crash(void *arg)
 {
 	struct crash *c = arg;
-	struct vsx_vu_state st;
+	struct vsxu_vu_state st;
 	int fd;
 
-	c->get = vsx_vu_get_state(T->vu, &st);
+	c->get = vsxu_vu_get_state(T->vu, &st);
 	if (c->get)
 		return;
 	st.conn_fd = dup_cloexec(st.conn_fd);
@@ -889,9 +889,9 @@ static void do_crash(void *arg)
 		st.queue[i].kick_fd = dup_cloexec(st.queue[i].kick_fd);
 		st.queue[i].call_fd = dup_cloexec(st.queue[i].call_fd);
 	}
-	vsx_vu_free(T->vu);
+	vsxu_vu_free(T->vu);
 	free_list(&T->out, &T->out_tail);
-	cr_assert_eq(vsx_vu_new(T->path, 0, VSX__GID_KEEP, T->loop, &T->ops, T, &T->vu), 0);
+	cr_assert_eq(vsxu_vu_new(T->path, 0, VSX__GID_KEEP, T->loop, &T->ops, T, &T->vu), 0);
 	switch (c->bad) {
 	case CRASH_OK:
 		break;
@@ -923,7 +923,7 @@ static void do_crash(void *arg)
 		break;
 	}
 	c->st = st;
-	c->adopt = vsx_vu_adopt(T->vu, &st);
+	c->adopt = vsxu_vu_adopt(T->vu, &st);
 }
 
 Test(vu_restart, adopted_device_goes_on, .init = setup, .fini = teardown)
@@ -942,7 +942,7 @@ Test(vu_restart, adopted_device_goes_on, .init = setup, .fini = teardown)
 	cr_assert_eq(c.st.nregions, 2);
 	cr_assert_eq(c.adopt, 0);
 	WAIT_FOR(s_.starts == before.starts + 1);
-	cr_assert_eq(snap().last_how, VSX_VU_START_NEW);
+	cr_assert_eq(snap().last_how, VSXU_VU_START_NEW);
 	cr_assert(snap().connected);
 	cr_assert_eq(snap().features, before.features);
 	cr_assert_eq(snap().last_avail[VSOCK_VQ_TX], before.last_avail[VSOCK_VQ_TX],
@@ -960,11 +960,11 @@ Test(vu_restart, adopted_device_goes_on, .init = setup, .fini = teardown)
 /* A chain the old server took and never gave back is taken again. */
 static void do_pop_hold(void *arg)
 {
-	struct vsx_vq_elem *e = arg;
+	struct vsxu_vq_elem *e = arg;
 
 	T->echo = false;
 	T->record = false;
-	cr_assert_eq(vsx_vq_pop(vsx_vu_queue(T->vu, VSOCK_VQ_RX), e), 1);
+	cr_assert_eq(vsxu_vq_pop(vsxu_vu_queue(T->vu, VSOCK_VQ_RX), e), 1);
 	T->echo = true;
 }
 
@@ -973,7 +973,7 @@ Test(vu_restart, chains_held_are_taken_again, .init = setup, .fini = teardown)
 	struct drv_opts o = { .no_event_queue = true };
 	struct drv *d = open_drv(&o);
 	struct crash c = { .bad = CRASH_OK };
-	struct vsx_vq_elem *e = calloc(1, sizeof(*e));
+	struct vsxu_vq_elem *e = calloc(1, sizeof(*e));
 	struct snap before;
 
 	echo_once(d, 1, 10);
@@ -1046,8 +1046,8 @@ static void do_get(void *arg)
 {
 	struct crash *c = arg;
 
-	c->get = vsx_vu_get_state(T->vu, &c->st);
-	c->adopt = vsx_vu_adopt(T->vu, &(struct vsx_vu_state){
+	c->get = vsxu_vu_get_state(T->vu, &c->st);
+	c->adopt = vsxu_vu_adopt(T->vu, &(struct vsxu_vu_state){
 		.conn_fd = -1, .nregions = 1, .nqueues = 1,
 		.region[0].fd = -1, .queue[0] = { .kick_fd = -1, .call_fd = -1 } });
 }
@@ -1080,17 +1080,17 @@ Test(vu, second_frontend_refused, .init = setup, .fini = teardown)
 static void do_listener(void *arg)
 {
 	struct tdev t = { 0 };
-	struct vsx_vu *vu2;
+	struct vsxu_vu *vu2;
 	int fd;
 
 	/* a live socket is not replaced */
-	cr_assert_eq(vsx_vu_new(T->path, 0, VSX__GID_KEEP, T->loop, &T->ops, &t, &vu2), -EADDRINUSE);
+	cr_assert_eq(vsxu_vu_new(T->path, 0, VSX__GID_KEEP, T->loop, &T->ops, &t, &vu2), -EADDRINUSE);
 	/* nor is a regular file */
 	snprintf(t.path, sizeof(t.path), "%s/file", T->dir);
 	fd = open(t.path, O_CREAT | O_WRONLY, 0600);
 	cr_assert(fd >= 0);
 	close(fd);
-	cr_assert_eq(vsx_vu_new(t.path, 0, VSX__GID_KEEP, T->loop, &T->ops, &t, &vu2), -ENOTSOCK);
+	cr_assert_eq(vsxu_vu_new(t.path, 0, VSX__GID_KEEP, T->loop, &T->ops, &t, &vu2), -ENOTSOCK);
 	cr_assert_eq(access(t.path, F_OK), 0, "the regular file was removed");
 	unlink(t.path);
 	/* a stale socket is */
@@ -1101,11 +1101,11 @@ static void do_listener(void *arg)
 		fd = socket(AF_UNIX, SOCK_STREAM, 0);
 		cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 		close(fd);
-		cr_assert_eq(vsx_vu_new(sa.sun_path, 0, VSX__GID_KEEP, T->loop, &T->ops, &t, &vu2), 0);
-		vsx_vu_free(vu2);
+		cr_assert_eq(vsxu_vu_new(sa.sun_path, 0, VSX__GID_KEEP, T->loop, &T->ops, &t, &vu2), 0);
+		vsxu_vu_free(vu2);
 		cr_assert_eq(access(sa.sun_path, F_OK), -1);
 	}
-	cr_assert_eq(vsx_vu_new("", 0, VSX__GID_KEEP, T->loop, &T->ops, &t, &vu2), -EINVAL);
+	cr_assert_eq(vsxu_vu_new("", 0, VSX__GID_KEEP, T->loop, &T->ops, &t, &vu2), -EINVAL);
 }
 
 Test(vu, listener_path)
@@ -1184,7 +1184,7 @@ Test(vu_guest, chain_loop, .init = setup, .fini = teardown)
 
 Test(vu_guest, chain_too_long, .init = setup, .fini = teardown)
 {
-	enum { N = VSX_VQ_MAX_IOV + 1 };
+	enum { N = VSXU_VQ_MAX_IOV + 1 };
 	uint64_t a[N];
 	uint32_t l[N];
 	uint16_t f[N], nx[N];
@@ -1389,9 +1389,9 @@ Test(vu_frontend, bad_vring_num, .init = setup, .fini = teardown)
 
 static void do_qmax(void *arg)
 {
-	cr_assert_eq(vsx_vu_set_queue_max(T->vu, 100), -EINVAL);
-	cr_assert_eq(vsx_vu_set_queue_max(T->vu, 0), -EINVAL);
-	cr_assert_eq(vsx_vu_set_queue_max(T->vu, 128), 0);
+	cr_assert_eq(vsxu_vu_set_queue_max(T->vu, 100), -EINVAL);
+	cr_assert_eq(vsxu_vu_set_queue_max(T->vu, 0), -EINVAL);
+	cr_assert_eq(vsxu_vu_set_queue_max(T->vu, 128), 0);
 }
 
 Test(vu_frontend, queue_max, .init = setup, .fini = teardown)

@@ -33,13 +33,13 @@
 
 struct fake {
 	char *r0, *r1;                 /* ... but not in the host */
-	struct vsx_mem mem;
-	struct vsx_vq vq;
+	struct vsxu_mem mem;
+	struct vsxu_vq vq;
 	struct vring_desc *desc;
 	struct vring_avail *avail;
 	struct vring_used *used;
 	uint16_t aidx;
-	struct vsx_vq_elem e;
+	struct vsxu_vq_elem e;
 };
 
 static struct fake F;
@@ -51,15 +51,15 @@ static void fake_setup(unsigned num, bool event_idx, bool indirect)
 	F.r1 = mmap(NULL, R_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	cr_assert(F.r0 != MAP_FAILED && F.r1 != MAP_FAILED);
 	F.mem.n = 2;
-	F.mem.r[0] = (struct vsx_mem_region){ .gpa = R0_GPA, .size = R_SIZE, .uva = R0_UVA,
+	F.mem.r[0] = (struct vsxu_mem_region){ .gpa = R0_GPA, .size = R_SIZE, .uva = R0_UVA,
 					      .host = F.r0, .map = F.r0, .map_len = R_SIZE };
-	F.mem.r[1] = (struct vsx_mem_region){ .gpa = R1_GPA, .size = R_SIZE, .uva = R1_UVA,
+	F.mem.r[1] = (struct vsxu_mem_region){ .gpa = R1_GPA, .size = R_SIZE, .uva = R1_UVA,
 					      .host = F.r1, .map = F.r1, .map_len = R_SIZE };
 	F.desc = (struct vring_desc *)(F.r0 + DESC_OFF);
 	F.avail = (struct vring_avail *)(F.r0 + AVAIL_OFF);
 	F.used = (struct vring_used *)(F.r0 + USED_OFF);
 
-	vsx_vq_reset(&F.vq);
+	vsxu_vq_reset(&F.vq);
 	F.vq.num = num;
 	F.vq.desc = F.desc;
 	F.vq.avail = F.avail;
@@ -82,7 +82,7 @@ static void teardown(void)
 {
 	close(F.vq.call_fd);
 	close(F.vq.err_fd);
-	vsx_mem_unmap(&F.mem);
+	vsxu_mem_unmap(&F.mem);
 }
 
 static void *host(uint64_t gpa)
@@ -122,9 +122,9 @@ static void assert_broken(int r, int err)
 {
 	cr_assert_eq(r, err, "pop returned %d, expected %d", r, err);
 	cr_assert(F.vq.broken);
-	cr_assert(!vsx_vq_ready(&F.vq));
+	cr_assert(!vsxu_vq_ready(&F.vq));
 	cr_assert_eq(efd_count(F.vq.err_fd), 1, "err fd signalled once");
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), -EIO);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), -EIO);
 	cr_assert_eq(efd_count(F.vq.err_fd), 0, "and only once");
 }
 
@@ -132,46 +132,46 @@ static void assert_broken(int r, int err)
 
 Test(mem, gpa_bounds, .init = setup, .fini = teardown)
 {
-	cr_assert_eq(vsx_mem_gpa(&F.mem, R0_GPA, 16), F.r0);
-	cr_assert_eq(vsx_mem_gpa(&F.mem, R0_GPA + R_SIZE - 1, 1), F.r0 + R_SIZE - 1);
-	cr_assert_eq(vsx_mem_gpa(&F.mem, R0_GPA + 100, R_SIZE - 100), F.r0 + 100);
-	cr_assert_null(vsx_mem_gpa(&F.mem, R0_GPA + 100, R_SIZE - 99),
+	cr_assert_eq(vsxu_mem_gpa(&F.mem, R0_GPA, 16), F.r0);
+	cr_assert_eq(vsxu_mem_gpa(&F.mem, R0_GPA + R_SIZE - 1, 1), F.r0 + R_SIZE - 1);
+	cr_assert_eq(vsxu_mem_gpa(&F.mem, R0_GPA + 100, R_SIZE - 100), F.r0 + 100);
+	cr_assert_null(vsxu_mem_gpa(&F.mem, R0_GPA + 100, R_SIZE - 99),
 		       "a range across two regions is not contiguous here");
-	cr_assert_eq(vsx_mem_gpa(&F.mem, R1_GPA, R_SIZE), F.r1);
-	cr_assert_null(vsx_mem_gpa(&F.mem, R1_GPA + R_SIZE, 1));
-	cr_assert_null(vsx_mem_gpa(&F.mem, R1_GPA + R_SIZE - 1, 2));
-	cr_assert_null(vsx_mem_gpa(&F.mem, R0_GPA - 1, 1));
-	cr_assert_null(vsx_mem_gpa(&F.mem, 0, 1));
-	cr_assert_null(vsx_mem_gpa(&F.mem, R0_GPA + 8, UINT64_MAX - 4), "len overflow");
-	cr_assert_null(vsx_mem_gpa(&F.mem, UINT64_MAX - 2, 16), "gpa overflow");
-	cr_assert_null(vsx_mem_gpa(&F.mem, R0_GPA, UINT64_MAX));
-	cr_assert_eq(vsx_mem_gpa(&F.mem, R0_GPA + 5, 0), F.r0 + 5);
-	cr_assert_null(vsx_mem_gpa(NULL, R0_GPA, 1));
+	cr_assert_eq(vsxu_mem_gpa(&F.mem, R1_GPA, R_SIZE), F.r1);
+	cr_assert_null(vsxu_mem_gpa(&F.mem, R1_GPA + R_SIZE, 1));
+	cr_assert_null(vsxu_mem_gpa(&F.mem, R1_GPA + R_SIZE - 1, 2));
+	cr_assert_null(vsxu_mem_gpa(&F.mem, R0_GPA - 1, 1));
+	cr_assert_null(vsxu_mem_gpa(&F.mem, 0, 1));
+	cr_assert_null(vsxu_mem_gpa(&F.mem, R0_GPA + 8, UINT64_MAX - 4), "len overflow");
+	cr_assert_null(vsxu_mem_gpa(&F.mem, UINT64_MAX - 2, 16), "gpa overflow");
+	cr_assert_null(vsxu_mem_gpa(&F.mem, R0_GPA, UINT64_MAX));
+	cr_assert_eq(vsxu_mem_gpa(&F.mem, R0_GPA + 5, 0), F.r0 + 5);
+	cr_assert_null(vsxu_mem_gpa(NULL, R0_GPA, 1));
 }
 
 Test(mem, uva_bounds, .init = setup, .fini = teardown)
 {
-	cr_assert_eq(vsx_mem_uva(&F.mem, R0_UVA + 64, 64), F.r0 + 64);
-	cr_assert_eq(vsx_mem_uva(&F.mem, R1_UVA + R_SIZE - 8, 8), F.r1 + R_SIZE - 8);
-	cr_assert_null(vsx_mem_uva(&F.mem, R1_UVA + R_SIZE - 8, 9));
-	cr_assert_null(vsx_mem_uva(&F.mem, R0_UVA - 1, 1));
-	cr_assert_null(vsx_mem_uva(&F.mem, R0_UVA + 1, UINT64_MAX));
-	cr_assert_null(vsx_mem_uva(&F.mem, R0_GPA, 1), "a gpa is not a uva");
+	cr_assert_eq(vsxu_mem_uva(&F.mem, R0_UVA + 64, 64), F.r0 + 64);
+	cr_assert_eq(vsxu_mem_uva(&F.mem, R1_UVA + R_SIZE - 8, 8), F.r1 + R_SIZE - 8);
+	cr_assert_null(vsxu_mem_uva(&F.mem, R1_UVA + R_SIZE - 8, 9));
+	cr_assert_null(vsxu_mem_uva(&F.mem, R0_UVA - 1, 1));
+	cr_assert_null(vsxu_mem_uva(&F.mem, R0_UVA + 1, UINT64_MAX));
+	cr_assert_null(vsxu_mem_uva(&F.mem, R0_GPA, 1), "a gpa is not a uva");
 }
 
 Test(mem, unmap_empties_table)
 {
-	struct vsx_mem m = { 0 };
+	struct vsxu_mem m = { 0 };
 	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	cr_assert(p != MAP_FAILED);
 	m.n = 1;
-	m.r[0] = (struct vsx_mem_region){ .gpa = 0, .size = 4096, .host = p, .map = p,
+	m.r[0] = (struct vsxu_mem_region){ .gpa = 0, .size = 4096, .host = p, .map = p,
 					  .map_len = 4096 };
-	cr_assert_eq(vsx_mem_gpa(&m, 0, 1), p);
-	vsx_mem_unmap(&m);
+	cr_assert_eq(vsxu_mem_gpa(&m, 0, 1), p);
+	vsxu_mem_unmap(&m);
 	cr_assert_eq(m.n, 0);
-	cr_assert_null(vsx_mem_gpa(&m, 0, 1));
+	cr_assert_null(vsxu_mem_gpa(&m, 0, 1));
 }
 
 /* ---- popping chains ---- */
@@ -182,8 +182,8 @@ Test(vq, pop_chain_out_then_in, .init = setup, .fini = teardown)
 	desc(F.desc, 7, DATA_GPA + 4096, 100, VRING_DESC_F_NEXT, 2);
 	desc(F.desc, 2, DATA_GPA + 8192, 200, VRING_DESC_F_WRITE, 0);
 	avail_add(3);
-	cr_assert_eq(vsx_vq_avail(&F.vq), 1);
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
+	cr_assert_eq(vsxu_vq_avail(&F.vq), 1);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
 	cr_assert_eq(F.e.head, 3);
 	cr_assert_eq(F.e.out_num, 2);
 	cr_assert_eq(F.e.in_num, 1);
@@ -195,15 +195,15 @@ Test(vq, pop_chain_out_then_in, .init = setup, .fini = teardown)
 	cr_assert_eq(F.e.iov[2].iov_base, host(DATA_GPA + 8192));
 	cr_assert_eq(F.e.iov[2].iov_len, 200);
 	cr_assert_eq(F.vq.last_avail, 1);
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 0, "ring empty");
-	cr_assert_eq(vsx_vq_avail(&F.vq), 0);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 0, "ring empty");
+	cr_assert_eq(vsxu_vq_avail(&F.vq), 0);
 }
 
 Test(vq, buffer_across_regions_is_two_iovecs, .init = setup, .fini = teardown)
 {
 	desc(F.desc, 0, R1_GPA - 10, 30, 0, 0);
 	avail_add(0);
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
 	cr_assert_eq(F.e.out_num, 2);
 	cr_assert_eq(F.e.iov[0].iov_base, F.r0 + R_SIZE - 10);
 	cr_assert_eq(F.e.iov[0].iov_len, 10);
@@ -217,7 +217,7 @@ Test(vq, zero_length_descriptor_adds_nothing, .init = setup, .fini = teardown)
 	desc(F.desc, 0, 0xdead0000, 0, VRING_DESC_F_NEXT, 1);
 	desc(F.desc, 1, DATA_GPA, 8, VRING_DESC_F_WRITE, 0);
 	avail_add(0);
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
 	cr_assert_eq(F.e.out_num, 0);
 	cr_assert_eq(F.e.in_num, 1);
 	cr_assert_eq(F.e.in_len, 8);
@@ -228,13 +228,13 @@ Test(vq, not_ready_pops_nothing, .init = setup, .fini = teardown)
 	desc(F.desc, 0, DATA_GPA, 8, 0, 0);
 	avail_add(0);
 	F.vq.enabled = false;
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 0);
-	cr_assert_eq(vsx_vq_avail(&F.vq), 0);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 0);
+	cr_assert_eq(vsxu_vq_avail(&F.vq), 0);
 	F.vq.enabled = true;
 	F.vq.started = false;
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 0);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 0);
 	F.vq.started = true;
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
 }
 
 Test(vq, unpop_gives_back, .init = setup, .fini = teardown)
@@ -243,12 +243,12 @@ Test(vq, unpop_gives_back, .init = setup, .fini = teardown)
 	desc(F.desc, 5, DATA_GPA, 8, 0, 0);
 	avail_add(4);
 	avail_add(5);
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
 	cr_assert_eq(F.e.head, 5);
-	vsx_vq_unpop(&F.vq, 2);
-	cr_assert_eq(vsx_vq_avail(&F.vq), 2);
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
+	vsxu_vq_unpop(&F.vq, 2);
+	cr_assert_eq(vsxu_vq_avail(&F.vq), 2);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
 	cr_assert_eq(F.e.head, 4);
 }
 
@@ -261,7 +261,7 @@ Test(vq, indirect_table, .init = setup, .fini = teardown)
 	desc(t, 1, DATA_GPA + 200, 4096, VRING_DESC_F_WRITE, 0);
 	desc(F.desc, 9, DATA_GPA + 0x8000, 3 * 16, VRING_DESC_F_INDIRECT, 0);
 	avail_add(9);
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
 	cr_assert_eq(F.e.head, 9);
 	cr_assert_eq(F.e.out_num, 1);
 	cr_assert_eq(F.e.in_num, 2);
@@ -275,7 +275,7 @@ static void indirect_case(uint64_t addr, uint32_t len, uint16_t flags, int err)
 {
 	desc(F.desc, 0, addr, len, flags, 1);
 	avail_add(0);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), err);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), err);
 }
 
 Test(vq, indirect_not_negotiated, .init = setup, .fini = teardown)
@@ -306,7 +306,7 @@ Test(vq, indirect_len_zero, .init = setup, .fini = teardown)
 
 Test(vq, indirect_table_too_big, .init = setup, .fini = teardown)
 {
-	indirect_case(DATA_GPA, (VSX_VQ_MAX_SIZE + 1) * 16, VRING_DESC_F_INDIRECT, -EINVAL);
+	indirect_case(DATA_GPA, (VSXU_VQ_MAX_SIZE + 1) * 16, VRING_DESC_F_INDIRECT, -EINVAL);
 }
 
 Test(vq, indirect_table_outside_memory, .init = setup, .fini = teardown)
@@ -326,7 +326,7 @@ Test(vq, indirect_after_direct, .init = setup, .fini = teardown)
 	desc(F.desc, 0, DATA_GPA + 512, 8, VRING_DESC_F_NEXT, 1);
 	desc(F.desc, 1, DATA_GPA, 16, VRING_DESC_F_INDIRECT, 0);
 	avail_add(0);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EINVAL);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EINVAL);
 }
 
 Test(vq, indirect_loop, .init = setup, .fini = teardown)
@@ -352,25 +352,25 @@ Test(vq, chain_loop, .init = setup, .fini = teardown)
 	desc(F.desc, 0, DATA_GPA, 8, VRING_DESC_F_NEXT, 1);
 	desc(F.desc, 1, DATA_GPA, 8, VRING_DESC_F_NEXT, 0);
 	avail_add(0);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EINVAL);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EINVAL);
 }
 
 Test(vq, chain_longest_and_too_long)
 {
 	fake_setup(128, false, false);
-	for (unsigned i = 0; i < VSX_VQ_MAX_IOV; i++)
+	for (unsigned i = 0; i < VSXU_VQ_MAX_IOV; i++)
 		desc(F.desc, i, DATA_GPA + i, 1,
-		     i + 1 < VSX_VQ_MAX_IOV ? VRING_DESC_F_NEXT : 0, (uint16_t)(i + 1));
+		     i + 1 < VSXU_VQ_MAX_IOV ? VRING_DESC_F_NEXT : 0, (uint16_t)(i + 1));
 	avail_add(0);
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1, "%d descriptors are fine", VSX_VQ_MAX_IOV);
-	cr_assert_eq(F.e.out_num, VSX_VQ_MAX_IOV);
-	cr_assert_eq(F.e.out_len, VSX_VQ_MAX_IOV);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1, "%d descriptors are fine", VSXU_VQ_MAX_IOV);
+	cr_assert_eq(F.e.out_num, VSXU_VQ_MAX_IOV);
+	cr_assert_eq(F.e.out_len, VSXU_VQ_MAX_IOV);
 
-	for (unsigned i = 0; i <= VSX_VQ_MAX_IOV; i++)
+	for (unsigned i = 0; i <= VSXU_VQ_MAX_IOV; i++)
 		desc(F.desc, i, DATA_GPA + i, 1,
-		     i < VSX_VQ_MAX_IOV ? VRING_DESC_F_NEXT : 0, (uint16_t)(i + 1));
+		     i < VSXU_VQ_MAX_IOV ? VRING_DESC_F_NEXT : 0, (uint16_t)(i + 1));
 	avail_add(0);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EINVAL);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EINVAL);
 	teardown();
 }
 
@@ -382,7 +382,7 @@ Test(vq, too_many_iovecs_across_regions)
 		desc(F.desc, i, R1_GPA - 1, 2, i + 1 < 40 ? VRING_DESC_F_NEXT : 0,
 		     (uint16_t)(i + 1));
 	avail_add(0);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EINVAL);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EINVAL);
 	teardown();
 }
 
@@ -390,13 +390,13 @@ Test(vq, next_out_of_range, .init = setup, .fini = teardown)
 {
 	desc(F.desc, 0, DATA_GPA, 8, VRING_DESC_F_NEXT, 16);
 	avail_add(0);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EINVAL);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EINVAL);
 }
 
 Test(vq, head_out_of_range, .init = setup, .fini = teardown)
 {
 	avail_add(16);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EINVAL);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EINVAL);
 }
 
 Test(vq, readable_after_writable, .init = setup, .fini = teardown)
@@ -404,7 +404,7 @@ Test(vq, readable_after_writable, .init = setup, .fini = teardown)
 	desc(F.desc, 0, DATA_GPA, 8, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, 1);
 	desc(F.desc, 1, DATA_GPA, 8, 0, 0);
 	avail_add(0);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EINVAL);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EINVAL);
 }
 
 Test(vq, readable_after_empty_writable, .init = setup, .fini = teardown)
@@ -412,28 +412,28 @@ Test(vq, readable_after_empty_writable, .init = setup, .fini = teardown)
 	desc(F.desc, 0, DATA_GPA, 0, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, 1);
 	desc(F.desc, 1, DATA_GPA, 8, 0, 0);
 	avail_add(0);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EINVAL);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EINVAL);
 }
 
 Test(vq, address_outside_memory, .init = setup, .fini = teardown)
 {
 	desc(F.desc, 0, 0x1000, 8, 0, 0);
 	avail_add(0);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EFAULT);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EFAULT);
 }
 
 Test(vq, length_past_memory_end, .init = setup, .fini = teardown)
 {
 	desc(F.desc, 0, R1_GPA + R_SIZE - 8, 9, 0, 0);
 	avail_add(0);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EFAULT);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EFAULT);
 }
 
 Test(vq, address_wraps, .init = setup, .fini = teardown)
 {
 	desc(F.desc, 0, UINT64_MAX - 3, 0xffffffff, 0, 0);
 	avail_add(0);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EFAULT);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EFAULT);
 }
 
 Test(vq, total_length_overflows_u32, .init = setup, .fini = teardown)
@@ -444,21 +444,21 @@ Test(vq, total_length_overflows_u32, .init = setup, .fini = teardown)
 	void *p = mmap(NULL, big, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
 	cr_assert(p != MAP_FAILED);
-	F.mem.r[2] = (struct vsx_mem_region){ .gpa = 1ull << 40, .size = big, .uva = 1ull << 46,
+	F.mem.r[2] = (struct vsxu_mem_region){ .gpa = 1ull << 40, .size = big, .uva = 1ull << 46,
 					      .host = p, .map = p, .map_len = big };
 	F.mem.n = 3;
 	desc(F.desc, 0, 1ull << 40, 0xc0000000u, VRING_DESC_F_NEXT, 1);
 	desc(F.desc, 1, (1ull << 40) + (4ull << 30), 0xc0000000u, 0, 0);
 	avail_add(0);
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EINVAL);
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EINVAL);
 }
 
 Test(vq, avail_idx_beyond_num, .init = setup, .fini = teardown)
 {
 	desc(F.desc, 0, DATA_GPA, 8, 0, 0);
 	F.avail->idx = htole16(17);
-	cr_assert_eq(vsx_vq_avail(&F.vq), 16, "a bogus index reads as work");
-	assert_broken(vsx_vq_pop(&F.vq, &F.e), -EINVAL);
+	cr_assert_eq(vsxu_vq_avail(&F.vq), 16, "a bogus index reads as work");
+	assert_broken(vsxu_vq_pop(&F.vq, &F.e), -EINVAL);
 }
 
 Test(vq, avail_idx_exactly_num_is_fine, .init = setup, .fini = teardown)
@@ -468,8 +468,8 @@ Test(vq, avail_idx_exactly_num_is_fine, .init = setup, .fini = teardown)
 		avail_add((uint16_t)i);
 	}
 	for (unsigned i = 0; i < 16; i++)
-		cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 0);
+		cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 0);
 	cr_assert(!F.vq.broken);
 }
 
@@ -477,20 +477,20 @@ Test(vq, avail_idx_exactly_num_is_fine, .init = setup, .fini = teardown)
 
 Test(vq, push_flush_batches, .init = setup, .fini = teardown)
 {
-	struct vsx_vq_elem e[3];
+	struct vsxu_vq_elem e[3];
 
 	for (unsigned i = 0; i < 3; i++) {
 		desc(F.desc, 10 + i, DATA_GPA, 64, VRING_DESC_F_WRITE, 0);
 		avail_add((uint16_t)(10 + i));
 	}
 	for (unsigned i = 0; i < 3; i++)
-		cr_assert_eq(vsx_vq_pop(&F.vq, &e[i]), 1);
-	vsx_vq_push(&F.vq, &e[0], 10);
-	vsx_vq_push(&F.vq, &e[1], 20);
-	vsx_vq_push(&F.vq, &e[2], 1000); /* more than the buffer: clamped */
+		cr_assert_eq(vsxu_vq_pop(&F.vq, &e[i]), 1);
+	vsxu_vq_push(&F.vq, &e[0], 10);
+	vsxu_vq_push(&F.vq, &e[1], 20);
+	vsxu_vq_push(&F.vq, &e[2], 1000); /* more than the buffer: clamped */
 	cr_assert_eq(le16toh(F.used->idx), 0, "nothing visible before flush");
 	cr_assert_eq(efd_count(F.vq.call_fd), 0);
-	vsx_vq_flush(&F.vq);
+	vsxu_vq_flush(&F.vq);
 	cr_assert_eq(le16toh(F.used->idx), 3);
 	cr_assert_eq(le32toh(F.used->ring[0].id), 10);
 	cr_assert_eq(le32toh(F.used->ring[0].len), 10);
@@ -499,7 +499,7 @@ Test(vq, push_flush_batches, .init = setup, .fini = teardown)
 	cr_assert_eq(le32toh(F.used->ring[2].id), 12);
 	cr_assert_eq(le32toh(F.used->ring[2].len), 64);
 	cr_assert_eq(efd_count(F.vq.call_fd), 1, "one notification per flush");
-	vsx_vq_flush(&F.vq);
+	vsxu_vq_flush(&F.vq);
 	cr_assert_eq(efd_count(F.vq.call_fd), 0, "nothing pushed, no notification");
 }
 
@@ -508,9 +508,9 @@ static void cycle(unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		desc(F.desc, 0, DATA_GPA, 8, VRING_DESC_F_WRITE, 0);
 		avail_add(0);
-		cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
-		vsx_vq_push(&F.vq, &F.e, 1);
-		vsx_vq_flush(&F.vq);
+		cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
+		vsxu_vq_push(&F.vq, &F.e, 1);
+		vsxu_vq_flush(&F.vq);
 	}
 }
 
@@ -531,13 +531,13 @@ Test(vq, notify_on_empty_overrides_flag, .init = setup, .fini = teardown)
 	desc(F.desc, 0, DATA_GPA, 8, VRING_DESC_F_WRITE, 0);
 	avail_add(0);
 	avail_add(0);
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
-	vsx_vq_push(&F.vq, &F.e, 1);
-	vsx_vq_flush(&F.vq);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
+	vsxu_vq_push(&F.vq, &F.e, 1);
+	vsxu_vq_flush(&F.vq);
 	cr_assert_eq(efd_count(F.vq.call_fd), 0, "ring not empty: flag honoured");
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
-	vsx_vq_push(&F.vq, &F.e, 1);
-	vsx_vq_flush(&F.vq);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
+	vsxu_vq_push(&F.vq, &F.e, 1);
+	vsxu_vq_flush(&F.vq);
 	cr_assert_eq(efd_count(F.vq.call_fd), 1, "ring empty: notified anyway");
 }
 
@@ -565,10 +565,10 @@ Test(vq, event_idx_used_event)
 		avail_add((uint16_t)i);
 	}
 	for (unsigned i = 0; i < 4; i++) {
-		cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
-		vsx_vq_push(&F.vq, &F.e, 0);
+		cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
+		vsxu_vq_push(&F.vq, &F.e, 0);
 	}
-	vsx_vq_flush(&F.vq); /* used idx 9 -> 13 */
+	vsxu_vq_flush(&F.vq); /* used idx 9 -> 13 */
 	cr_assert_eq(le16toh(F.used->idx), 13);
 	cr_assert_eq(efd_count(F.vq.call_fd), 1);
 	teardown();
@@ -585,10 +585,10 @@ Test(vq, event_idx_ignores_flags)
 
 Test(vq, set_notify_without_event_idx, .init = setup, .fini = teardown)
 {
-	vsx_vq_set_notify(&F.vq, false);
+	vsxu_vq_set_notify(&F.vq, false);
 	cr_assert_eq(le16toh(F.used->flags), VRING_USED_F_NO_NOTIFY);
 	cr_assert(F.vq.notify_off);
-	vsx_vq_set_notify(&F.vq, true);
+	vsxu_vq_set_notify(&F.vq, true);
 	cr_assert_eq(le16toh(F.used->flags), 0);
 	cr_assert(!F.vq.notify_off);
 }
@@ -603,13 +603,13 @@ Test(vq, set_notify_event_idx_writes_avail_event)
 		desc(F.desc, (uint16_t)i, DATA_GPA, 8, 0, 0);
 		avail_add((uint16_t)i);
 	}
-	vsx_vq_set_notify(&F.vq, false);
+	vsxu_vq_set_notify(&F.vq, false);
 	for (unsigned i = 0; i < 3; i++)
-		cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 0);
+		cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 0);
 	cr_assert_eq(le16toh(*avail_event), 0, "notifications off: pop leaves it");
 	cr_assert_eq(le16toh(F.used->flags), 0, "EVENT_IDX: the flag is not used");
-	vsx_vq_set_notify(&F.vq, true);
+	vsxu_vq_set_notify(&F.vq, true);
 	cr_assert_eq(le16toh(*avail_event), 3);
 	teardown();
 }
@@ -625,9 +625,9 @@ Test(vq, pop_rearms_when_empty)
 		avail_add((uint16_t)i);
 	}
 	for (unsigned i = 0; i < 5; i++)
-		cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
+		cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
 	cr_assert_eq(le16toh(*avail_event), 0, "not written while there is work");
-	cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 0);
+	cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 0);
 	cr_assert_eq(le16toh(*avail_event), 5, "the guest kicks for the next buffer");
 	teardown();
 }
@@ -641,13 +641,13 @@ Test(vq, wrap_around_small_ring)
 
 		desc(F.desc, h, DATA_GPA + h * 64, 64, VRING_DESC_F_WRITE, 0);
 		avail_add(h);
-		cr_assert_eq(vsx_vq_pop(&F.vq, &F.e), 1);
+		cr_assert_eq(vsxu_vq_pop(&F.vq, &F.e), 1);
 		cr_assert_eq(F.e.head, h);
-		vsx_vq_push(&F.vq, &F.e, i % 64);
+		vsxu_vq_push(&F.vq, &F.e, i % 64);
 		if (i % 3 == 2)
-			vsx_vq_flush(&F.vq);
+			vsxu_vq_flush(&F.vq);
 	}
-	vsx_vq_flush(&F.vq);
+	vsxu_vq_flush(&F.vq);
 	cr_assert_eq(F.vq.last_avail, (uint16_t)70000);
 	cr_assert_eq(le16toh(F.used->idx), (uint16_t)70000);
 	cr_assert_eq(le32toh(F.used->ring[(70000 - 1) % 4].id), (70000 - 1) % 4);
@@ -658,16 +658,16 @@ Test(vq, wrap_around_small_ring)
 
 Test(vq, reset)
 {
-	struct vsx_vq vq;
+	struct vsxu_vq vq;
 
 	memset(&vq, 0x5a, sizeof(vq));
-	vsx_vq_reset(&vq);
+	vsxu_vq_reset(&vq);
 	cr_assert_eq(vq.kick_fd, -1);
 	cr_assert_eq(vq.call_fd, -1);
 	cr_assert_eq(vq.err_fd, -1);
 	cr_assert_eq(vq.num, 0);
 	cr_assert(!vq.started && !vq.enabled && !vq.broken);
-	cr_assert(!vsx_vq_ready(&vq));
+	cr_assert(!vsxu_vq_ready(&vq));
 }
 
 /* ---- iovec helpers ---- */
@@ -678,21 +678,21 @@ Test(iov, copy_and_slice)
 	struct iovec v[3] = { { a, 5 }, { b, 3 }, { c, 4 } }, s[3];
 	unsigned n;
 
-	cr_assert_eq(vsx_iov_size(v, 3), 12);
-	cr_assert_eq(vsx_iov_to_buf(v, 3, 3, out, 7), 7);
+	cr_assert_eq(vsxu_iov_size(v, 3), 12);
+	cr_assert_eq(vsxu_iov_to_buf(v, 3, 3, out, 7), 7);
 	cr_assert_str_eq(out, "defghij");
 	memset(out, 0, sizeof(out));
-	cr_assert_eq(vsx_iov_to_buf(v, 3, 10, out, 16), 2);
+	cr_assert_eq(vsxu_iov_to_buf(v, 3, 10, out, 16), 2);
 	cr_assert_str_eq(out, "kl");
-	cr_assert_eq(vsx_iov_to_buf(v, 3, 12, out, 16), 0);
+	cr_assert_eq(vsxu_iov_to_buf(v, 3, 12, out, 16), 0);
 
-	cr_assert_eq(vsx_iov_from_buf(v, 3, 4, "XYZW", 4), 4);
+	cr_assert_eq(vsxu_iov_from_buf(v, 3, 4, "XYZW", 4), 4);
 	cr_assert_eq(memcmp(a, "abcdX", 5), 0);
 	cr_assert_eq(memcmp(b, "YZW", 3), 0);
-	cr_assert_eq(vsx_iov_from_buf(v, 3, 11, "QR", 2), 1);
+	cr_assert_eq(vsxu_iov_from_buf(v, 3, 11, "QR", 2), 1);
 	cr_assert_eq(c[3], 'Q');
 
-	n = vsx_iov_slice(s, 3, v, 3, 2, 8);
+	n = vsxu_iov_slice(s, 3, v, 3, 2, 8);
 	cr_assert_eq(n, 3);
 	cr_assert_eq(s[0].iov_base, a + 2);
 	cr_assert_eq(s[0].iov_len, 3);
@@ -700,10 +700,10 @@ Test(iov, copy_and_slice)
 	cr_assert_eq(s[1].iov_len, 3);
 	cr_assert_eq(s[2].iov_base, c);
 	cr_assert_eq(s[2].iov_len, 2);
-	cr_assert_eq(vsx_iov_slice(s, 1, v, 3, 2, 8), 1, "bounded by max");
-	cr_assert_eq(vsx_iov_slice(s, 3, v, 3, 5, 3), 1);
+	cr_assert_eq(vsxu_iov_slice(s, 1, v, 3, 2, 8), 1, "bounded by max");
+	cr_assert_eq(vsxu_iov_slice(s, 3, v, 3, 5, 3), 1);
 	cr_assert_eq(s[0].iov_base, b);
-	cr_assert_eq(vsx_iov_slice(s, 3, v, 3, 12, 3), 0);
+	cr_assert_eq(vsxu_iov_slice(s, 3, v, 3, 12, 3), 0);
 }
 
 /* ---- the memory guard (memguard.h) on a thread that blocks signals ---- */
@@ -727,9 +727,9 @@ static void *guard_reader(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	if (j->add_here)
-		j->slot = vsx_memguard_add((void *)j->map, 2 * 4096);
+		j->slot = vsxu_memguard_add((void *)j->map, 2 * 4096);
 	else
-		cr_assert_eq(vsx_memguard_thread(), 0);
+		cr_assert_eq(vsxu_memguard_thread(), 0);
 	cr_assert_eq(ftruncate(j->memfd, 0), 0);
 	j->seen = j->map[4096];
 	return NULL;
@@ -747,14 +747,14 @@ static void guard_run(bool add_here)
 	cr_assert_neq((void *)j.map, MAP_FAILED);
 	j.map[4096] = 'x';
 	if (!add_here)
-		j.slot = vsx_memguard_add((void *)j.map, 2 * 4096);
+		j.slot = vsxu_memguard_add((void *)j.map, 2 * 4096);
 	cr_assert_eq(pthread_create(&t, NULL, guard_reader, &j), 0);
 	cr_assert_eq(pthread_join(t, NULL), 0);
 	cr_assert_gt(j.slot, 0);
 	cr_assert_eq(j.seen, 0, "the read completes with the zero page");
-	cr_assert(vsx_memguard_faulted(j.slot));
-	cr_assert(vsx_memguard_any());
-	vsx_memguard_del(j.slot);
+	cr_assert(vsxu_memguard_faulted(j.slot));
+	cr_assert(vsxu_memguard_any());
+	vsxu_memguard_del(j.slot);
 	munmap((void *)j.map, 2 * 4096);
 	close(j.memfd);
 }
@@ -764,13 +764,13 @@ Test(memguard, holds_on_the_thread_that_maps_though_it_blocked_every_signal)
 	guard_run(true);
 }
 
-Test(memguard, vsx_memguard_thread_makes_it_hold_on_another_thread)
+Test(memguard, vsxu_memguard_thread_makes_it_hold_on_another_thread)
 {
 	guard_run(false);
 }
 
 /* Someone replaced the handler after the guard installed it: the next
- * vsx_memguard_thread puts it back, and a SIGBUS outside guest memory
+ * vsxu_memguard_thread puts it back, and a SIGBUS outside guest memory
  * still goes to what was there (here: the default, death by SIGBUS). */
 Test(memguard, handler_replaced_is_installed_again, .signal = SIGBUS)
 {
@@ -781,15 +781,15 @@ Test(memguard, handler_replaced_is_installed_again, .signal = SIGBUS)
 	int fd;
 
 	sigemptyset(&dfl.sa_mask);
-	cr_assert_eq(vsx_memguard_thread(), 0);
+	cr_assert_eq(vsxu_memguard_thread(), 0);
 	cr_assert_eq(sigaction(SIGBUS, &dfl, NULL), 0);
 	j.memfd = memfd_create("guard", MFD_CLOEXEC);
 	cr_assert_eq(ftruncate(j.memfd, 2 * 4096), 0);
 	j.map = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, j.memfd, 0);
-	j.slot = vsx_memguard_add((void *)j.map, 2 * 4096);
+	j.slot = vsxu_memguard_add((void *)j.map, 2 * 4096);
 	cr_assert_eq(pthread_create(&t, NULL, guard_reader, &j), 0);
 	cr_assert_eq(pthread_join(t, NULL), 0);
-	cr_assert(vsx_memguard_faulted(j.slot), "the guard caught it");
+	cr_assert(vsxu_memguard_faulted(j.slot), "the guard caught it");
 	/* a shrunk mapping that is not guest memory: SIG_DFL's death */
 	fd = memfd_create("other", MFD_CLOEXEC);
 	cr_assert_eq(ftruncate(fd, 4096), 0);
@@ -807,7 +807,7 @@ Test(memguard, sent_sigbus_is_not_absorbed, .signal = SIGBUS)
 
 	sigemptyset(&dfl.sa_mask);
 	cr_assert_eq(sigaction(SIGBUS, &dfl, NULL), 0);
-	cr_assert_eq(vsx_memguard_thread(), 0);
+	cr_assert_eq(vsxu_memguard_thread(), 0);
 	raise(SIGBUS);
 	cr_assert_fail("a sent SIGBUS was absorbed");
 }

@@ -325,7 +325,7 @@ struct conn {
 	 * buffers (bounded by the credit the other guest was given). */
 	struct txq q;
 
-	struct vsx_timer *timer;
+	struct vsxu_timer *timer;
 	enum conn_timer_kind tkind;
 	bool theld;                  /* tkind waits for the VM's resume */
 	char tag[VSXB_TAG_MAX];       /* vsxb_conn_info.tag ("": none) */
@@ -386,8 +386,8 @@ struct vsxb_vm {
 	unsigned ngroups;
 
 	/* The device (device.c) */
-	struct vsx_vu *vu;
-	struct vsx_vq *rxq, *txq, *evq; /* while live */
+	struct vsxu_vu *vu;
+	struct vsxu_vq *rxq, *txq, *evq; /* while live */
 	bool live, broken, event_pending, seqpacket, freeing;
 	/* The front-end stopped the rings resumably (QEMU stop, or a guest
 	 * reset the next start reveals): connections kept, guest memory not
@@ -419,21 +419,21 @@ struct vsxb_vm {
 	 * by rst_timer as it drains */
 	struct vsxb_conn_addr *rst;
 	unsigned rst_n, rst_next;
-	struct vsx_timer *rst_timer;
+	struct vsxu_timer *rst_timer;
 
 	/* The hybrid listener (uds.c) and host ports (peer_host.c) */
 	int lfd;
-	struct vsx_acceptor *acc;    /* on lfd (vhost-user/acceptor.h) */
+	struct vsxu_acceptor *acc;    /* on lfd (vhost-user/acceptor.h) */
 	struct vsxb_list handshakes;
 	unsigned nhandshakes;
 	uint32_t next_host_port;
 	bool host_port_wrapped;
 
 	/* TX processing (device.c) */
-	struct vsx_timer *resume;    /* a budget ran out: continue at once */
+	struct vsxu_timer *resume;    /* a budget ran out: continue at once */
 	unsigned tx_pieces_max;      /* most iovecs of one TX packet (logged) */
-	struct vsx_vq_elem *txe;     /* VSXB_TX_BATCH */
-	struct vsx_vq_elem *rxe;     /* VSXB_RX_BATCH */
+	struct vsxu_vq_elem *txe;     /* VSXB_TX_BATCH */
+	struct vsxu_vq_elem *rxe;     /* VSXB_RX_BATCH */
 	struct iovec *riov;          /* VSXB_IOV_MAX: RX payload slices */
 	struct iovec *fiov;          /* VSXB_IOV_MAX: queue flushes */
 	/* The TX batch: guest payload of consecutive RW packets of one
@@ -451,7 +451,7 @@ struct vsxb_vm {
 
 	/* spare queue chunks (txbuf.c), swept by ptimer (conn.c) */
 	struct txq_pool pool;
-	struct vsx_timer *ptimer;
+	struct vsxu_timer *ptimer;
 	bool ptimer_armed;
 
 	/* refusal events: a token bucket for logging (backend.h) */
@@ -494,7 +494,7 @@ struct vsxb_vm {
  */
 struct vsxb_shard {
 	struct vsxb_router *r;
-	const struct vsx_loop *loop;
+	const struct vsxu_loop *loop;
 	struct vsxb_list node;        /* r->shards */
 	unsigned nvms;               /* VMs on it (and one being made) */
 	bool foreign;                /* not the router's loop: parked by stops
@@ -511,7 +511,7 @@ struct vsxb_shard {
 #define vsxb_load(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
 struct vsxb_router {
-	const struct vsx_loop *loop; /* the control thread's */
+	const struct vsxu_loop *loop; /* the control thread's */
 	vsxb_log_fn log;
 	void *log_arg;
 	struct vsxb_list vms;
@@ -606,7 +606,7 @@ int vsxb__shards_init(struct vsxb_router *r);
 void vsxb__shards_free(struct vsxb_router *r);
 /* The shard of @loop (NULL: the router's), made on first use; NULL: out
  * of memory, or a foreign loop without post. */
-struct vsxb_shard *vsxb__shard_get(struct vsxb_router *r, const struct vsx_loop *loop);
+struct vsxb_shard *vsxb__shard_get(struct vsxb_router *r, const struct vsxu_loop *loop);
 /* Park every foreign shard until the matching world_start; nests. On the
  * control thread only. */
 void vsxb__world_stop(struct vsxb_router *r);

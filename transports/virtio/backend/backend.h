@@ -4,7 +4,7 @@
  * exposed to host programs through hybrid Unix sockets, and a router that
  * lets VMs of a common group reach each other by CID.
  *
- * No event loop is owned here: everything runs on the vsx_loop given.
+ * No event loop is owned here: everything runs on the vsxu_loop given.
  * Threads: call these from the router's loop's thread only (the control
  * thread). A VM may run on a loop of its own (vsxb_vm_config.loop), on
  * another thread: its device, host sockets and connections are then
@@ -70,7 +70,7 @@ struct vsxb_vm_config {
 	 * of another thread must have post (loop.h). Siblings may be on
 	 * different loops (their pairs then cross through in-memory queues,
 	 * and the loops' post wakes the other thread). */
-	const struct vsx_loop *loop;
+	const struct vsxu_loop *loop;
 	/* vhost-device-vsock's forward-cid: the guest's STREAM connections
 	 * to the host (CID 2) go to the host kernel's vsock CID forward_cid,
 	 * same port (a port with a handler, vsxb_router_listen_port, keeps
@@ -88,7 +88,7 @@ struct vsxb_vm;
 
 /* A router: the VMs of one process, for sibling routing and lookup.
  * @log may be NULL (silence). */
-int vsxb_router_new(const struct vsx_loop *loop, vsxb_log_fn log, void *log_arg,
+int vsxb_router_new(const struct vsxu_loop *loop, vsxb_log_fn log, void *log_arg,
 		   struct vsxb_router **out);
 /* Frees every VM still attached, then the router. */
 void vsxb_router_free(struct vsxb_router *r);
@@ -172,7 +172,7 @@ struct vsxb_vm_info {
 	bool paused;               /* rings stopped by the front-end (QEMU stop),
 				    connections kept for the restart */
 	unsigned conns;            /* live connections */
-	const struct vsx_loop *loop; /* the loop serving it (vsxb_vm_config.loop;
+	const struct vsxu_loop *loop; /* the loop serving it (vsxb_vm_config.loop;
 				      the router's when none was given) */
 };
 
@@ -371,7 +371,7 @@ void vsxb_router_get_limits(const struct vsxb_router *r, struct vsxb_router_limi
 bool vsxb_router_poll(struct vsxb_router *r, bool sleeping);
 /* The same for the VMs served by @loop (vsxb_vm_config.loop), on that
  * loop's thread. */
-bool vsxb_router_poll_loop(struct vsxb_router *r, const struct vsx_loop *loop,
+bool vsxb_router_poll_loop(struct vsxb_router *r, const struct vsxu_loop *loop,
 			   bool sleeping);
 
 /* Counters since the router was created (vsxctl status). */
@@ -388,7 +388,7 @@ void vsxb_router_get_stats(const struct vsxb_router *r, struct vsxb_router_stats
 
 /* ---- Restarts (vsxd(8) RESTARTS) ---- */
 
-struct vsx_vu_state;
+struct vsxu_vu_state;
 
 /*
  * A VM's device started, changed what a restart needs (vhost_user.h's
@@ -399,7 +399,7 @@ struct vsx_vu_state;
  * router.
  */
 typedef void (*vsxb_device_event_fn)(void *arg, struct vsxb_vm *vm, const char *vm_name,
-				     uint64_t guest_cid, const struct vsx_vu_state *st);
+				     uint64_t guest_cid, const struct vsxu_vu_state *st);
 
 void vsxb_router_set_device_events(struct vsxb_router *r, vsxb_device_event_fn fn,
 				   void *arg);
@@ -413,12 +413,12 @@ struct vsxb_conn_addr {
 
 /*
  * @vm (just created, no front-end yet) takes over the device an earlier
- * process served, whose front-end is still connected (vsx_vu_adopt: @vm
+ * process served, whose front-end is still connected (vsxu_vu_adopt: @vm
  * takes every descriptor of @st whatever the result), and sends its guest
  * an RST for each of the @n connections @conns that process had. 0, or
- * vsx_vu_adopt's error (the front-end then sees its back-end go), -ENOMEM.
+ * vsxu_vu_adopt's error (the front-end then sees its back-end go), -ENOMEM.
  */
-int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsx_vu_state *st,
+int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 		  const struct vsxb_conn_addr *conns, unsigned n);
 
 /*

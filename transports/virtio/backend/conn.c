@@ -103,7 +103,7 @@
  * next access to it raise SIGBUS. vhost-user/memguard.h absorbs that
  * signal inside guest mappings (the mapping becomes zero pages and is
  * marked), so the access completes with zeros; vsxb__vm_round sees the
- * mark (vsx_vu_mem_faulted) at the end of that VM's round and breaks the
+ * mark (vsxu_vu_mem_faulted) at the end of that VM's round and breaks the
  * device as above, before anything else is sent for it. A kernel copy on
  * such memory fails with EFAULT instead (peer_host.c, host_mem_fault):
  * the same break. Other VMs never notice.
@@ -171,7 +171,7 @@ static void conn_hdr(struct conn *c, struct virtio_vsock_hdr *h, uint16_t op,
 
 /* ---- RX queue ---- */
 
-int vsxb__rx_pop(struct vsxb_vm *vm, struct vsx_vq_elem *e)
+int vsxb__rx_pop(struct vsxb_vm *vm, struct vsxu_vq_elem *e)
 {
 	int rc;
 
@@ -179,7 +179,7 @@ int vsxb__rx_pop(struct vsxb_vm *vm, struct vsx_vq_elem *e)
 		return -EIO;
 	if (vm->paused)
 		return 0; /* as a guest that posts no buffers, until it resumes */
-	rc = vsx_vq_pop(vm->rxq, e);
+	rc = vsxu_vq_pop(vm->rxq, e);
 	if (rc < 0) {
 		vsxb__vm_broken(vm, "RX queue: invalid descriptor chain");
 		return rc;
@@ -187,28 +187,28 @@ int vsxb__rx_pop(struct vsxb_vm *vm, struct vsx_vq_elem *e)
 	if (rc == 0)
 		return 0;
 	if (e->in_len <= HDR_LEN) {
-		vsx_vq_push(vm->rxq, e, 0);
+		vsxu_vq_push(vm->rxq, e, 0);
 		vsxb__vm_broken(vm, "RX queue: buffer without room for a payload");
 		return -EINVAL;
 	}
 	return 1;
 }
 
-static void rx_push(struct vsxb_vm *vm, struct vsx_vq_elem *e,
+static void rx_push(struct vsxb_vm *vm, struct vsxu_vq_elem *e,
 		    struct virtio_vsock_hdr *h)
 {
 	uint32_t len = h->len;
 
 	vsxb_hdr_swap(h);
-	vsx_iov_from_buf(e->iov + e->out_num, e->in_num, 0, h, HDR_LEN);
-	vsx_vq_push(vm->rxq, e, HDR_LEN + len);
+	vsxu_iov_from_buf(e->iov + e->out_num, e->in_num, 0, h, HDR_LEN);
+	vsxu_vq_push(vm->rxq, e, HDR_LEN + len);
 	vm->st.rx_pkts++;
 	vsxb__vm_touch(vm);
 	vm->rx_pushed = true;
 }
 
 /* A data packet of @len payload bytes already in @e. */
-void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsx_vq_elem *e,
+void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsxu_vq_elem *e,
 		 uint32_t len, unsigned flags)
 {
 	struct virtio_vsock_hdr h;
@@ -223,7 +223,7 @@ void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsx_vq_elem *e,
 /* One header-only packet into the RX queue; false without a buffer. */
 static bool rx_send_hdr(struct vsxb_vm *vm, struct virtio_vsock_hdr *h)
 {
-	struct vsx_vq_elem *e = &vm->rxe[0];
+	struct vsxu_vq_elem *e = &vm->rxe[0];
 
 	if (vsxb__rx_pop(vm, e) <= 0)
 		return false;
@@ -538,7 +538,7 @@ static unsigned timer_ms(const struct vsxb_router *r, enum conn_timer_kind kind)
 
 void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms)
 {
-	const struct vsx_loop *l = c->vm->sh->loop;
+	const struct vsxu_loop *l = c->vm->sh->loop;
 
 	if (c->dead)
 		return;
@@ -920,7 +920,7 @@ static void pool_timer_cb(void *arg)
 
 static void pool_tend(struct vsxb_vm *vm)
 {
-	const struct vsx_loop *l = vm->sh->loop;
+	const struct vsxu_loop *l = vm->sh->loop;
 
 	if (!vm->live) {
 		if (vm->pool.n || vm->pool.freed >= VSXB_TRIM_MIN) {
@@ -950,13 +950,13 @@ void vsxb__vm_round(struct vsxb_vm *vm)
 
 	/* A SIGBUS in this VM's memory was absorbed (vhost-user/memguard.h):
 	 * what it read since are zeros; the device goes, the others stay. */
-	if (vm->live && !vm->broken && vsx_vu_mem_faulted(vm->vu))
+	if (vm->live && !vm->broken && vsxu_vu_mem_faulted(vm->vu))
 		vsxb__vm_broken(vm, MEM_FAULT);
 
 	if (vm->live && !vm->broken)
 		vm_rx_run(vm);
 	if (vm->rx_pushed && vm->live && vm->rxq) {
-		vsx_vq_flush(vm->rxq);
+		vsxu_vq_flush(vm->rxq);
 		vm->st.rx_flushes++;
 	}
 	vm->rx_pushed = false;
@@ -1036,7 +1036,7 @@ void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest)
  */
 void vsxb__vm_timers_hold(struct vsxb_vm *vm)
 {
-	const struct vsx_loop *l = vm->sh->loop;
+	const struct vsxu_loop *l = vm->sh->loop;
 	struct vsxb_list *n;
 
 	for (n = vm->conns.next; n != &vm->conns; n = n->next) {
@@ -1066,7 +1066,7 @@ void vsxb__vm_broken(struct vsxb_vm *vm, const char *why)
 	if (vm->broken)
 		return;
 	/* what broke a ring may be a fault absorbed in its memory: say that */
-	if (vm->vu && vsx_vu_mem_faulted(vm->vu))
+	if (vm->vu && vsxu_vu_mem_faulted(vm->vu))
 		why = MEM_FAULT;
 	vm->broken = true;
 	vsxb__log(vm->r, VSXB_LOG_ERR, "vm %s: %s: device stopped until the guest resets "

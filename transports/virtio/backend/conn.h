@@ -102,8 +102,8 @@ int vsxb__conn_enqueue(struct conn *holder, const struct iovec *iov, unsigned n,
 bool vsxb__conn_mem_ok(struct conn *holder);
 void vsxb__set_tag(char *dst, const char *tag);
 /* RX helpers for data paths: pop one RX chain; 1, 0 (none), <0 broken. */
-int vsxb__rx_pop(struct vsxb_vm *vm, struct vsx_vq_elem *e);
-void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsx_vq_elem *e,
+int vsxb__rx_pop(struct vsxb_vm *vm, struct vsxu_vq_elem *e);
+void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsxu_vq_elem *e,
 		 uint32_t len, unsigned flags);
 /* An RST for a guest packet that has no connection (CPU order). */
 void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);

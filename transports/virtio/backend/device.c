@@ -23,15 +23,15 @@ static void vm_tx_run(struct vsxb_vm *vm);
 
 static void vm_send_event(struct vsxb_vm *vm)
 {
-	struct vsx_vq_elem *e = &vm->rxe[0];
+	struct vsxu_vq_elem *e = &vm->rxe[0];
 	uint32_t id = htole32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET);
 	int rc;
 
 	/* Only when the front-end gave us the event queue (QEMU keeps it). */
 	if (!vm->event_pending || !vm->live || vm->paused || vm->broken ||
-	    !vsx_vq_ready(vm->evq))
+	    !vsxu_vq_ready(vm->evq))
 		return;
-	rc = vsx_vq_pop(vm->evq, e);
+	rc = vsxu_vq_pop(vm->evq, e);
 	if (rc < 0) {
 		vsxb__vm_broken(vm, "event queue: invalid descriptor chain");
 		return;
@@ -39,14 +39,14 @@ static void vm_send_event(struct vsxb_vm *vm)
 	if (rc == 0)
 		return; /* no buffer yet: the next event-queue kick */
 	if (e->in_len < sizeof(id)) {
-		vsx_vq_push(vm->evq, e, 0);
-		vsx_vq_flush(vm->evq);
+		vsxu_vq_push(vm->evq, e, 0);
+		vsxu_vq_flush(vm->evq);
 		vsxb__vm_broken(vm, "event queue: buffer too small");
 		return;
 	}
-	vsx_iov_from_buf(e->iov + e->out_num, e->in_num, 0, &id, sizeof(id));
-	vsx_vq_push(vm->evq, e, sizeof(id));
-	vsx_vq_flush(vm->evq);
+	vsxu_iov_from_buf(e->iov + e->out_num, e->in_num, 0, &id, sizeof(id));
+	vsxu_vq_push(vm->evq, e, sizeof(id));
+	vsxu_vq_flush(vm->evq);
 	vm->event_pending = false;
 }
 
@@ -68,10 +68,10 @@ static void credit_moved(struct conn *c)
 		vsxb__conn_credit_check(c);
 }
 
-static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsx_vq_elem *e,
+static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsxu_vq_elem *e,
 		  const struct virtio_vsock_hdr *h)
 {
-	struct iovec iov[VSX_VQ_MAX_IOV];
+	struct iovec iov[VSXU_VQ_MAX_IOV];
 	unsigned n, flags = 0;
 
 	if (c->state == VSXB_CONN_CONNECTING) {
@@ -97,7 +97,7 @@ static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsx_vq_elem *
 		if (!(flags & VIRTIO_VSOCK_SEQ_EOM))
 			flags = 0;
 	}
-	n = vsx_iov_slice(iov, VSX_VQ_MAX_IOV, e->iov, e->out_num, HDR_LEN, h->len);
+	n = vsxu_iov_slice(iov, VSXU_VQ_MAX_IOV, e->iov, e->out_num, HDR_LEN, h->len);
 	c->ops->rw(c, iov, n, h->len, flags);
 	if (!c->dead && c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
 		if (flags & VIRTIO_VSOCK_SEQ_EOM)
@@ -154,7 +154,7 @@ static void tx_shutdown(struct conn *c, uint32_t flags)
 		c->ops->guest_shutdown(c, flags);
 }
 
-static void tx_packet(struct vsxb_vm *vm, const struct vsx_vq_elem *e)
+static void tx_packet(struct vsxb_vm *vm, const struct vsxu_vq_elem *e)
 {
 	struct virtio_vsock_hdr h;
 	const char *bad = NULL;
@@ -176,7 +176,7 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsx_vq_elem *e)
 		vsxb__log(vm->r, VSXB_LOG_DEBUG, "vm %s: a TX packet in %u piece(s) (%u bytes), "
 			  "the most so far", vm->name, e->out_num, e->out_len);
 	}
-	vsx_iov_to_buf(e->iov, e->out_num, 0, &h, HDR_LEN);
+	vsxu_iov_to_buf(e->iov, e->out_num, 0, &h, HDR_LEN);
 	vsxb_hdr_swap(&h);
 	if (h.src_cid != vm->cid) {
 		vm->st.dropped++;
@@ -264,9 +264,9 @@ static void vm_tx_run(struct vsxb_vm *vm)
 
 	vm->tx_more = false;
 	while (vm->live && !vm->paused && !vm->broken) {
-		vsx_vq_set_notify(vm->txq, false);
+		vsxu_vq_set_notify(vm->txq, false);
 		for (n = 0; n < VSXB_TX_BATCH; n++) {
-			rc = vsx_vq_pop(vm->txq, &vm->txe[n]);
+			rc = vsxu_vq_pop(vm->txq, &vm->txe[n]);
 			if (rc < 0) {
 				vsxb__vm_broken(vm, "TX queue: invalid descriptor chain");
 				return;
@@ -280,9 +280,9 @@ static void vm_tx_run(struct vsxb_vm *vm)
 		if (vm->broken || !vm->live)
 			return;
 		for (i = 0; i < n; i++)
-			vsx_vq_push(vm->txq, &vm->txe[i], 0);
+			vsxu_vq_push(vm->txq, &vm->txe[i], 0);
 		if (n) {
-			vsx_vq_flush(vm->txq);
+			vsxu_vq_flush(vm->txq);
 			vm->st.tx_rounds++;
 		}
 		budget -= n < budget ? n : budget;
@@ -290,8 +290,8 @@ static void vm_tx_run(struct vsxb_vm *vm)
 			/* the loop polls the ring (vsxb_router_poll): no kick */
 			if (vm->sh->polling)
 				return;
-			vsx_vq_set_notify(vm->txq, true);
-			if (!vsx_vq_avail(vm->txq))
+			vsxu_vq_set_notify(vm->txq, true);
+			if (!vsxu_vq_avail(vm->txq))
 				return;
 		}
 		if (!budget) {
@@ -307,11 +307,11 @@ static void vm_tx_run(struct vsxb_vm *vm)
 /* vsxb_router_poll for one VM: true when its TX ring had packets. */
 static bool vm_poll(struct vsxb_vm *vm, bool sleeping)
 {
-	if (!vm->live || vm->paused || vm->broken || !vm->txq || !vsx_vq_ready(vm->txq))
+	if (!vm->live || vm->paused || vm->broken || !vm->txq || !vsxu_vq_ready(vm->txq))
 		return false;
 	if (sleeping)
-		vsx_vq_set_notify(vm->txq, true);   /* fences, then look */
-	if (!vsx_vq_avail(vm->txq))
+		vsxu_vq_set_notify(vm->txq, true);   /* fences, then look */
+	if (!vsxu_vq_avail(vm->txq))
 		return false;
 	vm_tx_run(vm);
 	vsxb__vm_touch(vm);
@@ -326,7 +326,7 @@ void vsxb__vm_resume(struct vsxb_vm *vm)
 	vsxb__vm_touch(vm);
 }
 
-bool vsxb_router_poll_loop(struct vsxb_router *r, const struct vsx_loop *loop,
+bool vsxb_router_poll_loop(struct vsxb_router *r, const struct vsxu_loop *loop,
 			   bool sleeping)
 {
 	struct vsxb_shard *sh = loop ? NULL : r->home;
@@ -427,8 +427,8 @@ static void vm_pause(struct vsxb_vm *vm)
 		 "reset the restart will show): %u connection(s) kept", vm->name, vm->nconns);
 }
 
-static void vm_unpause(struct vsxb_vm *vm, struct vsx_vq *rxq, struct vsx_vq *txq,
-		       struct vsx_vq *evq)
+static void vm_unpause(struct vsxb_vm *vm, struct vsxu_vq *rxq, struct vsxu_vq *txq,
+		       struct vsxu_vq *evq)
 {
 	vm->rxq = rxq;
 	vm->txq = txq;
@@ -451,21 +451,21 @@ static void vm_reset_paused(struct vsxb_vm *vm, bool bad)
 	vm->rx_pushed = false;
 }
 
-static void op_start(void *dev, enum vsx_vu_start how)
+static void op_start(void *dev, enum vsxu_vu_start how)
 {
 	struct vsxb_vm *vm = dev;
-	struct vsx_vq *q[VSOCK_NUM_QUEUES];
+	struct vsxu_vq *q[VSOCK_NUM_QUEUES];
 	uint64_t features;
 	unsigned i;
 
 	if (vm->freeing)
 		return;
 	malloc_tune();
-	features = vsx_vu_features(vm->vu);
+	features = vsxu_vu_features(vm->vu);
 	for (i = 0; i < VSOCK_NUM_QUEUES; i++)
-		q[i] = vsx_vu_queue(vm->vu, i);
+		q[i] = vsxu_vu_queue(vm->vu, i);
 	if (vm->paused) {
-		if (how == VSX_VU_START_RESUMED) {
+		if (how == VSXU_VU_START_RESUMED) {
 			vm_unpause(vm, q[VSOCK_VQ_RX], q[VSOCK_VQ_TX], q[VSOCK_VQ_EVENT]);
 			vsxb__device_event(vm, true);
 			vm_tx_run(vm);
@@ -473,7 +473,7 @@ static void op_start(void *dev, enum vsx_vu_start how)
 			vsxb__round(vm->sh);
 			return;
 		}
-		vm_reset_paused(vm, how == VSX_VU_START_BAD);
+		vm_reset_paused(vm, how == VSXU_VU_START_BAD);
 	}
 	vm->rxq = q[VSOCK_VQ_RX];
 	vm->txq = q[VSOCK_VQ_TX];
@@ -486,7 +486,7 @@ static void op_start(void *dev, enum vsx_vu_start how)
 	vm->orphan_head = 0;
 	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device started (cid %llu%s)", vm->name,
 		 (unsigned long long)vm->cid, vm->seqpacket ? ", seqpacket" : "");
-	if (how == VSX_VU_START_BAD) {
+	if (how == VSXU_VU_START_BAD) {
 		vsxb__vm_broken(vm, "rings restarted where they did not stop");
 		return;
 	}
@@ -545,7 +545,7 @@ static void op_log(void *dev, const char *msg)
 	vsxb__log(vm->r, VSXB_LOG_WARNING, "vm %s: %s", vm->name, msg);
 }
 
-const struct vsx_vu_ops vsxb__vsock_ops = {
+const struct vsxu_vu_ops vsxb__vsock_ops = {
 	.features = 1ull << VIRTIO_VSOCK_F_SEQPACKET,
 	.nqueues = VSOCK_NUM_QUEUES,
 	.min_queues = 2, /* rx, tx; QEMU keeps the event queue itself */

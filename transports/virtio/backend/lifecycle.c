@@ -24,7 +24,7 @@ static void vm_resume_cb(void *arg)
 	vsxb__round(vm->sh);
 }
 
-int vsxb_router_new(const struct vsx_loop *loop, vsxb_log_fn log, void *log_arg,
+int vsxb_router_new(const struct vsxu_loop *loop, vsxb_log_fn log, void *log_arg,
 		   struct vsxb_router **out)
 {
 	struct vsxb_router *r;
@@ -137,7 +137,7 @@ static const char *listen_error(int rc)
 static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 		  struct vsxb_shard *sh, struct vsxb_vm **out)
 {
-	const struct vsx_loop *l;
+	const struct vsxu_loop *l;
 	struct sockaddr_un un;
 	struct vsxb_vm *vm;
 	char name[32];
@@ -159,7 +159,7 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 	if (cfg->tx_buffer_size > VSXB_MAX_BUF_ALLOC)
 		return bad_config(r, "tx-buffer-size above 1 GiB");
 	if (cfg->queue_size && (cfg->queue_size & (cfg->queue_size - 1) ||
-				cfg->queue_size > VSX_VQ_MAX_SIZE))
+				cfg->queue_size > VSXU_VQ_MAX_SIZE))
 		return bad_config(r, "queue-size must be a power of two up to 32768");
 	snprintf(name, sizeof(name), "cid%llu", (unsigned long long)cfg->guest_cid);
 	if (vsxb_router_vm_by_cid(r, cfg->guest_cid) ||
@@ -220,16 +220,16 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 			goto err_timer;
 		}
 	}
-	rc = vsx_vu_new(vm->socket_path, vm->sock_mode, vm->sock_gid, l, &vsxb__vsock_ops, vm,
+	rc = vsxu_vu_new(vm->socket_path, vm->sock_mode, vm->sock_gid, l, &vsxb__vsock_ops, vm,
 			&vm->vu);
 	if (rc < 0) {
 		vsxb__log(r, VSXB_LOG_ERR, "vm %s: cannot listen on %s: %s", vm->name,
 			 vm->socket_path, listen_error(rc));
 		goto err_listen;
 	}
-	rc = vsx_vu_set_queue_max(vm->vu, vm->queue_size);
+	rc = vsxu_vu_set_queue_max(vm->vu, vm->queue_size);
 	if (rc < 0) {
-		vsx_vu_free(vm->vu);
+		vsxu_vu_free(vm->vu);
 		goto err_listen;
 	}
 	vsxb_list_add_tail(&r->vms, &vm->node);
@@ -289,7 +289,7 @@ static void vm_free(struct vsxb_vm *vm)
 	vsxb__round(sh);
 	if (vm->uds_path)
 		vsxb__host_unlisten(vm);
-	vsx_vu_free(vm->vu);   /* may call stop: nothing is left to drop */
+	vsxu_vu_free(vm->vu);   /* may call stop: nothing is left to drop */
 	vm->vu = NULL;
 	vsxb__restart_free(vm);
 	vm->live = false;

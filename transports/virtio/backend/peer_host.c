@@ -60,7 +60,7 @@
 
 static const struct vsxb_peer_ops host_ops, vsock_ops;
 
-static const struct vsx_loop *vm_loop(const struct vsxb_vm *vm)
+static const struct vsxu_loop *vm_loop(const struct vsxb_vm *vm)
 {
 	return vm->sh->loop;
 }
@@ -91,15 +91,15 @@ static void host_watch(struct conn *c)
 	if (c->dead || hp(c)->fd < 0 || !hp(c)->w)
 		return;
 	if (host_can_read(c) && !hp(c)->readable && vsxb__conn_peer_free(c) > 0)
-		ev |= VSX_EV_READ;
+		ev |= VSXU_EV_READ;
 	/* Still connecting: watch for the program hanging up (host_cb peeks),
 	 * unless it already sent data, which waits for the guest. */
 	if (c->state == VSXB_CONN_CONNECTING && !hp(c)->early)
-		ev |= VSX_EV_READ;
+		ev |= VSXU_EV_READ;
 	if (host_wants_write(c))
-		ev |= VSX_EV_WRITE;
+		ev |= VSXU_EV_WRITE;
 	if (hp(c)->pending)
-		ev = VSX_EV_WRITE;   /* the connect's outcome, nothing else */
+		ev = VSXU_EV_WRITE;   /* the connect's outcome, nothing else */
 	if (ev != hp(c)->wev) {
 		vm_loop(c->vm)->watch_set(hp(c)->w, ev);
 		hp(c)->wev = ev;
@@ -371,7 +371,7 @@ static void host_batch_flush(struct vsxb_vm *vm)
 			vsxb__txq_end_msg(&c->q, flags); /* empty messages vanish */
 		/* While the write watch is armed the socket is full: append
 		 * only, the writable callback flushes (no EAGAIN per packet). */
-		if (!c->dead && !(hp(c)->wev & VSX_EV_WRITE))
+		if (!c->dead && !(hp(c)->wev & VSXU_EV_WRITE))
 			host_flush(c);
 		return;
 	}
@@ -392,7 +392,7 @@ static void host_batch_flush(struct vsxb_vm *vm)
 		host_queue(c, iov, niov, len - w, 0);
 	if (!queued)
 		host_after_flush(c);
-	else if (!c->dead && !(hp(c)->wev & VSX_EV_WRITE))
+	else if (!c->dead && !(hp(c)->wev & VSXU_EV_WRITE))
 		host_flush(c); /* else the writable callback will */
 }
 
@@ -493,7 +493,7 @@ static int rx_gather(struct vsxb_vm *vm, size_t want, uint32_t *cap, unsigned *n
 	*niov = 0;
 	*have = 0;
 	while (*have < want && n < VSXB_RX_BATCH && *niov < VSXB_IOV_MAX) {
-		struct vsx_vq_elem *e = &vm->rxe[n];
+		struct vsxu_vq_elem *e = &vm->rxe[n];
 		size_t room;
 		unsigned k;
 
@@ -507,9 +507,9 @@ static int rx_gather(struct vsxb_vm *vm, size_t want, uint32_t *cap, unsigned *n
 			room = VSOCK_MAX_PKT_PAYLOAD; /* a packet's limit, whatever the buffer */
 		if (room > want - *have)
 			room = want - *have;
-		k = vsx_iov_slice(vm->riov + *niov, VSXB_IOV_MAX - *niov,
+		k = vsxu_iov_slice(vm->riov + *niov, VSXB_IOV_MAX - *niov,
 				  e->iov + e->out_num, e->in_num, HDR_LEN, room);
-		cap[n] = (uint32_t)vsx_iov_size(vm->riov + *niov, k);
+		cap[n] = (uint32_t)vsxu_iov_size(vm->riov + *niov, k);
 		*niov += k;
 		*have += cap[n];
 		n++;
@@ -530,7 +530,7 @@ static void rx_scatter(struct vsxb_vm *vm, struct conn *c, const uint32_t *cap,
 		vsxb__rx_put(vm, c, &vm->rxe[i], len, got ? 0 : last_flags);
 	}
 	if (i < n)
-		vsx_vq_unpop(vm->rxq, n - i);
+		vsxu_vq_unpop(vm->rxq, n - i);
 }
 
 static int host_read_error(struct conn *c, int err)
@@ -602,7 +602,7 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 			     (unsigned)n >= vm->rxq->num;
 
 		if (n)
-			vsx_vq_unpop(vm->rxq, (unsigned)n);
+			vsxu_vq_unpop(vm->rxq, (unsigned)n);
 		if (!never)
 			return EMIT_NOBUF;
 		vsxb__vm_warn(vm, "connection %llu: host message of %zd bytes does not "
@@ -619,7 +619,7 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 	} while (r < 0 && errno == EINTR);
 	vm->st.host_reads++;
 	if (r != m || (mh.msg_flags & MSG_TRUNC)) {
-		vsx_vq_unpop(vm->rxq, (unsigned)n);
+		vsxu_vq_unpop(vm->rxq, (unsigned)n);
 		if (r < 0)
 			return host_read_error(c, errno);
 		vsxb__conn_why(c, VSXB_REASON_ERROR, EIO);
@@ -664,7 +664,7 @@ int vsxb__host_emit(struct conn *c)
 	if (r <= 0) {
 		int err = errno;
 
-		vsx_vq_unpop(vm->rxq, (unsigned)n);
+		vsxu_vq_unpop(vm->rxq, (unsigned)n);
 		if (r < 0)
 			return host_read_error(c, err);
 		host_eof(c);
@@ -744,14 +744,14 @@ static void host_cb(int fd, int events, void *arg)
 		vsxb__round(sh);
 		return;
 	}
-	if (!c->dead && c->state == VSXB_CONN_CONNECTING && (events & VSX_EV_READ)) {
+	if (!c->dead && c->state == VSXB_CONN_CONNECTING && (events & VSXU_EV_READ)) {
 		connecting_readable(c);
 		vsxb__round(sh);
 		return;
 	}
-	if (events & VSX_EV_WRITE)
+	if (events & VSXU_EV_WRITE)
 		host_flush(c);
-	if (!c->dead && (events & VSX_EV_READ)) {
+	if (!c->dead && (events & VSXU_EV_READ)) {
 		hp(c)->readable = true;
 		vsxb__host_sync(c);
 	}
@@ -796,7 +796,7 @@ void vsxb__host_size_sndbuf(struct conn *c)
 
 int vsxb__host_attach(struct conn *c, int fd)
 {
-	const struct vsx_loop *l = vm_loop(c->vm);
+	const struct vsxu_loop *l = vm_loop(c->vm);
 
 	hp(c)->fd = fd;
 	vsxb__host_size_sndbuf(c);

@@ -13,7 +13,7 @@
  * peer puts it first in its own (hp() works on both). */
 struct host_peer {
 	int fd;                      /* -1: none (yet, or any more) */
-	struct vsx_watch *w;
+	struct vsxu_watch *w;
 	int wev;                     /* events watched */
 	bool hybrid;                 /* host-initiated: "OK <port>" owed on RESPONSE */
 	bool readable;               /* the socket had data last we looked */

@@ -138,7 +138,7 @@ static void iov_copy(const struct iovec *dst, unsigned dn, size_t doff,
 		k = src[si].iov_len - soff;
 		if (k > len)
 			k = len;
-		k = vsx_iov_from_buf(dst, dn, doff,
+		k = vsxu_iov_from_buf(dst, dn, doff,
 				     (const char *)src[si].iov_base + soff, k);
 		if (!k)
 			return;
@@ -168,7 +168,7 @@ static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
 			 size_t len, unsigned flags)
 {
 	struct vsxb_vm *to = b->vm;
-	struct vsx_vq_elem *e = &to->rxe[0];
+	struct vsxu_vq_elem *e = &to->rxe[0];
 	uint32_t credit = vsxb__conn_peer_free(b);
 	size_t off = 0, k;
 
@@ -193,8 +193,8 @@ static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
 int vsxb__sib_deliver(struct conn *b, const struct iovec *iov, unsigned n,
 		      uint32_t len, unsigned flags, size_t room, bool msg_open)
 {
-	struct iovec rest[VSX_VQ_MAX_IOV];
-	struct vsx_vq_elem *e;
+	struct iovec rest[VSXU_VQ_MAX_IOV];
+	struct vsxu_vq_elem *e;
 	size_t off = 0;
 	unsigned k;
 	int rc;
@@ -222,7 +222,7 @@ int vsxb__sib_deliver(struct conn *b, const struct iovec *iov, unsigned n,
 		off = sib_direct(b, iov, n, len, flags);
 	if (off == len)
 		return 0;
-	k = vsx_iov_slice(rest, VSX_VQ_MAX_IOV, iov, n, off, len - off);
+	k = vsxu_iov_slice(rest, VSXU_VQ_MAX_IOV, iov, n, off, len - off);
 	/* STREAM: the packet's end is kept too (vsxb__sib_keep_bounds) */
 	if (b->type == VIRTIO_VSOCK_TYPE_STREAM)
 		flags = VIRTIO_VSOCK_SEQ_EOM;
@@ -266,7 +266,7 @@ static void sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t
 int vsxb__sib_emit(struct conn *b)
 {
 	struct vsxb_vm *vm = b->vm;
-	struct vsx_vq_elem *e = &vm->rxe[0];
+	struct vsxu_vq_elem *e = &vm->rxe[0];
 	size_t sent = 0, k, room;
 	unsigned niov, fl, i;
 	uint32_t credit;
@@ -295,7 +295,7 @@ int vsxb__sib_emit(struct conn *b)
 		if (b->type == VIRTIO_VSOCK_TYPE_STREAM)
 			fl = 0; /* a packet's end, not a message's */
 		for (i = 0, doff = HDR_LEN; i < niov; i++) {
-			vsx_iov_from_buf(e->iov + e->out_num, e->in_num, doff,
+			vsxu_iov_from_buf(e->iov + e->out_num, e->in_num, doff,
 					 vm->fiov[i].iov_base, vm->fiov[i].iov_len);
 			doff += vm->fiov[i].iov_len;
 		}

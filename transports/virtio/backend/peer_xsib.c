@@ -198,7 +198,7 @@ static void xsib_run(void *arg);
 /* @rec for side @to's thread, woken when its queue was idle. */
 static void link_send(struct xsib_link *l, unsigned to, struct xrec *rec)
 {
-	const struct vsx_loop *loop = l->sh[to]->loop;
+	const struct vsxu_loop *loop = l->sh[to]->loop;
 
 	ring_push(&l->ring[to], rec);
 	if (__atomic_exchange_n(&l->ring[to].armed, true, __ATOMIC_SEQ_CST))
@@ -483,7 +483,7 @@ static void xsib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_
 		rec->flags = flags;
 		rec->room = room > 0 ? (size_t)room : 0;
 		rec->msg_open = a->msg_open;
-		vsx_iov_to_buf(iov, n, 0, rec->data, len);
+		vsxu_iov_to_buf(iov, n, 0, rec->data, len);
 		if (!xp(a)->detached) {
 			__atomic_add_fetch(&xp(a)->l->held[xp(a)->side], len, __ATOMIC_RELAXED);
 			__atomic_add_fetch(&xp(a)->l->held_mem[xp(a)->side],

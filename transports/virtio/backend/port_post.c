@@ -69,7 +69,7 @@ static void port_run(void *arg)
 void vsxb__port_post(struct vsxb_vm *vm, struct vsxb_port *p, struct conn *c,
 		      const struct virtio_vsock_hdr *h)
 {
-	const struct vsx_loop *l = vm->r->loop;
+	const struct vsxu_loop *l = vm->r->loop;
 	struct port_call *pc = malloc(sizeof(*pc));
 	int rc = -ENOMEM;
 

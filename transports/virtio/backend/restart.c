@@ -28,11 +28,11 @@ void vsxb_router_set_device_events(struct vsxb_router *r, vsxb_device_event_fn f
 void vsxb__device_event(struct vsxb_vm *vm, bool live)
 {
 	struct vsxb_router *r = vm->r;
-	struct vsx_vu_state st;
+	struct vsxu_vu_state st;
 
 	if (!r->dev_fn || vm->freeing)
 		return;
-	if (live && vsx_vu_get_state(vm->vu, &st) == 0)
+	if (live && vsxu_vu_get_state(vm->vu, &st) == 0)
 		r->dev_fn(r->dev_arg, vm, vm->name, vm->cid, &st);
 	else
 		r->dev_fn(r->dev_arg, vm, vm->name, vm->cid, NULL);
@@ -67,11 +67,11 @@ static void rst_cb(void *arg)
 		vm->sh->loop->timer_arm(vm->rst_timer, 1);
 }
 
-int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsx_vu_state *st,
+int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 		  const struct vsxb_conn_addr *conns, unsigned n)
 {
 	struct vsxb_router *r = vm->r;
-	const struct vsx_loop *l = vm->sh->loop;
+	const struct vsxu_loop *l = vm->sh->loop;
 	struct vsxb_conn_addr *copy = NULL;
 	int err;
 
@@ -79,7 +79,7 @@ int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsx_vu_state *st,
 		copy = calloc(n, sizeof(*copy));
 		if (!copy) {
 			/* the descriptors are taken whatever the result */
-			vsx_vu_state_close(st);
+			vsxu_vu_state_close(st);
 			return -ENOMEM;
 		}
 		memcpy(copy, conns, n * sizeof(*copy));
@@ -87,7 +87,7 @@ int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsx_vu_state *st,
 	vsxb__world_stop(r);
 	if (!vm->rst_timer)
 		vm->rst_timer = l->timer(l->ctx, rst_cb, vm);
-	err = vsx_vu_adopt(vm->vu, st);
+	err = vsxu_vu_adopt(vm->vu, st);
 	if (!err && n && vm->rst_timer) {
 		free(vm->rst);
 		vm->rst = copy;

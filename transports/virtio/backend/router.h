@@ -28,7 +28,7 @@ void vsxb__device_event(struct vsxb_vm *vm, bool live);
 void vsxb__restart_free(struct vsxb_vm *vm);
 
 /* ---- device.c: the vhost-user device (calls the router and the API) ---- */
-extern const struct vsx_vu_ops vsxb__vsock_ops;
+extern const struct vsxu_vu_ops vsxb__vsock_ops;
 /* A budget ran out: continue the VM's TX and RX work. */
 void vsxb__vm_resume(struct vsxb_vm *vm);
 

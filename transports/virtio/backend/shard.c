@@ -15,7 +15,7 @@
  *
  * The control thread touches guest memory in a stop as the VM's own
  * thread would, so the memory guard is made to hold on it
- * (vhost-user/memguard.h, vsx_memguard_thread) before it does.
+ * (vhost-user/memguard.h, vsxu_memguard_thread) before it does.
  *
  * Stops nest (a backend.h call made inside a walk's callback): only the
  * outermost one parks and releases. A stop costs a post and a wake-up per
@@ -37,7 +37,7 @@ struct vsxb_park {
 	unsigned inside;             /* threads in park() */
 };
 
-static struct vsxb_shard *shard_new(struct vsxb_router *r, const struct vsx_loop *loop)
+static struct vsxb_shard *shard_new(struct vsxb_router *r, const struct vsxu_loop *loop)
 {
 	struct vsxb_shard *sh = calloc(1, sizeof(*sh));
 
@@ -84,7 +84,7 @@ void vsxb__shards_free(struct vsxb_router *r)
 	}
 }
 
-struct vsxb_shard *vsxb__shard_get(struct vsxb_router *r, const struct vsx_loop *loop)
+struct vsxb_shard *vsxb__shard_get(struct vsxb_router *r, const struct vsxu_loop *loop)
 {
 	struct vsxb_list *n;
 
@@ -131,7 +131,7 @@ void vsxb__world_stop(struct vsxb_router *r)
 		return;
 	/* this thread may now touch any VM's guest memory, as the VM's own
 	 * thread does: the memory guard must hold here too */
-	vsx_memguard_thread();
+	vsxu_memguard_thread();
 	pthread_mutex_lock(&p->mu);
 	p->begun++;
 	p->arrived = 0;

@@ -241,12 +241,12 @@ int vsxb__txq_append(struct txq *q, const struct iovec *iov, unsigned n,
 		left -= cap < left ? cap : left;
 	}
 	if (first) {
-		vsx_iov_to_buf(iov, n, 0, t->data + t->end, first);
+		vsxu_iov_to_buf(iov, n, 0, t->data + t->end, first);
 		t->end += (uint32_t)first;
 	}
 	for (k = head, off = first; k; k = k->next) {
 		take = len - off < k->cap ? len - off : k->cap;
-		vsx_iov_to_buf(iov, n, off, k->data, take);
+		vsxu_iov_to_buf(iov, n, off, k->data, take);
 		k->end = (uint32_t)take;
 		off += take;
 		q->mem += k->alloc;

@@ -28,20 +28,20 @@ struct hs {
 	struct vsxb_list node;        /* vm->handshakes */
 	struct vsxb_vm *vm;
 	int fd;
-	struct vsx_watch *w;
-	struct vsx_timer *t;
+	struct vsxu_watch *w;
+	struct vsxu_timer *t;
 	unsigned n;
 	char buf[VSX_HYBRID_CONNECT_MAX];
 };
 
-static const struct vsx_loop *loop_of(const struct vsxb_vm *vm)
+static const struct vsxu_loop *loop_of(const struct vsxb_vm *vm)
 {
 	return vm->sh->loop;
 }
 
 static void hs_free(struct hs *h)
 {
-	const struct vsx_loop *l = loop_of(h->vm);
+	const struct vsxu_loop *l = loop_of(h->vm);
 
 	if (h->w)
 		l->unwatch(h->w);
@@ -140,7 +140,7 @@ static void hs_timeout(void *arg)
 
 static void hs_new(struct vsxb_vm *vm, int fd)
 {
-	const struct vsx_loop *l = loop_of(vm);
+	const struct vsxu_loop *l = loop_of(vm);
 	struct hs *h;
 
 	h = calloc(1, sizeof(*h));
@@ -152,7 +152,7 @@ static void hs_new(struct vsxb_vm *vm, int fd)
 	h->fd = fd;
 	vsxb_list_add_tail(&vm->handshakes, &h->node);
 	vm->nhandshakes++;
-	h->w = l->watch(l->ctx, fd, VSX_EV_READ, hs_cb, h);
+	h->w = l->watch(l->ctx, fd, VSXU_EV_READ, hs_cb, h);
 	h->t = l->timer(l->ctx, hs_timeout, h);
 	if (!h->w || !h->t) {
 		hs_free(h);
@@ -176,8 +176,8 @@ static void accept_cb(void *arg, int fd, const struct sockaddr *sa, socklen_t le
 
 int vsxb__host_listen(struct vsxb_vm *vm)
 {
-	const struct vsx_loop *l = loop_of(vm);
-	struct vsx_acceptor_conf ac = {
+	const struct vsxu_loop *l = loop_of(vm);
+	struct vsxu_acceptor_conf ac = {
 		.loop = l,
 		.cb = accept_cb,
 		.arg = vm,
@@ -193,7 +193,7 @@ int vsxb__host_listen(struct vsxb_vm *vm)
 	snprintf(name, sizeof(name), "vm %s's uds-path %s", vm->name, vm->uds_path);
 	ac.fd = vm->lfd;
 	ac.name = name;
-	rc = vsx_acceptor_new(&ac, &vm->acc);
+	rc = vsxu_acceptor_new(&ac, &vm->acc);
 	if (rc < 0)
 		vsxb__host_unlisten(vm);
 	return rc;
@@ -203,7 +203,7 @@ void vsxb__host_unlisten(struct vsxb_vm *vm)
 {
 	while (!vsxb_list_empty(&vm->handshakes))
 		hs_free(vsxb_container_of(vm->handshakes.next, struct hs, node));
-	vsx_acceptor_free(vm->acc);
+	vsxu_acceptor_free(vm->acc);
 	vm->acc = NULL;
 	if (vm->lfd >= 0) {
 		close(vm->lfd);

@@ -16,14 +16,14 @@
 
 /* ---- The policy ---- */
 
-enum vsx_acceptor_err vsx_acceptor_err_kind(int err)
+enum vsxu_acceptor_err vsxu_acceptor_err_kind(int err)
 {
 	switch (err) {
 	case EAGAIN:
 #if EWOULDBLOCK != EAGAIN
 	case EWOULDBLOCK:
 #endif
-		return VSX_ACCEPTOR_NONE;
+		return VSXU_ACCEPTOR_NONE;
 	/* the connection's own: Linux passes pending network errors of a
 	 * connection that died in the backlog on through accept (accept(2)) */
 	case EINTR:
@@ -37,24 +37,24 @@ enum vsx_acceptor_err vsx_acceptor_err_kind(int err)
 	case ENONET:
 	case EOPNOTSUPP:
 	case ETIMEDOUT:
-		return VSX_ACCEPTOR_SKIP;
+		return VSXU_ACCEPTOR_SKIP;
 	default:
 		/* EMFILE, ENFILE, ENOBUFS, ENOMEM, and what should not happen
 		 * at all (EBADF, EINVAL...): retrying at once would spin */
-		return VSX_ACCEPTOR_BACKOFF;
+		return VSXU_ACCEPTOR_BACKOFF;
 	}
 }
 
-unsigned vsx_backoff_fail(struct vsx_backoff *b, int64_t now_ms, bool *say, unsigned *more)
+unsigned vsxu_backoff_fail(struct vsxu_backoff *b, int64_t now_ms, bool *say, unsigned *more)
 {
 	if (!b->fails++ || !b->delay_ms)
-		b->delay_ms = VSX_BACKOFF_MIN_MS;
-	else if (b->delay_ms < VSX_BACKOFF_MAX_MS / 2)
+		b->delay_ms = VSXU_BACKOFF_MIN_MS;
+	else if (b->delay_ms < VSXU_BACKOFF_MAX_MS / 2)
 		b->delay_ms *= 2;
 	else
-		b->delay_ms = VSX_BACKOFF_MAX_MS;
+		b->delay_ms = VSXU_BACKOFF_MAX_MS;
 	*more = 0;
-	*say = !b->ever || now_ms - b->said_ms >= (int64_t)VSX_BACKOFF_LOG_MS;
+	*say = !b->ever || now_ms - b->said_ms >= (int64_t)VSXU_BACKOFF_LOG_MS;
 	if (*say) {
 		*more = b->unsaid;
 		b->unsaid = 0;
@@ -67,7 +67,7 @@ unsigned vsx_backoff_fail(struct vsx_backoff *b, int64_t now_ms, bool *say, unsi
 	return b->delay_ms;
 }
 
-unsigned vsx_backoff_ok(struct vsx_backoff *b, bool *say)
+unsigned vsxu_backoff_ok(struct vsxu_backoff *b, bool *say)
 {
 	unsigned n = b->fails;
 
@@ -79,7 +79,7 @@ unsigned vsx_backoff_ok(struct vsx_backoff *b, bool *say)
 }
 
 __attribute__((format(printf, 4, 5)))
-static void say(vsx_acceptor_log_fn log, void *arg, int prio, const char *fmt, ...)
+static void say(vsxu_acceptor_log_fn log, void *arg, int prio, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -88,20 +88,20 @@ static void say(vsx_acceptor_log_fn log, void *arg, int prio, const char *fmt, .
 	va_end(ap);
 }
 
-unsigned vsx_backoff_failed(struct vsx_backoff *b, const char *name, int err,
-			    vsx_acceptor_log_fn log, void *log_arg)
+unsigned vsxu_backoff_failed(struct vsxu_backoff *b, const char *name, int err,
+			    vsxu_acceptor_log_fn log, void *log_arg)
 {
 	unsigned ms, more;
 	bool due;
 
-	ms = vsx_backoff_fail(b, vsx__now_ms(), &due, &more);
+	ms = vsxu_backoff_fail(b, vsx__now_ms(), &due, &more);
 	if (due)
 		say(log, log_arg, LOG_WARNING, "accept on %s: %s; paused %u ms (%u more since "
 		    "last said)", name, strerror(err), ms, more);
 	return ms;
 }
 
-void vsx_backoff_accepted(struct vsx_backoff *b, const char *name, vsx_acceptor_log_fn log,
+void vsxu_backoff_accepted(struct vsxu_backoff *b, const char *name, vsxu_acceptor_log_fn log,
 			  void *log_arg)
 {
 	unsigned n;
@@ -109,7 +109,7 @@ void vsx_backoff_accepted(struct vsx_backoff *b, const char *name, vsx_acceptor_
 
 	if (!b->fails)
 		return;
-	n = vsx_backoff_ok(b, &due);
+	n = vsxu_backoff_ok(b, &due);
 	if (due)
 		say(log, log_arg, LOG_INFO, "accept on %s: accepting again after %u failed "
 		    "attempt(s)", name, n);
@@ -117,24 +117,24 @@ void vsx_backoff_accepted(struct vsx_backoff *b, const char *name, vsx_acceptor_
 
 /* ---- On a loop ---- */
 
-struct vsx_acceptor {
-	struct vsx_acceptor_conf c;
+struct vsxu_acceptor {
+	struct vsxu_acceptor_conf c;
 	char *name;
-	struct vsx_watch *w;
-	struct vsx_timer *t;
-	struct vsx_backoff b;
-	bool held;              /* vsx_acceptor_hold */
+	struct vsxu_watch *w;
+	struct vsxu_timer *t;
+	struct vsxu_backoff b;
+	bool held;              /* vsxu_acceptor_hold */
 	bool paused;            /* backing off: the timer is armed */
 };
 
-static void update(struct vsx_acceptor *a)
+static void update(struct vsxu_acceptor *a)
 {
-	a->c.loop->watch_set(a->w, a->held || a->paused ? 0 : VSX_EV_READ);
+	a->c.loop->watch_set(a->w, a->held || a->paused ? 0 : VSXU_EV_READ);
 }
 
-static void back_off(struct vsx_acceptor *a, int err)
+static void back_off(struct vsxu_acceptor *a, int err)
 {
-	unsigned ms = vsx_backoff_failed(&a->b, a->name, err, a->c.log, a->c.log_arg);
+	unsigned ms = vsxu_backoff_failed(&a->b, a->name, err, a->c.log, a->c.log_arg);
 
 	a->paused = true;
 	update(a);
@@ -143,7 +143,7 @@ static void back_off(struct vsx_acceptor *a, int err)
 
 static void resume_cb(void *arg)
 {
-	struct vsx_acceptor *a = arg;
+	struct vsxu_acceptor *a = arg;
 
 	a->paused = false;
 	update(a);
@@ -151,7 +151,7 @@ static void resume_cb(void *arg)
 
 static void accept_cb(int lfd, int events, void *arg)
 {
-	struct vsx_acceptor *a = arg;
+	struct vsxu_acceptor *a = arg;
 	struct sockaddr_storage ss;
 	socklen_t len = 0;
 	unsigned i;
@@ -169,26 +169,26 @@ static void accept_cb(int lfd, int events, void *arg)
 			err = fd < 0 ? errno : 0;
 		}
 		if (err) {
-			switch (vsx_acceptor_err_kind(err)) {
-			case VSX_ACCEPTOR_NONE:
+			switch (vsxu_acceptor_err_kind(err)) {
+			case VSXU_ACCEPTOR_NONE:
 				return;
-			case VSX_ACCEPTOR_SKIP:
+			case VSXU_ACCEPTOR_SKIP:
 				continue;
-			case VSX_ACCEPTOR_BACKOFF:
+			case VSXU_ACCEPTOR_BACKOFF:
 				back_off(a, err);
 				return;
 			}
 		}
-		vsx_backoff_accepted(&a->b, a->name, a->c.log, a->c.log_arg);
+		vsxu_backoff_accepted(&a->b, a->name, a->c.log, a->c.log_arg);
 		if (!a->c.accept)
 			a->c.cb(a->c.arg, fd, (struct sockaddr *)&ss, len);
 	}
 }
 
-int vsx_acceptor_new(const struct vsx_acceptor_conf *c, struct vsx_acceptor **out)
+int vsxu_acceptor_new(const struct vsxu_acceptor_conf *c, struct vsxu_acceptor **out)
 {
-	const struct vsx_loop *l = c->loop;
-	struct vsx_acceptor *a;
+	const struct vsxu_loop *l = c->loop;
+	struct vsxu_acceptor *a;
 
 	a = calloc(1, sizeof(*a));
 	if (!a)
@@ -198,17 +198,17 @@ int vsx_acceptor_new(const struct vsx_acceptor_conf *c, struct vsx_acceptor **ou
 		a->c.batch = BATCH_DEFAULT;
 	a->name = strdup(c->name ? c->name : "?");
 	a->c.name = a->name;
-	a->w = a->name ? l->watch(l->ctx, c->fd, VSX_EV_READ, accept_cb, a) : NULL;
+	a->w = a->name ? l->watch(l->ctx, c->fd, VSXU_EV_READ, accept_cb, a) : NULL;
 	a->t = a->w ? l->timer(l->ctx, resume_cb, a) : NULL;
 	if (!a->t) {
-		vsx_acceptor_free(a);
+		vsxu_acceptor_free(a);
 		return -ENOMEM;
 	}
 	*out = a;
 	return 0;
 }
 
-void vsx_acceptor_free(struct vsx_acceptor *a)
+void vsxu_acceptor_free(struct vsxu_acceptor *a)
 {
 	if (!a)
 		return;
@@ -220,16 +220,16 @@ void vsx_acceptor_free(struct vsx_acceptor *a)
 	free(a);
 }
 
-void vsx_acceptor_hold(struct vsx_acceptor *a, bool hold)
+void vsxu_acceptor_hold(struct vsxu_acceptor *a, bool hold)
 {
 	a->held = hold;
 	update(a);
 }
 
-void vsx_acceptor_result(struct vsx_acceptor *a, int rc)
+void vsxu_acceptor_result(struct vsxu_acceptor *a, int rc)
 {
 	if (rc >= 0)
-		vsx_backoff_accepted(&a->b, a->name, a->c.log, a->c.log_arg);
-	else if (vsx_acceptor_err_kind(-rc) == VSX_ACCEPTOR_BACKOFF)
+		vsxu_backoff_accepted(&a->b, a->name, a->c.log, a->c.log_arg);
+	else if (vsxu_acceptor_err_kind(-rc) == VSXU_ACCEPTOR_BACKOFF)
 		back_off(a, -rc);
 }

@@ -14,24 +14,24 @@
  *    Linux passes on from a dead connection (accept(2): EPROTO,
  *    ENETDOWN, ...) are that connection's, and skipped quietly;
  *  - any other error stops watching the listener for a back-off that
- *    starts at VSX_BACKOFF_MIN_MS and doubles at each failure in a row up
- *    to VSX_BACKOFF_MAX_MS; the first accept that works ends it. The
+ *    starts at VSXU_BACKOFF_MIN_MS and doubles at each failure in a row up
+ *    to VSXU_BACKOFF_MAX_MS; the first accept that works ends it. The
  *    connections meanwhile wait in the listen backlog;
- *  - a failure is logged (warning) at most once per VSX_BACKOFF_LOG_MS
+ *  - a failure is logged (warning) at most once per VSXU_BACKOFF_LOG_MS
  *    per listener, with the count of those not said since the last line:
  *    "accept on NAME: Too many open files; paused 10 ms (0 more since
  *    last said)"; the end of a back-off whose failures were said is
  *    logged once (info).
  *
- * struct vsx_backoff is the policy alone (vsx_backoff_fail/_ok: no loop,
- * no clock, the caller says the time; vsx_backoff_failed/_accepted add
+ * struct vsxu_backoff is the policy alone (vsxu_backoff_fail/_ok: no loop,
+ * no clock, the caller says the time; vsxu_backoff_failed/_accepted add
  * the monotonic clock and the log lines), for a listener that another
  * library drives (vsxd's metrics: evhttp's evconnlistener); struct
- * vsx_acceptor is the policy on a struct vsx_loop (loop.h). Like the
+ * vsxu_acceptor is the policy on a struct vsxu_loop (loop.h). Like the
  * loop, both belong to one thread.
  */
-#ifndef VSX_ACCEPTOR_H
-#define VSX_ACCEPTOR_H
+#ifndef VSXU_ACCEPTOR_H
+#define VSXU_ACCEPTOR_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,22 +39,22 @@
 
 #include "loop.h"
 
-#define VSX_BACKOFF_MIN_MS 10u
-#define VSX_BACKOFF_MAX_MS 1000u
-#define VSX_BACKOFF_LOG_MS 10000u
+#define VSXU_BACKOFF_MIN_MS 10u
+#define VSXU_BACKOFF_MAX_MS 1000u
+#define VSXU_BACKOFF_LOG_MS 10000u
 
 /* ---- The policy ---- */
 
-enum vsx_acceptor_err {
-	VSX_ACCEPTOR_NONE,        /* EAGAIN: nothing waits (the batch ends) */
-	VSX_ACCEPTOR_SKIP,        /* that connection's: try the next one */
-	VSX_ACCEPTOR_BACKOFF,     /* the listener's or the process's: back off */
+enum vsxu_acceptor_err {
+	VSXU_ACCEPTOR_NONE,        /* EAGAIN: nothing waits (the batch ends) */
+	VSXU_ACCEPTOR_SKIP,        /* that connection's: try the next one */
+	VSXU_ACCEPTOR_BACKOFF,     /* the listener's or the process's: back off */
 };
 
 /* What the failed accept's @err (a positive errno) means. */
-enum vsx_acceptor_err vsx_acceptor_err_kind(int err);
+enum vsxu_acceptor_err vsxu_acceptor_err_kind(int err);
 
-struct vsx_backoff {
+struct vsxu_backoff {
 	unsigned fails;         /* failures in a row: backing off when > 0 */
 	unsigned delay_ms;      /* the last pause */
 	unsigned unsaid;        /* failures since the last line */
@@ -68,13 +68,13 @@ struct vsx_backoff {
  * before the next try. *@say: log this one; *@more is then the number of
  * failures not logged since the last line.
  */
-unsigned vsx_backoff_fail(struct vsx_backoff *b, int64_t now_ms, bool *say, unsigned *more);
+unsigned vsxu_backoff_fail(struct vsxu_backoff *b, int64_t now_ms, bool *say, unsigned *more);
 
 /* An accept worked: the failures in a row it ends (0: none), the
  * back-off reset; *@say: log that it ended (its failures were said). */
-unsigned vsx_backoff_ok(struct vsx_backoff *b, bool *say);
+unsigned vsxu_backoff_ok(struct vsxu_backoff *b, bool *say);
 
-typedef void (*vsx_acceptor_log_fn)(void *arg, int prio, const char *msg);
+typedef void (*vsxu_acceptor_log_fn)(void *arg, int prio, const char *msg);
 
 /*
  * The policy with its log lines, for a listener driven elsewhere: @err
@@ -82,47 +82,47 @@ typedef void (*vsx_acceptor_log_fn)(void *arg, int prio, const char *msg);
  * the pause in ms, having logged (or counted) the failure through @log
  * (may be NULL).
  */
-unsigned vsx_backoff_failed(struct vsx_backoff *b, const char *name, int err,
-			    vsx_acceptor_log_fn log, void *log_arg);
+unsigned vsxu_backoff_failed(struct vsxu_backoff *b, const char *name, int err,
+			    vsxu_acceptor_log_fn log, void *log_arg);
 /* ...and an accept on it worked. */
-void vsx_backoff_accepted(struct vsx_backoff *b, const char *name, vsx_acceptor_log_fn log,
+void vsxu_backoff_accepted(struct vsxu_backoff *b, const char *name, vsxu_acceptor_log_fn log,
 			  void *log_arg);
 
 /* ---- On a loop ---- */
 
-struct vsx_acceptor;
+struct vsxu_acceptor;
 
 /* A new connection: @fd is the callee's (non-blocking, close-on-exec),
  * @sa its peer's address. The callback may hold or resume its acceptor,
  * not free it. */
-typedef void (*vsx_acceptor_cb)(void *arg, int fd, const struct sockaddr *sa, socklen_t len);
+typedef void (*vsxu_acceptor_cb)(void *arg, int fd, const struct sockaddr *sa, socklen_t len);
 
-struct vsx_acceptor_conf {
-	const struct vsx_loop *loop;
+struct vsxu_acceptor_conf {
+	const struct vsxu_loop *loop;
 	int fd;                 /* the listening socket: stays the caller's */
 	const char *name;       /* in the log: "accept on NAME: ..." (copied) */
 	unsigned batch;         /* accepts per wake-up; 0: 16 */
-	vsx_acceptor_cb cb;     /* each connection accepted on @fd */
+	vsxu_acceptor_cb cb;     /* each connection accepted on @fd */
 	/* Optional: accept one connection through this instead of accept4
 	 * on @fd (a libvsx listener, whose fd @fd is): 0 when it took one
 	 * (and handed it on itself), or a negative errno (-EAGAIN: none
 	 * waits); @cb is then unused. */
 	int (*accept)(void *arg);
 	void *arg;              /* for @cb and @accept */
-	vsx_acceptor_log_fn log;  /* may be NULL */
+	vsxu_acceptor_log_fn log;  /* may be NULL */
 	void *log_arg;
 };
 
 /* Watch @c->fd and accept on it: 0 and *@out (freed by
- * vsx_acceptor_free), or -ENOMEM. */
-int vsx_acceptor_new(const struct vsx_acceptor_conf *c, struct vsx_acceptor **out);
+ * vsxu_acceptor_free), or -ENOMEM. */
+int vsxu_acceptor_new(const struct vsxu_acceptor_conf *c, struct vsxu_acceptor **out);
 /* Stop watching and free @a (NULL: nothing); the socket is not closed. */
-void vsx_acceptor_free(struct vsx_acceptor *a);
+void vsxu_acceptor_free(struct vsxu_acceptor *a);
 /* Stop watching the listener while @hold (another thread has it), and
  * watch it again when not, unless a back-off still runs. */
-void vsx_acceptor_hold(struct vsx_acceptor *a, bool hold);
+void vsxu_acceptor_hold(struct vsxu_acceptor *a, bool hold);
 /* An accept made elsewhere (that thread's) ended: 0, or a negative errno,
  * which counts and backs off as the acceptor's own accepts do. */
-void vsx_acceptor_result(struct vsx_acceptor *a, int rc);
+void vsxu_acceptor_result(struct vsxu_acceptor *a, int rc);
 
-#endif /* VSX_ACCEPTOR_H */
+#endif /* VSXU_ACCEPTOR_H */

@@ -1,9 +1,9 @@
 /*
- * struct vsx_loop over libevent 2.1.
+ * struct vsxu_loop over libevent 2.1.
  *
  * A watch is one heap event (event_new) with EV_PERSIST, level-triggered,
  * whose callback is a trampoline that translates EV_READ/EV_WRITE into
- * VSX_EV_*. Changing the interest (watch_set) deletes the event, assigns it
+ * VSXU_EV_*. Changing the interest (watch_set) deletes the event, assigns it
  * again with the new mask and the same trampoline and argument, and adds it
  * back when the mask is not empty: the callback is never lost, and an idle
  * watch (mask 0) stays allocated but not pending.
@@ -16,7 +16,7 @@
  * off its active queue before calling us, and the trampolines touch
  * nothing after the user callback returns.
  *
- * Polling: vsx_evloop_run counts watch callbacks (@fired) around each
+ * Polling: vsxu_evloop_run counts watch callbacks (@fired) around each
  * round of the loop. After a round that ran one, it keeps going with
  * non-blocking rounds (epoll_wait with a zero timeout) until a window of
  * @poll_ns has passed without one, then sleeps. How long the sleep lasted
@@ -25,7 +25,7 @@
  * means there is nothing to gain (halve it). A poller (set_poller) is
  * asked after each non-blocking round, and told before the loop sleeps.
  *
- * Posting (vsx_evloop_enable_post): a mailbox, the one part of the adapter
+ * Posting (vsxu_evloop_enable_post): a mailbox, the one part of the adapter
  * other threads touch. A post appends to a list under the mailbox's mutex
  * and, when the list was empty, writes the eventfd; the loop's read event
  * on it takes the whole list under the mutex and runs it outside, in
@@ -49,20 +49,20 @@
 
 #include "loop-event.h"
 
-#define VSX_EV_ALL (VSX_EV_READ | VSX_EV_WRITE)
+#define VSXU_EV_ALL (VSXU_EV_READ | VSXU_EV_WRITE)
 
-struct vsx_watch {
+struct vsxu_watch {
 	struct event *ev;       /* owned: event_new'd, event_free'd in unwatch */
-	struct vsx_evloop *el;  /* the adapter it was made through */
-	vsx_watch_cb cb;
+	struct vsxu_evloop *el;  /* the adapter it was made through */
+	vsxu_watch_cb cb;
 	void *arg;              /* the caller's */
 	int fd;                 /* the caller's; never closed here */
-	int events;             /* VSX_EV_* asked for now */
+	int events;             /* VSXU_EV_* asked for now */
 };
 
-struct vsx_timer {
+struct vsxu_timer {
 	struct event *ev;       /* owned: evtimer_new'd, freed in timer_free */
-	vsx_timer_cb cb;
+	vsxu_timer_cb cb;
 	void *arg;              /* the caller's */
 };
 
@@ -70,9 +70,9 @@ static short to_libevent(int events)
 {
 	short what = 0;
 
-	if (events & VSX_EV_READ)
+	if (events & VSXU_EV_READ)
 		what |= EV_READ;
-	if (events & VSX_EV_WRITE)
+	if (events & VSXU_EV_WRITE)
 		what |= EV_WRITE;
 	return what;
 }
@@ -81,13 +81,13 @@ static short to_libevent(int events)
 
 static void watch_fire(evutil_socket_t fd, short what, void *arg)
 {
-	struct vsx_watch *w = arg;
+	struct vsxu_watch *w = arg;
 	int events = 0;
 
 	if (what & EV_READ)
-		events |= VSX_EV_READ;
+		events |= VSXU_EV_READ;
 	if (what & EV_WRITE)
-		events |= VSX_EV_WRITE;
+		events |= VSXU_EV_WRITE;
 	events &= w->events;
 	if (!events)
 		return;
@@ -96,13 +96,13 @@ static void watch_fire(evutil_socket_t fd, short what, void *arg)
 	/* @w may have been freed by the callback: do not touch it. */
 }
 
-static struct vsx_watch *ev_watch(void *ctx, int fd, int events,
-				  vsx_watch_cb cb, void *arg)
+static struct vsxu_watch *ev_watch(void *ctx, int fd, int events,
+				  vsxu_watch_cb cb, void *arg)
 {
-	struct vsx_evloop *el = ctx;
-	struct vsx_watch *w;
+	struct vsxu_evloop *el = ctx;
+	struct vsxu_watch *w;
 
-	if (!el || fd < 0 || !cb || (events & ~VSX_EV_ALL))
+	if (!el || fd < 0 || !cb || (events & ~VSXU_EV_ALL))
 		return NULL;
 
 	w = calloc(1, sizeof(*w));
@@ -127,11 +127,11 @@ err_free:
 	return NULL;
 }
 
-static void ev_watch_set(struct vsx_watch *w, int events)
+static void ev_watch_set(struct vsxu_watch *w, int events)
 {
 	struct event_base *base;
 
-	events &= VSX_EV_ALL;
+	events &= VSXU_EV_ALL;
 	if (!w || events == w->events)
 		return;
 
@@ -144,7 +144,7 @@ static void ev_watch_set(struct vsx_watch *w, int events)
 		event_add(w->ev, NULL);
 }
 
-static void ev_unwatch(struct vsx_watch *w)
+static void ev_unwatch(struct vsxu_watch *w)
 {
 	if (!w)
 		return;
@@ -157,16 +157,16 @@ static void ev_unwatch(struct vsx_watch *w)
 
 static void timer_fire(evutil_socket_t fd, short what, void *arg)
 {
-	struct vsx_timer *t = arg;
+	struct vsxu_timer *t = arg;
 
 	t->cb(t->arg);
 	/* @t may have been freed (or re-armed) by the callback. */
 }
 
-static struct vsx_timer *ev_timer(void *ctx, vsx_timer_cb cb, void *arg)
+static struct vsxu_timer *ev_timer(void *ctx, vsxu_timer_cb cb, void *arg)
 {
-	struct vsx_evloop *el = ctx;
-	struct vsx_timer *t;
+	struct vsxu_evloop *el = ctx;
+	struct vsxu_timer *t;
 
 	if (!el || !cb)
 		return NULL;
@@ -184,7 +184,7 @@ static struct vsx_timer *ev_timer(void *ctx, vsx_timer_cb cb, void *arg)
 	return t;
 }
 
-static void ev_timer_arm(struct vsx_timer *t, unsigned ms)
+static void ev_timer_arm(struct vsxu_timer *t, unsigned ms)
 {
 	struct timeval tv = {
 		.tv_sec = ms / 1000,
@@ -195,13 +195,13 @@ static void ev_timer_arm(struct vsx_timer *t, unsigned ms)
 		evtimer_add(t->ev, &tv);
 }
 
-static void ev_timer_disarm(struct vsx_timer *t)
+static void ev_timer_disarm(struct vsxu_timer *t)
 {
 	if (t)
 		evtimer_del(t->ev);
 }
 
-static void ev_timer_free(struct vsx_timer *t)
+static void ev_timer_free(struct vsxu_timer *t)
 {
 	if (!t)
 		return;
@@ -214,11 +214,11 @@ static void ev_timer_free(struct vsx_timer *t)
 
 struct mail {
 	struct mail *next;
-	vsx_post_cb cb;
+	vsxu_post_cb cb;
 	void *arg;
 };
 
-struct vsx_evloop_mail {
+struct vsxu_evloop_mail {
 	pthread_mutex_t mu;
 	struct mail *head, **tail;   /* under @mu */
 	int efd;
@@ -227,7 +227,7 @@ struct vsx_evloop_mail {
 
 static void mail_run(evutil_socket_t fd, short what, void *arg)
 {
-	struct vsx_evloop_mail *mb = arg;
+	struct vsxu_evloop_mail *mb = arg;
 	struct mail *m, *next;
 	uint64_t v;
 
@@ -246,10 +246,10 @@ static void mail_run(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-static int ev_post(void *ctx, vsx_post_cb cb, void *arg)
+static int ev_post(void *ctx, vsxu_post_cb cb, void *arg)
 {
-	struct vsx_evloop *el = ctx;
-	struct vsx_evloop_mail *mb = el->mail;
+	struct vsxu_evloop *el = ctx;
+	struct vsxu_evloop_mail *mb = el->mail;
 	struct mail *m;
 	uint64_t one = 1;
 	bool wake;
@@ -291,7 +291,7 @@ static void call_there(void *arg)
 	pthread_mutex_unlock(&c->mu);
 }
 
-int vsx_evloop_call(struct vsx_evloop *ev, void (*fn)(void *arg), void *arg)
+int vsxu_evloop_call(struct vsxu_evloop *ev, void (*fn)(void *arg), void *arg)
 {
 	struct call c = { .fn = fn, .arg = arg };
 	int rc;
@@ -310,9 +310,9 @@ int vsx_evloop_call(struct vsx_evloop *ev, void (*fn)(void *arg), void *arg)
 	return rc;
 }
 
-int vsx_evloop_enable_post(struct vsx_evloop *ev)
+int vsxu_evloop_enable_post(struct vsxu_evloop *ev)
 {
-	struct vsx_evloop_mail *mb;
+	struct vsxu_evloop_mail *mb;
 
 	if (ev->mail)
 		return 0;
@@ -340,9 +340,9 @@ err:
 	return -ENOMEM;
 }
 
-void vsx_evloop_fini(struct vsx_evloop *ev)
+void vsxu_evloop_fini(struct vsxu_evloop *ev)
 {
-	struct vsx_evloop_mail *mb = ev->mail;
+	struct vsxu_evloop_mail *mb = ev->mail;
 	struct mail *m, *next;
 
 	if (!mb)
@@ -359,9 +359,9 @@ void vsx_evloop_fini(struct vsx_evloop *ev)
 	free(mb);
 }
 
-void vsx_evloop_init(struct vsx_evloop *ev, struct event_base *base)
+void vsxu_evloop_init(struct vsxu_evloop *ev, struct event_base *base)
 {
-	*ev = (struct vsx_evloop){
+	*ev = (struct vsxu_evloop){
 		.loop = {
 			.ctx = ev,
 			.watch = ev_watch,
@@ -388,16 +388,16 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void vsx_evloop_set_poll(struct vsx_evloop *ev, unsigned max_us)
+void vsxu_evloop_set_poll(struct vsxu_evloop *ev, unsigned max_us)
 {
-	if (max_us > VSX_EVLOOP_POLL_MAX_US)
-		max_us = VSX_EVLOOP_POLL_MAX_US;
+	if (max_us > VSXU_EVLOOP_POLL_MAX_US)
+		max_us = VSXU_EVLOOP_POLL_MAX_US;
 	ev->poll_max_ns = max_us * 1000u;
 	if (ev->poll_ns > ev->poll_max_ns)
 		ev->poll_ns = ev->poll_max_ns;
 }
 
-void vsx_evloop_set_poller(struct vsx_evloop *ev, bool (*poller)(void *arg, bool sleeping),
+void vsxu_evloop_set_poller(struct vsxu_evloop *ev, bool (*poller)(void *arg, bool sleeping),
 			   void *arg)
 {
 	if (ev->poller_on && ev->poller)
@@ -409,7 +409,7 @@ void vsx_evloop_set_poller(struct vsx_evloop *ev, bool (*poller)(void *arg, bool
 
 /* A watch fired @slept_ns after the loop last went to sleep; @missed: that
  * sleep began when a polling window ran out. */
-static void poll_adapt(struct vsx_evloop *ev, uint64_t slept_ns, bool missed)
+static void poll_adapt(struct vsxu_evloop *ev, uint64_t slept_ns, bool missed)
 {
 	if (slept_ns > ev->poll_max_ns) {
 		ev->poll_ns /= 2;
@@ -422,7 +422,7 @@ static void poll_adapt(struct vsx_evloop *ev, uint64_t slept_ns, bool missed)
 	}
 }
 
-int vsx_evloop_run(struct vsx_evloop *ev)
+int vsxu_evloop_run(struct vsxu_evloop *ev)
 {
 	uint64_t deadline = 0;  /* polling until then; 0: not polling */
 	uint64_t asleep = 0;    /* when the loop last went to sleep */

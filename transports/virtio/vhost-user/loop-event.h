@@ -1,5 +1,5 @@
 /*
- * The libevent adapter for struct vsx_loop (transports/virtio/vhost-user/loop.h).
+ * The libevent adapter for struct vsxu_loop (transports/virtio/vhost-user/loop.h).
  *
  * The backend asks its host program to watch descriptors and run timers;
  * vsxd, the backend tests and the benchmarks all answer through this one
@@ -22,24 +22,24 @@ struct event_base;
 
 /*
  * The adapter and its state. The caller embeds one (vsxd: one per
- * daemon), initialises it with vsx_evloop_init and hands &ev->loop to the
+ * daemon), initialises it with vsxu_evloop_init and hands &ev->loop to the
  * backend. The fields below @loop are read-only for the caller.
  */
-struct vsx_evloop {
-	struct vsx_loop loop;          /* what the backend gets */
+struct vsxu_evloop {
+	struct vsxu_loop loop;          /* what the backend gets */
 	struct event_base *base;       /* the caller's: outlives every watch */
 	uint64_t fired;                /* watch callbacks run, and poller finds
 					* (not posts: see enable_post) */
-	/* Polling (vsx_evloop_run): see vsx_evloop_set_poll. */
+	/* Polling (vsxu_evloop_run): see vsxu_evloop_set_poll. */
 	unsigned poll_max_ns;          /* 0: never poll */
 	unsigned poll_ns;              /* the window now, in [0, poll_max_ns] */
 	uint64_t poll_hits;            /* events that came while polling */
 	uint64_t poll_misses;          /* windows that ran out */
-	/* vsx_evloop_set_poller: */
+	/* vsxu_evloop_set_poller: */
 	bool (*poller)(void *arg, bool sleeping);
 	void *poller_arg;
 	bool poller_on;                /* called while polling, not since */
-	struct vsx_evloop_mail *mail;  /* vsx_evloop_enable_post; NULL: no post */
+	struct vsxu_evloop_mail *mail;  /* vsxu_evloop_enable_post; NULL: no post */
 };
 
 /*
@@ -48,22 +48,22 @@ struct vsx_evloop {
  * is allocated here, so there is nothing to free; watches and timers are
  * freed by unwatch / timer_free. Polling is off.
  */
-void vsx_evloop_init(struct vsx_evloop *ev, struct event_base *base);
+void vsxu_evloop_init(struct vsxu_evloop *ev, struct event_base *base);
 
 /*
  * Give the loop its post entry (loop.h), for a loop that runs on a thread
  * of its own: callbacks posted from other threads are queued under a
  * mutex and the loop is woken through an eventfd it watches. A post is
- * not activity for the polling (vsx_evloop_set_poll): it neither opens
+ * not activity for the polling (vsxu_evloop_set_poll): it neither opens
  * nor extends a window, nor counts in @fired. Call it before the loop
- * runs, on the thread that made @ev; vsx_evloop_fini undoes it. 0, or
+ * runs, on the thread that made @ev; vsxu_evloop_fini undoes it. 0, or
  * -errno.
  */
-int vsx_evloop_enable_post(struct vsx_evloop *ev);
+int vsxu_evloop_enable_post(struct vsxu_evloop *ev);
 
-/* Free what vsx_evloop_enable_post made; callbacks still queued are
+/* Free what vsxu_evloop_enable_post made; callbacks still queued are
  * dropped. After the loop has stopped for good. */
-void vsx_evloop_fini(struct vsx_evloop *ev);
+void vsxu_evloop_fini(struct vsxu_evloop *ev);
 
 /*
  * Run @fn(@arg) on @ev's loop thread, through a post, and wait until it
@@ -73,20 +73,20 @@ void vsx_evloop_fini(struct vsx_evloop *ev);
  * post (@fn did not run). The backend's world stop (backend/shard.c) is
  * the other use of post: it parks every loop at once, which a call cannot.
  */
-int vsx_evloop_call(struct vsx_evloop *ev, void (*fn)(void *arg), void *arg);
+int vsxu_evloop_call(struct vsxu_evloop *ev, void (*fn)(void *arg), void *arg);
 
 /*
  * Busy-poll for up to @max_us microseconds after a watch fired before
  * sleeping in epoll_wait (0: never poll, the default; at most
- * VSX_EVLOOP_POLL_MAX_US). The window adapts as QEMU's AioContext polling
+ * VSXU_EVLOOP_POLL_MAX_US). The window adapts as QEMU's AioContext polling
  * does: it starts small, doubles while events keep arriving shortly after
  * it ran out, and halves when the wait went beyond @max_us, so an idle or
  * bulk-only loop polls little. Polling trades CPU (the loop spins while a
  * window is open) for the latency of a sleep and wake-up on every event;
  * timers and non-watch events are served while polling as usual.
  */
-#define VSX_EVLOOP_POLL_MAX_US 10000u
-void vsx_evloop_set_poll(struct vsx_evloop *ev, unsigned max_us);
+#define VSXU_EVLOOP_POLL_MAX_US 10000u
+void vsxu_evloop_set_poll(struct vsxu_evloop *ev, unsigned max_us);
 
 /*
  * Give the polling something to look at besides the descriptors: while a
@@ -96,7 +96,7 @@ void vsx_evloop_set_poll(struct vsx_evloop *ev, unsigned max_us);
  * calls @poller(@arg, true), once; true from that keeps it polling
  * instead. NULL removes it (after its sleeping call, if one is due).
  */
-void vsx_evloop_set_poller(struct vsx_evloop *ev, bool (*poller)(void *arg, bool sleeping),
+void vsxu_evloop_set_poller(struct vsxu_evloop *ev, bool (*poller)(void *arg, bool sleeping),
 			   void *arg);
 
 /*
@@ -104,6 +104,6 @@ void vsx_evloop_set_poller(struct vsx_evloop *ev, bool (*poller)(void *arg, bool
  * 0 after event_base_loopbreak/loopexit, 1 when no event is left, -1 when
  * libevent failed.
  */
-int vsx_evloop_run(struct vsx_evloop *ev);
+int vsxu_evloop_run(struct vsxu_evloop *ev);
 
 #endif /* VSXD_EVLOOP_H */

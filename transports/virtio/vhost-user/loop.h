@@ -11,39 +11,39 @@
  * loop's own thread, or on another while that thread is parked (blocked
  * in a callback posted to it, which orders the two).
  */
-#ifndef VSX_LOOP_H
-#define VSX_LOOP_H
+#ifndef VSXU_LOOP_H
+#define VSXU_LOOP_H
 
-#define VSX_EV_READ 0x1
-#define VSX_EV_WRITE 0x2
+#define VSXU_EV_READ 0x1
+#define VSXU_EV_WRITE 0x2
 
-struct vsx_watch;
-struct vsx_timer;
+struct vsxu_watch;
+struct vsxu_timer;
 
-typedef void (*vsx_watch_cb)(int fd, int events, void *arg);
-typedef void (*vsx_timer_cb)(void *arg);
-typedef void (*vsx_post_cb)(void *arg);
+typedef void (*vsxu_watch_cb)(int fd, int events, void *arg);
+typedef void (*vsxu_timer_cb)(void *arg);
+typedef void (*vsxu_post_cb)(void *arg);
 
-struct vsx_loop {
+struct vsxu_loop {
 	void *ctx; /* the adapter's own state (e.g. a struct event_base) */
-	/* Watch @fd for @events (VSX_EV_*; 0 = registered but idle), calling
+	/* Watch @fd for @events (VSXU_EV_*; 0 = registered but idle), calling
 	 * @cb with the events that fired. Returns NULL on failure. The watch
 	 * is freed by unwatch, which the owner calls before closing @fd. */
-	struct vsx_watch *(*watch)(void *ctx, int fd, int events,
-				   vsx_watch_cb cb, void *arg);
-	void (*watch_set)(struct vsx_watch *w, int events);
-	void (*unwatch)(struct vsx_watch *w);
+	struct vsxu_watch *(*watch)(void *ctx, int fd, int events,
+				   vsxu_watch_cb cb, void *arg);
+	void (*watch_set)(struct vsxu_watch *w, int events);
+	void (*unwatch)(struct vsxu_watch *w);
 	/* A one-shot timer, disarmed when created. */
-	struct vsx_timer *(*timer)(void *ctx, vsx_timer_cb cb, void *arg);
-	void (*timer_arm)(struct vsx_timer *t, unsigned ms); /* re-arm replaces */
-	void (*timer_disarm)(struct vsx_timer *t);
-	void (*timer_free)(struct vsx_timer *t);
+	struct vsxu_timer *(*timer)(void *ctx, vsxu_timer_cb cb, void *arg);
+	void (*timer_arm)(struct vsxu_timer *t, unsigned ms); /* re-arm replaces */
+	void (*timer_disarm)(struct vsxu_timer *t);
+	void (*timer_free)(struct vsxu_timer *t);
 	/* Optional (NULL: a loop only its own thread ever touches). Run
 	 * @cb(@arg) on the loop's thread, soon, never before returning; the
 	 * one entry that may be called from any thread. 0, or -errno (the
 	 * callback will not run). This is how the backend parks a worker
 	 * thread's loop while the control thread works on its VMs. */
-	int (*post)(void *ctx, vsx_post_cb cb, void *arg);
+	int (*post)(void *ctx, vsxu_post_cb cb, void *arg);
 };
 
 #endif

@@ -18,7 +18,7 @@ struct slot {
 };
 
 static struct slot slots[SLOTS];
-unsigned vsx_memguard_hits;
+unsigned vsxu_memguard_hits;
 static struct sigaction old_bus;
 static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -42,7 +42,7 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 			break;
 		s->faulted = 1;
 		/* after the mark: a reader that sees the count sees the mark */
-		__atomic_add_fetch(&vsx_memguard_hits, 1, __ATOMIC_RELEASE);
+		__atomic_add_fetch(&vsxu_memguard_hits, 1, __ATOMIC_RELEASE);
 		return;
 	}
 	/* not guest memory: what would have happened without us (an access
@@ -77,7 +77,7 @@ static int install(void)
 	return err;
 }
 
-int vsx_memguard_thread(void)
+int vsxu_memguard_thread(void)
 {
 	sigset_t bus;
 	int err = install(), rc;
@@ -91,10 +91,10 @@ int vsx_memguard_thread(void)
 	return err ? err : -rc;
 }
 
-int vsx_memguard_add(void *map, size_t len)
+int vsxu_memguard_add(void *map, size_t len)
 {
 	/* this thread is the one that touches the mapping */
-	vsx_memguard_thread();
+	vsxu_memguard_thread();
 	for (unsigned i = 0; i < SLOTS; i++) {
 		bool free_slot = false;
 
@@ -112,7 +112,7 @@ int vsx_memguard_add(void *map, size_t len)
 	return 0;
 }
 
-void vsx_memguard_del(int slot)
+void vsxu_memguard_del(int slot)
 {
 	if (slot < 1 || slot > SLOTS)
 		return;
@@ -121,7 +121,7 @@ void vsx_memguard_del(int slot)
 	__atomic_store_n(&slots[slot - 1].claimed, false, __ATOMIC_RELEASE);
 }
 
-bool vsx_memguard_faulted(int slot)
+bool vsxu_memguard_faulted(int slot)
 {
 	return slot >= 1 && slot <= SLOTS && slots[slot - 1].faulted;
 }

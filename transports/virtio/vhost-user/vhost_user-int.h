@@ -26,8 +26,8 @@
 			      (1ull << VU_PF_RESET_DEVICE))
 
 struct vu_queue {
-	struct vsx_vq vq;
-	struct vsx_watch *kick_w;
+	struct vsxu_vq vq;
+	struct vsxu_watch *kick_w;
 	bool addr_set;
 	uint64_t desc_uva, avail_uva, used_uva;
 	/* Where GET_VRING_BASE left the ring (stop_valid): a restart with
@@ -39,7 +39,7 @@ struct vu_queue {
 };
 
 /* What identifies a mapped region's file, and the file itself: kept open
- * so that a restart can hand it over (vsx_vu_get_state). */
+ * so that a restart can hand it over (vsxu_vu_get_state). */
 struct vu_region_id {
 	dev_t dev;
 	ino_t ino;
@@ -47,9 +47,9 @@ struct vu_region_id {
 	uint64_t mmap_offset;
 };
 
-struct vsx_vu {
-	const struct vsx_loop *loop;
-	const struct vsx_vu_ops *ops;
+struct vsxu_vu {
+	const struct vsxu_loop *loop;
+	const struct vsxu_vu_ops *ops;
 	void *dev;
 	unsigned nq;
 	unsigned queue_max;
@@ -58,10 +58,10 @@ struct vsx_vu {
 	dev_t path_dev;
 	ino_t path_ino;
 	int listen_fd;
-	struct vsx_acceptor *acc;    /* on listen_fd */
+	struct vsxu_acceptor *acc;    /* on listen_fd */
 
 	int conn_fd;
-	struct vsx_watch *conn_w;
+	struct vsxu_watch *conn_w;
 	struct {
 		struct vu_hdr hdr;
 		union vu_payload p;
@@ -76,9 +76,9 @@ struct vsx_vu {
 	bool live;                    /* start called, stop not yet */
 	bool paused;                  /* stopped resumably, not started since */
 	uint64_t stop_features;       /* features at that stop */
-	struct vsx_mem mem;
-	struct vu_region_id mem_id[VSX_MEM_MAX_REGIONS];
-	struct vu_queue q[VSX_VU_MAX_QUEUES];
+	struct vsxu_mem mem;
+	struct vu_region_id mem_id[VSXU_MEM_MAX_REGIONS];
+	struct vu_queue q[VSXU_VU_MAX_QUEUES];
 
 	uint64_t logged[2];           /* unknown requests logged once */
 };
@@ -87,19 +87,19 @@ struct vsx_vu {
 #define VU_REPLIED 1     /* the handler sent the reply itself */
 #define VU_CLOSE 2       /* drop the front-end */
 
-void vsx_vu__log(struct vsx_vu *vu, const char *fmt, ...)
+void vsxu_vu__log(struct vsxu_vu *vu, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-void vsx_vu__close_fd(int *fd);
-void vsx_vu__apply_features(struct vsx_vu *vu, struct vsx_vq *vq);
-int vsx_vu__map_ring(struct vsx_vu *vu, struct vu_queue *q);
-void vsx_vu__update(struct vsx_vu *vu, int kq);
-void vsx_vu__kick_cb(int fd, int events, void *arg);
-void vsx_vu__conn_cb(int fd, int events, void *arg);
-int vsx_vu__map_region(struct vsx_vu *vu, const char *what, unsigned i, int fd,
-		       const struct vu_region *r, struct vsx_mem_region *out);
+void vsxu_vu__close_fd(int *fd);
+void vsxu_vu__apply_features(struct vsxu_vu *vu, struct vsxu_vq *vq);
+int vsxu_vu__map_ring(struct vsxu_vu *vu, struct vu_queue *q);
+void vsxu_vu__update(struct vsxu_vu *vu, int kq);
+void vsxu_vu__kick_cb(int fd, int events, void *arg);
+void vsxu_vu__conn_cb(int fd, int events, void *arg);
+int vsxu_vu__map_region(struct vsxu_vu *vu, const char *what, unsigned i, int fd,
+		       const struct vu_region *r, struct vsxu_mem_region *out);
 /* Close the front-end's connection: the device stops and forgets all. */
-void vsx_vu__disconnect(struct vsx_vu *vu);
+void vsxu_vu__disconnect(struct vsxu_vu *vu);
 /* Unmap guest memory and close its files. */
-void vsx_vu__mem_clear(struct vsx_vu *vu);
+void vsxu_vu__mem_clear(struct vsxu_vu *vu);
 
 #endif

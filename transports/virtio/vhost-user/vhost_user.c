@@ -46,7 +46,7 @@
  * disconnect or RESET_OWNER/RESET_DEVICE ends the session, paused or not.
  *
  * A session can also begin without a message: a new process adopts a live
- * device from the descriptors an earlier one left (vsx_vu_adopt, in
+ * device from the descriptors an earlier one left (vsxu_vu_adopt, in
  * vhost_user_state.c, over the state shared through vhost_user-int.h).
  * While live, a message that changes what such a process would need
  * (vu_changes_state) is reported through ops->changed.
@@ -76,9 +76,9 @@
 
 /* ---- Protocol (vhost_user_proto.h) ---- */
 
-_Static_assert(VU_MEM_MAX_REGIONS <= VSX_MEM_MAX_REGIONS, "memory table");
+_Static_assert(VU_MEM_MAX_REGIONS <= VSXU_MEM_MAX_REGIONS, "memory table");
 
-void vsx_vu__log(struct vsx_vu *vu, const char *fmt, ...)
+void vsxu_vu__log(struct vsxu_vu *vu, const char *fmt, ...)
 {
 	char buf[256];
 	va_list ap;
@@ -91,7 +91,7 @@ void vsx_vu__log(struct vsx_vu *vu, const char *fmt, ...)
 	vu->ops->log(vu->dev, buf);
 }
 
-void vsx_vu__close_fd(int *fd)
+void vsxu_vu__close_fd(int *fd)
 {
 	if (*fd >= 0) {
 		close(*fd);
@@ -101,14 +101,14 @@ void vsx_vu__close_fd(int *fd)
 
 /* ---- Queues ---- */
 
-void vsx_vu__apply_features(struct vsx_vu *vu, struct vsx_vq *vq)
+void vsxu_vu__apply_features(struct vsxu_vu *vu, struct vsxu_vq *vq)
 {
 	vq->event_idx = vu->features & (1ull << VIRTIO_RING_F_EVENT_IDX);
 	vq->indirect = vu->features & (1ull << VIRTIO_RING_F_INDIRECT_DESC);
 	vq->notify_on_empty = vu->features & (1ull << VIRTIO_F_NOTIFY_ON_EMPTY);
 }
 
-static void vu_unwatch_kick(struct vsx_vu *vu, struct vu_queue *q)
+static void vu_unwatch_kick(struct vsxu_vu *vu, struct vu_queue *q)
 {
 	if (q->kick_w) {
 		vu->loop->unwatch(q->kick_w);
@@ -116,22 +116,22 @@ static void vu_unwatch_kick(struct vsx_vu *vu, struct vu_queue *q)
 	}
 }
 
-static void vu_queue_reset(struct vsx_vu *vu, struct vu_queue *q)
+static void vu_queue_reset(struct vsxu_vu *vu, struct vu_queue *q)
 {
 	vu_unwatch_kick(vu, q);
-	vsx_vu__close_fd(&q->vq.kick_fd);
-	vsx_vu__close_fd(&q->vq.call_fd);
-	vsx_vu__close_fd(&q->vq.err_fd);
-	vsx_vq_reset(&q->vq);
+	vsxu_vu__close_fd(&q->vq.kick_fd);
+	vsxu_vu__close_fd(&q->vq.call_fd);
+	vsxu_vu__close_fd(&q->vq.err_fd);
+	vsxu_vq_reset(&q->vq);
 	q->vq.mem = &vu->mem;
-	vsx_vu__apply_features(vu, &q->vq);
+	vsxu_vu__apply_features(vu, &q->vq);
 	q->addr_set = false;
 	q->desc_uva = q->avail_uva = q->used_uva = 0;
 }
 
 /* Translate the ring addresses through the memory table; the rings must
  * lie inside one region each and be aligned as the virtio spec says. */
-int vsx_vu__map_ring(struct vsx_vu *vu, struct vu_queue *q)
+int vsxu_vu__map_ring(struct vsxu_vu *vu, struct vu_queue *q)
 {
 	uint64_t num = q->vq.num;
 	void *desc, *avail, *used;
@@ -141,9 +141,9 @@ int vsx_vu__map_ring(struct vsx_vu *vu, struct vu_queue *q)
 	q->vq.used = NULL;
 	if (!q->addr_set || !num)
 		return -EINVAL;
-	desc = vsx_mem_uva(&vu->mem, q->desc_uva, 16 * num);
-	avail = vsx_mem_uva(&vu->mem, q->avail_uva, 6 + 2 * num);
-	used = vsx_mem_uva(&vu->mem, q->used_uva, 6 + 8 * num);
+	desc = vsxu_mem_uva(&vu->mem, q->desc_uva, 16 * num);
+	avail = vsxu_mem_uva(&vu->mem, q->avail_uva, 6 + 2 * num);
+	used = vsxu_mem_uva(&vu->mem, q->used_uva, 6 + 8 * num);
 	if (!desc || !avail || !used)
 		return -EFAULT;
 	if ((uintptr_t)desc % 16 || (uintptr_t)avail % 2 || (uintptr_t)used % 4)
@@ -154,21 +154,21 @@ int vsx_vu__map_ring(struct vsx_vu *vu, struct vu_queue *q)
 	return 0;
 }
 
-static bool vu_can_start(struct vsx_vu *vu)
+static bool vu_can_start(struct vsxu_vu *vu)
 {
 	unsigned started = 0;
 
 	if (!vu->mem.n)
 		return false;
 	for (unsigned i = 0; i < vu->nq; i++) {
-		struct vsx_vq *vq = &vu->q[i].vq;
+		struct vsxu_vq *vq = &vu->q[i].vq;
 
 		if (!vq->started) {
 			if (i < vu->ops->min_queues)
 				return false;
 			continue;
 		}
-		if (!vsx_vq_ready(vq))
+		if (!vsxu_vq_ready(vq))
 			return false;
 		started++;
 	}
@@ -182,14 +182,14 @@ static bool vu_can_start(struct vsx_vu *vu)
  * A guest reset restarts the rings at 0 (and usually elsewhere), or
  * renegotiates features. Anything else is neither.
  */
-static enum vsx_vu_start vu_start_how(struct vsx_vu *vu)
+static enum vsxu_vu_start vu_start_how(struct vsxu_vu *vu)
 {
-	enum vsx_vu_start how = VSX_VU_START_RESUMED;
+	enum vsxu_vu_start how = VSXU_VU_START_RESUMED;
 
 	if (!vu->paused)
-		return VSX_VU_START_NEW;
+		return VSXU_VU_START_NEW;
 	if (vu->features != vu->stop_features)
-		how = VSX_VU_START_NEW;
+		how = VSXU_VU_START_NEW;
 	for (unsigned i = 0; i < vu->nq; i++) {
 		struct vu_queue *q = &vu->q[i];
 		bool same;
@@ -201,24 +201,24 @@ static enum vsx_vu_start vu_start_how(struct vsx_vu *vu)
 		if (q->vq.last_avail == q->stop_base && same)
 			continue;
 		if (q->vq.last_avail == 0) {
-			if (how == VSX_VU_START_RESUMED)
-				how = VSX_VU_START_NEW;
+			if (how == VSXU_VU_START_RESUMED)
+				how = VSXU_VU_START_NEW;
 			continue;
 		}
-		vsx_vu__log(vu, "vhost-user: ring %u restarted at index %u%s, not where it "
+		vsxu_vu__log(vu, "vhost-user: ring %u restarted at index %u%s, not where it "
 		       "stopped (index %u): neither a resume nor a reset", i,
 		       q->vq.last_avail, same ? "" : " at other addresses", q->stop_base);
-		how = VSX_VU_START_BAD;
+		how = VSXU_VU_START_BAD;
 	}
 	return how;
 }
 
 /* Start the device if it can be; when live, tell it about queue @kq (or
  * every queue if @kq < 0) that became ready. */
-void vsx_vu__update(struct vsx_vu *vu, int kq)
+void vsxu_vu__update(struct vsxu_vu *vu, int kq)
 {
 	if (!vu->live) {
-		enum vsx_vu_start how;
+		enum vsxu_vu_start how;
 
 		if (!vu_can_start(vu))
 			return;
@@ -227,8 +227,8 @@ void vsx_vu__update(struct vsx_vu *vu, int kq)
 		vu->paused = false;
 		for (unsigned i = 0; i < vu->nq; i++) {
 			vu->q[i].stop_valid = false;
-			if (vsx_vq_ready(&vu->q[i].vq))
-				vsx_vq_set_notify(&vu->q[i].vq, true);
+			if (vsxu_vq_ready(&vu->q[i].vq))
+				vsxu_vq_set_notify(&vu->q[i].vq, true);
 		}
 		if (vu->ops->start)
 			vu->ops->start(vu->dev, how);
@@ -237,25 +237,25 @@ void vsx_vu__update(struct vsx_vu *vu, int kq)
 	for (unsigned i = 0; i < vu->nq && vu->live; i++) {
 		if (kq >= 0 && (unsigned)kq != i)
 			continue;
-		if (!vsx_vq_ready(&vu->q[i].vq))
+		if (!vsxu_vq_ready(&vu->q[i].vq))
 			continue;
 		if (kq >= 0) /* a queue that (re)joined a live device */
-			vsx_vq_set_notify(&vu->q[i].vq, true);
+			vsxu_vq_set_notify(&vu->q[i].vq, true);
 		if (vu->ops->kick)
 			vu->ops->kick(vu->dev, i);
 	}
 }
 
-static void vu_flush_all(struct vsx_vu *vu)
+static void vu_flush_all(struct vsxu_vu *vu)
 {
 	for (unsigned i = 0; i < vu->nq; i++)
-		vsx_vq_flush(&vu->q[i].vq);
+		vsxu_vq_flush(&vu->q[i].vq);
 }
 
 /* @resumable: the front-end stopped the rings (GET_VRING_BASE) and may
  * start them again where they were; otherwise the session is over, also
  * for a device stopped resumably before. */
-static void vu_stop(struct vsx_vu *vu, bool resumable)
+static void vu_stop(struct vsxu_vu *vu, bool resumable)
 {
 	if (!vu->live) {
 		if (!resumable && vu->paused) {
@@ -273,35 +273,35 @@ static void vu_stop(struct vsx_vu *vu, bool resumable)
 	vu_flush_all(vu);
 }
 
-void vsx_vu__mem_clear(struct vsx_vu *vu)
+void vsxu_vu__mem_clear(struct vsxu_vu *vu)
 {
-	vsx_mem_unmap(&vu->mem);
-	for (unsigned i = 0; i < VSX_MEM_MAX_REGIONS; i++) {
-		vsx_vu__close_fd(&vu->mem_id[i].fd);
+	vsxu_mem_unmap(&vu->mem);
+	for (unsigned i = 0; i < VSXU_MEM_MAX_REGIONS; i++) {
+		vsxu_vu__close_fd(&vu->mem_id[i].fd);
 		vu->mem_id[i] = (struct vu_region_id){ .fd = -1 };
 	}
 }
 
 /* Back to the state of a fresh connection's device: no rings, no memory. */
-static void vu_reset_device(struct vsx_vu *vu)
+static void vu_reset_device(struct vsxu_vu *vu)
 {
 	vu_stop(vu, false);
 	for (unsigned i = 0; i < vu->nq; i++)
 		vu_queue_reset(vu, &vu->q[i]);
-	vsx_vu__mem_clear(vu);
+	vsxu_vu__mem_clear(vu);
 }
 
 /* ---- Connection ---- */
 
-static void vu_rx_reset(struct vsx_vu *vu)
+static void vu_rx_reset(struct vsxu_vu *vu)
 {
 	for (unsigned i = 0; i < vu->rx.nfds; i++)
-		vsx_vu__close_fd(&vu->rx.fds[i]);
+		vsxu_vu__close_fd(&vu->rx.fds[i]);
 	vu->rx.nfds = 0;
 	vu->rx.have = 0;
 }
 
-void vsx_vu__disconnect(struct vsx_vu *vu)
+void vsxu_vu__disconnect(struct vsxu_vu *vu)
 {
 	if (vu->conn_fd < 0)
 		return;
@@ -309,17 +309,17 @@ void vsx_vu__disconnect(struct vsx_vu *vu)
 		vu->loop->unwatch(vu->conn_w);
 		vu->conn_w = NULL;
 	}
-	vsx_vu__close_fd(&vu->conn_fd);
+	vsxu_vu__close_fd(&vu->conn_fd);
 	vu_rx_reset(vu);
 	vu_reset_device(vu);
 	vu->features = 0;
 	vu->protocol_features = 0;
 	vu->owner = false;
 	for (unsigned i = 0; i < vu->nq; i++)
-		vsx_vu__apply_features(vu, &vu->q[i].vq);
+		vsxu_vu__apply_features(vu, &vu->q[i].vq);
 }
 
-static int vu_send(struct vsx_vu *vu, uint32_t req, const void *payload, uint32_t size)
+static int vu_send(struct vsxu_vu *vu, uint32_t req, const void *payload, uint32_t size)
 {
 	struct vu_hdr h = {
 		.request = req,
@@ -338,20 +338,20 @@ static int vu_send(struct vsx_vu *vu, uint32_t req, const void *payload, uint32_
 	while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)(sizeof(h) + size)) {
 		/* a front-end that does not read its replies is gone */
-		vsx_vu__log(vu, "vhost-user: cannot write reply to request %u: %s", req,
+		vsxu_vu__log(vu, "vhost-user: cannot write reply to request %u: %s", req,
 		       n < 0 ? strerror(errno) : "short write");
 		return -EIO;
 	}
 	return 0;
 }
 
-static int vu_reply_u64(struct vsx_vu *vu, uint64_t v)
+static int vu_reply_u64(struct vsxu_vu *vu, uint64_t v)
 {
 	return vu_send(vu, vu->rx.hdr.request, &v, sizeof(v)) ? VU_CLOSE : VU_REPLIED;
 }
 
 /* Take the message's only fd (ownership passes to the caller). */
-static int vu_take_fd(struct vsx_vu *vu, unsigned i)
+static int vu_take_fd(struct vsxu_vu *vu, unsigned i)
 {
 	int fd = vu->rx.fds[i];
 
@@ -361,27 +361,27 @@ static int vu_take_fd(struct vsx_vu *vu, unsigned i)
 
 /* ---- Message handlers ---- */
 
-static struct vu_queue *vu_queue_of(struct vsx_vu *vu, uint32_t index)
+static struct vu_queue *vu_queue_of(struct vsxu_vu *vu, uint32_t index)
 {
 	return index < vu->nq ? &vu->q[index] : NULL;
 }
 
-static int vu_set_features(struct vsx_vu *vu, uint64_t v)
+static int vu_set_features(struct vsxu_vu *vu, uint64_t v)
 {
 	uint64_t offered = VU_FEATURES | vu->ops->features;
 
 	if (v & ~offered) {
-		vsx_vu__log(vu, "vhost-user: SET_FEATURES with bits not offered: %#llx",
+		vsxu_vu__log(vu, "vhost-user: SET_FEATURES with bits not offered: %#llx",
 		       (unsigned long long)(v & ~offered));
 		return -EINVAL;
 	}
 	vu->features = v;
 	for (unsigned i = 0; i < vu->nq; i++)
-		vsx_vu__apply_features(vu, &vu->q[i].vq);
+		vsxu_vu__apply_features(vu, &vu->q[i].vq);
 	return 0;
 }
 
-static bool vu_same_region(const struct vsx_mem_region *a, const struct vu_region_id *aid,
+static bool vu_same_region(const struct vsxu_mem_region *a, const struct vu_region_id *aid,
 			   const struct vu_region *b, const struct stat *st)
 {
 	return a->gpa == b->gpa && a->size == b->size && a->uva == b->uva &&
@@ -409,8 +409,8 @@ static bool file_sealed(int fd)
  * from @fd into *@out; the caller has checked that @fd is a file covering
  * it. 0, or a negative errno (logged).
  */
-int vsx_vu__map_region(struct vsx_vu *vu, const char *what, unsigned i, int fd,
-		       const struct vu_region *r, struct vsx_mem_region *out)
+int vsxu_vu__map_region(struct vsxu_vu *vu, const char *what, unsigned i, int fd,
+		       const struct vu_region *r, struct vsxu_mem_region *out)
 {
 	uint64_t delta = r->mmap_offset % (uint64_t)sysconf(_SC_PAGESIZE);
 	int err;
@@ -421,15 +421,15 @@ int vsx_vu__map_region(struct vsx_vu *vu, const char *what, unsigned i, int fd,
 	if (out->map == MAP_FAILED) {
 		err = -errno;
 		out->map = NULL;
-		vsx_vu__log(vu, "vhost-user: %s: mmap region %u: %s", what, i, strerror(-err));
+		vsxu_vu__log(vu, "vhost-user: %s: mmap region %u: %s", what, i, strerror(-err));
 		return err;
 	}
-	out->guard = vsx_memguard_add(out->map, out->map_len);
+	out->guard = vsxu_memguard_add(out->map, out->map_len);
 	if (!out->guard)
-		vsx_vu__log(vu, "vhost-user: %s region %u: no memory-guard slot "
+		vsxu_vu__log(vu, "vhost-user: %s region %u: no memory-guard slot "
 			    "left: a VMM that shrinks its file will crash vsxd", what, i);
 	if (!file_sealed(fd))
-		vsx_vu__log(vu, "vhost-user: %s region %u: its file is not "
+		vsxu_vu__log(vu, "vhost-user: %s region %u: its file is not "
 			    "sealed against shrinking; accesses are guarded", what, i);
 	out->gpa = r->gpa;
 	out->size = r->size;
@@ -438,28 +438,28 @@ int vsx_vu__map_region(struct vsx_vu *vu, const char *what, unsigned i, int fd,
 	return 0;
 }
 
-static int vu_set_mem_table(struct vsx_vu *vu)
+static int vu_set_mem_table(struct vsxu_vu *vu)
 {
 	const struct vu_memory *m = &vu->rx.p.mem;
-	struct vsx_mem nm = { 0 };
-	struct vu_region_id nid[VSX_MEM_MAX_REGIONS];
-	bool reused[VSX_MEM_MAX_REGIONS] = { false };
-	struct stat st[VSX_MEM_MAX_REGIONS];
+	struct vsxu_mem nm = { 0 };
+	struct vu_region_id nid[VSXU_MEM_MAX_REGIONS];
+	bool reused[VSXU_MEM_MAX_REGIONS] = { false };
+	struct stat st[VSXU_MEM_MAX_REGIONS];
 	unsigned n;
 	int err = 0;
 
 	if (vu->rx.hdr.size < offsetof(struct vu_memory, r))
 		return -EINVAL;
 	n = m->nregions;
-	if (n < 1 || n > VSX_MEM_MAX_REGIONS ||
+	if (n < 1 || n > VSXU_MEM_MAX_REGIONS ||
 	    vu->rx.hdr.size != offsetof(struct vu_memory, r) + n * sizeof(struct vu_region) ||
 	    vu->rx.nfds != n) {
-		vsx_vu__log(vu, "vhost-user: SET_MEM_TABLE with %u regions, %u bytes, %u fds",
+		vsxu_vu__log(vu, "vhost-user: SET_MEM_TABLE with %u regions, %u bytes, %u fds",
 		       n, vu->rx.hdr.size, vu->rx.nfds);
 		return -EINVAL;
 	}
 
-	for (unsigned i = 0; i < VSX_MEM_MAX_REGIONS; i++)
+	for (unsigned i = 0; i < VSXU_MEM_MAX_REGIONS; i++)
 		nid[i] = (struct vu_region_id){ .fd = -1 };
 	/* Validate everything before touching the current table. */
 	for (unsigned i = 0; i < n; i++) {
@@ -470,7 +470,7 @@ static int vu_set_mem_table(struct vsx_vu *vu)
 			return -EINVAL;
 		if (fstat(vu->rx.fds[i], &st[i]) < 0 || !S_ISREG(st[i].st_mode) ||
 		    (uint64_t)st[i].st_size < r->mmap_offset + r->size) {
-			vsx_vu__log(vu, "vhost-user: SET_MEM_TABLE region %u: fd is not a file "
+			vsxu_vu__log(vu, "vhost-user: SET_MEM_TABLE region %u: fd is not a file "
 			       "covering the region", i);
 			return -EINVAL;
 		}
@@ -488,7 +488,7 @@ static int vu_set_mem_table(struct vsx_vu *vu)
 
 		for (unsigned j = 0; j < vu->mem.n; j++) {
 			/* (not one a SIGBUS turned into zero pages: map it again) */
-			if (vu->mem.r[j].map && !vsx_memguard_faulted(vu->mem.r[j].guard) &&
+			if (vu->mem.r[j].map && !vsxu_memguard_faulted(vu->mem.r[j].guard) &&
 			    vu_same_region(&vu->mem.r[j], &vu->mem_id[j], r, &st[i])) {
 				nm.r[i] = vu->mem.r[j];
 				nid[i] = vu->mem_id[j];
@@ -500,7 +500,7 @@ static int vu_set_mem_table(struct vsx_vu *vu)
 		}
 		if (reused[i])
 			continue;
-		err = vsx_vu__map_region(vu, "SET_MEM_TABLE", i, vu->rx.fds[i], r, &nm.r[i]);
+		err = vsxu_vu__map_region(vu, "SET_MEM_TABLE", i, vu->rx.fds[i], r, &nm.r[i]);
 		if (err)
 			goto fail;
 		nid[i].dev = st[i].st_dev;
@@ -513,16 +513,16 @@ static int vu_set_mem_table(struct vsx_vu *vu)
 	/* Used entries pushed so far are published while the old rings are
 	 * still mapped. */
 	vu_flush_all(vu);
-	vsx_vu__mem_clear(vu);
+	vsxu_vu__mem_clear(vu);
 	vu->mem = nm;
 	memcpy(vu->mem_id, nid, sizeof(nid));
 	for (unsigned i = 0; i < vu->nq; i++) {
 		struct vu_queue *q = &vu->q[i];
 
-		if (q->addr_set && vsx_vu__map_ring(vu, q))
-			vsx_vu__log(vu, "vhost-user: ring %u is outside the new memory table", i);
+		if (q->addr_set && vsxu_vu__map_ring(vu, q))
+			vsxu_vu__log(vu, "vhost-user: ring %u is outside the new memory table", i);
 	}
-	vsx_vu__update(vu, -1);
+	vsxu_vu__update(vu, -1);
 	return 0;
 
 fail:
@@ -537,15 +537,15 @@ fail:
 				}
 			}
 		} else if (nm.r[i].map) {
-			vsx_memguard_del(nm.r[i].guard);
+			vsxu_memguard_del(nm.r[i].guard);
 			munmap(nm.r[i].map, nm.r[i].map_len);
-			vsx_vu__close_fd(&nid[i].fd);
+			vsxu_vu__close_fd(&nid[i].fd);
 		}
 	}
 	return err;
 }
 
-static int vu_set_vring_num(struct vsx_vu *vu)
+static int vu_set_vring_num(struct vsxu_vu *vu)
 {
 	const struct vu_state *s = &vu->rx.p.state;
 	struct vu_queue *q = vu_queue_of(vu, s->index);
@@ -553,17 +553,17 @@ static int vu_set_vring_num(struct vsx_vu *vu)
 	if (!q || q->vq.started)
 		return -EINVAL;
 	if (!s->num || s->num > vu->queue_max || (s->num & (s->num - 1))) {
-		vsx_vu__log(vu, "vhost-user: SET_VRING_NUM %u for ring %u refused (max %u)",
+		vsxu_vu__log(vu, "vhost-user: SET_VRING_NUM %u for ring %u refused (max %u)",
 		       s->num, s->index, vu->queue_max);
 		return -EINVAL;
 	}
 	q->vq.num = s->num;
 	if (q->addr_set)
-		vsx_vu__map_ring(vu, q);
+		vsxu_vu__map_ring(vu, q);
 	return 0;
 }
 
-static int vu_set_vring_addr(struct vsx_vu *vu)
+static int vu_set_vring_addr(struct vsxu_vu *vu)
 {
 	const struct vu_addr *a = &vu->rx.p.addr;
 	struct vu_queue *q = vu_queue_of(vu, a->index);
@@ -577,9 +577,9 @@ static int vu_set_vring_addr(struct vsx_vu *vu)
 	q->desc_uva = a->desc;
 	q->avail_uva = a->avail;
 	q->used_uva = a->used;
-	err = vsx_vu__map_ring(vu, q);
+	err = vsxu_vu__map_ring(vu, q);
 	if (err) {
-		vsx_vu__log(vu, "vhost-user: SET_VRING_ADDR for ring %u outside guest memory",
+		vsxu_vu__log(vu, "vhost-user: SET_VRING_ADDR for ring %u outside guest memory",
 		       a->index);
 		*q = old;
 		return err;
@@ -589,7 +589,7 @@ static int vu_set_vring_addr(struct vsx_vu *vu)
 	return 0;
 }
 
-static int vu_set_vring_base(struct vsx_vu *vu)
+static int vu_set_vring_base(struct vsxu_vu *vu)
 {
 	const struct vu_state *s = &vu->rx.p.state;
 	struct vu_queue *q = vu_queue_of(vu, s->index);
@@ -600,13 +600,13 @@ static int vu_set_vring_base(struct vsx_vu *vu)
 	return 0;
 }
 
-static int vu_get_vring_base(struct vsx_vu *vu)
+static int vu_get_vring_base(struct vsxu_vu *vu)
 {
 	struct vu_state s = vu->rx.p.state;
 	struct vu_queue *q = vu_queue_of(vu, s.index);
 
 	if (vu->rx.hdr.size != sizeof(s) || !q) {
-		vsx_vu__log(vu, "vhost-user: bad GET_VRING_BASE");
+		vsxu_vu__log(vu, "vhost-user: bad GET_VRING_BASE");
 		return VU_CLOSE; /* there is no failure answer to give */
 	}
 	vu_stop(vu, true);
@@ -619,7 +619,7 @@ static int vu_get_vring_base(struct vsx_vu *vu)
 		q->stop_used = q->used_uva;
 	}
 	vu_unwatch_kick(vu, q);
-	vsx_vu__close_fd(&q->vq.kick_fd);
+	vsxu_vu__close_fd(&q->vq.kick_fd);
 	q->vq.started = false;
 	/* a ring restarts as a new one would: disabled when protocol
 	 * features were negotiated (SET_VRING_ENABLE follows), and not
@@ -633,7 +633,7 @@ static int vu_get_vring_base(struct vsx_vu *vu)
 	return vu_send(vu, VU_GET_VRING_BASE, &s, sizeof(s)) ? VU_CLOSE : VU_REPLIED;
 }
 
-static int vu_set_vring_fd(struct vsx_vu *vu)
+static int vu_set_vring_fd(struct vsxu_vu *vu)
 {
 	uint32_t req = vu->rx.hdr.request;
 	uint64_t v = vu->rx.p.u64;
@@ -643,7 +643,7 @@ static int vu_set_vring_fd(struct vsx_vu *vu)
 
 	if (!q || (v & ~(VU_VRING_IDX_MASK | VU_VRING_NOFD)) ||
 	    vu->rx.nfds != (nofd ? 0u : 1u)) {
-		vsx_vu__log(vu, "vhost-user: request %u for ring %llu with %u fds refused", req,
+		vsxu_vu__log(vu, "vhost-user: request %u for ring %llu with %u fds refused", req,
 		       (unsigned long long)(v & VU_VRING_IDX_MASK), vu->rx.nfds);
 		return -EINVAL;
 	}
@@ -661,7 +661,7 @@ static int vu_set_vring_fd(struct vsx_vu *vu)
 		vu_unwatch_kick(vu, q);
 		break;
 	}
-	vsx_vu__close_fd(slot);
+	vsxu_vu__close_fd(slot);
 	*slot = fd;
 	if (req != VU_SET_VRING_KICK)
 		return 0;
@@ -671,14 +671,14 @@ static int vu_set_vring_fd(struct vsx_vu *vu)
 
 		if (fl >= 0 && !(fl & O_NONBLOCK))
 			fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-		q->kick_w = vu->loop->watch(vu->loop->ctx, fd, VSX_EV_READ, vsx_vu__kick_cb, vu);
+		q->kick_w = vu->loop->watch(vu->loop->ctx, fd, VSXU_EV_READ, vsxu_vu__kick_cb, vu);
 		if (!q->kick_w) {
-			vsx_vu__close_fd(slot);
+			vsxu_vu__close_fd(slot);
 			return -ENOMEM;
 		}
 	}
 	/* The ring (re)starts; its indices are the guest's from here on. */
-	vsx_vq_flush(&q->vq);
+	vsxu_vq_flush(&q->vq);
 	q->vq.started = true;
 	q->vq.signalled_valid = false;
 	q->vq.pending = 0;
@@ -687,11 +687,11 @@ static int vu_set_vring_fd(struct vsx_vu *vu)
 							 __ATOMIC_RELAXED));
 	if (!(vu->features & (1ull << VU_F_PROTOCOL_FEATURES)))
 		q->vq.enabled = true;
-	vsx_vu__update(vu, (int)(q - vu->q));
+	vsxu_vu__update(vu, (int)(q - vu->q));
 	return 0;
 }
 
-static int vu_set_vring_enable(struct vsx_vu *vu)
+static int vu_set_vring_enable(struct vsxu_vu *vu)
 {
 	const struct vu_state *s = &vu->rx.p.state;
 	struct vu_queue *q = vu_queue_of(vu, s->index);
@@ -700,11 +700,11 @@ static int vu_set_vring_enable(struct vsx_vu *vu)
 		return -EINVAL;
 	q->vq.enabled = s->num;
 	if (s->num)
-		vsx_vu__update(vu, (int)s->index);
+		vsxu_vu__update(vu, (int)s->index);
 	return 0;
 }
 
-static int vu_get_config(struct vsx_vu *vu)
+static int vu_get_config(struct vsxu_vu *vu)
 {
 	struct vu_config *c = &vu->rx.p.config;
 	uint32_t size = vu->rx.hdr.size;
@@ -713,7 +713,7 @@ static int vu_get_config(struct vsx_vu *vu)
 	    size != VU_CONFIG_HDR + c->size || c->offset > VU_CONFIG_MAX ||
 	    c->offset + c->size > VU_CONFIG_MAX || !vu->ops->get_config ||
 	    vu->ops->get_config(vu->dev, c->offset, c->region, c->size) < 0) {
-		vsx_vu__log(vu, "vhost-user: GET_CONFIG refused");
+		vsxu_vu__log(vu, "vhost-user: GET_CONFIG refused");
 		return vu_send(vu, VU_GET_CONFIG, NULL, 0) ? VU_CLOSE : VU_REPLIED;
 	}
 	return vu_send(vu, VU_GET_CONFIG, c, size) ? VU_CLOSE : VU_REPLIED;
@@ -753,18 +753,18 @@ static bool vu_takes_fds(uint32_t req)
 	       req == VU_SET_VRING_CALL || req == VU_SET_VRING_ERR;
 }
 
-static int vu_unknown(struct vsx_vu *vu, uint32_t req)
+static int vu_unknown(struct vsxu_vu *vu, uint32_t req)
 {
 	unsigned bit = req < 127 ? req : 127;
 
 	if (!(vu->logged[bit / 64] & (1ull << (bit % 64)))) {
 		vu->logged[bit / 64] |= 1ull << (bit % 64);
-		vsx_vu__log(vu, "vhost-user: unsupported request %u", req);
+		vsxu_vu__log(vu, "vhost-user: unsupported request %u", req);
 	}
 	return -EOPNOTSUPP;
 }
 
-static int vu_handle(struct vsx_vu *vu)
+static int vu_handle(struct vsxu_vu *vu)
 {
 	const struct vu_hdr *h = &vu->rx.hdr;
 	const union vu_payload *p = &vu->rx.p;
@@ -772,14 +772,14 @@ static int vu_handle(struct vsx_vu *vu)
 	long want = vu_payload_size(req);
 
 	if (vu->rx.nfds && !vu_takes_fds(req)) {
-		vsx_vu__log(vu, "vhost-user: closing %u fds sent with request %u",
+		vsxu_vu__log(vu, "vhost-user: closing %u fds sent with request %u",
 		       vu->rx.nfds, req);
 		for (unsigned i = 0; i < vu->rx.nfds; i++)
-			vsx_vu__close_fd(&vu->rx.fds[i]);
+			vsxu_vu__close_fd(&vu->rx.fds[i]);
 		vu->rx.nfds = 0;
 	}
 	if (want >= 0 && h->size != (uint32_t)want) {
-		vsx_vu__log(vu, "vhost-user: request %u with a %u-byte payload", req, h->size);
+		vsxu_vu__log(vu, "vhost-user: request %u with a %u-byte payload", req, h->size);
 		switch (req) {
 		case VU_GET_FEATURES:
 		case VU_GET_PROTOCOL_FEATURES:
@@ -814,7 +814,7 @@ static int vu_handle(struct vsx_vu *vu)
 		vu_reset_device(vu);
 		vu->features = 0;
 		for (unsigned i = 0; i < vu->nq; i++)
-			vsx_vu__apply_features(vu, &vu->q[i].vq);
+			vsxu_vu__apply_features(vu, &vu->q[i].vq);
 		if (req == VU_RESET_OWNER)
 			vu->owner = false;
 		return 0;
@@ -843,7 +843,7 @@ static int vu_handle(struct vsx_vu *vu)
 	}
 }
 
-/* Can request @req change what vsx_vu_get_state reports of a live
+/* Can request @req change what vsxu_vu_get_state reports of a live
  * device without stopping it? */
 static bool vu_changes_state(uint32_t req)
 {
@@ -852,7 +852,7 @@ static bool vu_changes_state(uint32_t req)
 	       req == VU_SET_FEATURES || req == VU_SET_PROTOCOL_FEATURES;
 }
 
-static void vu_dispatch(struct vsx_vu *vu)
+static void vu_dispatch(struct vsxu_vu *vu)
 {
 	bool need_reply = vu->rx.hdr.flags & VU_FLAG_NEED_REPLY;
 	bool was_live = vu->live;
@@ -860,7 +860,7 @@ static void vu_dispatch(struct vsx_vu *vu)
 
 	vu_rx_reset(vu); /* closes any fd no handler took */
 	if (r == VU_CLOSE) {
-		vsx_vu__disconnect(vu);
+		vsxu_vu__disconnect(vu);
 		return;
 	}
 	if (was_live && vu->live && r == 0 && vu->ops->changed &&
@@ -870,13 +870,13 @@ static void vu_dispatch(struct vsx_vu *vu)
 		uint64_t v = r ? 1 : 0;
 
 		if (vu_send(vu, vu->rx.hdr.request, &v, sizeof(v)))
-			vsx_vu__disconnect(vu);
+			vsxu_vu__disconnect(vu);
 	}
 }
 
-void vsx_vu__conn_cb(int fd, int events, void *arg)
+void vsxu_vu__conn_cb(int fd, int events, void *arg)
 {
-	struct vsx_vu *vu = arg;
+	struct vsxu_vu *vu = arg;
 	unsigned budget = 64; /* messages per wakeup; the watch fires again */
 
 	while (budget && vu->conn_fd >= 0) {
@@ -927,14 +927,14 @@ void vsx_vu__conn_cb(int fd, int events, void *arg)
 		}
 		if (n <= 0) {
 			if (n < 0 || vu->rx.have)
-				vsx_vu__log(vu, "vhost-user: front-end connection %s",
+				vsxu_vu__log(vu, "vhost-user: front-end connection %s",
 				       n < 0 ? strerror(errno) : "closed inside a message");
-			vsx_vu__disconnect(vu);
+			vsxu_vu__disconnect(vu);
 			return;
 		}
 		if (too_many || (mh.msg_flags & MSG_CTRUNC)) {
-			vsx_vu__log(vu, "vhost-user: more than %d fds on one message", VU_MAX_FDS);
-			vsx_vu__disconnect(vu);
+			vsxu_vu__log(vu, "vhost-user: more than %d fds on one message", VU_MAX_FDS);
+			vsxu_vu__disconnect(vu);
 			return;
 		}
 		vu->rx.have += (size_t)n;
@@ -943,9 +943,9 @@ void vsx_vu__conn_cb(int fd, int events, void *arg)
 
 			if ((h->flags & VU_VERSION_MASK) != VU_VERSION ||
 			    h->size > VU_MAX_PAYLOAD) {
-				vsx_vu__log(vu, "vhost-user: bad message header (request %u, "
+				vsxu_vu__log(vu, "vhost-user: bad message header (request %u, "
 				       "flags %#x, size %u)", h->request, h->flags, h->size);
-				vsx_vu__disconnect(vu);
+				vsxu_vu__disconnect(vu);
 				return;
 			}
 		}
@@ -963,32 +963,32 @@ void vsx_vu__conn_cb(int fd, int events, void *arg)
  * connection has pending first, so the new one is refused only while the
  * old one is really alive.
  */
-static void vu_drain_conn(struct vsx_vu *vu)
+static void vu_drain_conn(struct vsxu_vu *vu)
 {
 	for (unsigned i = 0; i < 16 && vu->conn_fd >= 0; i++) {
 		struct pollfd p = { .fd = vu->conn_fd, .events = POLLIN };
 
 		if (poll(&p, 1, 0) != 1)
 			return;
-		vsx_vu__conn_cb(vu->conn_fd, VSX_EV_READ, vu);
+		vsxu_vu__conn_cb(vu->conn_fd, VSXU_EV_READ, vu);
 	}
 }
 
 /* A front-end connects (acceptor.h: a listener out of descriptors backs off). */
 static void vu_accept_cb(void *arg, int c, const struct sockaddr *sa, socklen_t len)
 {
-	struct vsx_vu *vu = arg;
+	struct vsxu_vu *vu = arg;
 
 	(void)sa;
 	(void)len;
 	if (vu->conn_fd >= 0)
 		vu_drain_conn(vu);
 	if (vu->conn_fd >= 0) {
-		vsx_vu__log(vu, "vhost-user: refusing a second front-end on %s", vu->path);
+		vsxu_vu__log(vu, "vhost-user: refusing a second front-end on %s", vu->path);
 		close(c);
 		return;
 	}
-	vu->conn_w = vu->loop->watch(vu->loop->ctx, c, VSX_EV_READ, vsx_vu__conn_cb, vu);
+	vu->conn_w = vu->loop->watch(vu->loop->ctx, c, VSXU_EV_READ, vsxu_vu__conn_cb, vu);
 	if (!vu->conn_w) {
 		close(c);
 		return;
@@ -1002,12 +1002,12 @@ static void vu_accept_cb(void *arg, int c, const struct sockaddr *sa, socklen_t 
 static void vu_acceptor_log(void *arg, int prio, const char *msg)
 {
 	(void)prio;
-	vsx_vu__log(arg, "%s", msg);
+	vsxu_vu__log(arg, "%s", msg);
 }
 
-void vsx_vu__kick_cb(int fd, int events, void *arg)
+void vsxu_vu__kick_cb(int fd, int events, void *arg)
 {
-	struct vsx_vu *vu = arg;
+	struct vsxu_vu *vu = arg;
 	struct vu_queue *q = NULL;
 	uint64_t v;
 	ssize_t n;
@@ -1025,17 +1025,17 @@ void vsx_vu__kick_cb(int fd, int events, void *arg)
 	while (n < 0 && errno == EINTR);
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
 		/* not an eventfd we can drain: stop watching it */
-		vsx_vu__log(vu, "vhost-user: kick fd of ring %u unusable", (unsigned)(q - vu->q));
+		vsxu_vu__log(vu, "vhost-user: kick fd of ring %u unusable", (unsigned)(q - vu->q));
 		vu_unwatch_kick(vu, q);
 		return;
 	}
-	if (vu->live && vsx_vq_ready(&q->vq) && vu->ops->kick)
+	if (vu->live && vsxu_vq_ready(&q->vq) && vu->ops->kick)
 		vu->ops->kick(vu->dev, (unsigned)(q - vu->q));
 }
 
 /* ---- Listener ---- */
 
-static int vu_listen(struct vsx_vu *vu, const char *path, mode_t mode, gid_t gid)
+static int vu_listen(struct vsxu_vu *vu, const char *path, mode_t mode, gid_t gid)
 {
 	struct stat st;
 	int fd, err;
@@ -1067,19 +1067,19 @@ fail:
 
 /* ---- API ---- */
 
-int vsx_vu_new(const char *path, mode_t mode, gid_t gid, const struct vsx_loop *loop,
-	       const struct vsx_vu_ops *ops, void *dev, struct vsx_vu **out)
+int vsxu_vu_new(const char *path, mode_t mode, gid_t gid, const struct vsxu_loop *loop,
+	       const struct vsxu_vu_ops *ops, void *dev, struct vsxu_vu **out)
 {
-	struct vsx_acceptor_conf ac = {
+	struct vsxu_acceptor_conf ac = {
 		.loop = loop,
 		.cb = vu_accept_cb,
 		.log = vu_acceptor_log,
 	};
 	char name[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
-	struct vsx_vu *vu;
+	struct vsxu_vu *vu;
 	int err;
 
-	if (!loop || !ops || !out || !ops->nqueues || ops->nqueues > VSX_VU_MAX_QUEUES ||
+	if (!loop || !ops || !out || !ops->nqueues || ops->nqueues > VSXU_VU_MAX_QUEUES ||
 	    ops->min_queues > ops->nqueues)
 		return -EINVAL;
 	vu = calloc(1, sizeof(*vu));
@@ -1089,13 +1089,13 @@ int vsx_vu_new(const char *path, mode_t mode, gid_t gid, const struct vsx_loop *
 	vu->ops = ops;
 	vu->dev = dev;
 	vu->nq = ops->nqueues;
-	vu->queue_max = VSX_VQ_MAX_SIZE;
+	vu->queue_max = VSXU_VQ_MAX_SIZE;
 	vu->listen_fd = vu->conn_fd = -1;
-	for (unsigned i = 0; i < VSX_VU_MAX_QUEUES; i++) {
-		vsx_vq_reset(&vu->q[i].vq);
+	for (unsigned i = 0; i < VSXU_VU_MAX_QUEUES; i++) {
+		vsxu_vq_reset(&vu->q[i].vq);
 		vu->q[i].vq.mem = &vu->mem;
 	}
-	for (unsigned i = 0; i < VSX_MEM_MAX_REGIONS; i++)
+	for (unsigned i = 0; i < VSXU_MEM_MAX_REGIONS; i++)
 		vu->mem_id[i].fd = -1;
 	vu->path = strdup(path ? path : "");
 	if (!vu->path) {
@@ -1110,7 +1110,7 @@ int vsx_vu_new(const char *path, mode_t mode, gid_t gid, const struct vsx_loop *
 	ac.name = name;
 	ac.arg = vu;
 	ac.log_arg = vu;
-	err = vsx_acceptor_new(&ac, &vu->acc);
+	err = vsxu_acceptor_new(&ac, &vu->acc);
 	if (err)
 		goto err_listen;
 	*out = vu;
@@ -1126,7 +1126,7 @@ err_free:
 	return err;
 }
 
-void vsx_vu_free(struct vsx_vu *vu)
+void vsxu_vu_free(struct vsxu_vu *vu)
 {
 	struct stat st;
 
@@ -1134,12 +1134,12 @@ void vsx_vu_free(struct vsx_vu *vu)
 		return;
 	/* no op is called from here: the device is being torn down */
 	vu->live = false;
-	vsx_vu__disconnect(vu);
+	vsxu_vu__disconnect(vu);
 	for (unsigned i = 0; i < vu->nq; i++)
 		vu_queue_reset(vu, &vu->q[i]);
-	vsx_vu__mem_clear(vu);
-	vsx_acceptor_free(vu->acc);
-	vsx_vu__close_fd(&vu->listen_fd);
+	vsxu_vu__mem_clear(vu);
+	vsxu_acceptor_free(vu->acc);
+	vsxu_vu__close_fd(&vu->listen_fd);
 	/* unlink the path only while it is still our socket */
 	if (lstat(vu->path, &st) == 0 && st.st_dev == vu->path_dev &&
 	    st.st_ino == vu->path_ino)
@@ -1148,30 +1148,30 @@ void vsx_vu_free(struct vsx_vu *vu)
 	free(vu);
 }
 
-int vsx_vu_set_queue_max(struct vsx_vu *vu, unsigned max)
+int vsxu_vu_set_queue_max(struct vsxu_vu *vu, unsigned max)
 {
-	if (!max || max > VSX_VQ_MAX_SIZE || (max & (max - 1)))
+	if (!max || max > VSXU_VQ_MAX_SIZE || (max & (max - 1)))
 		return -EINVAL;
 	vu->queue_max = max;
 	return 0;
 }
 
-bool vsx_vu__mem_faulted(const struct vsx_vu *vu)
+bool vsxu_vu__mem_faulted(const struct vsxu_vu *vu)
 {
-	return vsx_mem_faulted(&vu->mem);
+	return vsxu_mem_faulted(&vu->mem);
 }
 
-struct vsx_vq *vsx_vu_queue(struct vsx_vu *vu, unsigned q)
+struct vsxu_vq *vsxu_vu_queue(struct vsxu_vu *vu, unsigned q)
 {
 	return q < vu->nq ? &vu->q[q].vq : NULL;
 }
 
-uint64_t vsx_vu_features(const struct vsx_vu *vu)
+uint64_t vsxu_vu_features(const struct vsxu_vu *vu)
 {
 	return vu->features;
 }
 
-int vsx_vu_connected(const struct vsx_vu *vu)
+int vsxu_vu_connected(const struct vsxu_vu *vu)
 {
 	return vu->conn_fd >= 0;
 }

@@ -7,7 +7,7 @@
  * negotiates features (VERSION_1, EVENT_IDX, INDIRECT_DESC, NOTIFY_ON_EMPTY,
  * PROTOCOL_FEATURES, plus the device's own) and protocol features
  * (REPLY_ACK, CONFIG, RESET_DEVICE), maps the memory table, sets up the
- * rings, and tells the device through vsx_vu_ops when queues are kicked,
+ * rings, and tells the device through vsxu_vu_ops when queues are kicked,
  * when the device is started and when it must drop everything (disconnect,
  * reset, ring stop).
  *
@@ -34,20 +34,20 @@
 #include "memguard.h"
 #include "vq.h"
 
-#define VSX_VU_MAX_QUEUES 3
+#define VSXU_VU_MAX_QUEUES 3
 
-struct vsx_vu;
+struct vsxu_vu;
 
-/* What a start continues (vsx_vu_ops.start). */
-enum vsx_vu_start {
-	VSX_VU_START_NEW,      /* a new session: the first start, a guest reset
+/* What a start continues (vsxu_vu_ops.start). */
+enum vsxu_vu_start {
+	VSXU_VU_START_NEW,      /* a new session: the first start, a guest reset
 				* (rings back at index 0), renegotiated features */
-	VSX_VU_START_RESUMED,  /* every ring restarted exactly where the last,
+	VSXU_VU_START_RESUMED,  /* every ring restarted exactly where the last,
 				* resumable, stop left it (QEMU stop / cont) */
-	VSX_VU_START_BAD,      /* a ring restarted elsewhere: neither (logged) */
+	VSXU_VU_START_BAD,      /* a ring restarted elsewhere: neither (logged) */
 };
 
-struct vsx_vu_ops {
+struct vsxu_vu_ops {
 	uint64_t features;        /* device-specific feature bits offered */
 	unsigned nqueues;
 	/* Optional: queues 0..min_queues-1 must be started before start().
@@ -59,14 +59,14 @@ struct vsx_vu_ops {
 	int (*get_config)(void *dev, uint32_t off, void *buf, uint32_t len);
 	/* Queue @q has work: the guest kicked it, or it just became usable
 	 * (right after start, or re-enabled while live). Only called while
-	 * live and vsx_vq_ready(q). */
+	 * live and vsxu_vq_ready(q). */
 	void (*kick)(void *dev, unsigned q);
 	/* The device is live: the memory table is mapped, every queue the
 	 * front-end started (SET_VRING_KICK) is mapped and enabled, and at
 	 * least min_queues (and one) are. kick follows for each ready queue.
-	 * Queues the front-end never set up stay !vsx_vq_ready. @how says
+	 * Queues the front-end never set up stay !vsxu_vq_ready. @how says
 	 * whether this continues the session a resumable stop paused. */
-	void (*start)(void *dev, enum vsx_vu_start how);
+	void (*start)(void *dev, enum vsxu_vu_start how);
 	/* The device stops. @resumable: a ring stopped (GET_VRING_BASE: a VM
 	 * pause, or a guest reset; the next start's @how tells which), and
 	 * state may be kept for the next start, which must not touch guest
@@ -75,14 +75,14 @@ struct vsx_vu_ops {
 	 * (connections) must be dropped; this also comes after a resumable
 	 * stop that no start followed. Called once per start, plus that
 	 * final one. The queues are still mapped during the call: hand back
-	 * each element still held (vsx_vq_push with 0 written, or
-	 * vsx_vq_unpop) before returning; they are flushed right after, and
+	 * each element still held (vsxu_vq_push with 0 written, or
+	 * vsxu_vq_unpop) before returning; they are flushed right after, and
 	 * not usable until the next start. */
 	void (*stop)(void *dev, bool resumable);
 	/* Optional: a one-line log message (no newline) worth an operator's
 	 * attention, e.g. why a front-end or guest was cut off. */
 	void (*log)(void *dev, const char *msg);
-	/* Optional: while live, a message changed what vsx_vu_get_state
+	/* Optional: while live, a message changed what vsxu_vu_get_state
 	 * reports (QEMU sends SET_VRING_CALL again after the start, and may
 	 * send a new memory table): whoever keeps that state for a restart
 	 * reads it again. */
@@ -94,38 +94,38 @@ struct vsx_vu_ops {
  * @gid (VSX__GID_KEEP, util.h: the process's), both in force before the
  * socket listens; an existing stale socket is replaced, a live one is
  * -EADDRINUSE, a file of another kind -ENOTSOCK. The device @dev is passed
- * to every op. Returns 0 and *@out (freed with vsx_vu_free), or a negative
+ * to every op. Returns 0 and *@out (freed with vsxu_vu_free), or a negative
  * errno.
  */
-int vsx_vu_new(const char *path, mode_t mode, gid_t gid, const struct vsx_loop *loop,
-	       const struct vsx_vu_ops *ops, void *dev, struct vsx_vu **out);
+int vsxu_vu_new(const char *path, mode_t mode, gid_t gid, const struct vsxu_loop *loop,
+	       const struct vsxu_vu_ops *ops, void *dev, struct vsxu_vu **out);
 
 /* Close the front-end connection and the listener, unlink @path, unmap.
  * Calls no op (not even stop): the device is being torn down. */
-void vsx_vu_free(struct vsx_vu *vu);
+void vsxu_vu_free(struct vsxu_vu *vu);
 
 /* Largest ring size SET_VRING_NUM accepts (a power of two up to
- * VSX_VQ_MAX_SIZE, the default). -EINVAL otherwise. */
-int vsx_vu_set_queue_max(struct vsx_vu *vu, unsigned max);
+ * VSXU_VQ_MAX_SIZE, the default). -EINVAL otherwise. */
+int vsxu_vu_set_queue_max(struct vsxu_vu *vu, unsigned max);
 
 /* Did the file behind guest memory shrink under us (memguard.h)? Its
  * pages read as zeros now: the device is to be dropped. Asked every
  * round: inline, and only a load while no SIGBUS was ever absorbed. */
-bool vsx_vu__mem_faulted(const struct vsx_vu *vu);
+bool vsxu_vu__mem_faulted(const struct vsxu_vu *vu);
 
-static inline bool vsx_vu_mem_faulted(const struct vsx_vu *vu)
+static inline bool vsxu_vu_mem_faulted(const struct vsxu_vu *vu)
 {
-	return vsx_memguard_any() && vsx_vu__mem_faulted(vu);
+	return vsxu_memguard_any() && vsxu_vu__mem_faulted(vu);
 }
 
 /* The device's queue @q (0 <= q < nqueues). */
-struct vsx_vq *vsx_vu_queue(struct vsx_vu *vu, unsigned q);
+struct vsxu_vq *vsxu_vu_queue(struct vsxu_vu *vu, unsigned q);
 
 /* Features negotiated with the front-end (valid after start). */
-uint64_t vsx_vu_features(const struct vsx_vu *vu);
+uint64_t vsxu_vu_features(const struct vsxu_vu *vu);
 
 /* A front-end is connected. */
-int vsx_vu_connected(const struct vsx_vu *vu);
+int vsxu_vu_connected(const struct vsxu_vu *vu);
 
 /* ---- Restarts (vhost_user_state.c) ----
  *
@@ -136,25 +136,25 @@ int vsx_vu_connected(const struct vsx_vu *vu);
  * record of what was negotiated, a new process adopts the device on the
  * same connection; QEMU resends nothing and notices nothing.
  */
-struct vsx_vu_region_state {
+struct vsxu_vu_region_state {
 	uint64_t gpa, size, uva, mmap_offset;
 	int fd;                       /* the file mapped */
 };
 
-struct vsx_vu_queue_state {
+struct vsxu_vu_queue_state {
 	unsigned index, num;
 	bool enabled;
 	uint64_t desc, avail, used;   /* the front-end's addresses (uva) */
 	int kick_fd, call_fd;         /* eventfds; call_fd -1: none */
 };
 
-struct vsx_vu_state {
+struct vsxu_vu_state {
 	uint64_t features, protocol_features;
 	int conn_fd;                  /* the front-end's connection */
 	unsigned nregions;
-	struct vsx_vu_region_state region[VSX_MEM_MAX_REGIONS];
+	struct vsxu_vu_region_state region[VSXU_MEM_MAX_REGIONS];
 	unsigned nqueues;             /* the started queues */
-	struct vsx_vu_queue_state queue[VSX_VU_MAX_QUEUES];
+	struct vsxu_vu_queue_state queue[VSXU_VU_MAX_QUEUES];
 };
 
 /*
@@ -162,13 +162,13 @@ struct vsx_vu_state {
  * duplicated: valid while it keeps them). -ENOTCONN: no live device (no
  * front-end, or not started, or paused by it).
  */
-int vsx_vu_get_state(const struct vsx_vu *vu, struct vsx_vu_state *out);
+int vsxu_vu_get_state(const struct vsxu_vu *vu, struct vsxu_vu_state *out);
 
 /*
  * Serve the device @s describes, whose front-end is already connected
  * (@s->conn_fd) and has set it up in another process: map the memory,
  * take the rings where they are, watch the connection and the kicks, and
- * start (ops->start, VSX_VU_START_NEW: nothing of the old process's
+ * start (ops->start, VSXU_VU_START_NEW: nothing of the old process's
  * connections is known here; then a kick per queue). Where a ring
  * resumes: its used index, for both the next chain to take and the next
  * used entry: chains the old process took and never gave back are taken
@@ -183,9 +183,9 @@ int vsx_vu_get_state(const struct vsx_vu *vu, struct vsx_vu_state *out);
  * (the front-end sees its back-end go), a log line says why, and @vu is
  * as it was: listening, no front-end. -EBUSY: @vu has a front-end.
  */
-int vsx_vu_adopt(struct vsx_vu *vu, const struct vsx_vu_state *s);
+int vsxu_vu_adopt(struct vsxu_vu *vu, const struct vsxu_vu_state *s);
 
 /* Close every descriptor of @s (each once: two slots may share one). */
-void vsx_vu_state_close(const struct vsx_vu_state *s);
+void vsxu_vu_state_close(const struct vsxu_vu_state *s);
 
 #endif

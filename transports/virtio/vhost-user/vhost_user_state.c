@@ -22,7 +22,7 @@
 #include "vhost_user-int.h"
 #include "util.h"
 
-int vsx_vu_get_state(const struct vsx_vu *vu, struct vsx_vu_state *out)
+int vsxu_vu_get_state(const struct vsxu_vu *vu, struct vsxu_vu_state *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (vu->conn_fd < 0 || !vu->live)
@@ -31,11 +31,11 @@ int vsx_vu_get_state(const struct vsx_vu *vu, struct vsx_vu_state *out)
 	out->protocol_features = vu->protocol_features;
 	out->conn_fd = vu->conn_fd;
 	for (unsigned i = 0; i < vu->mem.n; i++) {
-		const struct vsx_mem_region *r = &vu->mem.r[i];
+		const struct vsxu_mem_region *r = &vu->mem.r[i];
 
 		if (vu->mem_id[i].fd < 0)
 			return -ENOTCONN;
-		out->region[i] = (struct vsx_vu_region_state){
+		out->region[i] = (struct vsxu_vu_region_state){
 			.gpa = r->gpa, .size = r->size, .uva = r->uva,
 			.mmap_offset = vu->mem_id[i].mmap_offset, .fd = vu->mem_id[i].fd,
 		};
@@ -48,7 +48,7 @@ int vsx_vu_get_state(const struct vsx_vu *vu, struct vsx_vu_state *out)
 			continue;
 		if (q->vq.kick_fd < 0)
 			return -EOPNOTSUPP; /* a ring without a kick: nothing to hand over */
-		out->queue[out->nqueues++] = (struct vsx_vu_queue_state){
+		out->queue[out->nqueues++] = (struct vsxu_vu_queue_state){
 			.index = i, .num = q->vq.num, .enabled = q->vq.enabled,
 			.desc = q->desc_uva, .avail = q->avail_uva, .used = q->used_uva,
 			.kick_fd = q->vq.kick_fd, .call_fd = q->vq.call_fd,
@@ -97,23 +97,23 @@ static bool overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 }
 
 /* Every descriptor of @s, -1 left out: @n of them into @fds. */
-static unsigned state_fds(const struct vsx_vu_state *s, int *fds)
+static unsigned state_fds(const struct vsxu_vu_state *s, int *fds)
 {
 	unsigned n = 0;
 
 	fds[n++] = s->conn_fd;
-	for (unsigned i = 0; i < s->nregions && i < VSX_MEM_MAX_REGIONS; i++)
+	for (unsigned i = 0; i < s->nregions && i < VSXU_MEM_MAX_REGIONS; i++)
 		fds[n++] = s->region[i].fd;
-	for (unsigned i = 0; i < s->nqueues && i < VSX_VU_MAX_QUEUES; i++) {
+	for (unsigned i = 0; i < s->nqueues && i < VSXU_VU_MAX_QUEUES; i++) {
 		fds[n++] = s->queue[i].kick_fd;
 		fds[n++] = s->queue[i].call_fd;
 	}
 	return n;
 }
 
-void vsx_vu_state_close(const struct vsx_vu_state *s)
+void vsxu_vu_state_close(const struct vsxu_vu_state *s)
 {
-	int fds[1 + VSX_MEM_MAX_REGIONS + 2 * VSX_VU_MAX_QUEUES];
+	int fds[1 + VSXU_MEM_MAX_REGIONS + 2 * VSXU_VU_MAX_QUEUES];
 	unsigned n = state_fds(s, fds);
 
 	for (unsigned i = 0; i < n; i++) {
@@ -127,13 +127,13 @@ void vsx_vu_state_close(const struct vsx_vu_state *s)
 }
 
 /* Why @s cannot be adopted by @vu, or NULL. */
-static const char *state_bad(struct vsx_vu *vu, const struct vsx_vu_state *s)
+static const char *state_bad(struct vsxu_vu *vu, const struct vsxu_vu_state *s)
 {
-	int fds[1 + VSX_MEM_MAX_REGIONS + 2 * VSX_VU_MAX_QUEUES];
-	bool seen[VSX_VU_MAX_QUEUES] = { false };
+	int fds[1 + VSXU_MEM_MAX_REGIONS + 2 * VSXU_VU_MAX_QUEUES];
+	bool seen[VSXU_VU_MAX_QUEUES] = { false };
 	unsigned n;
 
-	if (!s->nregions || s->nregions > VSX_MEM_MAX_REGIONS)
+	if (!s->nregions || s->nregions > VSXU_MEM_MAX_REGIONS)
 		return "no memory table, or too many regions";
 	if (!s->nqueues || s->nqueues > vu->nq)
 		return "no rings, or more than the device has";
@@ -157,7 +157,7 @@ static const char *state_bad(struct vsx_vu *vu, const struct vsx_vu_state *s)
 	if (s->protocol_features & ~VU_PROTOCOL_FEATURES)
 		return "protocol features not offered";
 	for (unsigned i = 0; i < s->nregions; i++) {
-		const struct vsx_vu_region_state *r = &s->region[i];
+		const struct vsxu_vu_region_state *r = &s->region[i];
 		struct stat st;
 
 		if (!r->size || r->gpa + r->size < r->gpa || r->uva + r->size < r->uva ||
@@ -174,7 +174,7 @@ static const char *state_bad(struct vsx_vu *vu, const struct vsx_vu_state *s)
 		}
 	}
 	for (unsigned i = 0; i < s->nqueues; i++) {
-		const struct vsx_vu_queue_state *q = &s->queue[i];
+		const struct vsxu_vu_queue_state *q = &s->queue[i];
 
 		if (q->index >= vu->nq || seen[q->index])
 			return "a ring index out of range or repeated";
@@ -189,21 +189,21 @@ static const char *state_bad(struct vsx_vu *vu, const struct vsx_vu_state *s)
 
 /* ---- Adoption ---- */
 
-int vsx_vu_adopt(struct vsx_vu *vu, const struct vsx_vu_state *s)
+int vsxu_vu_adopt(struct vsxu_vu *vu, const struct vsxu_vu_state *s)
 {
 	const char *why;
 	int err = -EINVAL;
 
 	if (vu->conn_fd >= 0) {
-		vsx_vu__log(vu, "vhost-user: cannot adopt a device on %s: a front-end "
+		vsxu_vu__log(vu, "vhost-user: cannot adopt a device on %s: a front-end "
 			    "is connected", vu->path);
-		vsx_vu_state_close(s);
+		vsxu_vu_state_close(s);
 		return -EBUSY;
 	}
 	why = state_bad(vu, s);
 	if (why) {
-		vsx_vu__log(vu, "vhost-user: cannot adopt the device on %s: %s", vu->path, why);
-		vsx_vu_state_close(s);
+		vsxu_vu__log(vu, "vhost-user: cannot adopt the device on %s: %s", vu->path, why);
+		vsxu_vu_state_close(s);
 		return -EINVAL;
 	}
 
@@ -226,11 +226,11 @@ int vsx_vu_adopt(struct vsx_vu *vu, const struct vsx_vu_state *s)
 	}
 
 	for (unsigned i = 0; i < s->nregions; i++) {
-		const struct vsx_vu_region_state *r = &s->region[i];
+		const struct vsxu_vu_region_state *r = &s->region[i];
 		struct vu_region vr = { r->gpa, r->size, r->uva, r->mmap_offset };
 		struct stat st;
 
-		err = vsx_vu__map_region(vu, "adopt", i, r->fd, &vr, &vu->mem.r[i]);
+		err = vsxu_vu__map_region(vu, "adopt", i, r->fd, &vr, &vu->mem.r[i]);
 		if (err)
 			goto fail;
 		vu->mem.n = i + 1;
@@ -240,9 +240,9 @@ int vsx_vu_adopt(struct vsx_vu *vu, const struct vsx_vu_state *s)
 		}
 	}
 	for (unsigned i = 0; i < vu->nq; i++)
-		vsx_vu__apply_features(vu, &vu->q[i].vq);
+		vsxu_vu__apply_features(vu, &vu->q[i].vq);
 	for (unsigned i = 0; i < s->nqueues; i++) {
-		const struct vsx_vu_queue_state *qs = &s->queue[i];
+		const struct vsxu_vu_queue_state *qs = &s->queue[i];
 		struct vu_queue *q = &vu->q[qs->index];
 		int fl;
 
@@ -251,9 +251,9 @@ int vsx_vu_adopt(struct vsx_vu *vu, const struct vsx_vu_state *s)
 		q->desc_uva = qs->desc;
 		q->avail_uva = qs->avail;
 		q->used_uva = qs->used;
-		err = vsx_vu__map_ring(vu, q);
+		err = vsxu_vu__map_ring(vu, q);
 		if (err) {
-			vsx_vu__log(vu, "vhost-user: cannot adopt the device on %s: ring %u "
+			vsxu_vu__log(vu, "vhost-user: cannot adopt the device on %s: ring %u "
 				    "outside guest memory", vu->path, qs->index);
 			goto fail;
 		}
@@ -265,8 +265,8 @@ int vsx_vu_adopt(struct vsx_vu *vu, const struct vsx_vu_state *s)
 		fl = fcntl(q->vq.kick_fd, F_GETFL);
 		if (fl >= 0 && !(fl & O_NONBLOCK))
 			fcntl(q->vq.kick_fd, F_SETFL, fl | O_NONBLOCK);
-		q->kick_w = vu->loop->watch(vu->loop->ctx, q->vq.kick_fd, VSX_EV_READ,
-					    vsx_vu__kick_cb, vu);
+		q->kick_w = vu->loop->watch(vu->loop->ctx, q->vq.kick_fd, VSXU_EV_READ,
+					    vsxu_vu__kick_cb, vu);
 		if (!q->kick_w) {
 			err = -ENOMEM;
 			goto fail;
@@ -276,16 +276,16 @@ int vsx_vu_adopt(struct vsx_vu *vu, const struct vsx_vu_state *s)
 				!(vu->features & (1ull << VU_F_PROTOCOL_FEATURES));
 	}
 	vsx__set_nonblock(vu->conn_fd, true);
-	vu->conn_w = vu->loop->watch(vu->loop->ctx, vu->conn_fd, VSX_EV_READ,
-				     vsx_vu__conn_cb, vu);
+	vu->conn_w = vu->loop->watch(vu->loop->ctx, vu->conn_fd, VSXU_EV_READ,
+				     vsxu_vu__conn_cb, vu);
 	if (!vu->conn_w) {
 		err = -ENOMEM;
 		goto fail;
 	}
-	vsx_vu__update(vu, -1);
+	vsxu_vu__update(vu, -1);
 	return 0;
 
 fail:
-	vsx_vu__disconnect(vu);
+	vsxu_vu__disconnect(vu);
 	return err;
 }

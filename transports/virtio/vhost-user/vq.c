@@ -27,10 +27,10 @@
 
 /* ---- Guest memory ---- */
 
-static const struct vsx_mem_region *mem_find_gpa(const struct vsx_mem *m, uint64_t gpa)
+static const struct vsxu_mem_region *mem_find_gpa(const struct vsxu_mem *m, uint64_t gpa)
 {
 	for (unsigned i = 0; i < m->n; i++) {
-		const struct vsx_mem_region *r = &m->r[i];
+		const struct vsxu_mem_region *r = &m->r[i];
 
 		if (gpa >= r->gpa && gpa - r->gpa < r->size)
 			return r;
@@ -38,9 +38,9 @@ static const struct vsx_mem_region *mem_find_gpa(const struct vsx_mem *m, uint64
 	return NULL;
 }
 
-void *vsx_mem_gpa(const struct vsx_mem *m, uint64_t gpa, uint64_t len)
+void *vsxu_mem_gpa(const struct vsxu_mem *m, uint64_t gpa, uint64_t len)
 {
-	const struct vsx_mem_region *r;
+	const struct vsxu_mem_region *r;
 	uint64_t off;
 
 	if (!m)
@@ -54,12 +54,12 @@ void *vsx_mem_gpa(const struct vsx_mem *m, uint64_t gpa, uint64_t len)
 	return (char *)r->host + off;
 }
 
-void *vsx_mem_uva(const struct vsx_mem *m, uint64_t uva, uint64_t len)
+void *vsxu_mem_uva(const struct vsxu_mem *m, uint64_t uva, uint64_t len)
 {
 	if (!m)
 		return NULL;
 	for (unsigned i = 0; i < m->n; i++) {
-		const struct vsx_mem_region *r = &m->r[i];
+		const struct vsxu_mem_region *r = &m->r[i];
 		uint64_t off;
 
 		if (uva < r->uva || uva - r->uva >= r->size)
@@ -72,23 +72,23 @@ void *vsx_mem_uva(const struct vsx_mem *m, uint64_t uva, uint64_t len)
 	return NULL;
 }
 
-void vsx_mem_unmap(struct vsx_mem *m)
+void vsxu_mem_unmap(struct vsxu_mem *m)
 {
 	for (unsigned i = 0; i < m->n; i++) {
 		if (!m->r[i].map)
 			continue;
-		vsx_memguard_del(m->r[i].guard);
+		vsxu_memguard_del(m->r[i].guard);
 		munmap(m->r[i].map, m->r[i].map_len);
 	}
 	memset(m, 0, sizeof(*m));
 }
 
-bool vsx_mem_faulted(const struct vsx_mem *m)
+bool vsxu_mem_faulted(const struct vsxu_mem *m)
 {
-	if (!vsx_memguard_any())
+	if (!vsxu_memguard_any())
 		return false;
 	for (unsigned i = 0; i < m->n; i++) {
-		if (m->r[i].map && vsx_memguard_faulted(m->r[i].guard))
+		if (m->r[i].map && vsxu_memguard_faulted(m->r[i].guard))
 			return true;
 	}
 	return false;
@@ -106,23 +106,23 @@ static inline void st16(__virtio16 *p, uint16_t v)
 	__atomic_store_n((uint16_t *)p, htole16(v), __ATOMIC_RELAXED);
 }
 
-static inline uint16_t avail_idx(const struct vsx_vq *vq)
+static inline uint16_t avail_idx(const struct vsxu_vq *vq)
 {
 	return ld16(&vq->avail->idx);
 }
 
 /* used_event lives after the avail ring, avail_event after the used ring */
-static inline __virtio16 *used_event_p(const struct vsx_vq *vq)
+static inline __virtio16 *used_event_p(const struct vsxu_vq *vq)
 {
 	return &vq->avail->ring[vq->num];
 }
 
-static inline __virtio16 *avail_event_p(const struct vsx_vq *vq)
+static inline __virtio16 *avail_event_p(const struct vsxu_vq *vq)
 {
 	return (__virtio16 *)&vq->used->ring[vq->num];
 }
 
-bool vsx_vq_ready(const struct vsx_vq *vq)
+bool vsxu_vq_ready(const struct vsxu_vq *vq)
 {
 	return vq->started && vq->enabled && !vq->broken && vq->num &&
 	       vq->desc && vq->avail && vq->used && vq->mem;
@@ -142,7 +142,7 @@ static void vq_signal(int fd)
 	while (n < 0 && errno == EINTR);
 }
 
-static int vq_break(struct vsx_vq *vq, int err)
+static int vq_break(struct vsxu_vq *vq, int err)
 {
 	if (!vq->broken) {
 		vq->broken = true;
@@ -154,14 +154,14 @@ static int vq_break(struct vsx_vq *vq, int err)
 /* ---- Popping chains ---- */
 
 struct walk {
-	struct vsx_vq_elem *e;
+	struct vsxu_vq_elem *e;
 	unsigned niov;     /* iovecs filled */
 	bool seen_write;   /* a device-writable descriptor was seen */
 	uint64_t out_len, in_len;
 };
 
 /* Add [addr, addr+len) to the element, split at region boundaries. */
-static int walk_add(const struct vsx_mem *m, struct walk *w, uint64_t addr,
+static int walk_add(const struct vsxu_mem *m, struct walk *w, uint64_t addr,
 		    uint32_t len, bool write)
 {
 	uint64_t *total = write ? &w->in_len : &w->out_len;
@@ -174,12 +174,12 @@ static int walk_add(const struct vsx_mem *m, struct walk *w, uint64_t addr,
 	if (*total > UINT32_MAX)
 		return -EINVAL;
 	while (len) {
-		const struct vsx_mem_region *r = mem_find_gpa(m, addr);
+		const struct vsxu_mem_region *r = mem_find_gpa(m, addr);
 		uint64_t off, n;
 
 		if (!r)
 			return -EFAULT;
-		if (w->niov >= VSX_VQ_MAX_IOV)
+		if (w->niov >= VSXU_VQ_MAX_IOV)
 			return -EINVAL;
 		off = addr - r->gpa;
 		n = r->size - off;
@@ -209,11 +209,11 @@ static void desc_read(struct vring_desc *d, const struct vring_desc *src)
 
 /*
  * Walk the chain starting at @head. A chain may hold at most
- * VSX_VQ_MAX_IOV descriptors; an indirect table (which must be the only
- * descriptor of the chain, as QEMU requires) at most VSX_VQ_MAX_IOV
- * entries of at most VSX_VQ_MAX_SIZE. Any loop is cut by those limits.
+ * VSXU_VQ_MAX_IOV descriptors; an indirect table (which must be the only
+ * descriptor of the chain, as QEMU requires) at most VSXU_VQ_MAX_IOV
+ * entries of at most VSXU_VQ_MAX_SIZE. Any loop is cut by those limits.
  */
-static int walk_chain(struct vsx_vq *vq, uint16_t head, struct vsx_vq_elem *e)
+static int walk_chain(struct vsxu_vq *vq, uint16_t head, struct vsxu_vq_elem *e)
 {
 	const struct vring_desc *table = vq->desc;
 	unsigned table_num = vq->num, count = 0;
@@ -228,7 +228,7 @@ static int walk_chain(struct vsx_vq *vq, uint16_t head, struct vsx_vq_elem *e)
 	for (;;) {
 		if (i >= table_num)
 			return -EINVAL;
-		if (++count > VSX_VQ_MAX_IOV)
+		if (++count > VSXU_VQ_MAX_IOV)
 			return -EINVAL; /* loop or chain too long */
 		desc_read(&d, &table[i]);
 
@@ -239,9 +239,9 @@ static int walk_chain(struct vsx_vq *vq, uint16_t head, struct vsx_vq_elem *e)
 			    (d.flags & VRING_DESC_F_NEXT))
 				return -EINVAL;
 			if (!d.len || d.len % sizeof(struct vring_desc) ||
-			    n > VSX_VQ_MAX_SIZE)
+			    n > VSXU_VQ_MAX_SIZE)
 				return -EINVAL;
-			table = vsx_mem_gpa(vq->mem, d.addr, d.len);
+			table = vsxu_mem_gpa(vq->mem, d.addr, d.len);
 			if (!table)
 				return -EFAULT;
 			table_num = n;
@@ -264,14 +264,14 @@ static int walk_chain(struct vsx_vq *vq, uint16_t head, struct vsx_vq_elem *e)
 	return 0;
 }
 
-int vsx_vq_pop(struct vsx_vq *vq, struct vsx_vq_elem *e)
+int vsxu_vq_pop(struct vsxu_vq *vq, struct vsxu_vq_elem *e)
 {
 	uint16_t idx, head;
 	int err;
 
 	if (vq->broken)
 		return -EIO;
-	if (!vsx_vq_ready(vq))
+	if (!vsxu_vq_ready(vq))
 		return 0;
 
 	idx = avail_idx(vq);
@@ -279,7 +279,7 @@ int vsx_vq_pop(struct vsx_vq *vq, struct vsx_vq_elem *e)
 		if (vq->notify_off)
 			return 0;
 		if (vq->event_idx) {
-			/* re-arm, then look again (see vsx_vq_set_notify) */
+			/* re-arm, then look again (see vsxu_vq_set_notify) */
 			st16(avail_event_p(vq), vq->last_avail);
 			__atomic_thread_fence(__ATOMIC_SEQ_CST);
 			idx = avail_idx(vq);
@@ -300,16 +300,16 @@ int vsx_vq_pop(struct vsx_vq *vq, struct vsx_vq_elem *e)
 	return 1;
 }
 
-void vsx_vq_unpop(struct vsx_vq *vq, unsigned n)
+void vsxu_vq_unpop(struct vsxu_vq *vq, unsigned n)
 {
 	vq->last_avail -= n;
 }
 
-unsigned vsx_vq_avail(const struct vsx_vq *vq)
+unsigned vsxu_vq_avail(const struct vsxu_vq *vq)
 {
 	uint16_t n;
 
-	if (!vsx_vq_ready(vq))
+	if (!vsxu_vq_ready(vq))
 		return 0;
 	n = avail_idx(vq) - vq->last_avail;
 	/* a bogus index still reads as work, so that pop reports it */
@@ -318,7 +318,7 @@ unsigned vsx_vq_avail(const struct vsx_vq *vq)
 
 /* ---- Used ring and notification ---- */
 
-void vsx_vq_push(struct vsx_vq *vq, const struct vsx_vq_elem *e, uint32_t written)
+void vsxu_vq_push(struct vsxu_vq *vq, const struct vsxu_vq_elem *e, uint32_t written)
 {
 	struct vring_used_elem *u;
 
@@ -333,7 +333,7 @@ void vsx_vq_push(struct vsx_vq *vq, const struct vsx_vq_elem *e, uint32_t writte
 	vq->pending++;
 }
 
-static bool vq_should_notify(struct vsx_vq *vq)
+static bool vq_should_notify(struct vsxu_vq *vq)
 {
 	uint16_t old, new;
 	bool valid;
@@ -354,7 +354,7 @@ static bool vq_should_notify(struct vsx_vq *vq)
 	return vring_need_event(ld16(used_event_p(vq)), new, old);
 }
 
-void vsx_vq_flush(struct vsx_vq *vq)
+void vsxu_vq_flush(struct vsxu_vq *vq)
 {
 	if (!vq->pending || !vq->used)
 		return;
@@ -366,7 +366,7 @@ void vsx_vq_flush(struct vsx_vq *vq)
 		vq_signal(vq->call_fd);
 }
 
-void vsx_vq_set_notify(struct vsx_vq *vq, bool on)
+void vsxu_vq_set_notify(struct vsxu_vq *vq, bool on)
 {
 	vq->notify_off = !on;
 	if (!vq->used || !vq->num)
@@ -389,7 +389,7 @@ void vsx_vq_set_notify(struct vsx_vq *vq, bool on)
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
-void vsx_vq_reset(struct vsx_vq *vq)
+void vsxu_vq_reset(struct vsxu_vq *vq)
 {
 	memset(vq, 0, sizeof(*vq));
 	vq->kick_fd = vq->call_fd = vq->err_fd = -1;
@@ -397,7 +397,7 @@ void vsx_vq_reset(struct vsx_vq *vq)
 
 /* ---- iovec helpers ---- */
 
-size_t vsx_iov_size(const struct iovec *iov, unsigned n)
+size_t vsxu_iov_size(const struct iovec *iov, unsigned n)
 {
 	size_t s = 0;
 
@@ -435,20 +435,20 @@ static size_t iov_copy(const struct iovec *iov, unsigned n, size_t off,
 	return done;
 }
 
-size_t vsx_iov_to_buf(const struct iovec *iov, unsigned n, size_t off,
+size_t vsxu_iov_to_buf(const struct iovec *iov, unsigned n, size_t off,
 		      void *buf, size_t len)
 {
 	return iov_copy(iov, n, off, buf, len, false);
 }
 
-size_t vsx_iov_from_buf(const struct iovec *iov, unsigned n, size_t off,
+size_t vsxu_iov_from_buf(const struct iovec *iov, unsigned n, size_t off,
 			const void *buf, size_t len)
 {
 	/* @buf is only read: iov_copy writes into the iovecs */
 	return iov_copy(iov, n, off, (char *)buf, len, true);
 }
 
-unsigned vsx_iov_slice(struct iovec *dst, unsigned max, const struct iovec *src,
+unsigned vsxu_iov_slice(struct iovec *dst, unsigned max, const struct iovec *src,
 		       unsigned n, size_t off, size_t len)
 {
 	unsigned k = 0;

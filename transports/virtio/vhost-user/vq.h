@@ -9,23 +9,23 @@
  * A popped element is a descriptor chain translated into iovecs that point
  * straight into mapped guest memory: device-readable (out) iovecs first,
  * then device-writable (in) ones. Used entries are published in batches
- * (vsx_vq_push then one vsx_vq_flush), and the guest is notified only when
+ * (vsxu_vq_push then one vsxu_vq_flush), and the guest is notified only when
  * VIRTIO_RING_F_EVENT_IDX says it asked to be.
  */
-#ifndef VSX_VQ_H
-#define VSX_VQ_H
+#ifndef VSXU_VQ_H
+#define VSXU_VQ_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
-#define VSX_MEM_MAX_REGIONS 8
+#define VSXU_MEM_MAX_REGIONS 8
 /* Longest chain we accept (direct or indirect): a guest chain longer than
  * this, or with a loop, breaks the queue. */
-#define VSX_VQ_MAX_IOV 64
-#define VSX_VQ_MAX_SIZE 32768
+#define VSXU_VQ_MAX_IOV 64
+#define VSXU_VQ_MAX_SIZE 32768
 
-struct vsx_mem_region {
+struct vsxu_mem_region {
 	uint64_t gpa;        /* guest physical address */
 	uint64_t size;
 	uint64_t uva;        /* QEMU's virtual address (for ring addresses) */
@@ -35,25 +35,25 @@ struct vsx_mem_region {
 	int guard;           /* its memguard.h slot, 0: none */
 };
 
-struct vsx_mem {
+struct vsxu_mem {
 	unsigned n;
-	struct vsx_mem_region r[VSX_MEM_MAX_REGIONS];
+	struct vsxu_mem_region r[VSXU_MEM_MAX_REGIONS];
 };
 
 /* Host pointer for [gpa, gpa+len) if it lies inside one region, else NULL. */
-void *vsx_mem_gpa(const struct vsx_mem *m, uint64_t gpa, uint64_t len);
+void *vsxu_mem_gpa(const struct vsxu_mem *m, uint64_t gpa, uint64_t len);
 /* Same for QEMU virtual addresses (vring addresses are given as those). */
-void *vsx_mem_uva(const struct vsx_mem *m, uint64_t uva, uint64_t len);
+void *vsxu_mem_uva(const struct vsxu_mem *m, uint64_t uva, uint64_t len);
 /* Unmap every region; the table becomes empty. */
-void vsx_mem_unmap(struct vsx_mem *m);
+void vsxu_mem_unmap(struct vsxu_mem *m);
 /* A region's file shrank under us (memguard.h): its pages are zeros now. */
-bool vsx_mem_faulted(const struct vsx_mem *m);
+bool vsxu_mem_faulted(const struct vsxu_mem *m);
 
 struct vring_desc;
 struct vring_avail;
 struct vring_used;
 
-struct vsx_vq {
+struct vsxu_vq {
 	/* Set by vhost-user messages */
 	unsigned num;                 /* ring size, power of two */
 	struct vring_desc *desc;      /* host pointers into guest memory */
@@ -67,23 +67,23 @@ struct vsx_vq {
 	bool event_idx;               /* VIRTIO_RING_F_EVENT_IDX negotiated */
 	bool indirect;                /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
 	bool notify_on_empty;         /* VIRTIO_F_NOTIFY_ON_EMPTY negotiated */
-	bool notify_off;              /* vsx_vq_set_notify(false) in force */
+	bool notify_off;              /* vsxu_vq_set_notify(false) in force */
 	bool broken;                  /* the guest broke a rule: ignore it */
 	uint16_t signalled_used;      /* used idx at our last notification */
 	bool signalled_valid;
 	unsigned pending;             /* used entries pushed but not flushed */
-	const struct vsx_mem *mem;
+	const struct vsxu_mem *mem;
 };
 
-struct vsx_vq_elem {
+struct vsxu_vq_elem {
 	uint16_t head;
 	unsigned out_num, in_num;            /* iov[0..out_num) then in */
 	uint32_t out_len, in_len;            /* total bytes each way */
-	struct iovec iov[VSX_VQ_MAX_IOV];
+	struct iovec iov[VSXU_VQ_MAX_IOV];
 };
 
 /* The queue can be used: started, enabled, rings mapped, not broken. */
-bool vsx_vq_ready(const struct vsx_vq *vq);
+bool vsxu_vq_ready(const struct vsxu_vq *vq);
 
 /*
  * Take the next available chain. Returns 1 and fills @e, 0 when the ring is
@@ -93,46 +93,46 @@ bool vsx_vq_ready(const struct vsx_vq *vq);
  * that is not ready returns 0.
  *
  * When it finds the ring empty and notifications are on (the default, see
- * vsx_vq_set_notify), pop re-arms them (avail_event with EVENT_IDX) and
+ * vsxu_vq_set_notify), pop re-arms them (avail_event with EVENT_IDX) and
  * looks again, so a caller that pops until 0 is always kicked for the next
- * buffer; it need not call vsx_vq_set_notify at all.
+ * buffer; it need not call vsxu_vq_set_notify at all.
  */
-int vsx_vq_pop(struct vsx_vq *vq, struct vsx_vq_elem *e);
+int vsxu_vq_pop(struct vsxu_vq *vq, struct vsxu_vq_elem *e);
 
 /* Give back the last @n popped chains without using them. */
-void vsx_vq_unpop(struct vsx_vq *vq, unsigned n);
+void vsxu_vq_unpop(struct vsxu_vq *vq, unsigned n);
 
 /* Queue a used entry for @e with @written bytes; visible after flush. */
-void vsx_vq_push(struct vsx_vq *vq, const struct vsx_vq_elem *e, uint32_t written);
+void vsxu_vq_push(struct vsxu_vq *vq, const struct vsxu_vq_elem *e, uint32_t written);
 
 /* Publish pushed entries and notify the guest (call fd) if it wants it. */
-void vsx_vq_flush(struct vsx_vq *vq);
+void vsxu_vq_flush(struct vsxu_vq *vq);
 
 /* Number of chains the guest has made available and we have not popped. */
-unsigned vsx_vq_avail(const struct vsx_vq *vq);
+unsigned vsxu_vq_avail(const struct vsxu_vq *vq);
 
 /*
  * Ask the guest to kick (true) or not (false) when it adds buffers; with
  * EVENT_IDX this writes avail_event = last_avail, without it the used ring's
  * VRING_USED_F_NO_NOTIFY flag. After enabling, callers re-check
- * vsx_vq_avail() to close the race with a buffer added meanwhile. While off,
+ * vsxu_vq_avail() to close the race with a buffer added meanwhile. While off,
  * pop does not re-arm notifications.
  */
-void vsx_vq_set_notify(struct vsx_vq *vq, bool on);
+void vsxu_vq_set_notify(struct vsxu_vq *vq, bool on);
 
 /* Reset to the just-created state (keeps nothing; closes no fds). */
-void vsx_vq_reset(struct vsx_vq *vq);
+void vsxu_vq_reset(struct vsxu_vq *vq);
 
 /* iovec helpers */
-size_t vsx_iov_size(const struct iovec *iov, unsigned n);
+size_t vsxu_iov_size(const struct iovec *iov, unsigned n);
 /* Copy out of / into an iovec array, skipping @off bytes; returns bytes. */
-size_t vsx_iov_to_buf(const struct iovec *iov, unsigned n, size_t off,
+size_t vsxu_iov_to_buf(const struct iovec *iov, unsigned n, size_t off,
 		      void *buf, size_t len);
-size_t vsx_iov_from_buf(const struct iovec *iov, unsigned n, size_t off,
+size_t vsxu_iov_from_buf(const struct iovec *iov, unsigned n, size_t off,
 			const void *buf, size_t len);
 /* Build in @dst (at most @max entries) the sub-range [off, off+len) of
  * @src; returns the entries used. */
-unsigned vsx_iov_slice(struct iovec *dst, unsigned max, const struct iovec *src,
+unsigned vsxu_iov_slice(struct iovec *dst, unsigned max, const struct iovec *src,
 		       unsigned n, size_t off, size_t len);
 
 #endif
