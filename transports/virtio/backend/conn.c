@@ -7,7 +7,9 @@
  * (peer_host.c: guest -> host through "<uds_path>_<port>", host -> guest
  * through the hybrid CONNECT handshake of uds.c, or a descriptor a
  * vsxd forward hands over), or a connection of a sibling VM sharing a
- * group (peer_sibling.c: one connection in each VM). A peer kind is one
+ * group (one connection in each VM: peer_sibling.c when both VMs are on
+ * one thread, peer_xsib.c when they are on two, with records through a
+ * queue each way). A peer kind is one
  * file and one static const struct vsxb_peer_ops (backend-int.h); a connection
  * carries its table and a private part only that file touches, and the
  * engine calls through the table, never asking which kind it has. The
@@ -24,8 +26,10 @@
  *
  * Processing rounds. Every entry point (a kick, a host socket event, a
  * timer, a control call) does its work and ends with vsxb__round() of its
- * shard, which serves the RX schedule of every VM it touched and publishes used
- * entries with one flush per queue per round (push many, flush once).
+ * shard, which serves the pending RX list of every VM it touched and
+ * publishes the RX used entries of the round with one flush (push many,
+ * flush once). TX used entries are published per TX batch (device.c: up
+ * to VSXB_TX_BATCH chains, flushed once the batch's packets were handled).
  * Connections are freed at the end of a round, never under a caller.
  *
  * Guest -> peer (TX, device.c). A round pops up to VSXB_TX_BATCH chains.
