@@ -40,11 +40,11 @@
 #include "common/check.h"
 #include "common/pattern.h"
 #include "common/tmpdir.h"
+#include "util.h"
 
 #ifdef HAVE_OPENSSL
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include "util.h"
 #endif
 
 #define MiB (1024 * 1024)
