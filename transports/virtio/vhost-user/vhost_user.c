@@ -154,6 +154,26 @@ int vsxu_vu__map_ring(struct vsxu_vu *vu, struct vu_queue *q)
 	return 0;
 }
 
+/* Give @q its ring addresses (front-end addresses, as SET_VRING_ADDR
+ * carries them), map them, and read where the used ring stands. 0, or what
+ * vsxu_vu__map_ring says (@q is left with the addresses but no ring). */
+int vsxu_vu__place_ring(struct vsxu_vu *vu, struct vu_queue *q, uint64_t desc,
+			uint64_t avail, uint64_t used)
+{
+	int err;
+
+	q->addr_set = true;
+	q->desc_uva = desc;
+	q->avail_uva = avail;
+	q->used_uva = used;
+	err = vsxu_vu__map_ring(vu, q);
+	if (err)
+		return err;
+	q->vq.used_idx = le16toh(__atomic_load_n((uint16_t *)&q->vq.used->idx,
+						 __ATOMIC_ACQUIRE));
+	return 0;
+}
+
 static bool vu_can_start(struct vsxu_vu *vu)
 {
 	unsigned started = 0;
@@ -573,19 +593,13 @@ static int vu_set_vring_addr(struct vsxu_vu *vu)
 	if (!q || q->vq.started || !q->vq.num)
 		return -EINVAL;
 	old = *q;
-	q->addr_set = true;
-	q->desc_uva = a->desc;
-	q->avail_uva = a->avail;
-	q->used_uva = a->used;
-	err = vsxu_vu__map_ring(vu, q);
+	err = vsxu_vu__place_ring(vu, q, a->desc, a->avail, a->used);
 	if (err) {
 		vsxu_vu__log(vu, "vhost-user: SET_VRING_ADDR for ring %u outside guest memory",
 		       a->index);
 		*q = old;
 		return err;
 	}
-	q->vq.used_idx = le16toh(__atomic_load_n((uint16_t *)&q->vq.used->idx,
-						 __ATOMIC_RELAXED));
 	return 0;
 }
 

@@ -10,7 +10,6 @@
  * steps that can still fail after that (mmap, watches) undo through the
  * ordinary disconnect, as a front-end gone.
  */
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -247,11 +246,7 @@ int vsxu_vu_adopt(struct vsxu_vu *vu, const struct vsxu_vu_state *s)
 		int fl;
 
 		q->vq.num = qs->num;
-		q->addr_set = true;
-		q->desc_uva = qs->desc;
-		q->avail_uva = qs->avail;
-		q->used_uva = qs->used;
-		err = vsxu_vu__map_ring(vu, q);
+		err = vsxu_vu__place_ring(vu, q, qs->desc, qs->avail, qs->used);
 		if (err) {
 			vsxu_vu__log(vu, "vhost-user: cannot adopt the device on %s: ring %u "
 				    "outside guest memory", vu->path, qs->index);
@@ -259,8 +254,6 @@ int vsxu_vu_adopt(struct vsxu_vu *vu, const struct vsxu_vu_state *s)
 		}
 		/* The ring goes on from what the guest was given back: chains
 		 * taken and never returned are taken again. */
-		q->vq.used_idx = le16toh(__atomic_load_n((uint16_t *)&q->vq.used->idx,
-							 __ATOMIC_ACQUIRE));
 		q->vq.last_avail = q->vq.used_idx;
 		fl = fcntl(q->vq.kick_fd, F_GETFL);
 		if (fl >= 0 && !(fl & O_NONBLOCK))
