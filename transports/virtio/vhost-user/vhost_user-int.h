@@ -91,7 +91,6 @@ void vsxu_vu__log(struct vsxu_vu *vu, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void vsxu_vu__close_fd(int *fd);
 void vsxu_vu__apply_features(struct vsxu_vu *vu, struct vsxu_vq *vq);
-int vsxu_vu__map_ring(struct vsxu_vu *vu, struct vu_queue *q);
 int vsxu_vu__place_ring(struct vsxu_vu *vu, struct vu_queue *q, uint64_t desc,
 			uint64_t avail, uint64_t used);
 void vsxu_vu__update(struct vsxu_vu *vu, int kq);

@@ -131,7 +131,7 @@ static void vu_queue_reset(struct vsxu_vu *vu, struct vu_queue *q)
 
 /* Translate the ring addresses through the memory table; the rings must
  * lie inside one region each and be aligned as the virtio spec says. */
-int vsxu_vu__map_ring(struct vsxu_vu *vu, struct vu_queue *q)
+static int vu_map_ring(struct vsxu_vu *vu, struct vu_queue *q)
 {
 	uint64_t num = q->vq.num;
 	void *desc, *avail, *used;
@@ -156,7 +156,7 @@ int vsxu_vu__map_ring(struct vsxu_vu *vu, struct vu_queue *q)
 
 /* Give @q its ring addresses (front-end addresses, as SET_VRING_ADDR
  * carries them), map them, and read where the used ring stands. 0, or what
- * vsxu_vu__map_ring says (@q is left with the addresses but no ring). */
+ * vu_map_ring says (@q is left with the addresses but no ring). */
 int vsxu_vu__place_ring(struct vsxu_vu *vu, struct vu_queue *q, uint64_t desc,
 			uint64_t avail, uint64_t used)
 {
@@ -166,7 +166,7 @@ int vsxu_vu__place_ring(struct vsxu_vu *vu, struct vu_queue *q, uint64_t desc,
 	q->desc_uva = desc;
 	q->avail_uva = avail;
 	q->used_uva = used;
-	err = vsxu_vu__map_ring(vu, q);
+	err = vu_map_ring(vu, q);
 	if (err)
 		return err;
 	q->vq.used_idx = le16toh(__atomic_load_n((uint16_t *)&q->vq.used->idx,
@@ -539,7 +539,7 @@ static int vu_set_mem_table(struct vsxu_vu *vu)
 	for (unsigned i = 0; i < vu->nq; i++) {
 		struct vu_queue *q = &vu->q[i];
 
-		if (q->addr_set && vsxu_vu__map_ring(vu, q))
+		if (q->addr_set && vu_map_ring(vu, q))
 			vsxu_vu__log(vu, "vhost-user: ring %u is outside the new memory table", i);
 	}
 	vsxu_vu__update(vu, -1);
@@ -579,7 +579,7 @@ static int vu_set_vring_num(struct vsxu_vu *vu)
 	}
 	q->vq.num = s->num;
 	if (q->addr_set)
-		vsxu_vu__map_ring(vu, q);
+		vu_map_ring(vu, q);
 	return 0;
 }
 
