@@ -3,10 +3,14 @@
  * is part of backend.h's contract; the vsxb__ functions at the end exist
  * for the backend tests (tests/backend/) and the benchmarks.
  *
- * Rooms, and who may call whom (scripts/callgraph checks that the direct
- * calls between files form no cycle; conn.c reaches the peers through
- * their ops tables and the peers call conn.c back: a cycle through the
- * tables, which that check does not see yet):
+ * Rooms, and who may call whom. scripts/callgraph checks that the calls
+ * between files, those through the ops tables included, form no cycle
+ * (tests/callgraph.test), but for the upcalls that test declares: the
+ * connection API's calls of the peers' hooks emit, pending, sync,
+ * set_buffer, reset, release, close, gone (conn.c) and queue
+ * (conn_events.c), which the peers answer by calling it back. Any other
+ * call through a table goes down the graph: device.c's ops->rw, gather,
+ * guest_shutdown, credit_request, credit_changed, established.
  *
  *   lifecycle.c     vsxb_router_new/free, vsxb_vm_new/free: puts the rooms
  *                   together; calls any of them, none calls it
