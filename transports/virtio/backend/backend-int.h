@@ -7,10 +7,10 @@
  * between files, those through the ops tables included, form no cycle
  * (tests/callgraph.test), but for the upcalls that test declares: the
  * connection API's calls of the peers' hooks emit, pending, sync,
- * set_buffer, reset, release, close, gone (conn.c) and queue
- * (conn_events.c), which the peers answer by calling it back. Any other
- * call through a table goes down the graph: device.c's ops->rw, gather,
- * guest_shutdown, credit_request, credit_changed, established.
+ * reset, release, close, gone (conn.c) and queue (conn_events.c), which
+ * the peers answer by calling it back. Any other call through a table
+ * goes down the graph: device.c's ops->rw, gather, guest_shutdown,
+ * credit_request, credit_changed, established; router.c's set_buffer.
  *
  *   lifecycle.c     vsxb_router_new/free, vsxb_vm_new/free: puts the rooms
  *                   together; calls any of them, none calls it

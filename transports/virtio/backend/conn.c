@@ -742,15 +742,6 @@ void vsxb__conn_accept(struct conn *c)
 	vsxb__conn_opened(c);
 }
 
-void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes)
-{
-	c->buf_alloc = bytes;
-	if (c->ops->set_buffer)
-		c->ops->set_buffer(c);
-	if (c->state != VSXB_CONN_CONNECTING)
-		vsxb__conn_ctrl(c, C_CREDIT_REPLY);
-}
-
 /* The guest may not know our latest fwd_cnt / buf_alloc. */
 static bool credit_news(const struct conn *c)
 {

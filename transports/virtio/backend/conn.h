@@ -75,7 +75,6 @@ void vsxb__conn_shutdown(struct conn *c, unsigned flags);
 void vsxb__conn_schedule(struct conn *c);
 void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
 void vsxb__conn_credit_check(struct conn *c);
-void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes);
 /* Close: SHUTDOWN both ways, RST after linger. */
 void vsxb__conn_close(struct conn *c);
 /* The guest side of @c is over (its RST, or ours is out): ops->gone. */

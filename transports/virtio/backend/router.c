@@ -257,6 +257,18 @@ static struct conn *conn_by_id(struct vsxb_router *r, uint64_t id)
 	return NULL;
 }
 
+/* The operator's buf_alloc for @c: its peer adapts (ops->set_buffer),
+ * the guest hears of it at once (unless it has not answered yet). Here,
+ * above the peers, not in the connection API they call back. */
+static void conn_set_buffer(struct conn *c, uint32_t bytes)
+{
+	c->buf_alloc = bytes;
+	if (c->ops->set_buffer)
+		c->ops->set_buffer(c);
+	if (c->state != VSXB_CONN_CONNECTING)
+		vsxb__conn_ctrl(c, C_CREDIT_REPLY);
+}
+
 int vsxb_router_conn_set_buffer(struct vsxb_router *r, uint64_t id, uint32_t bytes)
 {
 	struct conn *c;
@@ -267,7 +279,7 @@ int vsxb_router_conn_set_buffer(struct vsxb_router *r, uint64_t id, uint32_t byt
 	vsxb__world_stop(r);
 	c = conn_by_id(r, id);
 	if (c) {
-		vsxb__conn_set_buffer(c, bytes);
+		conn_set_buffer(c, bytes);
 		vsxb__round_all(r);
 		rc = 0;
 	}
