@@ -6,11 +6,11 @@
  * Rooms, and who may call whom. scripts/callgraph checks that the calls
  * between files, those through the ops tables included, form no cycle
  * (tests/callgraph.test), but for the upcalls that test declares: the
- * connection API's calls of the peers' hooks emit, pending, sync,
- * reset, release, close, gone (conn.c) and queue (conn_events.c), which
- * the peers answer by calling it back. Any other call through a table
- * goes down the graph: device.c's ops->rw, gather, guest_shutdown,
- * credit_request, credit_changed, established; router.c's set_buffer.
+ * connection API's calls of the peers' hooks emit, pending, reset,
+ * release, gone (conn.c) and queue (conn_events.c), which the peers
+ * answer by calling it back. Any other call through a table goes down
+ * the graph: device.c's ops->rw, gather, guest_shutdown, credit_request,
+ * credit_changed, established; router.c's set_buffer, close, sync.
  *
  *   lifecycle.c     vsxb_router_new/free, vsxb_vm_new/free: puts the rooms
  *                   together; calls any of them, none calls it
@@ -267,8 +267,9 @@ struct vsxb_peer_ops {
 	/* Optional: data still owed to the guest, which a SHUTDOWN(SEND) or an
 	 * RST must wait for (NULL: none). */
 	bool (*pending)(const struct conn *c);
-	/* Optional: the engine queued a SHUTDOWN for the guest: re-evaluate
-	 * what to read. */
+	/* Optional: a control close queued a SHUTDOWN for the guest (router.c;
+	 * the peer's own shutdowns it follows itself): re-evaluate what to
+	 * read. */
 	void (*sync)(struct conn *c);
 
 	/* Credit */

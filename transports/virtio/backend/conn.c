@@ -698,23 +698,7 @@ void vsxb__conn_shutdown(struct conn *c, unsigned flags)
 	if ((c->host_shut | c->shut_pending) == 3 && c->tkind != T_LINGER &&
 	    !(c->ctrl & C_RST))
 		vsxb__conn_timer(c, T_LINGER, c->vm->r->lim.linger_ms);
-	if (c->ops->sync)
-		c->ops->sync(c);
 	vsxb__conn_schedule(c);
-}
-
-void vsxb__conn_close(struct conn *c)
-{
-	if (c->dead)
-		return;
-	if (c->state == VSXB_CONN_CONNECTING) {
-		vsxb__conn_reset(c, false);
-		return;
-	}
-	if (c->ops->close)
-		c->ops->close(c);
-	else
-		vsxb__conn_shutdown(c, VSXB_SHUT_BOTH);
 }
 
 void vsxb__conn_gone(struct conn *c)

@@ -75,8 +75,6 @@ void vsxb__conn_shutdown(struct conn *c, unsigned flags);
 void vsxb__conn_schedule(struct conn *c);
 void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
 void vsxb__conn_credit_check(struct conn *c);
-/* Close: SHUTDOWN both ways, RST after linger. */
-void vsxb__conn_close(struct conn *c);
 /* The guest side of @c is over (its RST, or ours is out): ops->gone. */
 void vsxb__conn_gone(struct conn *c);
 /* The guest shut down both ways: answer RST (as Linux does); the peer

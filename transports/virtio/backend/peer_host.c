@@ -139,6 +139,7 @@ static void host_wr_gone(struct conn *c)
 	c->fwd_cnt += (uint32_t)c->q.bytes;
 	vsxb__txq_clear(&c->q);
 	vsxb__conn_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_RCV);
+	vsxb__host_sync(c);
 	vsxb__conn_credit_check(c);
 }
 

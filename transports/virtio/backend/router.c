@@ -287,6 +287,29 @@ int vsxb_router_conn_set_buffer(struct vsxb_router *r, uint64_t id, uint32_t byt
 	return rc;
 }
 
+/* A control close of @c: SHUTDOWN both ways, RST after linger (the
+ * peer's ops->close, else the engine's shutdown, after which the peer
+ * re-evaluates what to read: ops->sync). Here, above the peers, not in the
+ * connection API they call back. */
+static void conn_close(struct conn *c)
+{
+	if (c->dead)
+		return;
+	if (c->state == VSXB_CONN_CONNECTING) {
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	if (c->ops->close) {
+		c->ops->close(c);
+		return;
+	}
+	if (c->draining)
+		return; /* the guest had its RST: nothing to shut */
+	vsxb__conn_shutdown(c, VSXB_SHUT_BOTH);
+	if (!c->dead && c->ops->sync)
+		c->ops->sync(c);
+}
+
 int vsxb_router_conn_close(struct vsxb_router *r, uint64_t id, bool reset)
 {
 	struct conn *c;
@@ -300,7 +323,7 @@ int vsxb_router_conn_close(struct vsxb_router *r, uint64_t id, bool reset)
 		if (reset)
 			vsxb__conn_reset(c, false);
 		else
-			vsxb__conn_close(c);
+			conn_close(c);
 		vsxb__round_all(r);
 		rc = 0;
 	}
@@ -418,7 +441,7 @@ int vsxb_router_close_tagged(struct vsxb_router *r, const char *tag, bool reset)
 			if (reset || c->state == VSXB_CONN_CONNECTING)
 				vsxb__conn_reset(c, false);
 			else
-				vsxb__conn_close(c);
+				conn_close(c);
 			count++;
 		}
 	}
