@@ -3,15 +3,21 @@
  * is part of backend.h's contract; the vsxb__ functions at the end exist
  * for the backend tests (tests/backend/) and the benchmarks.
  *
- * Rooms, and who may call whom (scripts/callgraph checks that the direct
- * calls between files form no cycle; conn.c reaches the peers through
- * their ops tables and the peers call conn.c back: a cycle through the
- * tables, which that check does not see yet):
+ * Rooms, and who may call whom. scripts/callgraph checks that the calls
+ * between files, those through the ops tables included, form no cycle
+ * (tests/callgraph.test), but for the upcalls that test declares: the
+ * connection API's calls of the peers' hooks emit, pending, reset,
+ * release, gone (conn.c) and queue (conn_events.c), which the peers
+ * answer by calling it back. Any other call through a table goes down
+ * the graph: device.c's ops->rw, gather, guest_shutdown, credit_request,
+ * credit_changed, established; router.c's set_buffer, close, sync.
  *
  *   lifecycle.c     vsxb_router_new/free, vsxb_vm_new/free: puts the rooms
  *                   together; calls any of them, none calls it
- *   device.c        the vhost-user device: callbacks, TX parsing, polling;
- *                   calls the router and the connection API
+ *   device.c        the vhost-user device: callbacks, TX parsing, the TX
+ *                   batch (gathered and handed to the peer's ops->rw),
+ *                   polling; calls the router, the connection API and
+ *                   the rings
  *   router.c        shared state: VMs, groups, routing of REQUESTs to
  *                   peers, control and introspection; calls the peers and
  *                   the connection API
@@ -28,9 +34,15 @@
  *   peer_vsock.c    the AF_VSOCK connect of forward-cid; calls nothing
  *   restart.c       device events and adoption after a restart; calls
  *                   the connection API
- *   conn.c          the connection API: state machine, credit, RX path
- *                   and schedule, timers, rounds; reaches peers only
- *                   through their tables
+ *   conn.c          the connection API: state machine, credit, what goes
+ *                   to the guest and when (control packets, the RX
+ *                   schedule, vsxb__rx_fill for the peers' data), timers,
+ *                   rounds; reaches peers only through their tables
+ *   ring.c          the rings: pops and pushes chains (vq.c), lays
+ *                   headers and payload slices, gives back unused RX
+ *                   chains, publishes used entries; calls nothing of
+ *                   the backend (and is the one room that calls vq.c's
+ *                   vsxu_vq_*)
  *   conn_events.c   logging, connection events, refusals, limits
  *   txbuf.c         the byte queue
  *   shard.c         shards (a loop's VMs, one thread) and world stops;
@@ -38,7 +50,8 @@
  *
  * Headers follow the same order: backend-int.h (this one: the types every
  * room shares, the credit arithmetic, and what tests and benchmarks call),
- * conn.h (the connection API), peer.h (the peers' entry points), router.h
+ * ring.h (the rings), conn.h (the connection API, which includes ring.h
+ * for conn.c), peer.h (the peers' entry points), router.h
  * (router, device, lifecycle); peer_host.h, beside them, is the host
  * peer's data path for a kind built on it, peer_sib.h the sibling peer's
  * receiving half for peer_xsib.c. A room includes the header of its own
@@ -85,6 +98,9 @@
 #define VSXB_LOG_BUDGET 20         /* guest-caused warnings per VM session */
 #define VSXB_REFUSE_BURST 20       /* refusals logged at once per VM ... */
 #define VSXB_REFUSE_MS 1000        /* ... then one per this */
+
+/* A packet's header, in front of its payload in every chain */
+#define VSXB_HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 
 #define VSXB_SHUT_BOTH (VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND)
 
@@ -218,14 +234,19 @@ struct vsxb_peer_ops {
 	size_t priv_size;            /* c->priv, allocated zeroed with the connection */
 
 	/* Guest -> peer */
-	/* @len payload bytes of one RW packet (@flags: SEQ_EOM/EOR), as iovecs
-	 * into guest memory valid until the TX round ends; credit was checked.
-	 * The peer may gather consecutive packets in the VM's TX batch. */
-	void (*rw)(struct conn *c, const struct iovec *iov, unsigned n,
+	/* Take these guest bytes: @len payload bytes of @c's guest (@flags:
+	 * SEQ_EOM/EOR of the last packet), as iovecs into guest memory valid
+	 * until the TX round ends (the entries are the engine's copies: the
+	 * peer may advance them); credit was checked. One RW packet, or,
+	 * while ops->gather says so, consecutive RW packets of @c that the
+	 * engine gathered in the VM's TX batch (device.c): they come at a
+	 * message end, before any other packet of @c, when the batch is full,
+	 * and at the end of every TX round. */
+	void (*rw)(struct conn *c, struct iovec *iov, unsigned n,
 		   uint32_t len, unsigned flags);
-	/* Optional: deliver the TX batch @c gathered (vm->batch == @c) now:
-	 * before any other packet of @c and at the end of every TX round. */
-	void (*flush)(struct conn *c);
+	/* Optional: true while @c's peer takes consecutive packets in one
+	 * rw call (NULL: one call per packet). */
+	bool (*gather)(const struct conn *c);
 	/* Optional: the guest sent SHUTDOWN (@flags new, c->guest_shut all). */
 	void (*guest_shutdown)(struct conn *c, unsigned flags);
 	/* Optional: the guest sent CREDIT_REQUEST (answered by the engine). */
@@ -238,13 +259,17 @@ struct vsxb_peer_ops {
 
 	/* Peer -> guest */
 	/* Data for the guest while it has RX buffers and credit (EMIT_*);
-	 * called for connections past CONNECTING on the VM's RX schedule. */
+	 * called for connections past CONNECTING on the VM's RX schedule.
+	 * The peer fills the guest's buffers through vsxb__rx_fill (conn.h),
+	 * which pops them, lays the headers and gives back what it did not
+	 * fill: the peer sees iovecs, never a chain. */
 	int (*emit)(struct conn *c);
 	/* Optional: data still owed to the guest, which a SHUTDOWN(SEND) or an
 	 * RST must wait for (NULL: none). */
 	bool (*pending)(const struct conn *c);
-	/* Optional: the engine queued a SHUTDOWN for the guest: re-evaluate
-	 * what to read. */
+	/* Optional: a control close queued a SHUTDOWN for the guest (router.c;
+	 * the peer's own shutdowns it follows itself): re-evaluate what to
+	 * read. */
 	void (*sync)(struct conn *c);
 
 	/* Credit */
@@ -432,13 +457,14 @@ struct vsxb_vm {
 	/* TX processing (device.c) */
 	struct vsxu_timer *resume;    /* a budget ran out: continue at once */
 	unsigned tx_pieces_max;      /* most iovecs of one TX packet (logged) */
+	/* Chains popped (ring.c; nobody else looks into them) */
 	struct vsxu_vq_elem *txe;     /* VSXB_TX_BATCH */
 	struct vsxu_vq_elem *rxe;     /* VSXB_RX_BATCH */
 	struct iovec *riov;          /* VSXB_IOV_MAX: RX payload slices */
-	struct iovec *fiov;          /* VSXB_IOV_MAX: queue flushes */
-	/* The TX batch: guest payload of consecutive RW packets of one
-	 * connection that its peer gathers (ops->rw) and delivers at once
-	 * (ops->flush, through vsxb__batch_flush). */
+	struct iovec *fiov;          /* VSXB_IOV_MAX: a peer's queue peeks */
+	/* The TX batch (device.c gathers and delivers it, ring.c drops it):
+	 * guest payload of consecutive RW packets of one connection whose
+	 * peer takes them at once (ops->gather, ops->rw). */
 	struct iovec *iov;           /* VSXB_IOV_MAX */
 	struct conn *batch;          /* connection the TX batch is for */
 	unsigned batch_niov;

@@ -16,7 +16,11 @@
  * router (router.c) holds what VMs share and routes a guest REQUEST to
  * the peer that creates the connection. This file is the connection API
  * the peers, the device and the router call: the state machine, credit,
- * the RX path to the guest and its schedule, timers and rounds.
+ * what goes to the guest and when (control packets, the RX schedule, and
+ * vsxb__rx_fill, through which a peer fills the guest's RX buffers with
+ * its data), timers and rounds. The ring mechanics are ring.c's: popping
+ * chains, laying headers and payload slices, giving back unused chains,
+ * publishing used entries; no peer touches a chain or calls vq.c.
  *
  * Connections are keyed by (guest port, peer CID, peer port) in a per-VM
  * hash; ids are unique in the process and never reused. Everything of a
@@ -28,8 +32,9 @@
  * timer, a control call) does its work and ends with vsxb__round() of its
  * shard, which serves the pending RX list of every VM it touched and
  * publishes the RX used entries of the round with one flush (push many,
- * flush once). TX used entries are published per TX batch (device.c: up
- * to VSXB_TX_BATCH chains, flushed once the batch's packets were handled).
+ * flush once: ring.c, vsxb__ring_rx_publish). TX used entries are
+ * published per batch of TX chains (device.c: up to VSXB_TX_BATCH chains,
+ * flushed once the batch's packets were handled: vsxb__ring_tx_done).
  * Connections are freed at the end of a round, never under a caller.
  *
  * Guest -> peer (TX, device.c). A round pops up to VSXB_TX_BATCH chains.
@@ -38,10 +43,14 @@
  * chain, type and op must be known, RW must stay within the credit we
  * gave; a bad packet for a connection resets that connection only, one
  * without a connection gets an RST reply (never for an RST). Payload goes
- * to the peer (ops->rw) as iovecs pointing into guest memory. The host
- * peer gathers consecutive RW packets of one connection in the VM's TX
- * batch and writes them to the host socket with one sendmsg; what the
- * socket does not take is copied into the connection's queue (txbuf.c),
+ * to the peer (ops->rw) as iovecs pointing into guest memory. For a peer
+ * that takes them at once (ops->gather: the host peer while its socket
+ * takes data), device.c gathers consecutive RW packets of one connection
+ * in the VM's TX batch and hands them over at a message end, before any
+ * other packet of the connection, when the batch is full and at the end of
+ * the batch of chains; the host peer writes them to the host socket with
+ * one sendmsg; what the socket does not take is copied into the
+ * connection's queue (txbuf.c),
  * which the credit window bounds: the guest may not send beyond it, and
  * is reset if it does. While bytes wait there the socket is full: new
  * payload is only appended (no sendmsg that would say EAGAIN), and the
@@ -54,11 +63,15 @@
  * into the RX queue; otherwise the connection joins the VM's pending list,
  * served round-robin whenever RX buffers are there. Emission order per
  * connection: REQUEST/RESPONSE, credit packets, data (ops->emit), SHUTDOWN,
- * RST. The host peer reads with readv directly into the payload part of
- * as many RX chains as the guest's credit allows, up to VSXB_RX_READ
- * (512 KiB: a whole ring of Linux's 4 KiB buffers) and VSXB_RX_BATCH
- * chains per read, at most 64 KiB per packet; so a wakeup that finds a
- * window of data takes it in one readv.
+ * RST. A peer's data goes through vsxb__rx_fill: the engine pops as many
+ * RX chains as the bytes asked for need (at most 64 KiB per packet), hands
+ * their payload parts to the peer's filler as iovecs, writes one header
+ * per chain filled and gives the others back. The host peer's filler is
+ * one readv from the socket, asking for as much as the guest's credit
+ * allows, up to VSXB_RX_READ (512 KiB: a whole ring of Linux's 4 KiB
+ * buffers) and VSXB_RX_BATCH chains; so a wakeup that finds a window of
+ * data takes it in one readv. The sibling peer's copies from the other
+ * guest's TX buffers (or from the receiving half's queue).
  *
  * Credit. Counters are wrapping u32 byte counts. We may send
  * peer_buf_alloc - (tx_cnt - peer_fwd_cnt); every packet carries our
@@ -114,7 +127,7 @@
  *
  * Pauses. A stop the front-end may resume (device.c, vm_pause) keeps
  * every connection; until the start that says what it was, nothing
- * touches the VM's memory (vsxb__rx_pop finds no buffers, TX is not
+ * touches the VM's memory (vsxb__ring_rx_pop finds no buffers, TX is not
  * read) and its guest-bound timers are held (vsxb__vm_timers_hold).
  */
 #include <errno.h>
@@ -127,7 +140,6 @@
 
 #include "conn.h"
 
-#define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 #define MEM_FAULT "guest memory fault (SIGBUS: the file behind guest memory shrank)"
 
 static int conn_emit(struct conn *c);
@@ -175,61 +187,78 @@ static void conn_hdr(struct conn *c, struct virtio_vsock_hdr *h, uint16_t op,
 
 /* ---- RX queue ---- */
 
-int vsxb__rx_pop(struct vsxb_vm *vm, struct vsxu_vq_elem *e)
+/* Payload of @len bytes for @c already in RX chain @i: its RW header
+ * (the last packet of a message with @flags), pushed. */
+static void rx_put(struct conn *c, unsigned i, uint32_t len, unsigned flags)
 {
-	int rc;
-
-	if (!vm->live || vm->broken)
-		return -EIO;
-	if (vm->paused)
-		return 0; /* as a guest that posts no buffers, until it resumes */
-	rc = vsxu_vq_pop(vm->rxq, e);
-	if (rc < 0) {
-		vsxb__vm_broken(vm, "RX queue: invalid descriptor chain");
-		return rc;
-	}
-	if (rc == 0)
-		return 0;
-	if (e->in_len <= HDR_LEN) {
-		vsxu_vq_push(vm->rxq, e, 0);
-		vsxb__vm_broken(vm, "RX queue: buffer without room for a payload");
-		return -EINVAL;
-	}
-	return 1;
-}
-
-static void rx_push(struct vsxb_vm *vm, struct vsxu_vq_elem *e,
-		    struct virtio_vsock_hdr *h)
-{
-	uint32_t len = h->len;
-
-	vsxb_hdr_swap(h);
-	vsxu_iov_from_buf(e->iov + e->out_num, e->in_num, 0, h, HDR_LEN);
-	vsxu_vq_push(vm->rxq, e, HDR_LEN + len);
-	vm->st.rx_pkts++;
-	vsxb__vm_touch(vm);
-	vm->rx_pushed = true;
-}
-
-/* A data packet of @len payload bytes already in @e. */
-void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsxu_vq_elem *e,
-		 uint32_t len, unsigned flags)
-{
+	struct vsxb_vm *vm = c->vm;
 	struct virtio_vsock_hdr h;
 
 	conn_hdr(c, &h, VIRTIO_VSOCK_OP_RW, flags, len);
-	rx_push(vm, e, &h);
+	vsxb__ring_rx_push(vm, i, &h);
+	vsxb__vm_touch(vm);
 	c->tx_cnt += len;
 	c->to_guest += len;
 	vm->ct.to_guest_bytes += len;
 }
 
+ssize_t vsxb__rx_fill(struct conn *c, size_t want, unsigned max, bool whole,
+		      vsxb_rx_fill_fn fill, void *arg)
+{
+	struct vsxb_vm *vm = c->vm;
+	uint32_t cap[VSXB_RX_BATCH];
+	unsigned niov, flags = 0, i;
+	const char *why;
+	size_t room, left;
+	ssize_t got;
+	int n;
+
+	n = vsxb__ring_rx_gather(vm, want, max, whole, cap, &niov, &room, &why);
+	if (n == -EIO && why)
+		vsxb__vm_broken(vm, why);
+	if (n == -EMSGSIZE)
+		return n;
+	if (n <= 0)
+		return -ENOBUFS;
+	got = fill(arg, vm->riov, niov, room, &flags);
+	if (got <= 0) {
+		vsxb__ring_rx_unpop(vm, (unsigned)n);
+		return got;
+	}
+	/* One packet per chain filled, in order; the rest go back. */
+	left = (size_t)got;
+	for (i = 0; i < (unsigned)n && left; i++) {
+		uint32_t len = left < cap[i] ? (uint32_t)left : cap[i];
+
+		left -= len;
+		rx_put(c, i, len, left ? 0 : flags);
+	}
+	vsxb__ring_rx_unpop(vm, (unsigned)n - i);
+	return got;
+}
+
+bool vsxb__rx_empty(struct conn *c, unsigned flags)
+{
+	const char *why;
+	int rc = vsxb__ring_rx_pop(c->vm, &why);
+
+	if (rc < 0 && why)
+		vsxb__vm_broken(c->vm, why);
+	if (rc <= 0)
+		return false;
+	rx_put(c, 0, 0, flags);
+	return true;
+}
+
 /* One header-only packet into the RX queue; false without a buffer. */
 static bool rx_send_hdr(struct vsxb_vm *vm, struct virtio_vsock_hdr *h)
 {
-	struct vsxu_vq_elem *e = &vm->rxe[0];
+	const char *why;
+	int rc = vsxb__ring_rx_pop(vm, &why);
 
-	if (vsxb__rx_pop(vm, e) <= 0)
+	if (rc < 0 && why)
+		vsxb__vm_broken(vm, why);
+	if (rc <= 0)
 		return false;
 	if (vm->direct)
 		vm->st.ctrl_direct++;
@@ -241,7 +270,8 @@ static bool rx_send_hdr(struct vsxb_vm *vm, struct virtio_vsock_hdr *h)
 		vm->st.credit_updates++;
 	else if (h->op == VIRTIO_VSOCK_OP_CREDIT_REQUEST)
 		vm->st.credit_requests++;
-	rx_push(vm, e, h);
+	vsxb__ring_rx_push(vm, 0, h);
+	vsxb__vm_touch(vm);
 	return true;
 }
 
@@ -668,23 +698,7 @@ void vsxb__conn_shutdown(struct conn *c, unsigned flags)
 	if ((c->host_shut | c->shut_pending) == 3 && c->tkind != T_LINGER &&
 	    !(c->ctrl & C_RST))
 		vsxb__conn_timer(c, T_LINGER, c->vm->r->lim.linger_ms);
-	if (c->ops->sync)
-		c->ops->sync(c);
 	vsxb__conn_schedule(c);
-}
-
-void vsxb__conn_close(struct conn *c)
-{
-	if (c->dead)
-		return;
-	if (c->state == VSXB_CONN_CONNECTING) {
-		vsxb__conn_reset(c, false);
-		return;
-	}
-	if (c->ops->close)
-		c->ops->close(c);
-	else
-		vsxb__conn_shutdown(c, VSXB_SHUT_BOTH);
 }
 
 void vsxb__conn_gone(struct conn *c)
@@ -710,31 +724,6 @@ void vsxb__conn_accept(struct conn *c)
 	vsxb__conn_timer(c, T_NONE, 0);
 	vsxb__conn_ctrl(c, C_RESPONSE);
 	vsxb__conn_opened(c);
-}
-
-void vsxb__batch_drop(struct vsxb_vm *vm)
-{
-	vm->batch = NULL;
-	vm->batch_niov = 0;
-	vm->batch_len = 0;
-	vm->batch_flags = 0;
-}
-
-void vsxb__batch_flush(struct vsxb_vm *vm)
-{
-	struct conn *c = vm->batch;
-
-	if (c && c->ops->flush)
-		c->ops->flush(c);
-}
-
-void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes)
-{
-	c->buf_alloc = bytes;
-	if (c->ops->set_buffer)
-		c->ops->set_buffer(c);
-	if (c->state != VSXB_CONN_CONNECTING)
-		vsxb__conn_ctrl(c, C_CREDIT_REPLY);
 }
 
 /* The guest may not know our latest fwd_cnt / buf_alloc. */
@@ -959,11 +948,7 @@ void vsxb__vm_round(struct vsxb_vm *vm)
 
 	if (vm->live && !vm->broken)
 		vm_rx_run(vm);
-	if (vm->rx_pushed && vm->live && vm->rxq) {
-		vsxu_vq_flush(vm->rxq);
-		vm->st.rx_flushes++;
-	}
-	vm->rx_pushed = false;
+	vsxb__ring_rx_publish(vm);
 	pool_tend(vm);
 	if (!vm->ndead)
 		return;

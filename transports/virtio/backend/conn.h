@@ -1,12 +1,14 @@
 /*
  * The backend's connection API (conn.c, conn_events.c): what the peers,
- * the device and the router call. It calls nothing above it; the peers
- * only through their tables (struct vsxb_peer_ops, backend-int.h).
+ * the device and the router call. It calls nothing above it but the
+ * peers through their tables (struct vsxb_peer_ops, backend-int.h); below
+ * it, the rings (ring.h), which only conn.c and device.c call: a peer
+ * fills the guest's buffers through vsxb__rx_fill.
  */
 #ifndef VSXB_CONN_H
 #define VSXB_CONN_H
 
-#include "backend-int.h"
+#include "ring.h"
 
 /* conn_events.c: logging, connection events, refusals, limits */
 void vsxb__log(struct vsxb_router *r, int prio, const char *fmt, ...)
@@ -73,9 +75,6 @@ void vsxb__conn_shutdown(struct conn *c, unsigned flags);
 void vsxb__conn_schedule(struct conn *c);
 void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
 void vsxb__conn_credit_check(struct conn *c);
-void vsxb__conn_set_buffer(struct conn *c, uint32_t bytes);
-/* Close: SHUTDOWN both ways, RST after linger. */
-void vsxb__conn_close(struct conn *c);
 /* The guest side of @c is over (its RST, or ours is out): ops->gone. */
 void vsxb__conn_gone(struct conn *c);
 /* The guest shut down both ways: answer RST (as Linux does); the peer
@@ -84,10 +83,6 @@ void vsxb__conn_answer_rst(struct conn *c);
 /* The peer accepted a connection the guest asked for: ESTABLISHED,
  * RESPONSE to the guest, OPEN reported. */
 void vsxb__conn_accept(struct conn *c);
-/* The VM's TX batch (vm->batch) to its connection's peer: ops->flush. */
-void vsxb__batch_flush(struct vsxb_vm *vm);
-/* Forget the TX batch (its payload is in guest memory: nothing to free). */
-void vsxb__batch_drop(struct vsxb_vm *vm);
 /* Nothing waits for @c's guest's RX buffers: a packet for it may go
  * straight into the RX queue. */
 bool vsxb__conn_rx_direct_ok(const struct conn *c);
@@ -101,10 +96,25 @@ int vsxb__conn_enqueue(struct conn *holder, const struct iovec *iov, unsigned n,
  * memory is above the router's max_conn_memory. */
 bool vsxb__conn_mem_ok(struct conn *holder);
 void vsxb__set_tag(char *dst, const char *tag);
-/* RX helpers for data paths: pop one RX chain; 1, 0 (none), <0 broken. */
-int vsxb__rx_pop(struct vsxb_vm *vm, struct vsxu_vq_elem *e);
-void vsxb__rx_put(struct vsxb_vm *vm, struct conn *c, struct vsxu_vq_elem *e,
-		 uint32_t len, unsigned flags);
+/* Peer -> guest: fill these guest buffers. A peer's filler puts at most
+ * @room bytes into @iov (the payload parts of guest RX buffers, in order)
+ * and returns how many (0: none), or -1 (its own error, which it keeps);
+ * *@flags gets the SEQ_EOM/EOR of the last packet (0 unless set). */
+typedef ssize_t (*vsxb_rx_fill_fn)(void *arg, struct iovec *iov, unsigned niov,
+				   size_t room, unsigned *flags);
+/* Pop RX buffers of @c's guest whose payload room adds up to @want bytes
+ * (at most @max buffers, each one packet of at most 64 KiB), let @fill
+ * put data there, and send one RW packet per buffer filled, the last
+ * with @fill's flags; the buffers left empty go back to the ring. With
+ * @whole, all of @want or nothing. Returns the bytes sent (>0), 0 or -1
+ * as @fill returned (every buffer given back), -ENOBUFS when there is no
+ * buffer (or, @whole, not enough yet), -EMSGSIZE (@whole) when the ring
+ * can never hold @want. */
+ssize_t vsxb__rx_fill(struct conn *c, size_t want, unsigned max, bool whole,
+		      vsxb_rx_fill_fn fill, void *arg);
+/* One RW packet without payload to @c's guest (a message end, @flags);
+ * false without an RX buffer. */
+bool vsxb__rx_empty(struct conn *c, unsigned flags);
 /* An RST for a guest packet that has no connection (CPU order). */
 void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
 

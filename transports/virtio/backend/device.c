@@ -15,39 +15,23 @@
 #include "router.h"
 #include "util.h"
 
-#define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
-
 static void vm_tx_run(struct vsxb_vm *vm);
 
 /* ---- Event queue ---- */
 
 static void vm_send_event(struct vsxb_vm *vm)
 {
-	struct vsxu_vq_elem *e = &vm->rxe[0];
-	uint32_t id = htole32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET);
+	const char *why;
 	int rc;
 
 	/* Only when the front-end gave us the event queue (QEMU keeps it). */
-	if (!vm->event_pending || !vm->live || vm->paused || vm->broken ||
-	    !vsxu_vq_ready(vm->evq))
+	if (!vm->event_pending || !vm->live || vm->paused || vm->broken)
 		return;
-	rc = vsxu_vq_pop(vm->evq, e);
-	if (rc < 0) {
-		vsxb__vm_broken(vm, "event queue: invalid descriptor chain");
-		return;
-	}
-	if (rc == 0)
-		return; /* no buffer yet: the next event-queue kick */
-	if (e->in_len < sizeof(id)) {
-		vsxu_vq_push(vm->evq, e, 0);
-		vsxu_vq_flush(vm->evq);
-		vsxb__vm_broken(vm, "event queue: buffer too small");
-		return;
-	}
-	vsxu_iov_from_buf(e->iov + e->out_num, e->in_num, 0, &id, sizeof(id));
-	vsxu_vq_push(vm->evq, e, sizeof(id));
-	vsxu_vq_flush(vm->evq);
-	vm->event_pending = false;
+	rc = vsxb__ring_event(vm, VIRTIO_VSOCK_EVENT_TRANSPORT_RESET, &why);
+	if (rc < 0)
+		vsxb__vm_broken(vm, why);
+	else if (rc > 0)
+		vm->event_pending = false;
 }
 
 /* ---- Guest -> us (TX) ---- */
@@ -66,6 +50,46 @@ static void credit_moved(struct conn *c)
 		c->ops->credit_changed(c);
 	if (!c->dead)
 		vsxb__conn_credit_check(c);
+}
+
+/* Deliver the TX batch to its connection's peer (ops->rw). */
+static void tx_flush(struct vsxb_vm *vm)
+{
+	struct conn *c = vm->batch;
+	unsigned niov = vm->batch_niov, flags = vm->batch_flags;
+	size_t len = vm->batch_len;
+
+	vsxb__batch_drop(vm);
+	if (c && !c->dead)
+		c->ops->rw(c, vm->iov, niov, (uint32_t)len, flags);
+}
+
+/* Guest payload for @c's peer: gathered with the packets of @c before it
+ * while its peer takes them at once (ops->gather), delivered at a message
+ * end, before any other packet of @c, when the batch is full, and at the
+ * end of the TX round; else at once. */
+static void tx_data(struct vsxb_vm *vm, struct conn *c, struct iovec *iov,
+		    unsigned n, uint32_t len, unsigned flags)
+{
+	unsigned i;
+
+	if (!c->ops->gather || !c->ops->gather(c)) {
+		c->ops->rw(c, iov, n, len, flags);
+		return;
+	}
+	if (vm->batch && (vm->batch != c || vm->batch_niov + n > VSXB_IOV_MAX))
+		tx_flush(vm);
+	if (c->dead)
+		return;
+	vm->batch = c;
+	for (i = 0; i < n; i++)
+		if (iov[i].iov_len)
+			vm->iov[vm->batch_niov++] = iov[i];
+	vm->batch_len += len;
+	if (flags & VIRTIO_VSOCK_SEQ_EOM) {
+		vm->batch_flags = flags;
+		tx_flush(vm);
+	}
 }
 
 static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsxu_vq_elem *e,
@@ -97,8 +121,8 @@ static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsxu_vq_elem 
 		if (!(flags & VIRTIO_VSOCK_SEQ_EOM))
 			flags = 0;
 	}
-	n = vsxu_iov_slice(iov, VSXU_VQ_MAX_IOV, e->iov, e->out_num, HDR_LEN, h->len);
-	c->ops->rw(c, iov, n, h->len, flags);
+	n = vsxu_iov_slice(iov, VSXU_VQ_MAX_IOV, e->iov, e->out_num, VSXB_HDR_LEN, h->len);
+	tx_data(vm, c, iov, n, h->len, flags);
 	if (!c->dead && c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
 		if (flags & VIRTIO_VSOCK_SEQ_EOM)
 			c->msg_open = false;
@@ -162,7 +186,7 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsxu_vq_elem *e)
 	bool moved;
 
 	vm->st.tx_pkts++;
-	if (e->out_len < HDR_LEN) {
+	if (e->out_len < VSXB_HDR_LEN) {
 		vm->st.dropped++;
 		vsxb__vm_warn(vm, "TX packet shorter than a header (%u bytes): dropped",
 			     e->out_len);
@@ -176,7 +200,7 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsxu_vq_elem *e)
 		vsxb__log(vm->r, VSXB_LOG_DEBUG, "vm %s: a TX packet in %u piece(s) (%u bytes), "
 			  "the most so far", vm->name, e->out_num, e->out_len);
 	}
-	vsxu_iov_to_buf(e->iov, e->out_num, 0, &h, HDR_LEN);
+	vsxu_iov_to_buf(e->iov, e->out_num, 0, &h, VSXB_HDR_LEN);
 	vsxb_hdr_swap(&h);
 	if (h.src_cid != vm->cid) {
 		vm->st.dropped++;
@@ -187,7 +211,7 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsxu_vq_elem *e)
 	c = vsxb__conn_find(vm, h.src_port, h.dst_cid, h.dst_port);
 	if (h.len > VSOCK_MAX_PKT_PAYLOAD)
 		bad = "payload above 64 KiB";
-	else if (h.len > e->out_len - HDR_LEN)
+	else if (h.len > e->out_len - VSXB_HDR_LEN)
 		bad = "len beyond the descriptor chain";
 	else if (h.type != VIRTIO_VSOCK_TYPE_STREAM &&
 		 !(h.type == VIRTIO_VSOCK_TYPE_SEQPACKET && vm->seqpacket))
@@ -203,7 +227,7 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsxu_vq_elem *e)
 			     (unsigned long long)h.dst_cid, h.dst_port);
 		if (c) {
 			if (vm->batch == c)
-				vsxb__batch_flush(vm);
+				tx_flush(vm);
 			vsxb__conn_why(c, VSXB_REASON_PROTOCOL, 0);
 			vsxb__conn_reset(c, false);
 		} else {
@@ -216,7 +240,7 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsxu_vq_elem *e)
 		return;
 	}
 	if (h.op != VIRTIO_VSOCK_OP_RW && vm->batch == c)
-		vsxb__batch_flush(vm);
+		tx_flush(vm);
 	if (c->dead)
 		return;
 
@@ -259,39 +283,29 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsxu_vq_elem *e)
 
 static void vm_tx_run(struct vsxb_vm *vm)
 {
-	unsigned budget = VSXB_TX_BUDGET, n, i;
-	int rc;
+	unsigned budget = VSXB_TX_BUDGET, i;
+	const char *why;
+	int n;
 
 	vm->tx_more = false;
 	while (vm->live && !vm->paused && !vm->broken) {
-		vsxu_vq_set_notify(vm->txq, false);
-		for (n = 0; n < VSXB_TX_BATCH; n++) {
-			rc = vsxu_vq_pop(vm->txq, &vm->txe[n]);
-			if (rc < 0) {
-				vsxb__vm_broken(vm, "TX queue: invalid descriptor chain");
-				return;
-			}
-			if (rc == 0)
-				break;
+		n = vsxb__ring_tx_pop(vm, &why);
+		if (n < 0) {
+			vsxb__vm_broken(vm, why);
+			return;
 		}
-		for (i = 0; i < n && !vm->broken; i++)
+		for (i = 0; i < (unsigned)n && !vm->broken; i++)
 			tx_packet(vm, &vm->txe[i]);
-		vsxb__batch_flush(vm);
+		tx_flush(vm);
 		if (vm->broken || !vm->live)
 			return;
-		for (i = 0; i < n; i++)
-			vsxu_vq_push(vm->txq, &vm->txe[i], 0);
-		if (n) {
-			vsxu_vq_flush(vm->txq);
-			vm->st.tx_rounds++;
-		}
-		budget -= n < budget ? n : budget;
+		vsxb__ring_tx_done(vm, (unsigned)n);
+		budget -= (unsigned)n < budget ? (unsigned)n : budget;
 		if (n < VSXB_TX_BATCH) {
 			/* the loop polls the ring (vsxb_router_poll): no kick */
 			if (vm->sh->polling)
 				return;
-			vsxu_vq_set_notify(vm->txq, true);
-			if (!vsxu_vq_avail(vm->txq))
+			if (!vsxb__ring_tx_rearm(vm))
 				return;
 		}
 		if (!budget) {
@@ -307,11 +321,7 @@ static void vm_tx_run(struct vsxb_vm *vm)
 /* vsxb_router_poll for one VM: true when its TX ring had packets. */
 static bool vm_poll(struct vsxb_vm *vm, bool sleeping)
 {
-	if (!vm->live || vm->paused || vm->broken || !vm->txq || !vsxu_vq_ready(vm->txq))
-		return false;
-	if (sleeping)
-		vsxu_vq_set_notify(vm->txq, true);   /* fences, then look */
-	if (!vsxu_vq_avail(vm->txq))
+	if (!vm->live || vm->paused || vm->broken || !vsxb__ring_tx_ready(vm, sleeping))
 		return false;
 	vm_tx_run(vm);
 	vsxb__vm_touch(vm);
@@ -409,7 +419,7 @@ static void op_kick(void *dev, unsigned q)
  * (stop, snapshot, migration) and when the guest resets the device; only
  * the next start tells them apart (vhost-user: the rings restart where
  * they stopped, or at 0). Until then the VM is paused: its connections
- * stay, nothing reads or writes guest memory (vsxb__rx_pop finds no
+ * stay, nothing reads or writes guest memory (vsxb__ring_rx_pop finds no
  * buffers, TX is not looked at), host sockets are read only into RX
  * buffers, so their bytes wait in the kernel's socket buffers, and what
  * vsxd holds stays within the credit windows it gave; timers that wait for

@@ -2,7 +2,9 @@
  * The peers' entry points (peer_host.c, uds.c, peer_sibling.c,
  * peer_xsib.c): how the router and the lifecycle create connections of
  * each kind. Peers include this header and call only the connection API
- * (conn.h); peer_xsib.c also calls the sibling peer's receiving half
+ * (conn.h), never the rings (ring.h): guest payload comes to them as
+ * iovecs (ops->rw), and they fill the guest's RX buffers through
+ * vsxb__rx_fill; peer_xsib.c also calls the sibling peer's receiving half
  * (peer_sib.h).
  */
 #ifndef VSXB_PEER_H

@@ -38,8 +38,10 @@
  *
  * Data: guest payload is written with sendmsg (MSG_NOSIGNAL) from iovecs
  * that point into guest memory, consecutive packets of one connection in one
- * call (the VM's TX batch); the rest is queued (txbuf.c). Host data is read
- * with readv directly into the payload parts of guest RX chains.
+ * call (the VM's TX batch, which device.c gathers while vsxb__host_gather
+ * says the socket takes data); the rest is queued (txbuf.c). Host data is
+ * read with one readv (recvmsg for a record) straight into the guest's RX
+ * buffers that vsxb__rx_fill hands over as iovecs (host_fill).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,8 +57,6 @@
 
 #include "peer_host.h"
 #include "util.h"
-
-#define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 
 static const struct vsxb_peer_ops host_ops, vsock_ops;
 
@@ -139,6 +139,7 @@ static void host_wr_gone(struct conn *c)
 	c->fwd_cnt += (uint32_t)c->q.bytes;
 	vsxb__txq_clear(&c->q);
 	vsxb__conn_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_RCV);
+	vsxb__host_sync(c);
 	vsxb__conn_credit_check(c);
 }
 
@@ -334,19 +335,23 @@ static void host_queue(struct conn *c, const struct iovec *iov, unsigned n,
 	}
 }
 
-static void host_batch_flush(struct vsxb_vm *vm)
+/* Guest payload (one packet, or a batch the engine gathered: @flags end
+ * it) to the socket; what it does not take is queued. */
+void vsxb__host_rw(struct conn *c, struct iovec *iov, unsigned niov, uint32_t len,
+		   unsigned flags)
 {
-	struct conn *c = vm->batch;
-	struct iovec *iov = vm->iov;
-	unsigned niov = vm->batch_niov, flags = vm->batch_flags;
-	size_t len = vm->batch_len, w = 0;
-	bool queued = c && c->q.bytes;
+	bool queued = c->q.bytes;
+	size_t w = 0;
 
-	vsxb__batch_drop(vm);
-	if (!c || c->dead)
+	if (hp(c)->fd < 0 || hp(c)->wr_dead || hp(c)->wr_shut) {
+		/* Nobody will read it: consumed on arrival, credit flows. */
+		c->fwd_cnt += len;
+		vsxb__conn_credit_check(c);
 		return;
-
+	}
 	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
+		if (!len && (flags & VIRTIO_VSOCK_SEQ_EOM) && !c->q.open && !c->msg_open)
+			return; /* an empty message: nothing to deliver on a Unix socket */
 		if (!queued && (flags & VIRTIO_VSOCK_SEQ_EOM) && len) {
 			/* A whole message, straight from guest memory. */
 			int rc = host_send_msg(c, iov, niov);
@@ -396,39 +401,9 @@ static void host_batch_flush(struct vsxb_vm *vm)
 		host_flush(c); /* else the writable callback will */
 }
 
-void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
-		   unsigned flags)
+bool vsxb__host_gather(const struct conn *c)
 {
-	struct vsxb_vm *vm = c->vm;
-	unsigned i;
-
-	if (hp(c)->fd < 0 || hp(c)->wr_dead || hp(c)->wr_shut) {
-		/* Nobody will read it: consumed on arrival, credit flows. */
-		c->fwd_cnt += len;
-		vsxb__conn_credit_check(c);
-		return;
-	}
-	if (vm->batch && (vm->batch != c || vm->batch_niov + n > VSXB_IOV_MAX))
-		vsxb__batch_flush(vm);
-	if (c->dead)
-		return;
-	vm->batch = c;
-	for (i = 0; i < n; i++) {
-		if (!iov[i].iov_len)
-			continue;
-		vm->iov[vm->batch_niov++] = iov[i];
-	}
-	vm->batch_len += len;
-	if (flags & VIRTIO_VSOCK_SEQ_EOM) {
-		if (!len && !vm->batch_len && !c->q.open && !c->msg_open) {
-			/* An empty message: nothing to deliver on a Unix socket. */
-			if (!vm->batch_niov)
-				vm->batch = NULL;
-			return;
-		}
-		vm->batch_flags = flags;
-		host_batch_flush(vm);
-	}
+	return hp(c)->fd >= 0 && !hp(c)->wr_dead && !hp(c)->wr_shut;
 }
 
 static void host_guest_shut(struct conn *c)
@@ -481,56 +456,43 @@ static void host_eof(struct conn *c)
 	host_watch(c);
 }
 
-/* Pop RX chains until their payload room reaches @want (or limits);
- * slices go to vm->riov, capacities to @cap. Returns chains popped, -1 if
- * the device broke. */
-static int rx_gather(struct vsxb_vm *vm, size_t want, uint32_t *cap, unsigned *niov,
-		     size_t *have)
+/* Reading a host socket into the guest's RX buffers (vsxb__rx_fill). */
+struct host_read {
+	struct conn *c;
+	ssize_t msg;                 /* seq: the record's size (0: stream) */
+	size_t room;                 /* the buffers' payload room */
+	int err;                     /* the read's errno (0: a seq record that
+					did not arrive whole) */
+};
+
+static ssize_t host_fill(void *arg, struct iovec *iov, unsigned niov, size_t room,
+			 unsigned *flags)
 {
-	unsigned n = 0;
-	int rc;
+	struct host_read *hr = arg;
+	struct conn *c = hr->c;
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = niov };
+	ssize_t r;
 
-	*niov = 0;
-	*have = 0;
-	while (*have < want && n < VSXB_RX_BATCH && *niov < VSXB_IOV_MAX) {
-		struct vsxu_vq_elem *e = &vm->rxe[n];
-		size_t room;
-		unsigned k;
-
-		rc = vsxb__rx_pop(vm, e);
-		if (rc < 0)
+	hr->room = room;
+	do {
+		if (hr->msg)
+			r = recvmsg(hp(c)->fd, &mh, MSG_DONTWAIT);
+		else
+			r = readv(hp(c)->fd, iov, (int)niov);
+	} while (r < 0 && errno == EINTR);
+	c->vm->st.host_reads++;
+	if (r < 0) {
+		hr->err = errno;
+		return -1;
+	}
+	if (hr->msg) {
+		if (r != hr->msg || (mh.msg_flags & MSG_TRUNC)) {
+			hr->err = 0;
 			return -1;
-		if (rc == 0)
-			break;
-		room = e->in_len - HDR_LEN;
-		if (room > VSOCK_MAX_PKT_PAYLOAD)
-			room = VSOCK_MAX_PKT_PAYLOAD; /* a packet's limit, whatever the buffer */
-		if (room > want - *have)
-			room = want - *have;
-		k = vsxu_iov_slice(vm->riov + *niov, VSXB_IOV_MAX - *niov,
-				  e->iov + e->out_num, e->in_num, HDR_LEN, room);
-		cap[n] = (uint32_t)vsxu_iov_size(vm->riov + *niov, k);
-		*niov += k;
-		*have += cap[n];
-		n++;
+		}
+		*flags = VIRTIO_VSOCK_SEQ_EOM;
 	}
-	return (int)n;
-}
-
-/* Publish @got bytes read into the first chains; give back the others. */
-static void rx_scatter(struct vsxb_vm *vm, struct conn *c, const uint32_t *cap,
-		       unsigned n, size_t got, unsigned last_flags)
-{
-	unsigned i;
-
-	for (i = 0; i < n && got; i++) {
-		uint32_t len = got < cap[i] ? (uint32_t)got : cap[i];
-
-		got -= len;
-		vsxb__rx_put(vm, c, &vm->rxe[i], len, got ? 0 : last_flags);
-	}
-	if (i < n)
-		vsxu_vq_unpop(vm->rxq, n - i);
+	return r;
 }
 
 static int host_read_error(struct conn *c, int err)
@@ -554,12 +516,8 @@ static int host_read_error(struct conn *c, int err)
 static int host_emit_seq(struct conn *c, uint32_t credit)
 {
 	struct vsxb_vm *vm = c->vm;
-	uint32_t cap[VSXB_RX_BATCH];
-	struct msghdr mh = { 0 };
-	unsigned niov;
-	size_t have;
+	struct host_read hr = { .c = c };
 	ssize_t m, r;
-	int n;
 	char x;
 
 	m = recv(hp(c)->fd, NULL, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
@@ -594,17 +552,11 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 		}
 		return EMIT_DONE;
 	}
-	n = rx_gather(vm, (size_t)m, cap, &niov, &have);
-	if (n < 0)
+	hr.msg = m;
+	r = vsxb__rx_fill(c, (size_t)m, VSXB_RX_BATCH, true, host_fill, &hr);
+	if (r == -ENOBUFS)
 		return EMIT_NOBUF;
-	if (have < (size_t)m) {
-		bool never = n == VSXB_RX_BATCH || niov >= VSXB_IOV_MAX ||
-			     (unsigned)n >= vm->rxq->num;
-
-		if (n)
-			vsxu_vq_unpop(vm->rxq, (unsigned)n);
-		if (!never)
-			return EMIT_NOBUF;
+	if (r == -EMSGSIZE) {
 		vsxb__vm_warn(vm, "connection %llu: host message of %zd bytes does not "
 			     "fit the guest's RX buffers: reset",
 			     (unsigned long long)c->id, m);
@@ -612,32 +564,22 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 		vsxb__conn_reset(c, false);
 		return EMIT_DONE;
 	}
-	mh.msg_iov = vm->riov;
-	mh.msg_iovlen = niov;
-	do {
-		r = recvmsg(hp(c)->fd, &mh, MSG_DONTWAIT);
-	} while (r < 0 && errno == EINTR);
-	vm->st.host_reads++;
-	if (r != m || (mh.msg_flags & MSG_TRUNC)) {
-		vsxu_vq_unpop(vm->rxq, (unsigned)n);
-		if (r < 0)
-			return host_read_error(c, errno);
+	if (r < 0) {
+		if (hr.err)
+			return host_read_error(c, hr.err);
 		vsxb__conn_why(c, VSXB_REASON_ERROR, EIO);
 		vsxb__conn_reset(c, false);
 		return EMIT_DONE;
 	}
-	rx_scatter(vm, c, cap, (unsigned)n, (size_t)r, VIRTIO_VSOCK_SEQ_EOM);
 	return EMIT_MORE;
 }
 
 int vsxb__host_emit(struct conn *c)
 {
-	struct vsxb_vm *vm = c->vm;
-	uint32_t cap[VSXB_RX_BATCH], credit;
-	unsigned niov;
-	size_t want, have;
+	struct host_read hr = { .c = c };
+	uint32_t credit;
+	size_t want;
 	ssize_t r;
-	int n;
 
 	if (!hp(c)->readable || !host_can_read(c))
 		return EMIT_DONE;
@@ -651,27 +593,19 @@ int vsxb__host_emit(struct conn *c)
 
 	/* More than one packet's worth per read: a host program writing 64 KiB
 	 * at a time is then emptied by one readv (a short read), not one full
-	 * read and one more that finds nothing. */
+	 * read and one more that finds nothing. Straight from the socket into
+	 * the guest's buffers. */
 	want = credit < VSXB_RX_READ ? credit : VSXB_RX_READ;
-	n = rx_gather(vm, want, cap, &niov, &have);
-	if (n <= 0)
+	r = vsxb__rx_fill(c, want, VSXB_RX_BATCH, false, host_fill, &hr);
+	if (r == -ENOBUFS)
 		return EMIT_NOBUF;
-	/* Straight from the socket into the guest's buffers. */
-	do {
-		r = readv(hp(c)->fd, vm->riov, (int)niov);
-	} while (r < 0 && errno == EINTR);
-	vm->st.host_reads++;
-	if (r <= 0) {
-		int err = errno;
-
-		vsxu_vq_unpop(vm->rxq, (unsigned)n);
-		if (r < 0)
-			return host_read_error(c, err);
+	if (r < 0)
+		return host_read_error(c, hr.err);
+	if (r == 0) {
 		host_eof(c);
 		return EMIT_DONE;
 	}
-	rx_scatter(vm, c, cap, (unsigned)n, (size_t)r, 0);
-	if ((size_t)r < have) {
+	if ((size_t)r < hr.room) {
 		/* A short read emptied the socket: wait for it again. */
 		hp(c)->readable = false;
 		host_watch(c);
@@ -847,11 +781,6 @@ void vsxb__host_gone(struct conn *c)
 		host_drain(c);
 	else
 		vsxb__conn_kill(c);
-}
-
-void vsxb__host_flush_batch(struct conn *c)
-{
-	host_batch_flush(c->vm);
 }
 
 /* A connection to a host socket (@ops: host_ops or vsock_ops); its socket

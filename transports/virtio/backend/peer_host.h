@@ -39,15 +39,17 @@ int vsxb__host_attach(struct conn *c, int fd);
 void vsxb__host_accept(struct conn *c);
 
 /* The hooks (struct vsxb_peer_ops, backend-int.h) of every table over a socket */
-/* Guest payload for the socket, gathered in the VM's TX batch. */
-void vsxb__host_rw(struct conn *c, const struct iovec *iov, unsigned n, uint32_t len,
+/* Guest payload (a batch the engine gathered) to the socket with one
+ * sendmsg; what it does not take, queued. */
+void vsxb__host_rw(struct conn *c, struct iovec *iov, unsigned n, uint32_t len,
 		   unsigned flags);
-/* The VM's TX batch to the socket (sendmsg); what it does not take, queued. */
-void vsxb__host_flush_batch(struct conn *c);
+/* The socket takes data: the engine may gather packets for it. */
+bool vsxb__host_gather(const struct conn *c);
 /* The guest shut a direction: so does the socket (sending once the queue
  * is out); both: RST to the guest, as Linux answers. */
 void vsxb__host_guest_shutdown(struct conn *c, unsigned flags);
-/* Socket to guest: readv straight into the guest's RX buffers (EMIT_*). */
+/* Socket to guest: readv straight into the guest's RX buffers, which
+ * vsxb__rx_fill hands over (EMIT_*). */
 int vsxb__host_emit(struct conn *c);
 /* Schedule @c if the socket has data the guest may take; set the watch. */
 void vsxb__host_sync(struct conn *c);
@@ -66,7 +68,7 @@ int vsxb__host_established(struct conn *c);
 #define HOST_PEER_HOOKS \
 	/* Guest -> peer */ \
 	.rw = vsxb__host_rw, \
-	.flush = vsxb__host_flush_batch, \
+	.gather = vsxb__host_gather, \
 	.guest_shutdown = vsxb__host_guest_shutdown, \
 	/* Peer -> guest */ \
 	.emit = vsxb__host_emit, \

@@ -21,8 +21,9 @@
  * before them.
  *
  * The two halves belong to two VMs. This file reaches the other half only
- * through the engine's connection calls on it (vsxb__conn_*, the RX
- * helpers) and its queue, and reads the guest credit values it relays
+ * through the engine's connection calls on it (vsxb__conn_*, and
+ * vsxb__rx_fill / vsxb__rx_empty, which fill its guest's RX buffers) and
+ * its queue, and reads the guest credit values it relays
  * (peer_buf_alloc, peer_fwd_cnt): that is the whole cross-VM surface, the
  * reason both halves must be on one thread: a pair whose VMs two threads
  * serve is made by peer_xsib.c instead (vsxb__xsib_request), whose halves
@@ -33,8 +34,6 @@
 #include <stdlib.h>
 
 #include "peer_sib.h"
-
-#define HDR_LEN ((uint32_t)sizeof(struct virtio_vsock_hdr))
 
 static const struct vsxb_peer_ops sib_ops;
 
@@ -163,38 +162,49 @@ static bool sib_can_direct(const struct conn *b)
 	return vsxb__conn_rx_direct_ok(b) && !vsxb__sib_pending(b);
 }
 
+/* The other guest's packet, copied from its TX buffers (vsxb__rx_fill). */
+struct sib_copy {
+	const struct iovec *iov;
+	unsigned n;
+	size_t len;
+	unsigned flags;              /* the packet's EOM/EOR, if it all goes */
+};
+
+static ssize_t sib_copy_fill(void *arg, struct iovec *iov, unsigned niov, size_t room,
+			     unsigned *flags)
+{
+	const struct sib_copy *sc = arg;
+	size_t k = room < sc->len ? room : sc->len;
+
+	iov_copy(iov, niov, 0, sc->iov, sc->n, 0, k);
+	*flags = k == sc->len ? sc->flags : 0;
+	return (ssize_t)k;
+}
+
 /* From the sender's TX buffers straight into @b's guest's RX buffers. */
 static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
 			 size_t len, unsigned flags)
 {
-	struct vsxb_vm *to = b->vm;
-	struct vsxu_vq_elem *e = &to->rxe[0];
+	struct sib_copy sc = { iov, n, len, flags };
 	uint32_t credit = vsxb__conn_peer_free(b);
-	size_t off = 0, k;
+	ssize_t r;
 
-	while (off < len && credit) {
-		if (vsxb__rx_pop(to, e) <= 0)
-			break;
-		k = e->in_len - HDR_LEN;
-		if (k > len - off)
-			k = len - off;
-		if (k > credit)
-			k = credit;
-		iov_copy(e->iov + e->out_num, e->in_num, HDR_LEN, iov, n, off, k);
-		off += k;
-		credit -= (uint32_t)k;
-		vsxb__rx_put(to, b, e, (uint32_t)k, off == len ? flags : 0);
-	}
-	if (off < len && !credit)
+	if (!credit)
+		r = 0;
+	else
+		r = vsxb__rx_fill(b, len < credit ? len : credit, VSXB_RX_BATCH, false,
+				  sib_copy_fill, &sc);
+	if (r < 0)
+		r = 0;
+	if ((size_t)r < len && (size_t)r == credit)
 		vsxb__conn_stall(b);
-	return off;
+	return (size_t)r;
 }
 
 int vsxb__sib_deliver(struct conn *b, const struct iovec *iov, unsigned n,
 		      uint32_t len, unsigned flags, size_t room, bool msg_open)
 {
 	struct iovec rest[VSXU_VQ_MAX_IOV];
-	struct vsxu_vq_elem *e;
 	size_t off = 0;
 	unsigned k;
 	int rc;
@@ -209,11 +219,8 @@ int vsxb__sib_deliver(struct conn *b, const struct iovec *iov, unsigned n,
 			return 0;
 		}
 		/* The message's bytes are already in the guest: end it there. */
-		e = &b->vm->rxe[0];
-		if (sib_can_direct(b) && vsxb__rx_pop(b->vm, e) > 0) {
-			vsxb__rx_put(b->vm, b, e, 0, flags);
+		if (sib_can_direct(b) && vsxb__rx_empty(b, flags))
 			return 0;
-		}
 		sp(b)->eom_pending = flags;
 		vsxb__conn_schedule(b);
 		return 0;
@@ -252,7 +259,7 @@ static void sib_relay(struct conn *a, const struct iovec *iov, unsigned n,
 	}
 }
 
-static void sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t len,
+static void sib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 		   unsigned flags)
 {
 	sib_relay(a, iov, n, len, flags);
@@ -262,20 +269,38 @@ static void sib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t
 		vsxb__conn_credit_check(a);
 }
 
+/* The head of @b's queue, up to one packet of the other guest, into one
+ * RX buffer of @b's guest (vsxb__rx_fill). */
+static ssize_t sib_queue_fill(void *arg, struct iovec *iov, unsigned niov, size_t room,
+			      unsigned *flags)
+{
+	struct conn *b = arg;
+	struct iovec *q = b->vm->fiov;
+	size_t k, doff;
+	unsigned nq, fl, i;
+
+	k = vsxb__txq_peek(&b->q, q, VSXB_IOV_MAX, &nq, room, &fl);
+	if (b->type == VIRTIO_VSOCK_TYPE_STREAM)
+		fl = 0; /* a packet's end, not a message's */
+	for (i = 0, doff = 0; i < nq; i++) {
+		vsxu_iov_from_buf(iov, niov, doff, q[i].iov_base, q[i].iov_len);
+		doff += q[i].iov_len;
+	}
+	vsxb__txq_consume(&b->q, k);
+	*flags = fl;
+	return (ssize_t)k;
+}
+
 /* The other guest's queued payload -> this guest. */
 int vsxb__sib_emit(struct conn *b)
 {
-	struct vsxb_vm *vm = b->vm;
-	struct vsxu_vq_elem *e = &vm->rxe[0];
-	size_t sent = 0, k, room;
-	unsigned niov, fl, i;
+	size_t sent = 0;
 	uint32_t credit;
-	size_t doff;
+	ssize_t r;
 
 	if (sp(b)->eom_pending) {
-		if (vsxb__rx_pop(vm, e) <= 0)
+		if (!vsxb__rx_empty(b, sp(b)->eom_pending))
 			return EMIT_NOBUF;
-		vsxb__rx_put(vm, b, e, 0, sp(b)->eom_pending);
 		sp(b)->eom_pending = 0;
 	}
 	while (b->q.bytes) {
@@ -286,22 +311,10 @@ int vsxb__sib_emit(struct conn *b)
 		}
 		if (sent >= VSOCK_MAX_PKT_PAYLOAD)
 			return EMIT_MORE;
-		if (vsxb__rx_pop(vm, e) <= 0)
+		r = vsxb__rx_fill(b, credit, 1, false, sib_queue_fill, b);
+		if (r <= 0)
 			return EMIT_NOBUF;
-		room = e->in_len - HDR_LEN;
-		if (room > credit)
-			room = credit;
-		k = vsxb__txq_peek(&b->q, vm->fiov, VSXB_IOV_MAX, &niov, room, &fl);
-		if (b->type == VIRTIO_VSOCK_TYPE_STREAM)
-			fl = 0; /* a packet's end, not a message's */
-		for (i = 0, doff = HDR_LEN; i < niov; i++) {
-			vsxu_iov_from_buf(e->iov + e->out_num, e->in_num, doff,
-					 vm->fiov[i].iov_base, vm->fiov[i].iov_len);
-			doff += vm->fiov[i].iov_len;
-		}
-		vsxb__rx_put(vm, b, e, (uint32_t)k, fl);
-		vsxb__txq_consume(&b->q, k);
-		sent += k;
+		sent += (size_t)r;
 	}
 	return EMIT_DONE;
 }

@@ -462,7 +462,7 @@ void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 
 /* ---- The hooks ---- */
 
-static void xsib_rw(struct conn *a, const struct iovec *iov, unsigned n, uint32_t len,
+static void xsib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 		    unsigned flags)
 {
 	int32_t room = (int32_t)(a->rx_limit - a->rx_cnt);

@@ -257,6 +257,18 @@ static struct conn *conn_by_id(struct vsxb_router *r, uint64_t id)
 	return NULL;
 }
 
+/* The operator's buf_alloc for @c: its peer adapts (ops->set_buffer),
+ * the guest hears of it at once (unless it has not answered yet). Here,
+ * above the peers, not in the connection API they call back. */
+static void conn_set_buffer(struct conn *c, uint32_t bytes)
+{
+	c->buf_alloc = bytes;
+	if (c->ops->set_buffer)
+		c->ops->set_buffer(c);
+	if (c->state != VSXB_CONN_CONNECTING)
+		vsxb__conn_ctrl(c, C_CREDIT_REPLY);
+}
+
 int vsxb_router_conn_set_buffer(struct vsxb_router *r, uint64_t id, uint32_t bytes)
 {
 	struct conn *c;
@@ -267,12 +279,35 @@ int vsxb_router_conn_set_buffer(struct vsxb_router *r, uint64_t id, uint32_t byt
 	vsxb__world_stop(r);
 	c = conn_by_id(r, id);
 	if (c) {
-		vsxb__conn_set_buffer(c, bytes);
+		conn_set_buffer(c, bytes);
 		vsxb__round_all(r);
 		rc = 0;
 	}
 	vsxb__world_start(r);
 	return rc;
+}
+
+/* A control close of @c: SHUTDOWN both ways, RST after linger (the
+ * peer's ops->close, else the engine's shutdown, after which the peer
+ * re-evaluates what to read: ops->sync). Here, above the peers, not in the
+ * connection API they call back. */
+static void conn_close(struct conn *c)
+{
+	if (c->dead)
+		return;
+	if (c->state == VSXB_CONN_CONNECTING) {
+		vsxb__conn_reset(c, false);
+		return;
+	}
+	if (c->ops->close) {
+		c->ops->close(c);
+		return;
+	}
+	if (c->draining)
+		return; /* the guest had its RST: nothing to shut */
+	vsxb__conn_shutdown(c, VSXB_SHUT_BOTH);
+	if (!c->dead && c->ops->sync)
+		c->ops->sync(c);
 }
 
 int vsxb_router_conn_close(struct vsxb_router *r, uint64_t id, bool reset)
@@ -288,7 +323,7 @@ int vsxb_router_conn_close(struct vsxb_router *r, uint64_t id, bool reset)
 		if (reset)
 			vsxb__conn_reset(c, false);
 		else
-			vsxb__conn_close(c);
+			conn_close(c);
 		vsxb__round_all(r);
 		rc = 0;
 	}
@@ -406,7 +441,7 @@ int vsxb_router_close_tagged(struct vsxb_router *r, const char *tag, bool reset)
 			if (reset || c->state == VSXB_CONN_CONNECTING)
 				vsxb__conn_reset(c, false);
 			else
-				vsxb__conn_close(c);
+				conn_close(c);
 			count++;
 		}
 	}

@@ -1,0 +1,18 @@
+/* The connection API of the fixture (ops.h): calls the peer's hooks. */
+#include "ops.h"
+
+void conn_kill(struct conn *c)
+{
+	c->dead = 1;
+}
+
+int conn_schedule(struct conn *c)
+{
+	return c->ops->emit(c);
+}
+
+void batch_flush(struct conn *c)
+{
+	if (c->ops->flush)
+		c->ops->flush(c);
+}

@@ -1,0 +1,199 @@
+/*
+ * The rings: a VM's three virtqueues as vsock packets. This room alone
+ * calls vq.c (vhost-user/vq.h): it pops the guest's RX buffers and lays
+ * packets into them (header, then payload), gives back the ones a packet
+ * did not need, publishes used entries (RX once per round, TX once per
+ * batch of chains), pops the guest's TX chains, and holds the TX batch's
+ * storage. What goes into the buffers, and when, is the connection API's
+ * (conn.c) and the device's (device.c), which call this file; it calls
+ * nothing of the backend.
+ */
+#include <errno.h>
+
+#include "ring.h"
+
+/* ---- RX ---- */
+
+static int rx_pop(struct vsxb_vm *vm, struct vsxu_vq_elem *e, const char **why)
+{
+	int rc;
+
+	*why = NULL;
+	if (!vm->live || vm->broken)
+		return -EIO;
+	if (vm->paused)
+		return 0; /* as a guest that posts no buffers, until it resumes */
+	rc = vsxu_vq_pop(vm->rxq, e);
+	if (rc < 0) {
+		*why = "RX queue: invalid descriptor chain";
+		return -EIO;
+	}
+	if (rc == 0)
+		return 0;
+	if (e->in_len <= VSXB_HDR_LEN) {
+		vsxu_vq_push(vm->rxq, e, 0);
+		*why = "RX queue: buffer without room for a payload";
+		return -EIO;
+	}
+	return 1;
+}
+
+int vsxb__ring_rx_pop(struct vsxb_vm *vm, const char **why)
+{
+	return rx_pop(vm, &vm->rxe[0], why);
+}
+
+int vsxb__ring_rx_gather(struct vsxb_vm *vm, size_t want, unsigned max, bool whole,
+			 uint32_t *cap, unsigned *niov, size_t *room, const char **why)
+{
+	unsigned n = 0;
+	int rc;
+
+	*niov = 0;
+	*room = 0;
+	*why = NULL;
+	if (max > VSXB_RX_BATCH)
+		max = VSXB_RX_BATCH;
+	while (*room < want && n < max && *niov < VSXB_IOV_MAX) {
+		struct vsxu_vq_elem *e = &vm->rxe[n];
+		size_t k;
+		unsigned s;
+
+		rc = rx_pop(vm, e, why);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			break;
+		k = e->in_len - VSXB_HDR_LEN;
+		if (k > VSOCK_MAX_PKT_PAYLOAD)
+			k = VSOCK_MAX_PKT_PAYLOAD; /* a packet's limit, whatever the buffer */
+		if (k > want - *room)
+			k = want - *room;
+		s = vsxu_iov_slice(vm->riov + *niov, VSXB_IOV_MAX - *niov,
+				   e->iov + e->out_num, e->in_num, VSXB_HDR_LEN, k);
+		cap[n] = (uint32_t)vsxu_iov_size(vm->riov + *niov, s);
+		*niov += s;
+		*room += cap[n];
+		n++;
+	}
+	if (whole && *room < want) {
+		bool never = n == max || *niov >= VSXB_IOV_MAX || n >= vm->rxq->num;
+
+		if (n)
+			vsxu_vq_unpop(vm->rxq, n);
+		return never ? -EMSGSIZE : -ENOBUFS;
+	}
+	return (int)n;
+}
+
+void vsxb__ring_rx_push(struct vsxb_vm *vm, unsigned i, struct virtio_vsock_hdr *h)
+{
+	struct vsxu_vq_elem *e = &vm->rxe[i];
+	uint32_t len = h->len;
+
+	vsxb_hdr_swap(h);
+	vsxu_iov_from_buf(e->iov + e->out_num, e->in_num, 0, h, VSXB_HDR_LEN);
+	vsxu_vq_push(vm->rxq, e, VSXB_HDR_LEN + len);
+	vm->st.rx_pkts++;
+	vm->rx_pushed = true;
+}
+
+void vsxb__ring_rx_unpop(struct vsxb_vm *vm, unsigned n)
+{
+	if (n)
+		vsxu_vq_unpop(vm->rxq, n);
+}
+
+void vsxb__ring_rx_publish(struct vsxb_vm *vm)
+{
+	if (vm->rx_pushed && vm->live && vm->rxq) {
+		vsxu_vq_flush(vm->rxq);
+		vm->st.rx_flushes++;
+	}
+	vm->rx_pushed = false;
+}
+
+/* ---- TX ---- */
+
+int vsxb__ring_tx_pop(struct vsxb_vm *vm, const char **why)
+{
+	int n, rc;
+
+	*why = NULL;
+	vsxu_vq_set_notify(vm->txq, false);
+	for (n = 0; n < VSXB_TX_BATCH; n++) {
+		rc = vsxu_vq_pop(vm->txq, &vm->txe[n]);
+		if (rc < 0) {
+			*why = "TX queue: invalid descriptor chain";
+			return -EIO;
+		}
+		if (rc == 0)
+			break;
+	}
+	return n;
+}
+
+void vsxb__ring_tx_done(struct vsxb_vm *vm, unsigned n)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++)
+		vsxu_vq_push(vm->txq, &vm->txe[i], 0);
+	if (n) {
+		vsxu_vq_flush(vm->txq);
+		vm->st.tx_rounds++;
+	}
+}
+
+bool vsxb__ring_tx_rearm(struct vsxb_vm *vm)
+{
+	vsxu_vq_set_notify(vm->txq, true);
+	return vsxu_vq_avail(vm->txq) != 0;
+}
+
+bool vsxb__ring_tx_ready(struct vsxb_vm *vm, bool sleeping)
+{
+	if (!vm->txq || !vsxu_vq_ready(vm->txq))
+		return false;
+	if (sleeping)
+		vsxu_vq_set_notify(vm->txq, true);   /* fences, then look */
+	return vsxu_vq_avail(vm->txq) != 0;
+}
+
+void vsxb__batch_drop(struct vsxb_vm *vm)
+{
+	vm->batch = NULL;
+	vm->batch_niov = 0;
+	vm->batch_len = 0;
+	vm->batch_flags = 0;
+}
+
+/* ---- Event queue ---- */
+
+int vsxb__ring_event(struct vsxb_vm *vm, uint32_t id, const char **why)
+{
+	struct vsxu_vq_elem *e = &vm->rxe[0];
+	uint32_t le = htole32(id);
+	int rc;
+
+	*why = NULL;
+	if (!vm->evq || !vsxu_vq_ready(vm->evq))
+		return 0; /* QEMU keeps the event queue itself */
+	rc = vsxu_vq_pop(vm->evq, e);
+	if (rc < 0) {
+		*why = "event queue: invalid descriptor chain";
+		return -EIO;
+	}
+	if (rc == 0)
+		return 0; /* no buffer yet: the next event-queue kick */
+	if (e->in_len < sizeof(le)) {
+		vsxu_vq_push(vm->evq, e, 0);
+		vsxu_vq_flush(vm->evq);
+		*why = "event queue: buffer too small";
+		return -EIO;
+	}
+	vsxu_iov_from_buf(e->iov + e->out_num, e->in_num, 0, &le, sizeof(le));
+	vsxu_vq_push(vm->evq, e, sizeof(le));
+	vsxu_vq_flush(vm->evq);
+	return 1;
+}
