@@ -34,7 +34,8 @@ struct vsxd_handoff_report;
 
 /* How this process started (vsxd(8) RESTARTING VSXD; fdstore.c). */
 struct vsxd_start_info {
-	const char *mode;          /* "fresh", "recovered" (after a crash) or
+	const char *mode;          /* "fresh", "recovered" (after a crash),
+				      "restarted" (SIGTERM under a store) or
 				      "handed-over" (vsxctl upgrade) */
 	bool store;                /* descriptors go to the service manager's store */
 	uint64_t generation;       /* 1, +1 per recovery */
@@ -42,7 +43,8 @@ struct vsxd_start_info {
 	unsigned vms_recovered;    /* devices resumed from the store */
 	unsigned vms_failed;       /* named by the state, started fresh */
 	unsigned conns_ended;      /* connections the state named, RST */
-	unsigned listeners;        /* listening sockets a handoff passed */
+	unsigned listeners;        /* listening sockets a handoff or a
+				      restart passed */
 };
 
 struct vsxd_control_opts {

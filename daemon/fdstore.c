@@ -29,7 +29,11 @@
  * another version) makes every VM start fresh. Whatever no VM took is
  * closed and leaves the store.
  *
- * A clean exit (SIGTERM) empties the store: QEMU sees its back-end go, as
+ * SIGTERM (systemctl restart or stop) leaves the store as it is, with every
+ * listening socket of the process added (listen.K, vsxd_fdstore_keep): a
+ * restart takes them back (the listeners by address: util.h, inherited
+ * listeners), a stop makes systemd discard them. A clean exit otherwise
+ * (SIGINT) empties the store: QEMU sees its back-end go, as
  * it would without one.
  */
 #include <errno.h>
@@ -500,7 +504,7 @@ int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstor
 				names[i] = NULL;
 			/* a listening socket of a live handoff: whoever binds
 			 * its address takes it (util.h, inherited listeners) */
-			if (fs->handoff && fs->passed[i].name &&
+			if (fs->passed[i].name &&
 			    !strncmp(fs->passed[i].name, "listen.", 7) &&
 			    vsx__inherit_add(fs->passed[i].fd) == 0) {
 				fs->passed[i].given = true;
@@ -521,11 +525,15 @@ int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstor
 	}
 	free(names);
 	if (fs->have_prev) {
-		fs->info.mode = fs->handoff ? "handed-over" : "recovered";
+		/* listening sockets in the store: the old process left them on
+		 * SIGTERM (vsxd_fdstore_keep), it did not crash */
+		fs->info.mode = fs->handoff ? "handed-over"
+				: fs->info.listeners ? "restarted" : "recovered";
 		fs->info.generation = fs->prev.generation + 1;
 		fs_log(fs, LOG_NOTICE, "%s: the state of generation %llu names %u VM%s",
 		       fs->handoff ? "taking over in a live handoff"
-				   : "recovering after a crash",
+		       : fs->info.listeners ? "restarting (systemctl restart)"
+		       : "recovering after a crash",
 		       (unsigned long long)fs->prev.generation,
 		       fs->prev.nvms, fs->prev.nvms == 1 ? "" : "s");
 	}
@@ -700,7 +708,8 @@ void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char 
 	fs->info.conns_ended += v->nconns;
 	fs_log(fs, LOG_NOTICE, "vm %s: %s: device resumed on its vhost-user connection, "
 	       "%u connection%s ended (RST to the guest)", name,
-	       fs->handoff ? "handed over" : "recovered after a crash",
+	       fs->handoff ? "handed over" : fs->info.listeners ? "restarted"
+			   : "recovered after a crash",
 	       v->nconns, v->nconns == 1 ? "" : "s");
 	return;
 
@@ -761,6 +770,26 @@ void vsxd_fdstore_info(struct vsxd_fdstore *fs, struct vsxd_start_info *out)
 	pthread_mutex_lock(&fs->lock);
 	*out = fs->info;
 	pthread_mutex_unlock(&fs->lock);
+}
+
+int vsxd_fdstore_keep(struct vsxd_fdstore *fs)
+{
+	int fds[1024], n, kept = 0;
+	char name[32];
+
+	if (!fs || !fs->info.store || fs->memfd < 0)
+		return -ENOTCONN;
+	n = vsx__listeners(fds, sizeof(fds) / sizeof(fds[0]));
+	if (n < 0)
+		return n;
+	pthread_mutex_lock(&fs->lock);
+	write_record(fs);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "listen.%d", i);
+		kept += store_fd(fs, name, fds[i]) == 0;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return kept;
 }
 
 void vsxd_fdstore_free(struct vsxd_fdstore *fs)

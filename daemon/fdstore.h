@@ -62,6 +62,15 @@ void vsxd_fdstore_info(struct vsxd_fdstore *fs, struct vsxd_start_info *out);
  * why (the handoff is refused, the old process serves on); else NULL. */
 const char *vsxd_fdstore_refusal(struct vsxd_fdstore *fs);
 
+/* SIGTERM under a store (systemctl stop or restart): the record brought
+ * up to date and every listening socket of the process stored too
+ * (listen.K), so that a restart takes each device and listener back and
+ * a program connecting meanwhile waits in a backlog; the caller exits
+ * without cleaning up (a stop: systemd closes what the store holds, and
+ * QEMU sees its back-end go). The listeners stored, or -ENOTCONN: no
+ * store. */
+int vsxd_fdstore_keep(struct vsxd_fdstore *fs);
+
 /* A clean exit: everything leaves the store (the front-ends then see
  * their back-end go, as without one), and @fs is freed. */
 void vsxd_fdstore_free(struct vsxd_fdstore *fs);

@@ -303,6 +303,8 @@ struct vsxd {
 	char **argv;                   /* ours, for the next process */
 	char self[4096];               /* the program we run, as started */
 	uint64_t handoffs_failed;      /* upgrades that failed (metrics) */
+	bool hold_accept;              /* listeners inherited: VMs accept once
+					  adopted */
 	int handoff_fd;                /* a live handoff started us: answer
 					  here once serving (handoff.c); -1 */
 };
@@ -471,8 +473,8 @@ static int vm_start(struct vsxd *d, const struct vsxd_config *cfg, const struct 
 		.groups = vm->groups,
 		.forward = vm->set & VSXD_VM_FWD_CID,
 		.forward_cid = vm->forward_cid,
-		/* a handoff's inherited backlog waits for the adoption */
-		.hold_accept = d->handoff_fd >= 0,
+		/* inherited listeners' backlogs wait for the adoption */
+		.hold_accept = d->hold_accept,
 	};
 	char label[256];
 	uint32_t bad = 0;
@@ -924,6 +926,24 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		reload(d);
 		return;
 	}
+	if (sig == SIGTERM) {
+		int kept;
+
+		/* under a store, what a restart needs stays there, and no
+		 * worker touches a ring again */
+		vsxb_router_freeze(d->router);
+		kept = vsxd_fdstore_keep(d->fdstore);
+		if (kept >= 0) {
+			vlog(LOG_NOTICE, "SIGTERM: the devices and %d listening socket%s stay "
+			     "in the file descriptor store for the next start (a stop "
+			     "closes them): exiting", kept, kept == 1 ? "" : "s");
+			notify("STOPPING=1\nSTATUS=exiting, state kept");
+			if (logst.target == VSXD_LOG_SYSLOG)
+				closelog();
+			_exit(EXIT_SUCCESS);
+		}
+		vsxb_router_thaw(d->router);
+	}
 	vlog(LOG_INFO, "%s: exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	notify("STOPPING=1\nSTATUS=exiting");
 	event_base_loopbreak(d->base);
@@ -1053,6 +1073,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	d.handoff_fd = vsxd_handoff_fd();
+	d.hold_accept = vsx__inherit_pending();
 	if (vsxd_fdstore_refusal(d.fdstore))
 		goto out;
 	vsxb_router_set_conn_events(d.router, conn_event_log, d.fdstore);
@@ -1084,7 +1105,7 @@ int main(int argc, char **argv)
 				   d.cfg.vms[i].guest_cid);
 		if (vsxd_fdstore_refusal(d.fdstore))
 			goto out;
-		if (d.handoff_fd >= 0)
+		if (d.hold_accept)
 			vsxb_vm_accept_start(d.vms[i]);
 	}
 	vsxd_fdstore_ready(d.fdstore);
@@ -1111,14 +1132,18 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	if (d.handoff_fd >= 0) {
-		struct vsxd_start_info start;
+	d.hold_accept = false;
+	{
 		unsigned unused = vsx__inherit_close_unused();
 
-		vsxd_fdstore_info(d.fdstore, &start);
 		if (unused)
-			vlog(LOG_INFO, "handoff: %u listening socket%s the configuration no "
+			vlog(LOG_INFO, "%u inherited listening socket%s the configuration no "
 			     "longer names closed", unused, unused == 1 ? "" : "s");
+	}
+	if (d.handoff_fd >= 0) {
+		struct vsxd_start_info start;
+
+		vsxd_fdstore_info(d.fdstore, &start);
 		vsxd_handoff_serving(d.handoff_fd, start.vms_recovered, start.conns_ended,
 				     vsx__inherit_taken());
 		d.handoff_fd = -1;

@@ -48,7 +48,8 @@
  *      status says how this vsxd started (start-mode, generation, started,
  *      fd-store and the recovery counts: vsxd(8) RESTARTING VSXD)
  *   3  upgrade (the live handoff: vsxd(8) UPGRADING VSXD); start-mode
- *      takes "handed-over", and status carries handed-over-listeners
+ *      takes "handed-over" and "restarted", and status carries
+ *      handed-over-listeners
  */
 #define VSX_CTL_VERSION 3
 #define VSX_CTL_VERSION_MIN 1
@@ -173,6 +174,7 @@
 #define VSX_CTL_K_CONTROL "control"     /* the control socket path */
 /* how this vsxd started (vsxd(8) RESTARTING VSXD) */
 #define VSX_CTL_K_START_MODE "start-mode" /* fresh, recovered (after a crash),
+					     restarted (SIGTERM under a store),
 					     handed-over (vsxctl upgrade) */
 #define VSX_CTL_K_GENERATION "generation" /* 1, +1 per recovery or handoff */
 #define VSX_CTL_K_HANDED_OVER_LISTENERS "handed-over-listeners"

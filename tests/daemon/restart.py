@@ -19,8 +19,14 @@
 #                place of guest memory, another guest-cid for the VM in
 #                the file: a log line saying so, the VM starts fresh (the
 #                front-end sees its back-end go), vsxd serves on
-#   stop         SIGTERM (systemctl stop): exit 0, the store is emptied by
-#                vsxd (FDSTOREREMOVE) and the front-end sees its back-end go
+#   restart      SIGTERM then a start with the store (systemctl restart):
+#                vsxd exits 0 leaving its devices and listening sockets in
+#                the store; the new process takes them back (start-mode
+#                restarted): same front-end, the old connection ends (EOF,
+#                RST), new ones work both ways
+#   stop         SIGTERM (systemctl stop): exit 0, the store is left to the
+#                service manager, which discards it, and the front-end
+#                sees its back-end go
 #   small store  FileDescriptorStoreMax=4: the device does not fit (a log
 #                line), only the record is kept, the device serves
 #
@@ -182,11 +188,45 @@ try:
     bad("the VM's guest-cid changed in the file", other_cid,
         "vm web: cannot recover its device (its guest-cid was 3, it is 4 now)", cid=4)
 
+    # ---- systemctl restart: SIGTERM, the store kept, started again ----
+    ok = (guest.cmd("listen 5500") and guest.cmd("hconnect unix:%s:5500" % uds) and
+          guest.cmd("hsend 4000") and guest.cmd("grecv 4000") and
+          guest.cmd("gsend 4000") and guest.cmd("hrecv 4000"))
+    check("restart: a connection carries data both ways", ok)
+    gen = int(status().get("generation", 0))
+    starts = svc.starts
+    nmsg = len(svc.messages)
+    t0 = time.monotonic()
+    svc.restart()
+    up = svc.wait(lambda: svc.starts > starts and svc.ready)
+    t_up = time.monotonic()
+    listeners = [m for m in svc.messages[nmsg:]
+                 if m.startswith("FDSTORE=1") and "FDNAME=listen." in m]
+    # (the file has no metrics since the guest-cid change above)
+    check("restart: SIGTERM: vsxd exited 0, its devices and its 3 listening sockets "
+          "(vhost-user, uds-path, control) left in the store; started again "
+          "(%.0f ms)" % (1000 * (t_up - t0)),
+          up and svc.stopped_rc == 0 and len(listeners) == 3 and
+          not any("FDSTOREREMOVE=1\nFDNAME=state" in m for m in svc.messages[nmsg:]),
+          "exit %s, %d listeners" % (svc.stopped_rc, len(listeners)))
+    check("restart: the host end reads EOF, the guest gets an RST",
+          guest.cmd("hclosed") and guest.cmd("wait-rst"))
+    check("restart: the same front-end connection serves on (no setup again)",
+          guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
+    check("restart: new connections both ways", both_ways(guest, 5600, "restart"))
+    st = status()
+    check("restart: vsxctl status: start-mode restarted, generation %d, 3 listeners "
+          "taken back" % (gen + 1), st.get("start_mode") == "restarted" and
+          str(st.get("generation")) == str(gen + 1) and
+          str(st.get("handed_over_listeners")) == "3", str(st))
+    check("restart: the listeners left the store once taken back",
+          svc.wait(lambda: not [n for n in svc.names() if n.startswith("listen.")]),
+          str(svc.names()))
+
     # ---- systemctl stop ----
     svc.stop()
-    check("stop: vsxd exited 0 and emptied the store (FDSTOREREMOVE)",
-          svc.stopped_rc == 0 and not svc.store and
-          any("FDSTOREREMOVE=1\nFDNAME=state" in m for m in svc.messages),
+    check("stop: vsxd exited 0 and left the store to the service manager, which "
+          "discarded it", svc.stopped_rc == 0 and not svc.store,
           "exit %s, store %s" % (svc.stopped_rc, svc.names()))
     check("stop: the front-end sees its back-end go",
           guest.cmd("backend") and guest.line.endswith("alive=0"), guest.line)
