@@ -54,7 +54,9 @@
  * Readiness goes to the service manager through libsystemd's sd_notify
  * (nothing without $NOTIFY_SOCKET): READY=1 once every socket listens,
  * RELOADING=1 then READY=1 around a reload, STOPPING=1 at exit, each with
- * a STATUS= line. No MAINPID=: vsxd does not fork, systemd knows its pid.
+ * a STATUS= line. MAINPID= only at a live handoff (vsxctl upgrade): the
+ * old process names the new one, its child, before it exits, so that
+ * systemd (NotifyAccess=main) follows it instead of stopping the unit.
  */
 #include <errno.h>
 #include <signal.h>
@@ -837,12 +839,14 @@ static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep,
 	if (r < 0) {
 		__atomic_add_fetch(&d->handoffs_failed, 1, __ATOMIC_RELAXED);
 		vlog(LOG_ERR, "upgrade to %s failed, serving on: %s", o.exec, why);
-	}
-	else
+	} else {
 		vlog(LOG_NOTICE, "upgrade: pid %d serves now (%u VM%s, %u listener%s, %u "
 		     "connection%s ended): exiting", rep->pid, rep->vms,
 		     rep->vms == 1 ? "" : "s", rep->listeners, rep->listeners == 1 ? "" : "s",
 		     rep->conns_ended, rep->conns_ended == 1 ? "" : "s");
+		/* the unit's main process from now on (it is our child) */
+		notify("MAINPID=%d\nSTATUS=handed over to pid %d", rep->pid, rep->pid);
+	}
 	return r;
 }
 

@@ -76,7 +76,23 @@ def both_ways(g, port):
     return vsxdtest.both_ways(g, uds, port)
 
 
-env = dict(os.environ, HANDOFF_VSXD=VSXD)
+# the service manager's end of $NOTIFY_SOCKET: the old process names the
+# new one the unit's main process (MAINPID=) before it exits
+nsock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+nsock.bind(os.path.join(tmp, "notify"))
+nsock.setblocking(False)
+
+
+def notifications():
+    got = []
+    while True:
+        try:
+            got.append(nsock.recv(4096).decode())
+        except BlockingIOError:
+            return got
+
+
+env = dict(os.environ, HANDOFF_VSXD=VSXD, NOTIFY_SOCKET=os.path.join(tmp, "notify"))
 vsxd = subprocess.Popen([VSXD, "--config", conf], stdout=log, stderr=log, env=env)
 guest = None
 final_pid = None
@@ -165,6 +181,9 @@ try:
           st.get("start_mode") == "handed-over" and str(st.get("generation")) == "2" and
           str(st.get("handed_over_listeners")) == "4", str(st))
     check("the pid vsxctl printed is the new process's", "pid %s:" % final_pid in out, out)
+    sent = notifications()
+    check("the old process told the service manager MAINPID=%s" % final_pid,
+          any(("MAINPID=%s\n" % final_pid) in m for m in sent), str(sent[-3:]))
     try:
         line = hyb.recv(64).decode()
     except OSError as e:
