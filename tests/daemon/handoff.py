@@ -11,7 +11,8 @@
 #                fails and one of version 99 (the new vsxd refuses both):
 #                vsxctl exits non-zero saying why, the same vsxd serves on,
 #                the connection carries on, the front-end never sees its
-#                back-end go; afterwards new connections work
+#                back-end go, it holds as many descriptors as before;
+#                afterwards new connections work
 #   handoff      vsxctl upgrade to a vsxd that starts 1 s late: a host
 #                program that connects to the uds-path meanwhile and a
 #                control client are answered by the new process (backlogs
@@ -107,6 +108,7 @@ try:
           guest.cmd("gsend 32768") and guest.cmd("hrecv 32768"))
     check("a connection carries data both ways", ok)
     h2g, g2h = 65536, 32768
+    nfds0 = len(os.listdir("/proc/%s/fd" % pid0))
 
     # ---- failed handoffs: the same vsxd serves on ----
     failed = [
@@ -141,6 +143,9 @@ try:
     rc, out = upgrade("--exec", os.path.join(tmp, "nonexistent"))
     check("upgrade --exec a missing program: non-zero, said", rc != 0 and
           "no such program" in out, out)
+    nfds = len(os.listdir("/proc/%s/fd" % pid0))
+    check("after the failed handoffs vsxd holds as many descriptors as before "
+          "(%d, %d)" % (nfds0, nfds), nfds == nfds0)
     check("metrics: vsxd_handoffs_failed_total 5",
           "vsxd_handoffs_failed_total 5" in metric_lines())
     check("after the failed handoffs the connection ends cleanly (%d bytes to the "
