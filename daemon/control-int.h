@@ -59,6 +59,11 @@ struct vsxd_control {
 	const struct vsxd_workers *workers; /* or NULL */
 	struct vsxd_start_info start;
 	bool has_start;
+	int (*upgrade)(void *arg, const char *exec, struct vsxd_handoff_report *rep,
+		       char *why, size_t whylen);
+	void (*upgraded)(void *arg);
+	void *upgrade_arg;
+	bool handed_over;           /* an upgrade committed: answer and go */
 };
 
 /* The control socket's log, if any (control_reply.c). */

@@ -30,6 +30,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -103,6 +104,30 @@ static void client_refuse(struct ctl_client *cl, int e, const char *fmt, ...)
 	vsxd__ctl_end(out, e, msg);
 }
 
+/*
+ * An upgrade handed everything to a new process (control_cmds.c): the
+ * reply goes out now, on this thread, and the process ends (upgraded):
+ * its loop must not run again, the new process serves what it served.
+ */
+static void handed_over(struct ctl_client *cl)
+{
+	struct evbuffer *out = bufferevent_get_output(cl->bev);
+	int fd = bufferevent_getfd(cl->bev);
+	int64_t deadline = vsx__now_ms() + 2000;
+	size_t len = evbuffer_get_length(out), off = 0;
+	/* (the bufferevent alone may drain its output: a copy is written) */
+	const unsigned char *p = evbuffer_pullup(out, -1);
+
+	while (p && off < len && vsx__wait_fd(fd, POLLOUT, deadline) > 0) {
+		ssize_t n = write(fd, p + off, len - off);
+
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			break;
+		off += n > 0 ? (size_t)n : 0;
+	}
+	cl->c->upgraded(cl->c->upgrade_arg);
+}
+
 /* Answer what complete requests the input holds. false: @cl was freed. */
 static bool client_process(struct ctl_client *cl)
 {
@@ -145,6 +170,8 @@ static bool client_process(struct ctl_client *cl)
 		memcpy(req, p, end);
 		evbuffer_drain(in, end);
 		vsxd_control_answer(cl->c, req, end, cl->uid, out);
+		if (cl->c->handed_over)
+			handed_over(cl);
 		client_arm(cl, cl->c->timeout_ms);
 		if (evbuffer_get_length(out) > CTL_OUT_HIGH) {
 			vsxd__ctl_log(cl->c, VSXB_LOG_DEBUG, "control: client %llu: more than %u "
@@ -380,6 +407,9 @@ int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 	c->fwds = o->fwds;
 	c->evloop = o->evloop;
 	c->workers = o->workers;
+	c->upgrade = o->upgrade;
+	c->upgraded = o->upgraded;
+	c->upgrade_arg = o->upgrade_arg;
 	if (o->start) {
 		c->start = *o->start;
 		c->has_start = true;

@@ -30,16 +30,21 @@ struct vsxd_fwds;
 struct vsxu_evloop;
 
 struct vsxd_workers;
+struct vsxd_handoff_report;
 
 /* How this process started (vsxd(8) RESTARTING VSXD; fdstore.c). */
 struct vsxd_start_info {
-	const char *mode;          /* "fresh" or "recovered" (after a crash) */
+	const char *mode;          /* "fresh", "recovered" (after a crash),
+				      "restarted" (SIGTERM under a store) or
+				      "handed-over" (vsxctl upgrade) */
 	bool store;                /* descriptors go to the service manager's store */
 	uint64_t generation;       /* 1, +1 per recovery */
 	time_t started;            /* wall clock */
 	unsigned vms_recovered;    /* devices resumed from the store */
 	unsigned vms_failed;       /* named by the state, started fresh */
 	unsigned conns_ended;      /* connections the state named, RST */
+	unsigned listeners;        /* listening sockets a handoff or a
+				      restart passed */
 };
 
 struct vsxd_control_opts {
@@ -58,6 +63,14 @@ struct vsxd_control_opts {
 	const struct vsxd_workers *workers; /* workers.h: status and vms say
 					       which thread serves a VM; NULL */
 	const struct vsxd_start_info *start; /* status says it; NULL: not */
+	/* upgrade (vsxctl upgrade; handoff.h): hand over to @exec (NULL:
+	 * the program vsxd was started as): 0 once the new process serves,
+	 * else a negative errno and @why; NULL: refused (EOPNOTSUPP). Once
+	 * the reply is out, upgraded is called (it does not return). */
+	int (*upgrade)(void *arg, const char *exec, struct vsxd_handoff_report *rep,
+		       char *why, size_t whylen);
+	void (*upgraded)(void *arg);
+	void *upgrade_arg;
 };
 
 /*

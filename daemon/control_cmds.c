@@ -28,6 +28,7 @@
 #include "vhost-user/loop-event.h"
 #include "forward.h"
 #include "workers.h"
+#include "handoff.h"
 #include "util.h"
 
 #define HOST_CID 2
@@ -389,6 +390,7 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 		put(b, VSX_CTL_K_RECOVERED_VMS, "%u", c->start.vms_recovered);
 		put(b, VSX_CTL_K_RECOVERY_FAILED_VMS, "%u", c->start.vms_failed);
 		put(b, VSX_CTL_K_RECOVERY_CONNS_ENDED, "%u", c->start.conns_ended);
+		put(b, VSX_CTL_K_HANDED_OVER_LISTENERS, "%u", c->start.listeners);
 	}
 	if (c->workers)
 		put_threads(c, b, &wsi);
@@ -729,6 +731,35 @@ static int cmd_resolve(struct req *q, struct evbuffer *b)
 	return 0;
 }
 
+/* The live handoff (handoff.c): on success the reply is the last thing
+ * this process does (control.c: handed_over). */
+static int cmd_upgrade(struct req *q, struct evbuffer *b)
+{
+	struct vsxd_control *c = q->c;
+	const char *exec = arg(q, VSX_CTL_K_EXEC);
+	struct vsxd_handoff_report rep;
+	char why[CTL_ERR_MAX - 64];
+	int r;
+
+	if (!c->upgrade)
+		return fail(q, EOPNOTSUPP, "this vsxd cannot hand over");
+	if (exec && *exec != '/')
+		return fail(q, EINVAL, "exec=%s: give an absolute path", exec);
+	vsxd__ctl_log(c, VSXB_LOG_INFO, "control: upgrade%s%s uid=%u", exec ? " exec=" : "",
+		      exec ? exec : "", q->uid);
+	why[0] = '\0';
+	r = c->upgrade(c->upgrade_arg, exec, &rep, why, sizeof(why));
+	if (r < 0)
+		return fail(q, -r, "upgrade failed, the running vsxd serves on: %s", why);
+	put(b, VSX_CTL_K_PID, "%d", rep.pid);
+	put(b, VSX_CTL_K_VMS, "%u", rep.vms);
+	put(b, VSX_CTL_K_CONNS_ENDED, "%u", rep.conns_ended);
+	put(b, VSX_CTL_K_LISTENERS, "%u", rep.listeners);
+	put(b, VSX_CTL_K_FDS, "%u", rep.fds);
+	c->handed_over = true;
+	return 0;
+}
+
 static const struct ctl_cmd {
 	const char *name;
 	int (*fn)(struct req *q, struct evbuffer *b);
@@ -744,6 +775,7 @@ static const struct ctl_cmd {
 	    VSX_CTL_K_RX, VSX_CTL_K_TX, NULL } },
 	{ VSX_CTL_CLOSE, cmd_close, { VSX_CTL_K_ID, VSX_CTL_K_RESET, NULL } },
 	{ VSX_CTL_RESOLVE, cmd_resolve, { VSX_CTL_K_VM, NULL } },
+	{ VSX_CTL_UPGRADE, cmd_upgrade, { VSX_CTL_K_EXEC, NULL } },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

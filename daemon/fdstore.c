@@ -29,7 +29,11 @@
  * another version) makes every VM start fresh. Whatever no VM took is
  * closed and leaves the store.
  *
- * A clean exit (SIGTERM) empties the store: QEMU sees its back-end go, as
+ * SIGTERM (systemctl restart or stop) leaves the store as it is, with every
+ * listening socket of the process added (listen.K, vsxd_fdstore_keep): a
+ * restart takes them back (the listeners by address: util.h, inherited
+ * listeners), a stop makes systemd discard them. A clean exit otherwise
+ * (SIGINT) empties the store: QEMU sees its back-end go, as
  * it would without one.
  */
 #include <errno.h>
@@ -48,6 +52,7 @@
 
 #include "fdstore.h"
 #include "state.h"
+#include "util.h"
 #include "vhost-user/vhost_user.h"
 
 struct vsxd_fdstore {
@@ -55,6 +60,8 @@ struct vsxd_fdstore {
 	vsxd_fdstore_log_fn log;
 	void *log_arg;
 	struct vsxd_start_info info;
+	bool handoff;                 /* a live handoff started us (handoff.c) */
+	char refusal[320];            /* why this process refuses the handoff */
 	unsigned store_max;           /* $FDSTORE; 0: not said */
 	int memfd;                    /* the record; -1: none */
 	size_t rec_len;
@@ -229,9 +236,19 @@ static unsigned names_needed(const struct vsxu_vu_state *st)
 	return n;
 }
 
-/* Fill @v (name already set) from @st and store its descriptors. */
+static int put_store(void *arg, const char *name, int fd)
+{
+	return store_fd(arg, name, fd);
+}
+
 static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
 			const struct vsxu_vu_state *st)
+{
+	return vsxd_state_vm_fill(v, st, put_store, fs);
+}
+
+int vsxd_state_vm_fill(struct vsxd_state_vm *v, const struct vsxu_vu_state *st,
+		       int (*store)(void *arg, const char *name, int fd), void *arg)
 {
 	struct stat rs[VSXU_MEM_MAX_REGIONS];
 	char nm[VSXD_STATE_NAME_MAX + 1];   /* (a copy: @v's names are written) */
@@ -244,7 +261,7 @@ static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
 	v->protocol_features = st->protocol_features;
 	v->nregions = st->nregions;
 	v->nqueues = st->nqueues;
-	err = store_fd(fs, v->conn, st->conn_fd);
+	err = store(arg, v->conn, st->conn_fd);
 	for (unsigned i = 0; i < st->nregions && !err; i++) {
 		const struct vsxu_vu_region_state *r = &st->region[i];
 		struct vsxd_state_region *g = &v->region[i];
@@ -269,7 +286,7 @@ static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
 			continue;
 		}
 		snprintf(g->fd, sizeof(g->fd), "vm.%s.mem%u", nm, i);
-		err = store_fd(fs, g->fd, r->fd);
+		err = store(arg, g->fd, r->fd);
 	}
 	for (unsigned i = 0; i < st->nqueues && !err; i++) {
 		const struct vsxu_vu_queue_state *q = &st->queue[i];
@@ -283,10 +300,10 @@ static int store_device(struct vsxd_fdstore *fs, struct vsxd_state_vm *v,
 		g->used = q->used;
 		snprintf(g->kick, sizeof(g->kick), "vm.%s.kick%u", nm, q->index);
 		g->call[0] = '\0';
-		err = store_fd(fs, g->kick, q->kick_fd);
+		err = store(arg, g->kick, q->kick_fd);
 		if (!err && q->call_fd >= 0) {
 			snprintf(g->call, sizeof(g->call), "vm.%s.call%u", nm, q->index);
-			err = store_fd(fs, g->call, q->call_fd);
+			err = store(arg, g->call, q->call_fd);
 		}
 	}
 	return err;
@@ -429,6 +446,13 @@ static void read_prev(struct vsxd_fdstore *fs, int fd)
 	n = pread(fd, buf, (size_t)st.st_size, 0);
 	r = n < 0 ? -errno : vsxd_state_decode(buf, (size_t)n, &fs->prev, why, sizeof(why));
 	free(buf);
+	if (r < 0 && fs->handoff) {
+		/* the old process serves on */
+		snprintf(fs->refusal, sizeof(fs->refusal), "the state is unusable: %s",
+			 n < 0 ? strerror(-r) : why);
+		fs_log(fs, LOG_ERR, "handoff refused: %s", fs->refusal);
+		return;
+	}
 	if (r < 0) {
 		fs_log(fs, LOG_ERR, "restart state unusable (%s): every VM starts fresh",
 		       n < 0 ? strerror(-r) : why);
@@ -460,6 +484,7 @@ int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstor
 	if (max)
 		fs->store_max = (unsigned)strtoul(max, NULL, 10);
 	fs->info.store = getenv("NOTIFY_SOCKET") && fs->store_max > 0;
+	fs->handoff = getenv("VSXD_HANDOFF_FD") != NULL;
 
 	n = sd_listen_fds_with_names(1, &names);
 	if (n < 0)
@@ -477,11 +502,22 @@ int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstor
 			fs->passed[i].name = names ? names[i] : NULL;
 			if (names)
 				names[i] = NULL;
+			/* a listening socket of a live handoff: whoever binds
+			 * its address takes it (util.h, inherited listeners) */
+			if (fs->passed[i].name &&
+			    !strncmp(fs->passed[i].name, "listen.", 7) &&
+			    vsx__inherit_add(fs->passed[i].fd) == 0) {
+				fs->passed[i].given = true;
+				fs->info.listeners++;
+			}
 			if (fs->passed[i].name && !strcmp(fs->passed[i].name, "state") &&
 			    state < 0)
 				state = (int)i;
 		}
-		if (state < 0)
+		if (state < 0 && fs->handoff)
+			snprintf(fs->refusal, sizeof(fs->refusal), "no descriptor named "
+				 "state among the %u passed", fs->nfds);
+		else if (state < 0)
 			fs_log(fs, LOG_ERR, "restart: %u descriptors passed, none named "
 			       "state: every VM starts fresh", fs->nfds);
 		else
@@ -489,15 +525,22 @@ int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstor
 	}
 	free(names);
 	if (fs->have_prev) {
-		fs->info.mode = "recovered";
+		/* listening sockets in the store: the old process left them on
+		 * SIGTERM (vsxd_fdstore_keep), it did not crash */
+		fs->info.mode = fs->handoff ? "handed-over"
+				: fs->info.listeners ? "restarted" : "recovered";
 		fs->info.generation = fs->prev.generation + 1;
-		fs_log(fs, LOG_NOTICE, "recovering after a crash: the state of generation "
-		       "%llu names %u VM%s", (unsigned long long)fs->prev.generation,
+		fs_log(fs, LOG_NOTICE, "%s: the state of generation %llu names %u VM%s",
+		       fs->handoff ? "taking over in a live handoff"
+		       : fs->info.listeners ? "restarting (systemctl restart)"
+		       : "recovering after a crash",
+		       (unsigned long long)fs->prev.generation,
 		       fs->prev.nvms, fs->prev.nvms == 1 ? "" : "s");
 	}
 	if (fs->info.store) {
-		/* the record is written in place: the store's copy is this file */
-		if (fs->have_prev) {
+		/* the record is written in place: the store's copy is this file
+		 * (a handoff's record is not the store's: a new one is) */
+		if (fs->have_prev && !fs->handoff) {
 			fs->memfd = fs->passed[state].fd;
 			fs->passed[state].given = true;
 			fs->passed[state].keep_name = true;
@@ -663,13 +706,23 @@ void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char 
 	}
 	fs->info.vms_recovered++;
 	fs->info.conns_ended += v->nconns;
-	fs_log(fs, LOG_NOTICE, "vm %s: recovered after a crash: device resumed on its "
-	       "vhost-user connection, %u connection%s ended (RST to the guest)", name,
+	fs_log(fs, LOG_NOTICE, "vm %s: %s: device resumed on its vhost-user connection, "
+	       "%u connection%s ended (RST to the guest)", name,
+	       fs->handoff ? "handed over" : fs->info.listeners ? "restarted"
+			   : "recovered after a crash",
 	       v->nconns, v->nconns == 1 ? "" : "s");
 	return;
 
 fail:
 	fs->info.vms_failed++;
+	if (fs->handoff) {
+		/* the old process still serves it: the handoff is refused
+		 * (main.c), nothing here touched the front-end */
+		snprintf(fs->refusal, sizeof(fs->refusal), "vm %s: cannot take its "
+			 "device: %s", name, why);
+		fs_log(fs, LOG_ERR, "%s", fs->refusal);
+		return;
+	}
 	fs_log(fs, LOG_ERR, "vm %s: cannot recover its device (%s): it starts fresh, "
 	       "its front-end connection closed (QEMU sees its back-end go)", name, why);
 }
@@ -707,11 +760,36 @@ void vsxd_fdstore_ready(struct vsxd_fdstore *fs)
 	write_record(fs);
 	pthread_mutex_unlock(&fs->lock);
 }
+const char *vsxd_fdstore_refusal(struct vsxd_fdstore *fs)
+{
+	return fs && *fs->refusal ? fs->refusal : NULL;
+}
+
 void vsxd_fdstore_info(struct vsxd_fdstore *fs, struct vsxd_start_info *out)
 {
 	pthread_mutex_lock(&fs->lock);
 	*out = fs->info;
 	pthread_mutex_unlock(&fs->lock);
+}
+
+int vsxd_fdstore_keep(struct vsxd_fdstore *fs)
+{
+	int fds[1024], n, kept = 0;
+	char name[32];
+
+	if (!fs || !fs->info.store || fs->memfd < 0)
+		return -ENOTCONN;
+	n = vsx__listeners(fds, sizeof(fds) / sizeof(fds[0]));
+	if (n < 0)
+		return n;
+	pthread_mutex_lock(&fs->lock);
+	write_record(fs);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "listen.%d", i);
+		kept += store_fd(fs, name, fds[i]) == 0;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return kept;
 }
 
 void vsxd_fdstore_free(struct vsxd_fdstore *fs)

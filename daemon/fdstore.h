@@ -45,10 +45,31 @@ void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
 			 uint64_t guest_cid, const struct vsxu_vu_state *st);
 void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev);
 
+/* Fill @v (its name set) from the device state @st, naming each
+ * descriptor vm.NAME.* (fdstore.c) and giving it with its name to
+ * @store, which returns 0 or a negative errno (the first one stops the
+ * fill and is returned). Regions that share a file share its name. */
+struct vsxd_state_vm;
+int vsxd_state_vm_fill(struct vsxd_state_vm *v, const struct vsxu_vu_state *st,
+		       int (*store)(void *arg, const char *name, int fd), void *arg);
+
 /* VM @name goes away (reload): its descriptors leave the store. */
 void vsxd_fdstore_forget(struct vsxd_fdstore *fs, const char *name);
 
 void vsxd_fdstore_info(struct vsxd_fdstore *fs, struct vsxd_start_info *out);
+
+/* Started by a live handoff (handoff.c) and a device could not be taken:
+ * why (the handoff is refused, the old process serves on); else NULL. */
+const char *vsxd_fdstore_refusal(struct vsxd_fdstore *fs);
+
+/* SIGTERM under a store (systemctl stop or restart): the record brought
+ * up to date and every listening socket of the process stored too
+ * (listen.K), so that a restart takes each device and listener back and
+ * a program connecting meanwhile waits in a backlog; the caller exits
+ * without cleaning up (a stop: systemd closes what the store holds, and
+ * QEMU sees its back-end go). The listeners stored, or -ENOTCONN: no
+ * store. */
+int vsxd_fdstore_keep(struct vsxd_fdstore *fs);
 
 /* A clean exit: everything leaves the store (the front-ends then see
  * their back-end go, as without one), and @fs is freed. */

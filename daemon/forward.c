@@ -729,8 +729,13 @@ static int fwd_listen_fd(struct fwd *f, struct vsxd_err *err)
 			errno = r == -ENOTSOCK ? EADDRINUSE : -r;
 			goto fail;
 		}
-	} else if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
-		goto fail;
+	} else {
+		/* a live handoff's listener for this address, or a new one */
+		r = vsx__inherit_take(fd, (struct sockaddr *)&ss, len);
+		if (r < 0)
+			errno = -r;
+		if (r < 0 || (r == 0 && bind(fd, (struct sockaddr *)&ss, len) < 0))
+			goto fail;
 	}
 	if (ep->kind == VSXD_EP_UNIX && !(f->unlink_path = strdup(ep->host)))
 		goto fail;

@@ -54,7 +54,9 @@
  * Readiness goes to the service manager through libsystemd's sd_notify
  * (nothing without $NOTIFY_SOCKET): READY=1 once every socket listens,
  * RELOADING=1 then READY=1 around a reload, STOPPING=1 at exit, each with
- * a STATUS= line. No MAINPID=: vsxd does not fork, systemd knows its pid.
+ * a STATUS= line. MAINPID= only at a live handoff (vsxctl upgrade): the
+ * old process names the new one, its child, before it exits, so that
+ * systemd (NotifyAccess=main) follows it instead of stopping the unit.
  */
 #include <errno.h>
 #include <signal.h>
@@ -74,8 +76,10 @@
 #include <vsx/vsx.h>
 
 #include "config.h"
+#include "util.h"
 #include "control.h"
 #include "fdstore.h"
+#include "handoff.h"
 #include "vhost-user/loop-event.h"
 #include "forward.h"
 #include "vsock_listen.h"
@@ -141,6 +145,8 @@ static void vlog(int prio, const char *fmt, ...)
 
 /* A fatal start-up error: always on stderr (the caller is waiting for our
  * exit status there), and in syslog too when logging goes there. */
+static char fatal_msg[256];   /* the last one: a refused handoff says it */
+
 __attribute__((format(printf, 1, 2)))
 static void fatal(const char *fmt, ...)
 {
@@ -150,6 +156,7 @@ static void fatal(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	snprintf(fatal_msg, sizeof(fatal_msg), "%.255s", msg);
 	fprintf(stderr, "vsxd: %s\n", msg);
 	if (logst.target == VSXD_LOG_SYSLOG)
 		syslog(LOG_ERR, "%s", msg);
@@ -295,6 +302,13 @@ struct vsxd {
 	struct vsxd_vlisten **vls;      /* cfg.n_vms: each VM's forward-listen */
 	struct event *sig[NSIGNALS];
 	int exit_code;
+	char **argv;                   /* ours, for the next process */
+	char self[4096];               /* the program we run, as started */
+	uint64_t handoffs_failed;      /* upgrades that failed (metrics) */
+	bool hold_accept;              /* listeners inherited: VMs accept once
+					  adopted */
+	int handoff_fd;                /* a live handoff started us: answer
+					  here once serving (handoff.c); -1 */
 };
 
 /* Read the --config file (if any) and merge it with the command line into
@@ -461,6 +475,8 @@ static int vm_start(struct vsxd *d, const struct vsxd_config *cfg, const struct 
 		.groups = vm->groups,
 		.forward = vm->set & VSXD_VM_FWD_CID,
 		.forward_cid = vm->forward_cid,
+		/* inherited listeners' backlogs wait for the adoption */
+		.hold_accept = d->hold_accept,
 	};
 	char label[256];
 	uint32_t bad = 0;
@@ -639,6 +655,7 @@ static int metrics_apply(struct vsxd *d, const char *addr, struct vsxd_err *err)
 		.evloop = &d->ev,
 		.workers = d->workers,
 		.start = &start,
+		.handoffs_failed = &d->handoffs_failed,
 		.log = backend_log,
 	};
 	struct vsxd_metrics *m = NULL;
@@ -794,6 +811,55 @@ out:
 	vsxd_config_free(&nc);
 }
 
+/* vsxctl upgrade (handoff.c): hand everything to a new process. */
+static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep, char *why,
+		   size_t whylen)
+{
+	struct vsxd *d = arg;
+	struct vsxd_start_info start;
+	struct vsxd_handoff_opts o = {
+		.exec = exec && *exec ? exec : d->self,
+		.argv = d->argv,
+		.router = d->router,
+		.vms = d->vms,
+		.n_vms = d->cfg.n_vms,
+		.log = backend_log,
+	};
+	int r;
+
+	if (!*o.exec) {
+		snprintf(why, whylen, "the program vsxd was started as is unknown: give "
+			 "--exec PATH");
+		return -ENOENT;
+	}
+	vsxd_fdstore_info(d->fdstore, &start);
+	o.generation = start.generation;
+	vlog(LOG_NOTICE, "upgrade: handing over to %s", o.exec);
+	r = vsxd_handoff_run(&o, rep, why, whylen);
+	if (r < 0) {
+		__atomic_add_fetch(&d->handoffs_failed, 1, __ATOMIC_RELAXED);
+		vlog(LOG_ERR, "upgrade to %s failed, serving on: %s", o.exec, why);
+	} else {
+		vlog(LOG_NOTICE, "upgrade: pid %d serves now (%u VM%s, %u listener%s, %u "
+		     "connection%s ended): exiting", rep->pid, rep->vms,
+		     rep->vms == 1 ? "" : "s", rep->listeners, rep->listeners == 1 ? "" : "s",
+		     rep->conns_ended, rep->conns_ended == 1 ? "" : "s");
+		/* the unit's main process from now on (it is our child) */
+		notify("MAINPID=%d\nSTATUS=handed over to pid %d", rep->pid, rep->pid);
+	}
+	return r;
+}
+
+/* The handoff is done and vsxctl answered: go, touching nothing the new
+ * process now serves (no cleanup: it would unlink its socket paths). */
+static void upgraded(void *arg)
+{
+	(void)arg;
+	if (logst.target == VSXD_LOG_SYSLOG)
+		closelog();
+	_exit(EXIT_SUCCESS);
+}
+
 /* The control socket. A failure is fatal (returns it) only for a path the
  * user gave. */
 static int control_start(struct vsxd *d)
@@ -809,6 +875,9 @@ static int control_start(struct vsxd *d)
 		.evloop = &d->ev,
 		.workers = d->workers,
 		.start = &start,
+		.upgrade = upgrade,
+		.upgraded = upgraded,
+		.upgrade_arg = d,
 	};
 	int r;
 
@@ -860,6 +929,24 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	if (sig == SIGHUP) {
 		reload(d);
 		return;
+	}
+	if (sig == SIGTERM) {
+		int kept;
+
+		/* under a store, what a restart needs stays there, and no
+		 * worker touches a ring again */
+		vsxb_router_freeze(d->router);
+		kept = vsxd_fdstore_keep(d->fdstore);
+		if (kept >= 0) {
+			vlog(LOG_NOTICE, "SIGTERM: the devices and %d listening socket%s stay "
+			     "in the file descriptor store for the next start (a stop "
+			     "closes them): exiting", kept, kept == 1 ? "" : "s");
+			notify("STOPPING=1\nSTATUS=exiting, state kept");
+			if (logst.target == VSXD_LOG_SYSLOG)
+				closelog();
+			_exit(EXIT_SUCCESS);
+		}
+		vsxb_router_thaw(d->router);
 	}
 	vlog(LOG_INFO, "%s: exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	notify("STOPPING=1\nSTATUS=exiting");
@@ -917,7 +1004,7 @@ static void daemon_free(struct vsxd *d)
 
 int main(int argc, char **argv)
 {
-	struct vsxd d = { .exit_code = EXIT_FAILURE };
+	struct vsxd d = { .exit_code = EXIT_FAILURE, .handoff_fd = -1 };
 	struct vsxd_err err;
 	char label[256];
 	size_t i;
@@ -925,6 +1012,14 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	vsxd_config_init(&d.cfg);
+	d.argv = argv;
+	/* the program as started: an upgrade that replaced the file runs
+	 * the new one by this path, never the deleted image */
+	{
+		ssize_t n = readlink("/proc/self/exe", d.self, sizeof(d.self) - 1);
+
+		d.self[n > 0 ? n : 0] = '\0';
+	}
 
 	r = vsxd_opts_parse(argc, argv, &d.opts, &err);
 	if (r < 0) {
@@ -981,6 +1076,10 @@ int main(int argc, char **argv)
 		fatal("out of memory");
 		goto out;
 	}
+	d.handoff_fd = vsxd_handoff_fd();
+	d.hold_accept = vsx__inherit_pending();
+	if (vsxd_fdstore_refusal(d.fdstore))
+		goto out;
 	vsxb_router_set_conn_events(d.router, conn_event_log, d.fdstore);
 	vsxb_router_set_device_events(d.router, vsxd_fdstore_device, d.fdstore);
 	vsxu_evloop_set_poller(&d.ev, poll_rings, d.router);
@@ -1008,6 +1107,10 @@ int main(int argc, char **argv)
 		}
 		vsxd_fdstore_adopt(d.fdstore, d.vms[i], vsxb_vm_name(d.vms[i]),
 				   d.cfg.vms[i].guest_cid);
+		if (vsxd_fdstore_refusal(d.fdstore))
+			goto out;
+		if (d.hold_accept)
+			vsxb_vm_accept_start(d.vms[i]);
 	}
 	vsxd_fdstore_ready(d.fdstore);
 	r = vsxd_fwds_new(d.base, d.router, backend_log, &d.fwds);
@@ -1033,6 +1136,22 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	d.hold_accept = false;
+	{
+		unsigned unused = vsx__inherit_close_unused();
+
+		if (unused)
+			vlog(LOG_INFO, "%u inherited listening socket%s the configuration no "
+			     "longer names closed", unused, unused == 1 ? "" : "s");
+	}
+	if (d.handoff_fd >= 0) {
+		struct vsxd_start_info start;
+
+		vsxd_fdstore_info(d.fdstore, &start);
+		vsxd_handoff_serving(d.handoff_fd, start.vms_recovered, start.conns_ended,
+				     vsx__inherit_taken());
+		d.handoff_fd = -1;
+	}
 	vlog(LOG_INFO, "vsxd %s: serving %zu VM%s", PACKAGE_VERSION, d.cfg.n_vms,
 	     d.cfg.n_vms == 1 ? "" : "s");
 	notify("READY=1\nSTATUS=serving %zu VM%s", d.cfg.n_vms, d.cfg.n_vms == 1 ? "" : "s");
@@ -1042,6 +1161,15 @@ int main(int argc, char **argv)
 	}
 	d.exit_code = EXIT_SUCCESS;
 out:
+	if (d.handoff_fd >= 0) {
+		/* the old process serves on: what we inherited is its too (no
+		 * cleanup here: it would unlink its socket paths) */
+		const char *why = vsxd_fdstore_refusal(d.fdstore);
+
+		vsxd_handoff_refuse(d.handoff_fd, why ? why : *fatal_msg ? fatal_msg
+							: "start-up failed (see its log)");
+		_exit(EXIT_FAILURE);
+	}
 	daemon_free(&d);
 	libevent_global_shutdown();
 	if (logst.target == VSXD_LOG_SYSLOG)

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -59,6 +60,7 @@ struct vsxd_metrics {
 	struct vsxd_fwds *fwds;
 	const struct vsxu_evloop *evloop;
 	const struct vsxd_workers *workers;
+	const uint64_t *handoffs_failed;
 	vsxb_log_fn log;
 	void *log_arg;
 	char *addr;
@@ -284,8 +286,14 @@ static void daemon_families(struct vsxd_metrics *m, struct page *p)
 	out(p, "vsxd_start_time_seconds %lld\n", (long long)m->started);
 	if (m->has_start) {
 		family(p, "vsxd_generation", "gauge", "1 for a fresh start, +1 per "
-		       "recovery after a crash.");
+		       "recovery after a crash or live handoff.");
 		out(p, "vsxd_generation %llu\n", (unsigned long long)m->start.generation);
+		family(p, "vsxd_start_mode", "gauge", "How this process started: 1 for "
+		       "its mode (fresh, recovered, handed-over).");
+		out(p, "vsxd_start_mode{mode=\"%s\"} 1\n", m->start.mode);
+		family(p, "vsxd_handoff_listeners", "gauge", "Listening sockets this "
+		       "process took over in a live handoff.");
+		out(p, "vsxd_handoff_listeners %u\n", m->start.listeners);
 		family(p, "vsxd_fd_store", "gauge", "1 when the VMs' devices are kept in "
 		       "the service manager's file descriptor store.");
 		out(p, "vsxd_fd_store %d\n", m->start.store ? 1 : 0);
@@ -297,6 +305,13 @@ static void daemon_families(struct vsxd_metrics *m, struct page *p)
 		family(p, "vsxd_recovery_connections_ended", "gauge", "Connections the "
 		       "state named at this start, ended (RST to the guest).");
 		out(p, "vsxd_recovery_connections_ended %u\n", m->start.conns_ended);
+	}
+
+	if (m->handoffs_failed) {
+		family(p, "vsxd_handoffs_failed_total", "counter", "Live handoffs "
+		       "(vsxctl upgrade) that failed: this process served on.");
+		out(p, "vsxd_handoffs_failed_total %llu\n",
+		    (unsigned long long)__atomic_load_n(m->handoffs_failed, __ATOMIC_RELAXED));
 	}
 
 	vsxb_router_get_stats(m->r, &rs);
@@ -512,6 +527,38 @@ static void bound_name(const struct vsxd_metrics *m, char *buf, size_t len)
 	snprintf(buf, len, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
 }
 
+/* The listener a live handoff passed for @host:@port (util.h, inherited
+ * listeners), served by @http; NULL when there is none. */
+static struct evhttp_bound_socket *inherited_socket(struct evhttp *http, const char *host,
+						    unsigned port)
+{
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC,
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+	};
+	struct evhttp_bound_socket *bs = NULL;
+	struct addrinfo *ai, *a;
+	char ps[16];
+	int fd = -1;
+
+	if (!vsx__inherit_pending())
+		return NULL;
+	snprintf(ps, sizeof(ps), "%u", port);
+	if (getaddrinfo(host, ps, &hints, &ai) != 0)
+		return NULL;
+	for (a = ai; a && fd < 0; a = a->ai_next)
+		fd = vsx__inherit_find(a->ai_addr, a->ai_addrlen, SOCK_STREAM);
+	freeaddrinfo(ai);
+	if (fd >= 0) {
+		evutil_make_socket_nonblocking(fd);
+		bs = evhttp_accept_socket_with_handle(http, fd);
+		if (!bs)
+			close(fd);
+	}
+	return bs;
+}
+
 int vsxd_metrics_new(struct event_base *base, struct vsxb_router *r,
 		     const struct vsxd_metrics_opts *o, struct vsxd_metrics **out,
 		     struct vsxd_err *err)
@@ -544,6 +591,7 @@ int vsxd_metrics_new(struct event_base *base, struct vsxb_router *r,
 		m->has_start = true;
 		m->started = o->start->started;
 	}
+	m->handoffs_failed = o->handoffs_failed;
 	clock_gettime(CLOCK_MONOTONIC, &m->window);
 	m->addr = strdup(o->addr);
 	m->http = evhttp_new(base);
@@ -564,7 +612,10 @@ int vsxd_metrics_new(struct event_base *base, struct vsxb_router *r,
 	evhttp_set_gencb(m->http, on_request, m);
 	evhttp_set_bevcb(m->http, on_new_conn, m);
 	errno = 0;
-	m->sock = evhttp_bind_socket_with_handle(m->http, ep.host, (ev_uint16_t)ep.port);
+	m->sock = inherited_socket(m->http, ep.host, ep.port);
+	if (!m->sock)
+		m->sock = evhttp_bind_socket_with_handle(m->http, ep.host,
+							 (ev_uint16_t)ep.port);
 	if (!m->sock) {
 		rc = errno ? -errno : -EADDRNOTAVAIL;
 		vsxd_err_set(err, "metrics %s: cannot listen: %s%s", o->addr,

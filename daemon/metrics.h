@@ -38,6 +38,8 @@ struct vsxd_metrics_opts {
 					       CPU; NULL: none */
 	const struct vsxd_start_info *start; /* how vsxd started (copied);
 						NULL: not said */
+	const uint64_t *handoffs_failed; /* vsxctl upgrades that failed (read
+					    at each scrape); NULL: none */
 	vsxb_log_fn log;                 /* may be NULL */
 	void *log_arg;
 };

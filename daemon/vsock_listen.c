@@ -81,7 +81,12 @@ static int listen_port(struct vlisten_port *p)
 	p->fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (p->fd < 0)
 		return -errno;
-	if (bind(p->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(p->fd, 128) < 0) {
+	/* a live handoff's listener for this port, or a new one */
+	err = vsx__inherit_take(p->fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (err < 0)
+		goto err;
+	if ((err == 0 && bind(p->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) ||
+	    listen(p->fd, 128) < 0) {
 		err = -errno;
 		goto err;
 	}

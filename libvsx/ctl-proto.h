@@ -47,8 +47,11 @@
  *      set-buffer does (libvsx's vsx_info on hybrid and vm: sockets);
  *      status says how this vsxd started (start-mode, generation, started,
  *      fd-store and the recovery counts: vsxd(8) RESTARTING VSXD)
+ *   3  upgrade (the live handoff: vsxd(8) UPGRADING VSXD); start-mode
+ *      takes "handed-over" and "restarted", and status carries
+ *      handed-over-listeners
  */
-#define VSX_CTL_VERSION 2
+#define VSX_CTL_VERSION 3
 #define VSX_CTL_VERSION_MIN 1
 #define VSX_CTL_MAGIC "vsx-control"
 #define VSX_CTL_REQ_MAX 4096
@@ -105,6 +108,9 @@
  *   close       id [reset] (0 or 1)       conn, vm (engine) or forward
  *                                         (relay), action=close|reset
  *   resolve     vm                        vm uds-path cid
+ *   upgrade     [exec] (a program path;   pid vms conns-ended listeners fds
+ *               default: vsxd's own)      (the new process serves; this
+ *                                         one exits after the reply)
  *
  *   CONN:  conn vm type state vm-state origin guest peer to-guest from-guest
  *          buf-alloc fwd-cnt peer-buf-alloc peer-fwd-cnt tx-free rx-free
@@ -123,6 +129,7 @@
 #define VSX_CTL_SET_BUFFER "set-buffer"
 #define VSX_CTL_CLOSE "close"
 #define VSX_CTL_RESOLVE "resolve"
+#define VSX_CTL_UPGRADE "upgrade"
 
 /* Request keys (and the reply keys of the same name) */
 #define VSX_CTL_K_ID "id"               /* a connection id (decimal) */
@@ -132,6 +139,7 @@
 #define VSX_CTL_K_RX "rx"               /* bytes (decimal) */
 #define VSX_CTL_K_TX "tx"
 #define VSX_CTL_K_RESET "reset"         /* 0 or 1 */
+#define VSX_CTL_K_EXEC "exec"           /* upgrade: the program to run */
 
 /* status */
 #define VSX_CTL_K_VERSION "version"     /* vsxd's package version */
@@ -165,8 +173,11 @@
 #define VSX_CTL_K_CLIENTS "clients"     /* control clients served */
 #define VSX_CTL_K_CONTROL "control"     /* the control socket path */
 /* how this vsxd started (vsxd(8) RESTARTING VSXD) */
-#define VSX_CTL_K_START_MODE "start-mode" /* fresh, recovered (after a crash) */
-#define VSX_CTL_K_GENERATION "generation" /* 1, +1 per recovery */
+#define VSX_CTL_K_START_MODE "start-mode" /* fresh, recovered (after a crash),
+					     restarted (SIGTERM under a store),
+					     handed-over (vsxctl upgrade) */
+#define VSX_CTL_K_GENERATION "generation" /* 1, +1 per recovery or handoff */
+#define VSX_CTL_K_HANDED_OVER_LISTENERS "handed-over-listeners"
 #define VSX_CTL_K_STARTED "started"     /* wall clock, seconds since the epoch */
 #define VSX_CTL_K_FD_STORE "fd-store"   /* 1: devices are kept in the store */
 #define VSX_CTL_K_RECOVERED_VMS "recovered-vms"
@@ -216,6 +227,11 @@
 #define VSX_CTL_K_AUTH "auth"           /* yes, no */
 #define VSX_CTL_K_SCOPE "scope"         /* connection, new-connections */
 #define VSX_CTL_K_ACTION "action"       /* close, reset */
+
+/* upgrade's reply (and vms, pid: status's keys) */
+#define VSX_CTL_K_CONNS_ENDED "conns-ended" /* connections that ended */
+#define VSX_CTL_K_LISTENERS "listeners" /* listening sockets handed over */
+#define VSX_CTL_K_FDS "fds"             /* descriptors handed over in all */
 
 struct vsx_kv {
 	const char *key;

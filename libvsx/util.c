@@ -208,12 +208,19 @@ int vsx__unix_bind(int fd, const char *path, mode_t mode, gid_t gid, bool *repla
 	socklen_t tl = sizeof(int);
 	struct stat st;
 	int rc, type = SOCK_STREAM;
+	bool inherited;
 
 	if (replaced)
 		*replaced = false;
 	rc = vsx__unix_addr(&un, path);
 	if (rc < 0)
 		return rc;
+	rc = vsx__inherit_take(fd, (struct sockaddr *)&un, sizeof(un));
+	if (rc < 0)
+		return rc;
+	inherited = rc > 0;
+	if (inherited)
+		goto perm;
 	/* The file takes the socket inode's mode (minus the umask) at bind. */
 	if (mode)
 		(void)fchmod(fd, mode);
@@ -233,12 +240,14 @@ int vsx__unix_bind(int fd, const char *path, mode_t mode, gid_t gid, bool *repla
 		if (replaced)
 			*replaced = true;
 	}
+perm:
 	/* the group first: chown may clear mode bits, chmod never the group;
 	 * lchown, so that a symlink swapped in cannot redirect it */
 	if ((gid != VSX__GID_KEEP && lchown(path, (uid_t)-1, gid) < 0) ||
 	    (mode && chmod(path, mode) < 0)) {
 		rc = -errno;
-		unlink(path);
+		if (!inherited)   /* (an inherited file is the old process's too) */
+			unlink(path);
 		return rc;
 	}
 	return 0;

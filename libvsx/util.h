@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 struct sockaddr_un;
@@ -61,7 +62,9 @@ int vsx__unix_addr(struct sockaddr_un *un, const char *path);
  * after it, the group right after bind, and a socket that is not yet
  * listening refuses every connect (listen() is the caller's, after this
  * call). A group that cannot be set (-EPERM: not root and not a member)
- * fails the call, the file removed.
+ * fails the call, the file removed. A listener a live handoff passed
+ * for @path (vsx__inherit_take) is taken instead of binding: its file
+ * stays as it is, the mode and group set on it.
  */
 int vsx__unix_bind(int fd, const char *path, mode_t mode, gid_t gid, bool *replaced);
 
@@ -72,5 +75,28 @@ int vsx__unix_bind(int fd, const char *path, mode_t mode, gid_t gid, bool *repla
  * negative errno (the first mkdir or chown that failed).
  */
 int vsx__mkdir_parents(const char *path, mode_t mode, gid_t gid);
+
+/*
+ * Inherited listeners (inherit.c): a live handoff passes the old vsxd's
+ * listening sockets to the new one, which takes each back where it binds
+ * the same address, so the socket (its backlog, its path) never goes.
+ * vsx__inherit_add: keep @fd, a listening socket (-ENOTSOCK otherwise);
+ * vsx__inherit_take: if a kept socket has @sa (@len bytes) and @fd's
+ * type, @fd's number names it from now on (it listens already; the
+ * caller's listen() only sets the backlog): 1; 0 when none does; <0;
+ * vsx__inherit_find: the kept socket itself (the caller's now), or -1;
+ * vsx__inherit_close_unused: close what nobody took, say how many;
+ * vsx__inherit_taken: how many were taken; vsx__inherit_pending: are
+ * some kept still;
+ * vsx__listeners: this process's listening sockets (/proc/self/fd), up
+ * to @max into @fds: how many, or a negative errno (-ENOSPC: more).
+ */
+int vsx__inherit_add(int fd);
+int vsx__inherit_take(int fd, const struct sockaddr *sa, socklen_t len);
+int vsx__inherit_find(const struct sockaddr *sa, socklen_t len, int type);
+unsigned vsx__inherit_close_unused(void);
+unsigned vsx__inherit_taken(void);
+bool vsx__inherit_pending(void);
+int vsx__listeners(int *fds, unsigned max);
 
 #endif /* VSX_UTIL_H */

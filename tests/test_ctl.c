@@ -238,7 +238,7 @@ Test(ctl, call_older_vsxd_gets_version_1)
 	vsx__ctl_req_init(&r, VSX_CTL_RESOLVE);
 	vsx__ctl_req_add(&r, VSX_CTL_K_VM, "web");
 	cr_assert_eq(vsx__ctl_req_end(&r), 0);
-	cr_assert_eq(strncmp(r.buf, "vsx-control=2\n", 14), 0);
+	cr_assert_eq(strncmp(r.buf, "vsx-control=3\n", 14), 0);
 	cr_assert_eq(vsx__ctl_call(f.ctl, r.buf, 2000, &reply, &rerr), 0);
 	fake_stop(&f);
 	cr_assert_eq(f.refused, 1);
@@ -284,7 +284,7 @@ Test(ctl, vm_address_resolves_through_vsxd)
 	o.control_path = f.ctl;
 	rc = vsx_connect("vm:web:77", &o, &s);
 	cr_assert_eq(rc, 0, "vsx_connect: %d %s", rc, vsx_strerror(rc));
-	cr_assert_str_eq(f.got, "vsx-control=2\ncmd=resolve\nvm=web\n\n");
+	cr_assert_str_eq(f.got, "vsx-control=3\ncmd=resolve\nvm=web\n\n");
 	n = vsx_recv(s, buf, sizeof(buf));
 	cr_assert_eq(n, 2);
 	cr_assert_eq(memcmp(buf, "hi", 2), 0);
@@ -321,7 +321,7 @@ Test(ctl, req_bytes)
 
 	vsx__ctl_req_init(&r, VSX_CTL_STATUS);
 	cr_assert_eq(vsx__ctl_req_end(&r), 0);
-	cr_assert_str_eq(r.buf, "vsx-control=2\ncmd=status\n\n");
+	cr_assert_str_eq(r.buf, "vsx-control=3\ncmd=status\n\n");
 	cr_assert_eq(r.len, strlen(r.buf));
 
 	vsx__ctl_req_init(&r, VSX_CTL_SET_BUFFER);
@@ -330,7 +330,7 @@ Test(ctl, req_bytes)
 	cr_assert_eq(vsx__ctl_req_addf(&r, VSX_CTL_K_RX, "%zu", (size_t)65536), 0);
 	cr_assert_eq(vsx__ctl_req_add(&r, "empty", ""), 0);
 	cr_assert_eq(vsx__ctl_req_end(&r), 0);
-	cr_assert_str_eq(r.buf, "vsx-control=2\ncmd=set-buffer\nuds-path=/run/vm 3.vsock\n"
+	cr_assert_str_eq(r.buf, "vsx-control=3\ncmd=set-buffer\nuds-path=/run/vm 3.vsock\n"
 			 "host-port=1024\nrx=65536\nempty=\n\n");
 	cr_assert_eq(r.len, strlen(r.buf));
 }
@@ -437,7 +437,7 @@ Test(ctl, req_limits)
 	cr_assert_eq(rc, -E2BIG);
 	cr_assert_eq(vsx__ctl_req_end(&r), -E2BIG);
 
-	/* exactly VSX_CTL_REQ_MAX: "vsx-control=2\ncmd=status\n" is 25 bytes,
+	/* exactly VSX_CTL_REQ_MAX: "vsx-control=3\ncmd=status\n" is 25 bytes,
 	 * then "kN=" lines and the empty line */
 	vsx__ctl_req_init(&r, VSX_CTL_STATUS);
 	for (i = 0; i < 3; i++) {

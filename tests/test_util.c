@@ -225,3 +225,73 @@ Test(unix_bind, other_files_never_replaced)
 	cr_assert_eq(vsx__unix_bind(fd, "", 0600, VSX__GID_KEEP, NULL), -ENAMETOOLONG);
 	close(fd);
 }
+
+/*
+ * Inherited listeners (inherit.c): a live socket passed by a handoff is
+ * taken where its address is bound again, its backlog kept; another
+ * address, or another type, binds a new socket; what nobody took closes.
+ */
+Test(unix_bind, inherited_listener_taken_with_its_backlog)
+{
+	struct sockaddr_un un;
+	char path[128], other[128], buf[4];
+	int old = new_sock(SOCK_STREAM), c = new_sock(SOCK_STREAM);
+	int nw = new_sock(SOCK_STREAM), ot = new_sock(SOCK_STREAM);
+	int sp = new_sock(SOCK_SEQPACKET), a, fds[64], n;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "%s/h.sock", dir);
+	snprintf(other, sizeof(other), "%s/o.sock", dir);
+	cr_assert_eq(vsx__unix_bind(old, path, 0600, VSX__GID_KEEP, NULL), 0);
+	cr_assert_eq(listen(old, 4), 0);
+	/* this process's listeners, as a handoff lists them */
+	n = vsx__listeners(fds, 64);
+	cr_assert_gt(n, 0);
+	for (int i = 0; i < n; i++)
+		found |= fds[i] == old;
+	cr_assert(found, "vsx__listeners does not name the listener");
+	/* a client waits in the backlog during the handoff */
+	cr_assert_eq(vsx__unix_addr(&un, path), 0);
+	cr_assert_eq(connect(c, (struct sockaddr *)&un, sizeof(un)), 0);
+	cr_assert_eq(write(c, "hi", 2), 2);
+	cr_assert_eq(vsx__inherit_add(nw), -ENOTSOCK);   /* not listening */
+	cr_assert_eq(vsx__inherit_add(old), 0);
+	cr_assert(vsx__inherit_pending());
+	/* a SEQPACKET socket at the same path is not that one: live, refused */
+	cr_assert_eq(vsx__unix_bind(sp, path, 0600, VSX__GID_KEEP, NULL), -EADDRINUSE);
+	/* another path: a new socket */
+	cr_assert_eq(vsx__unix_bind(ot, other, 0600, VSX__GID_KEEP, NULL), 0);
+	cr_assert(vsx__inherit_pending());
+	/* the same path: the inherited socket, listening, the client queued */
+	cr_assert_eq(vsx__unix_bind(nw, path, 0600, VSX__GID_KEEP, NULL), 0);
+	cr_assert_eq(listen(nw, 128), 0);
+	cr_assert(fcntl(nw, F_GETFD) & FD_CLOEXEC, "the taken socket is not close-on-exec");
+	a = accept(nw, NULL, NULL);
+	cr_assert_geq(a, 0);
+	cr_assert_eq(read(a, buf, 2), 2);
+	cr_assert_eq(memcmp(buf, "hi", 2), 0);
+	cr_assert_eq(vsx__inherit_taken(), 1);
+	cr_assert(!vsx__inherit_pending());
+	cr_assert_eq(vsx__inherit_close_unused(), 0);
+	close(a);
+	close(c);
+	close(nw);
+	close(ot);
+	close(sp);
+}
+
+Test(unix_bind, inherited_listener_unused_closed)
+{
+	char path[128];
+	int old = new_sock(SOCK_STREAM), keep;
+
+	snprintf(path, sizeof(path), "%s/u.sock", dir);
+	cr_assert_eq(vsx__unix_bind(old, path, 0600, VSX__GID_KEEP, NULL), 0);
+	cr_assert_eq(listen(old, 4), 0);
+	keep = dup(old);
+	cr_assert_eq(vsx__inherit_add(old), 0);
+	cr_assert_eq(vsx__inherit_close_unused(), 1);
+	cr_assert_eq(fcntl(old, F_GETFD), -1, "the unused inherited socket is still open");
+	cr_assert_eq(errno, EBADF);
+	close(keep);
+}

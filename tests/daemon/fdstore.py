@@ -22,6 +22,8 @@
 #     the order they were stored, $LISTEN_FDS, $LISTEN_FDNAMES (names joined
 #     by ':') and $LISTEN_PID, the new process's pid (set by `exec` from a
 #     shell, so it is the pid that runs the service);
+#   - restart() (SIGTERM, as systemctl restart) starts the service again
+#     with the store, as systemd 254's FileDescriptorStorePreserve=restart;
 #   - a clean exit, and stop() (SIGTERM, as systemctl stop), discard the
 #     store: every descriptor is closed.
 # A thread serves the socket all along, as systemd does (a service's
@@ -173,6 +175,26 @@ class Service:
             self.proc = None
             self.discard()
             self.stopping = False
+
+    def restart(self):
+        """systemctl restart: SIGTERM, wait, start again with the store
+        (systemd 254's FileDescriptorStorePreserve=restart, the default)."""
+        with self.lock:
+            self.stopping = True
+            proc = self.proc
+        if proc:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        with self.lock:
+            self.pump()     # what it sent before exiting still counts
+            self.stopped_rc = proc.returncode if proc else None
+            self.proc = None
+            self.stopping = False
+            self.start()
 
     def discard(self):
         for _, fd in self.store:

@@ -38,16 +38,9 @@ VSXD = os.path.abspath(os.environ.get("VSXD", "./daemon/vsxd"))
 SRCDIR = os.environ.get("srcdir", ".")
 WAIT = 20.0
 
-failures = 0
-
-
-def check(what, ok, detail=""):
-    global failures
-    if ok:
-        print("ok: " + what)
-    else:
-        failures += 1
-        print("FAIL: " + what + (": " + detail if detail else ""))
+sys.path.insert(0, os.path.join(SRCDIR, "tests", "daemon"))
+import vsxdtest  # noqa: E402
+from vsxdtest import check  # noqa: E402
 
 
 if not os.access(VSXD, os.X_OK):
@@ -273,4 +266,4 @@ try:
 finally:
     cleanup()
 
-sys.exit(1 if failures else 0)
+sys.exit(1 if vsxdtest.failures else 0)

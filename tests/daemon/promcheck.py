@@ -18,7 +18,8 @@ import sys
 NAME = re.compile(r'[a-zA-Z_:][a-zA-Z0-9_:]*$')
 LABEL = re.compile(r'[a-zA-Z_][a-zA-Z0-9_]*$')
 TYPES = {'counter', 'gauge', 'histogram', 'summary', 'untyped'}
-ALLOWED_LABELS = {'vm', 'state', 'reason', 'direction', 'limit', 'result', 'version', 'thread'}
+ALLOWED_LABELS = {'vm', 'state', 'reason', 'direction', 'limit', 'result', 'version', 'thread',
+                  'mode'}
 
 
 def parse_labels(s, where):

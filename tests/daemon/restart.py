@@ -19,8 +19,14 @@
 #                place of guest memory, another guest-cid for the VM in
 #                the file: a log line saying so, the VM starts fresh (the
 #                front-end sees its back-end go), vsxd serves on
-#   stop         SIGTERM (systemctl stop): exit 0, the store is emptied by
-#                vsxd (FDSTOREREMOVE) and the front-end sees its back-end go
+#   restart      SIGTERM then a start with the store (systemctl restart):
+#                vsxd exits 0 leaving its devices and listening sockets in
+#                the store; the new process takes them back (start-mode
+#                restarted): same front-end, the old connection ends (EOF,
+#                RST), new ones work both ways
+#   stop         SIGTERM (systemctl stop): exit 0, the store is left to the
+#                service manager, which discards it, and the front-end
+#                sees its back-end go
 #   small store  FileDescriptorStoreMax=4: the device does not fit (a log
 #                line), only the record is kept, the device serves
 #
@@ -30,107 +36,27 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.environ.get("srcdir", "."), "tests", "daemon"))
 import fdstore  # noqa: E402
+import vsxdtest  # noqa: E402
+from vsxdtest import Guest, check  # noqa: E402
 
-VSXD = os.path.abspath(os.environ.get("VSXD", "./daemon/vsxd"))
-FG = os.path.abspath(os.environ.get("FAKE_GUEST", "./tests/daemon/fake_guest"))
-VSXCTL = os.path.abspath(os.environ.get("VSXCTL", "./tools/vsxctl/vsxctl"))
+T = vsxdtest.Setup("restart")
+VSXD, FG, VSXCTL = T.vsxd, T.fg, T.vsxctl
+tmp, conf, ctl, vhost, uds = T.tmp, T.conf, T.ctl, T.vhost, T.uds
+log_path, metrics = T.log_path, T.metrics
 WAIT = 20.0
-failures = 0
-
-
-def check(what, ok, detail=""):
-    global failures
-    if ok:
-        print("ok: " + what)
-    else:
-        failures += 1
-        print("FAIL: " + what + (": " + detail if detail else ""))
-    sys.stdout.flush()
-    return ok
-
-
-for prog in (VSXD, FG, VSXCTL):
-    if not os.access(prog, os.X_OK):
-        print("restart.test: no executable " + prog, file=sys.stderr)
-        sys.exit(99)
-
-tmp = tempfile.mkdtemp(prefix="vsxd-restart.")
-conf = os.path.join(tmp, "vsxd.conf")
-vhost = os.path.join(tmp, "web.vhost")
-uds = os.path.join(tmp, "web.vsock")
-log_path = os.path.join(tmp, "vsxd.log")
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-metrics = "127.0.0.1:%d" % free_port()
-with open(conf, "w") as f:
-    f.write("[daemon]\ncontrol = %s\nmetrics = tcp:%s\n\n[vm web]\nguest-cid = 3\n"
-            "socket = %s\nuds-path = %s\n" % (os.path.join(tmp, "control"), metrics,
-                                                vhost, uds))
 log = open(log_path, "w")
 
 
-class Guest:
-    """fake_guest on pipes: one command, one answer."""
-
-    def __init__(self):
-        self.p = subprocess.Popen([FG, vhost], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True, bufsize=1)
-        self.line = self.p.stdout.readline().strip()   # "0 ok cid=3"
-        self.n = 0
-
-    def cmd(self, c):
-        self.n += 1
-        self.p.stdin.write(c + "\n")
-        self.p.stdin.flush()
-        self.line = self.p.stdout.readline().strip()
-        ok = self.line.startswith("%d ok" % self.n)
-        if not ok:
-            print("  fake_guest: %s -> %s" % (c, self.line))
-        return ok
-
-    def close(self):
-        if self.p.poll() is None:
-            try:
-                self.p.stdin.write("quit\n")
-                self.p.stdin.flush()
-                self.p.wait(5)
-            except (OSError, subprocess.TimeoutExpired):
-                self.p.kill()
-                self.p.wait()
-
-
 def status():
-    """vsxctl status's first record, as a dict."""
-    out = subprocess.run([VSXCTL, "-c", os.path.join(tmp, "control"), "-j", "status"],
-                         capture_output=True, text=True).stdout
-    import json
-    try:
-        j = json.loads(out)
-    except ValueError:
-        return {}
-    return j[0] if isinstance(j, list) else j
+    return vsxdtest.status(VSXCTL, os.path.join(tmp, "control"))
 
 
 def metric_lines():
-    import urllib.request
-    try:
-        with urllib.request.urlopen("http://%s/metrics" % metrics, timeout=10) as r:
-            return r.read().decode().splitlines()
-    except OSError:
-        return []
+    return vsxdtest.metric_lines(metrics)
 
 
 def log_text():
@@ -140,17 +66,7 @@ def log_text():
 
 
 def both_ways(g, port, tag):
-    """A new host-to-guest and guest-to-host connection, data both ways;
-    each ends (the guest shuts down, vsxd answers RST)."""
-    return (g.cmd("listen %d" % port) and g.cmd("hconnect unix:%s:%d" % (uds, port)) and
-            g.cmd("hsend 3000") and g.cmd("grecv 3000") and g.cmd("gsend 2000") and
-            g.cmd("hrecv 2000") and g.cmd("gshut 3") and g.cmd("wait-rst") and
-            g.cmd("hclose") and
-            g.cmd("hlisten unix:%s:%d" % (uds, port + 1000)) and
-            g.cmd("gconnect %d" % (port + 1000)) and g.cmd("haccept") and
-            g.cmd("gsend 1000") and g.cmd("hrecv 1000") and g.cmd("hsend 500") and
-            g.cmd("grecv 500") and g.cmd("gshut 3") and g.cmd("wait-rst") and
-            g.cmd("hclose"))
+    return vsxdtest.both_ways(g, uds, port)
 
 
 svc = fdstore.Service([VSXD, "--config", conf], os.path.join(tmp, "notify"),
@@ -162,7 +78,7 @@ try:
     check("stand-in: vsxd READY=1", svc.wait(lambda: svc.ready))
     check("stand-in: the state memfd is stored as 'state'",
           svc.wait(lambda: "state" in svc.names()), str(svc.names()))
-    guest = Guest()
+    guest = Guest(FG, vhost)
     check("fake guest up (cid 3)", guest.line == "0 ok cid=3", guest.line)
     want = {"vm.web.conn", "vm.web.mem0", "vm.web.kick0", "vm.web.call0",
             "vm.web.kick1", "vm.web.call1"}
@@ -236,7 +152,7 @@ try:
               svc.wait(lambda: not [n for n in svc.names() if n.startswith("vm.web.")]),
               str(svc.names()))
         guest.close()
-        guest = Guest()
+        guest = Guest(FG, vhost)
         check("%s: a new front-end gets a device that works both ways" % what,
               guest.line == "0 ok cid=%d" % cid and both_ways(guest, 7000, what),
               guest.line)
@@ -272,11 +188,45 @@ try:
     bad("the VM's guest-cid changed in the file", other_cid,
         "vm web: cannot recover its device (its guest-cid was 3, it is 4 now)", cid=4)
 
+    # ---- systemctl restart: SIGTERM, the store kept, started again ----
+    ok = (guest.cmd("listen 5500") and guest.cmd("hconnect unix:%s:5500" % uds) and
+          guest.cmd("hsend 4000") and guest.cmd("grecv 4000") and
+          guest.cmd("gsend 4000") and guest.cmd("hrecv 4000"))
+    check("restart: a connection carries data both ways", ok)
+    gen = int(status().get("generation", 0))
+    starts = svc.starts
+    nmsg = len(svc.messages)
+    t0 = time.monotonic()
+    svc.restart()
+    up = svc.wait(lambda: svc.starts > starts and svc.ready)
+    t_up = time.monotonic()
+    listeners = [m for m in svc.messages[nmsg:]
+                 if m.startswith("FDSTORE=1") and "FDNAME=listen." in m]
+    # (the file has no metrics since the guest-cid change above)
+    check("restart: SIGTERM: vsxd exited 0, its devices and its 3 listening sockets "
+          "(vhost-user, uds-path, control) left in the store; started again "
+          "(%.0f ms)" % (1000 * (t_up - t0)),
+          up and svc.stopped_rc == 0 and len(listeners) == 3 and
+          not any("FDSTOREREMOVE=1\nFDNAME=state" in m for m in svc.messages[nmsg:]),
+          "exit %s, %d listeners" % (svc.stopped_rc, len(listeners)))
+    check("restart: the host end reads EOF, the guest gets an RST",
+          guest.cmd("hclosed") and guest.cmd("wait-rst"))
+    check("restart: the same front-end connection serves on (no setup again)",
+          guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
+    check("restart: new connections both ways", both_ways(guest, 5600, "restart"))
+    st = status()
+    check("restart: vsxctl status: start-mode restarted, generation %d, 3 listeners "
+          "taken back" % (gen + 1), st.get("start_mode") == "restarted" and
+          str(st.get("generation")) == str(gen + 1) and
+          str(st.get("handed_over_listeners")) == "3", str(st))
+    check("restart: the listeners left the store once taken back",
+          svc.wait(lambda: not [n for n in svc.names() if n.startswith("listen.")]),
+          str(svc.names()))
+
     # ---- systemctl stop ----
     svc.stop()
-    check("stop: vsxd exited 0 and emptied the store (FDSTOREREMOVE)",
-          svc.stopped_rc == 0 and not svc.store and
-          any("FDSTOREREMOVE=1\nFDNAME=state" in m for m in svc.messages),
+    check("stop: vsxd exited 0 and left the store to the service manager, which "
+          "discarded it", svc.stopped_rc == 0 and not svc.store,
           "exit %s, store %s" % (svc.stopped_rc, svc.names()))
     check("stop: the front-end sees its back-end go",
           guest.cmd("backend") and guest.line.endswith("alive=0"), guest.line)
@@ -289,7 +239,7 @@ try:
                           store_max=4, log=log)
     svc.start()
     check("small store: vsxd READY=1", svc.wait(lambda: svc.ready))
-    guest = Guest()
+    guest = Guest(FG, vhost)
     says = "vm web: the file descriptor store is full (1 of FileDescriptorStoreMax=4)"
     check("small store (FileDescriptorStoreMax=4): a log line says the device does "
           "not fit", svc.wait(lambda: says in log_text()), says)
@@ -306,9 +256,8 @@ finally:
         guest.close()
     svc.close()
     log.close()
-    if failures:
+    if vsxdtest.failures:
         sys.stdout.write("---- vsxd's log ----\n" + open(log_path).read())
     shutil.rmtree(tmp, ignore_errors=True)
 
-print("%d failure%s" % (failures, "" if failures == 1 else "s"))
-sys.exit(1 if failures else 0)
+vsxdtest.finish()

@@ -11,6 +11,8 @@ const struct vsxctl_command vsxctl_commands[] = {
 	{ "set-buffer", set_buffer_main,
 	  "ID|--vm NAME|--pid PID --fd FD --rx BYTES", "change a buffer (credit) live" },
 	{ "close", close_main, "ID [--reset]", "close (or reset) a connection" },
+	{ "upgrade", upgrade_main, "[--exec PATH]",
+	  "hand every VM to a new vsxd process (live handoff)" },
 	{ "probe", probe_main, "", "vsock transports on this machine" },
 	{ "guid", guid_main, "PORT|GUID", "Hyper-V service GUID of a port, and back" },
 	{ "ss", ss_main, "[-p] [-l|-a|--state S] [--port P]", "the kernel's vsock sockets (vsock_diag)" },

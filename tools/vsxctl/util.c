@@ -42,6 +42,12 @@ int parse_size(const char *s, uint64_t *out)
 int ctl_run(const char *cmd, struct vsx_ctl_req *req,
 	    void (*print)(const struct vsx_kvs *kvs))
 {
+	return ctl_run_timeout(cmd, req, print, 5000);
+}
+
+int ctl_run_timeout(const char *cmd, struct vsx_ctl_req *req,
+		    void (*print)(const struct vsx_kvs *kvs), int timeout_ms)
+{
 	struct vsx_kvs kvs;
 	const char *err;
 	char *buf = NULL;
@@ -53,7 +59,7 @@ int ctl_run(const char *cmd, struct vsx_ctl_req *req,
 	if (rc < 0)
 		return err_msg(cmd, "cannot send that to vsxd: values are printable ASCII, "
 			       "at most %d bytes", VSX_CTL_VALUE_MAX);
-	rc = vsx__ctl_call(opt_control, req->buf, 5000, &buf, &rerr);
+	rc = vsx__ctl_call(opt_control, req->buf, timeout_ms, &buf, &rerr);
 	if (rc == -ENOENT || rc == -ECONNREFUSED)
 		return err_msg(cmd, "no vsxd at %s (is it running? -c PATH)", opt_control);
 	if (rc == -EACCES)

@@ -36,6 +36,7 @@ int close_main(int argc, char **argv);
 int probe_main(int argc, char **argv);
 int guid_main(int argc, char **argv);
 int ss_main(int argc, char **argv);
+int upgrade_main(int argc, char **argv);
 
 /* util.c */
 void die_usage(const char *cmd) __attribute__((noreturn));
@@ -52,6 +53,9 @@ int parse_u64(const char *s, uint64_t *out);
  */
 int ctl_run(const char *cmd, struct vsx_ctl_req *req,
 	    void (*print)(const struct vsx_kvs *kvs));
+/* The same, waiting @timeout_ms for the reply (ctl_run: 5 s). */
+int ctl_run_timeout(const char *cmd, struct vsx_ctl_req *req,
+		    void (*print)(const struct vsx_kvs *kvs), int timeout_ms);
 
 /* Output of reply records: a table with @cols columns, or JSON (opt_json):
  * keys snake_case (util.c, json_key), decimal integers as numbers. */

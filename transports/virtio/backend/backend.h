@@ -81,6 +81,11 @@ struct vsxb_vm_config {
 	uint32_t forward_cid;
 	vsxb_forward_connect_fn forward_connect; /* NULL: AF_VSOCK */
 	void *forward_arg;
+	/* The uds_path listener accepts nothing until vsxb_vm_accept_start:
+	 * a live handoff's inherited listener keeps its backlog until the
+	 * device is adopted (a client accepted before would be turned away,
+	 * the device not running yet). */
+	bool hold_accept;
 };
 
 struct vsxb_router;
@@ -420,6 +425,23 @@ struct vsxb_conn_addr {
  */
 int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 		  const struct vsxb_conn_addr *conns, unsigned n);
+
+/*
+ * A live handoff (vsxd's `vsxctl upgrade`). vsxb_router_freeze parks every
+ * worker at a clean point (a world stop: no round in progress, every
+ * chain taken from a ring completed) and keeps them parked until
+ * vsxb_router_thaw; backend.h calls still work in between (they nest).
+ * A process that hands its devices over never thaws: it exits.
+ * vsxb_vm_device_state: @vm's device as vsxb_vm_adopt takes it in another
+ * process (its descriptors still @vm's); -ENOTCONN: no front-end;
+ * -EAGAIN: one still setting the device up; -EBUSY: its rings are
+ * stopped (paused).
+ */
+void vsxb_router_freeze(struct vsxb_router *r);
+/* The uds_path listener of a VM made with hold_accept accepts from now. */
+void vsxb_vm_accept_start(struct vsxb_vm *vm);
+void vsxb_router_thaw(struct vsxb_router *r);
+int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st);
 
 /*
  * Counters of one VM since it was created (vsxd's metrics), and what it

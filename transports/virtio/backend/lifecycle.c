@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/un.h>
 
+#include "vhost-user/acceptor.h"
 #include "router.h"
 #include "util.h"
 
@@ -219,6 +220,8 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 				 vm->name, vm->uds_path, listen_error(rc));
 			goto err_timer;
 		}
+		if (cfg->hold_accept)
+			vsxu_acceptor_hold(vm->acc, true);
 	}
 	rc = vsxu_vu_new(vm->socket_path, vm->sock_mode, vm->sock_gid, l, &vsxb__vsock_ops, vm,
 			&vm->vu);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vhost-user/acceptor.h"
 #include "router.h"
 
 void vsxb_router_set_device_events(struct vsxb_router *r, vsxb_device_event_fn fn,
@@ -111,4 +112,40 @@ void vsxb__restart_free(struct vsxb_vm *vm)
 	free(vm->rst);
 	vm->rst = NULL;
 	vm->rst_n = vm->rst_next = 0;
+}
+
+/* ---- Live handoff ---- */
+
+void vsxb_router_freeze(struct vsxb_router *r)
+{
+	vsxb__world_stop(r);
+}
+
+void vsxb_vm_accept_start(struct vsxb_vm *vm)
+{
+	vsxb__world_stop(vm->r);
+	if (vm->acc)
+		vsxu_acceptor_hold(vm->acc, false);
+	vsxb__world_start(vm->r);
+}
+
+void vsxb_router_thaw(struct vsxb_router *r)
+{
+	vsxb__world_start(r);
+}
+
+int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st)
+{
+	int err;
+
+	vsxb__world_stop(vm->r);
+	if (vm->paused)
+		err = -EBUSY;
+	else
+		err = vsxu_vu_get_state(vm->vu, st);
+	/* a front-end still setting the device up would lose it */
+	if (err == -ENOTCONN && vsxu_vu_connected(vm->vu))
+		err = -EAGAIN;
+	vsxb__world_start(vm->r);
+	return err;
 }

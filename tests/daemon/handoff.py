@@ -1,0 +1,268 @@
+# The body of tests/daemon/handoff.test, run by python3 from the build tree.
+#
+# vsxd serves one VM (the fake guest as QEMU and as the guest, a host
+# program through libvsx), a control socket and a metrics endpoint. A
+# connection carries data both ways throughout the failures, every byte
+# checked by the fake guest's patterns.
+#
+#   failed       vsxctl upgrade to a program that exits at once, one that
+#                dies of SIGSEGV after reading the state, one that says
+#                nothing (killed after vsxd's 10 s), a state whose checksum
+#                fails and one of version 99 (the new vsxd refuses both):
+#                vsxctl exits non-zero saying why, the same vsxd serves on,
+#                the connection carries on, the front-end never sees its
+#                back-end go, it holds as many descriptors as before;
+#                afterwards new connections work
+#   handoff      vsxctl upgrade to a vsxd that starts 1 s late: a host
+#                program that connects to the uds-path meanwhile and a
+#                control client are answered by the new process (backlogs
+#                kept, no refusal); vsxctl says what was handed over and
+#                exits 0; the old process exited 0; the new one says
+#                start-mode handed-over, generation 2, 4 listeners; the
+#                same front-end connection serves on (no setup again) and
+#                new connections work both ways
+#   again        vsxctl upgrade without --exec (the program vsxd was
+#                started as), generation 3, with a connection open: it
+#                ends (RST to the guest, EOF to the host: connections are
+#                not handed over yet), the device serves on
+#
+#   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+SRC = os.path.join(os.environ.get("srcdir", "."), "tests", "daemon")
+sys.path.insert(0, SRC)
+import vsxdtest  # noqa: E402
+from vsxdtest import Guest, check, wait_for  # noqa: E402
+T = vsxdtest.Setup("handoff")
+VSXD, FG, VSXCTL = T.vsxd, T.fg, T.vsxctl
+tmp, conf, ctl, vhost, uds = T.tmp, T.conf, T.ctl, T.vhost, T.uds
+log_path, metrics = T.log_path, T.metrics
+log = open(log_path, "w")
+
+# the stand-ins for a new vsxd: copies of handoff_prog.py named by mode
+progs = {}
+for mode in ("slow", "crash", "exit", "hang", "corrupt", "version"):
+    progs[mode] = os.path.join(tmp, "handoff-" + mode)
+    shutil.copy(os.path.join(SRC, "handoff_prog.py"), progs[mode])
+    os.chmod(progs[mode], 0o755)
+
+
+def status():
+    return vsxdtest.status(VSXCTL, ctl)
+
+
+def upgrade(*args):
+    r = subprocess.run([VSXCTL, "-c", ctl, "upgrade"] + list(args),
+                       capture_output=True, text=True, timeout=60)
+    return r.returncode, (r.stdout + r.stderr).strip()
+
+
+def log_text():
+    log.flush()
+    with open(log_path) as f:
+        return f.read()
+
+
+def metric_lines():
+    return vsxdtest.metric_lines(metrics)
+
+
+def both_ways(g, port):
+    return vsxdtest.both_ways(g, uds, port)
+
+
+# the service manager's end of $NOTIFY_SOCKET: the old process names the
+# new one the unit's main process (MAINPID=) before it exits
+nsock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+nsock.bind(os.path.join(tmp, "notify"))
+nsock.setblocking(False)
+
+
+def notifications():
+    got = []
+    while True:
+        try:
+            got.append(nsock.recv(4096).decode())
+        except BlockingIOError:
+            return got
+
+
+env = dict(os.environ, HANDOFF_VSXD=VSXD, NOTIFY_SOCKET=os.path.join(tmp, "notify"))
+vsxd = subprocess.Popen([VSXD, "--config", conf], stdout=log, stderr=log, env=env)
+guest = None
+final_pid = None
+try:
+    check("vsxd serves (control socket up)", wait_for(lambda: status().get("pid")))
+    pid0 = status().get("pid")
+    guest = Guest(FG, vhost)
+    check("fake guest up (cid 3)", guest.line == "0 ok cid=3", guest.line)
+    sent = 0
+    ok = (guest.cmd("listen 5000") and guest.cmd("hconnect unix:%s:5000" % uds) and
+          guest.cmd("hsend 65536") and guest.cmd("grecv 65536") and
+          guest.cmd("gsend 32768") and guest.cmd("hrecv 32768"))
+    check("a connection carries data both ways", ok)
+    h2g, g2h = 65536, 32768
+    nfds0 = len(os.listdir("/proc/%s/fd" % pid0))
+
+    # ---- failed handoffs: the same vsxd serves on ----
+    failed = [
+        ("a program that exits at once", "exit",
+         "the new process exited with status 3 before it served"),
+        ("a program that dies of SIGSEGV after reading the state", "crash",
+         "the new process was killed by signal 11"),
+        ("a state record whose checksum fails", "corrupt",
+         "the new process refused: the state is unusable: state record checksum "
+         "mismatch"),
+        ("a state record of version 99", "version",
+         "the new process refused: the state is unusable: state record version 99, "
+         "this vsxd reads 1"),
+        ("a program that never answers", "hang",
+         "the new process did not say it serves within 10000 ms: killed"),
+    ]
+    for what, mode, says in failed:
+        t0 = time.monotonic()
+        rc, out = upgrade("--exec", progs[mode])
+        check("upgrade to %s: vsxctl exits non-zero, saying why (%.1f s)"
+              % (what, time.monotonic() - t0), rc != 0 and says in out, out)
+        check("upgrade to %s: the same vsxd serves on" % what,
+              status().get("pid") == pid0 and vsxd.poll() is None, str(status()))
+        # the connection carries on, every byte checked
+        ok = (guest.cmd("hsend 40000") and guest.cmd("grecv %d" % (h2g + 40000)) and
+              guest.cmd("gsend 30000") and guest.cmd("hrecv 30000"))
+        h2g += 40000
+        g2h += 30000
+        check("upgrade to %s: the connection carries on both ways" % what, ok)
+        check("upgrade to %s: the front-end never saw its back-end go" % what,
+              guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
+    rc, out = upgrade("--exec", os.path.join(tmp, "nonexistent"))
+    check("upgrade --exec a missing program: non-zero, said", rc != 0 and
+          "no such program" in out, out)
+    nfds = len(os.listdir("/proc/%s/fd" % pid0))
+    check("after the failed handoffs vsxd holds as many descriptors as before "
+          "(%d, %d)" % (nfds0, nfds), nfds == nfds0)
+    check("metrics: vsxd_handoffs_failed_total 5",
+          "vsxd_handoffs_failed_total 5" in metric_lines())
+    check("after the failed handoffs the connection ends cleanly (%d bytes to the "
+          "guest, %d from it, all checked)" % (h2g, g2h),
+          guest.cmd("gshut 3") and guest.cmd("wait-rst") and guest.cmd("hclose"))
+    check("after the failed handoffs, new connections both ways", both_ways(guest, 7000))
+
+    # ---- the handoff ----
+    check("guest listens on 6000", guest.cmd("listen 6000"))
+    t0 = time.monotonic()
+    up = subprocess.Popen([VSXCTL, "-c", ctl, "upgrade", "--exec", progs["slow"]],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.4)   # the new process waits 1 s before it starts
+    # a host program and a control client arrive during the handoff
+    hyb = socket.socket(socket.AF_UNIX)
+    hyb.settimeout(15)
+    hyb.connect(uds)
+    hyb.sendall(b"CONNECT 6000\n")
+    cc = socket.socket(socket.AF_UNIX)
+    cc.settimeout(15)
+    cc.connect(ctl)
+    cc.sendall(b"vsx-control=3\ncmd=status\n\n")
+    out = up.communicate(timeout=60)[0].strip()
+    t_up = time.monotonic() - t0
+    check("upgrade: vsxctl exits 0 (%.1f s)" % t_up, up.returncode == 0, out)
+    check("upgrade: it says what was handed over",
+          out.startswith("handed over to vsxd pid ") and
+          "1 VM device, 4 listening sockets" in out and "0 connections ended" in out, out)
+    try:
+        vsxd.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
+    check("the old process exited 0", vsxd.returncode == 0, str(vsxd.returncode))
+    st = status()
+    final_pid = st.get("pid")
+    check("the new process serves: start-mode handed-over, generation 2, 4 "
+          "listeners taken", final_pid not in (None, pid0) and
+          st.get("start_mode") == "handed-over" and str(st.get("generation")) == "2" and
+          str(st.get("handed_over_listeners")) == "4", str(st))
+    check("the pid vsxctl printed is the new process's", "pid %s:" % final_pid in out, out)
+    sent = notifications()
+    check("the old process told the service manager MAINPID=%s" % final_pid,
+          any(("MAINPID=%s\n" % final_pid) in m for m in sent), str(sent[-3:]))
+    try:
+        line = hyb.recv(64).decode()
+    except OSError as e:
+        line = str(e)
+    check("a host program that connected during the handoff was served (OK)",
+          line.startswith("OK "), line)
+    hyb.close()
+    try:
+        reply = b""
+        while not reply.endswith(b"\n\n"):
+            d = cc.recv(65536)
+            if not d:
+                break
+            reply += d
+        reply = reply.decode()
+    except OSError as e:
+        reply = str(e)
+    check("a control client that connected during the handoff was answered by the "
+          "new process", "pid=%s\n" % final_pid in reply and "errno=0" in reply,
+          reply[:200])
+    cc.close()
+    check("the guest's end of it closes when the host program's does",
+          guest.cmd("wait-closed"))
+    check("the same front-end connection serves on (no setup again)",
+          guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
+    check("new connections both ways after the handoff", both_ways(guest, 8000))
+    m = metric_lines()
+    want_m = ["vsxd_generation 2", 'vsxd_start_mode{mode="handed-over"} 1',
+              "vsxd_handoff_listeners 4", "vsxd_handoffs_failed_total 0"]
+    check("the metrics endpoint answers (its listener handed over): %s"
+          % ", ".join(want_m), all(w in m for w in want_m),
+          str([l for l in m if l.startswith("vsxd_") and "handoff" in l or
+               "generation" in l or "start_mode" in l]))
+    text = log_text()
+    check("the log says it: handed over, device resumed",
+          "vm web: handed over: device resumed on its vhost-user connection" in text)
+
+    # ---- again, to the program vsxd was started as, with a connection ----
+    ok = (guest.cmd("listen 5100") and guest.cmd("hconnect unix:%s:5100" % uds) and
+          guest.cmd("hsend 4000") and guest.cmd("grecv 4000") and
+          guest.cmd("gsend 4000") and guest.cmd("hrecv 4000"))
+    check("a connection carries data both ways before the second handoff", ok)
+    rc, out = upgrade()
+    st = status()
+    check("upgrade without --exec: exit 0, generation 3",
+          rc == 0 and str(st.get("generation")) == "3" and st.get("pid") != final_pid,
+          out + " " + str(st))
+    final_pid = st.get("pid") or final_pid
+    check("the old process's connection ends: EOF to the host, RST to the guest",
+          guest.cmd("hclosed") and guest.cmd("wait-rst"))
+    check("the same front-end still, new connections both ways",
+          guest.cmd("backend") and guest.line.endswith("alive=1") and
+          both_ways(guest, 9000))
+    check("no sanitizer report in vsxd's log",
+          not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
+                                            "runtime error:")))
+finally:
+    if guest:
+        guest.close()
+    for p in (final_pid,):
+        if p:
+            try:
+                os.kill(int(p), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
+    if vsxd.poll() is None:
+        vsxd.kill()
+        vsxd.wait()
+    if final_pid:
+        wait_for(lambda: not os.path.exists("/proc/%s" % final_pid) or
+                 open("/proc/%s/stat" % final_pid).read().split()[2] == "Z", 5)
+    log.close()
+    if vsxdtest.failures:
+        sys.stdout.write("---- vsxd's log ----\n" + open(log_path).read())
+    shutil.rmtree(tmp, ignore_errors=True)
+
+vsxdtest.finish()

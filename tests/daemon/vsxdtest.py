@@ -1,0 +1,141 @@
+# What the python bodies of tests/daemon's vsxd tests share (restart.py,
+# handoff.py): the check lines, the fake guest on pipes, vsxctl status,
+# new connections both ways.
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+failures = 0
+
+
+def check(what, ok, detail=""):
+    """One "ok: WHAT" or "FAIL: WHAT: DETAIL" line; failures counts them."""
+    global failures
+    if ok:
+        print("ok: " + what)
+    else:
+        failures += 1
+        print("FAIL: " + what + (": " + detail if detail else ""))
+    sys.stdout.flush()
+    return ok
+
+
+def finish():
+    """The last line, and the exit status."""
+    print("%d failure%s" % (failures, "" if failures == 1 else "s"))
+    sys.exit(1 if failures else 0)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(cond, secs=10.0):
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+class Guest:
+    """fake_guest (@fg) on the vhost-user socket @vhost, on pipes: one
+    command, one answer."""
+
+    def __init__(self, fg, vhost):
+        self.p = subprocess.Popen([fg, vhost], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.line = self.p.stdout.readline().strip()   # "0 ok cid=3"
+        self.n = 0
+
+    def cmd(self, c):
+        self.n += 1
+        self.p.stdin.write(c + "\n")
+        self.p.stdin.flush()
+        self.line = self.p.stdout.readline().strip()
+        ok = self.line.startswith("%d ok" % self.n)
+        if not ok:
+            print("  fake_guest: %s -> %s" % (c, self.line))
+        return ok
+
+    def close(self):
+        if self.p.poll() is None:
+            try:
+                self.p.stdin.write("quit\n")
+                self.p.stdin.flush()
+                self.p.wait(5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.p.kill()
+                self.p.wait()
+
+
+def status(vsxctl, ctl):
+    """vsxctl status's first record, as a dict ({} when none answers)."""
+    out = subprocess.run([vsxctl, "-c", ctl, "-j", "status"], capture_output=True,
+                         text=True).stdout
+    try:
+        j = json.loads(out)
+    except ValueError:
+        return {}
+    return j[0] if isinstance(j, list) else j
+
+
+def both_ways(g, uds, port):
+    """A new host-to-guest and guest-to-host connection through the
+    uds-path @uds, data both ways; each ends (the guest shuts down, vsxd
+    answers RST)."""
+    return (g.cmd("listen %d" % port) and g.cmd("hconnect unix:%s:%d" % (uds, port)) and
+            g.cmd("hsend 3000") and g.cmd("grecv 3000") and g.cmd("gsend 2000") and
+            g.cmd("hrecv 2000") and g.cmd("gshut 3") and g.cmd("wait-rst") and
+            g.cmd("hclose") and
+            g.cmd("hlisten unix:%s:%d" % (uds, port + 1000)) and
+            g.cmd("gconnect %d" % (port + 1000)) and g.cmd("haccept") and
+            g.cmd("gsend 1000") and g.cmd("hrecv 1000") and g.cmd("hsend 500") and
+            g.cmd("grecv 500") and g.cmd("gshut 3") and g.cmd("wait-rst") and
+            g.cmd("hclose"))
+
+
+class Setup:
+    """The programs ($VSXD, $FAKE_GUEST, $VSXCTL; the build tree's by
+    default: exit 99 when one is missing) and a temporary directory with a
+    vsxd.conf serving VM web (guest-cid 3) with a uds-path, a control
+    socket and a metrics endpoint on a free port."""
+
+    def __init__(self, test):
+        self.vsxd = os.path.abspath(os.environ.get("VSXD", "./daemon/vsxd"))
+        self.fg = os.path.abspath(os.environ.get("FAKE_GUEST", "./tests/daemon/fake_guest"))
+        self.vsxctl = os.path.abspath(os.environ.get("VSXCTL", "./tools/vsxctl/vsxctl"))
+        for prog in (self.vsxd, self.fg, self.vsxctl):
+            if not os.access(prog, os.X_OK):
+                print("%s.test: no executable %s" % (test, prog), file=sys.stderr)
+                sys.exit(99)
+        self.tmp = tempfile.mkdtemp(prefix="vsxd-%s." % test)
+        self.conf = os.path.join(self.tmp, "vsxd.conf")
+        self.ctl = os.path.join(self.tmp, "control")
+        self.vhost = os.path.join(self.tmp, "web.vhost")
+        self.uds = os.path.join(self.tmp, "web.vsock")
+        self.log_path = os.path.join(self.tmp, "vsxd.log")
+        self.metrics = "127.0.0.1:%d" % free_port()
+        with open(self.conf, "w") as f:
+            f.write("[daemon]\ncontrol = %s\nmetrics = tcp:%s\n\n[vm web]\n"
+                    "guest-cid = 3\nsocket = %s\nuds-path = %s\n"
+                    % (self.ctl, self.metrics, self.vhost, self.uds))
+
+
+def metric_lines(addr):
+    """The lines of http://@addr/metrics ([] when it does not answer)."""
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://%s/metrics" % addr, timeout=10) as r:
+            return r.read().decode().splitlines()
+    except OSError:
+        return []
