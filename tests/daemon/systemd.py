@@ -1,17 +1,15 @@
-# The body of tests/daemon/systemd.test (which says how it runs), run by
-# python3 in a private mount namespace.
+# The body of tests/daemon/systemd.test, run by python3.
 #
-# vsxd as a unit of a real systemd (Debian 12's, 252: a user service
-# manager, `systemd --user`, the same service.c as PID 1's), with
-# fake_guest as QEMU and the guest and as a host program (libvsx). The
-# unit is the build's daemon/vsxd.service: ExecStart and the condition
-# point at the test's vsxd.conf, a drop-in sends vsxd's output to a file
-# (no journald runs in the namespace) and raises the start limit (the test
-# starts vsxd more often than systemd's default allows), and the
-# Protect*= lines go (they need a
-# mount namespace of the service's own, which a manager that is not PID 1
-# cannot make here: exit 226/NAMESPACE); every line about the store,
-# readiness, restarts and the main process is the shipped one.
+# vsxd as a unit of a real systemd (Debian 12's, 252), with fake_guest as
+# QEMU and the guest and as a host program (libvsx). systemd is not PID 1
+# on these machines: the test runs it as a user service manager
+# (`systemd --user`, the same service code as PID 1's) in a private mount
+# namespace (tests/daemon/usermgr.py says how); the unit is the build's
+# daemon/vsxd.service with ExecStart for this test and usermgr.py's
+# changes (no condition, output to a file, a higher start limit, no
+# Protect*= lines); every line about the store, readiness, restarts and
+# the main process is the shipped one. Skips when it cannot run (not
+# root, no systemd).
 #
 #   start        active (Type=notify), the state record and the device's
 #                descriptors in systemd's store (NFileDescriptorStore)
@@ -42,62 +40,37 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.environ.get("srcdir", "."), "tests", "daemon"))
+import usermgr  # noqa: E402
 import vsxdtest  # noqa: E402
 from vsxdtest import Guest, check  # noqa: E402
 
 T = vsxdtest.Setup("systemd")
 tmp, conf, ctl, vhost, uds = T.tmp, T.conf, T.ctl, T.vhost, T.uds
 UNIT = "vsxd-test.service"
-xdg = os.path.join(tmp, "xdg")
-cfg = os.path.join(tmp, "config")
-env = dict(os.environ, XDG_RUNTIME_DIR=xdg, XDG_CONFIG_HOME=cfg)
-env.pop("NOTIFY_SOCKET", None)
-env.pop("LISTEN_FDS", None)
+why = usermgr.why_not()
+if why is None and not usermgr.enter_namespace():
+    why = "cannot mount a tmpfs on /run/systemd in a private mount namespace"
+if why:
+    print("SKIP: systemd.test: %s" % why)
+    shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(77)
+M = usermgr.Manager(tmp)
 
 
 def systemctl(*args):
-    r = subprocess.run(["systemctl", "--user"] + list(args), env=env,
-                       capture_output=True, text=True)
-    return r.returncode, (r.stdout + r.stderr).strip()
+    return M.systemctl(*args)
 
 
 def prop(name):
-    return systemctl("show", "-p", name, "--value", UNIT)[1]
+    return M.prop(UNIT, name)
 
 
 def main_pid():
-    p = prop("MainPID")
-    return int(p) if p.isdigit() else 0
+    return M.main_pid(UNIT)
 
 
 def status():
     return vsxdtest.status(T.vsxctl, ctl)
-
-
-def write_unit():
-    src = os.path.abspath(os.environ.get("VSXD_UNIT", "./daemon/vsxd.service"))
-    dropped, out = [], []
-    for line in open(src).read().splitlines():
-        if line.startswith("ExecStart="):
-            line = "ExecStart=%s --config %s" % (T.vsxd, conf)
-        elif line.startswith("ConditionPathExists="):
-            line = "ConditionPathExists=%s" % conf
-        elif line.startswith("Protect"):
-            dropped.append(line)
-            continue
-        out.append(line)
-    d = os.path.join(cfg, "systemd", "user")
-    os.makedirs(d)
-    with open(os.path.join(d, UNIT), "w") as f:
-        f.write("\n".join(out) + "\n")
-    # vsxd's output to a file (no journald in the namespace); the test
-    # starts vsxd 7 times in about 15 s, past systemd's default start
-    # limit (5 in 10 s), which would leave the unit failed
-    os.makedirs(os.path.join(d, UNIT + ".d"))
-    with open(os.path.join(d, UNIT + ".d", "test.conf"), "w") as f:
-        f.write("[Unit]\nStartLimitBurst=20\n\n[Service]\nStandardOutput=append:%s\n"
-                "StandardError=append:%s\n" % (T.log_path, T.log_path))
-    return src, dropped
 
 
 def traffic(g, port):
@@ -107,23 +80,15 @@ def traffic(g, port):
             g.cmd("hrecv 4000"))
 
 
-manager = None
 guest = None
 try:
-    os.mkdir(xdg, 0o700)
-    src, dropped = write_unit()
-    version = subprocess.run(["/lib/systemd/systemd", "--version"], capture_output=True,
-                             text=True).stdout.split("\n")[0]
+    src = os.path.abspath(os.environ.get("VSXD_UNIT", "./daemon/vsxd.service"))
     print("service manager: real %s, a user manager (systemd --user) in a private "
-          "mount namespace" % version)
-    print("unit: %s, with ExecStart and ConditionPathExists for this test and "
-          "without %s" % (src, ", ".join(dropped) or "nothing else"))
-    mlog = open(os.path.join(tmp, "manager.log"), "w")
-    manager = subprocess.Popen(["/lib/systemd/systemd", "--user"], env=env,
-                               stdout=mlog, stderr=subprocess.STDOUT)
-    check("the manager runs", vsxdtest.wait_for(
-        lambda: systemctl("is-system-running")[1] in ("running", "degraded"), 20),
-        systemctl("is-system-running")[1])
+          "mount namespace" % usermgr.version())
+    check("the manager runs", M.start(), open(M.log).read()[-2000:])
+    dropped = M.unit(UNIT, src, [T.vsxd, "--config", conf], T.log_path)
+    print("unit: %s, with ExecStart for this test, no condition, and without %s"
+          % (src, ", ".join(dropped) or "nothing else"))
 
     rc, out = systemctl("start", UNIT)
     check("start: systemctl start returns once vsxd is ready (Type=notify)",
@@ -222,20 +187,12 @@ try:
 finally:
     if guest:
         guest.close()
-    if manager:
-        systemctl("stop", UNIT)
-        systemctl("exit")
-        try:
-            manager.wait(10)
-        except subprocess.TimeoutExpired:
-            manager.kill()
-            manager.wait()
+    M.close(UNIT)
     if vsxdtest.failures:
         if os.path.exists(T.log_path):
             sys.stdout.write("---- vsxd's log ----\n" + open(T.log_path).read()[-6000:])
-        ml = os.path.join(tmp, "manager.log")
-        if os.path.exists(ml):
-            sys.stdout.write("---- the manager's output ----\n" + open(ml).read()[-4000:])
+        if os.path.exists(M.log):
+            sys.stdout.write("---- the manager's output ----\n" + open(M.log).read()[-4000:])
     shutil.rmtree(tmp, ignore_errors=True)
 
 vsxdtest.finish()
