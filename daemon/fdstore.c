@@ -370,6 +370,34 @@ out:
 	pthread_mutex_unlock(&fs->lock);
 }
 
+void vsxd_state_conn_from_info(struct vsxd_state_conn *sc,
+			       const struct vsxb_conn_info *ci)
+{
+	memset(sc, 0, sizeof(*sc));
+	sc->id = ci->id;
+	sc->guest_cid = ci->guest_cid;
+	sc->peer_cid = ci->peer_cid;
+	sc->guest_port = ci->guest_port;
+	sc->peer_port = ci->peer_port;
+	sc->type = ci->type == 2 ? 2 : 1;
+	sc->state = ci->state >= VSXB_CONN_CONNECTING && ci->state <= VSXB_CONN_CLOSING ?
+		    (unsigned)ci->state : VSXB_CONN_ESTABLISHED;
+	sc->flags = ci->guest_initiated ? VSXD_CONN_GUEST_INITIATED : 0;
+	sc->guest_shut = ci->guest_shut & 3;
+	sc->host_shut = ci->host_shut & 3;
+	sc->peer = !strcmp(ci->peer_kind, "sibling") ? VSXD_PEER_SIBLING :
+		   !strcmp(ci->peer_kind, "vsock") ? VSXD_PEER_VSOCK : VSXD_PEER_HOST;
+	sc->buf_alloc = ci->buf_alloc;
+	sc->fwd_cnt = ci->fwd_cnt;
+	sc->peer_buf_alloc = ci->peer_buf_alloc;
+	sc->peer_fwd_cnt = ci->peer_fwd_cnt;
+	sc->to_guest = ci->to_guest_bytes;
+	sc->from_guest = ci->from_guest_bytes;
+	/* a tag is printable ASCII (backend.h), cut to what a str holds */
+	for (size_t i = 0; ci->tag && ci->tag[i] && i < sizeof(sc->tag) - 1; i++)
+		sc->tag[i] = ci->tag[i] >= 0x20 && ci->tag[i] <= 0x7e ? ci->tag[i] : '?';
+}
+
 void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev)
 {
 	const struct vsxb_conn_info *ci = &ev->ci;
@@ -393,11 +421,7 @@ void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev
 			v->conns = nc;
 			fs->conn_cap[i] = cap;
 		}
-		v->conns[v->nconns++] = (struct vsxd_state_conn){
-			.id = ci->id, .guest_cid = ci->guest_cid, .peer_cid = ci->peer_cid,
-			.guest_port = ci->guest_port, .peer_port = ci->peer_port,
-			.type = ci->type == 2 ? 2 : 1,
-		};
+		vsxd_state_conn_from_info(&v->conns[v->nconns++], ci);
 	} else {
 		unsigned k;
 

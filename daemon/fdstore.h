@@ -53,6 +53,13 @@ struct vsxd_state_vm;
 int vsxd_state_vm_fill(struct vsxd_state_vm *v, const struct vsxu_vu_state *st,
 		       int (*store)(void *arg, const char *name, int fd), void *arg);
 
+/* @sc from what the backend shows of a connection: its addresses, state,
+ * shutdown bits, peer kind and the counters vsxctl shows (not
+ * VSXD_CONN_WHOLE: vsxd_handoff's freeze adds the rest). */
+struct vsxd_state_conn;
+void vsxd_state_conn_from_info(struct vsxd_state_conn *sc,
+			       const struct vsxb_conn_info *ci);
+
 /* VM @name goes away (reload): its descriptors leave the store. */
 void vsxd_fdstore_forget(struct vsxd_fdstore *fs, const char *name);
 

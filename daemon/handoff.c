@@ -113,11 +113,7 @@ static int conn_add(const struct vsxb_conn_info *ci, void *arg)
 	if (!nc)
 		return -ENOMEM;
 	v->conns = nc;
-	nc[v->nconns++] = (struct vsxd_state_conn){
-		.id = ci->id, .guest_cid = ci->guest_cid, .peer_cid = ci->peer_cid,
-		.guest_port = ci->guest_port, .peer_port = ci->peer_port,
-		.type = ci->type == 2 ? 2 : 1,
-	};
+	vsxd_state_conn_from_info(&nc[v->nconns++], ci);
 	return 0;
 }
 

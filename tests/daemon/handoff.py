@@ -121,7 +121,7 @@ try:
          "mismatch"),
         ("a state record of version 99", "version",
          "the new process refused: the state is unusable: state record version 99, "
-         "this vsxd reads 1"),
+         "this vsxd reads 1 to 2"),
         ("a program that never answers", "hang",
          "the new process did not say it serves within 10000 ms: killed"),
     ]
