@@ -680,12 +680,95 @@ static const char *build_state(struct vsxd_fdstore *fs, const struct vsxd_state_
 	return NULL;
 }
 
+static struct vsxb_conn_addr conn_addr(const struct vsxd_state_conn *c)
+{
+	return (struct vsxb_conn_addr){
+		.guest_cid = c->guest_cid, .peer_cid = c->peer_cid,
+		.guest_port = c->guest_port, .peer_port = c->peer_port,
+		.type = (int)c->type,
+	};
+}
+
+/* @v's connections: those the record holds whole with their host socket
+ * into @keep (returns how many; their sockets taken), the rest into
+ * @rst (*@nrst), which end with an RST. */
+static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm *v,
+			    struct vsxb_conn_addr *rst, struct vsxb_conn_keep *keep,
+			    unsigned *nrst)
+{
+	unsigned nk = 0;
+	struct stat sb;
+
+	*nrst = 0;
+	for (unsigned i = 0; i < v->nconns; i++) {
+		const struct vsxd_state_conn *c = &v->conns[i];
+		struct vsxb_conn_keep *k = &keep[nk];
+		int fd = -1;
+
+		/* a host socket, named once, of a socket kind */
+		if (fs->prev.version >= 2 && (c->flags & VSXD_CONN_WHOLE) && *c->host_fd &&
+		    c->guest_cid == v->cid && c->state != VSXB_CONN_CONNECTING &&
+		    c->timer == VSXD_TIMER_NONE && !c->to_guest_q.len)
+			fd = take_fd(fs, c->host_fd, false);
+		if (fd >= 0 && (fstat(fd, &sb) < 0 || !S_ISSOCK(sb.st_mode))) {
+			fs_log(fs, LOG_ERR, "vm %s: connection %llu: %s is not a socket: "
+			       "the connection ends", v->name, (unsigned long long)c->id,
+			       c->host_fd);
+			fd = -1;   /* closed with what nobody took */
+		}
+		if (fd < 0) {
+			rst[(*nrst)++] = conn_addr(c);
+			continue;
+		}
+		*k = (struct vsxb_conn_keep){
+			.id = c->id, .type = (int)c->type, .state = (int)c->state,
+			.guest_port = c->guest_port, .peer_cid = c->peer_cid,
+			.peer_port = c->peer_port,
+			.guest_initiated = c->flags & VSXD_CONN_GUEST_INITIATED,
+			.vsock = c->peer == VSXD_PEER_VSOCK,
+			.guest_shut = c->guest_shut, .host_shut = c->host_shut,
+			.shut_pending = c->shut_pending, .ctrl = c->ctrl,
+			.host_flags = (c->flags & VSXD_CONN_HOST_EOF ? VSXB_KEEP_HOST_EOF : 0) |
+				(c->flags & VSXD_CONN_HOST_WR_SHUT ? VSXB_KEEP_HOST_WR_SHUT : 0) |
+				(c->flags & VSXD_CONN_HOST_WR_DEAD ? VSXB_KEEP_HOST_WR_DEAD : 0),
+			.buf_alloc = c->buf_alloc, .rx_cnt = c->rx_cnt, .fwd_cnt = c->fwd_cnt,
+			.last_fwd_sent = c->last_fwd_sent, .last_buf_sent = c->last_buf_sent,
+			.rx_limit = c->rx_limit, .peer_buf_alloc = c->peer_buf_alloc,
+			.peer_fwd_cnt = c->peer_fwd_cnt, .tx_cnt = c->tx_cnt,
+			.advertised = c->flags & VSXD_CONN_ADVERTISED,
+			.credit_req_sent = c->flags & VSXD_CONN_CREDIT_REQ_SENT,
+			.msg_open = c->flags & VSXD_CONN_MSG_OPEN,
+			.to_guest = c->to_guest, .from_guest = c->from_guest,
+			.fd = fd, .q = c->to_host_q.data, .qlen = c->to_host_q.len,
+		};
+		snprintf(k->tag, sizeof(k->tag), "%.*s", (int)sizeof(k->tag) - 1, c->tag);
+		if (c->to_host_q.nends) {
+			struct vsxb_msg_end *e = calloc(c->to_host_q.nends, sizeof(*e));
+
+			if (!e) {
+				close(fd);  /* ends, as below */
+				rst[(*nrst)++] = conn_addr(c);
+				continue;
+			}
+			for (unsigned j = 0; j < c->to_host_q.nends; j++)
+				e[j] = (struct vsxb_msg_end){ c->to_host_q.ends[j].end,
+							      c->to_host_q.ends[j].flags };
+			k->ends = e;
+			k->nends = c->to_host_q.nends;
+		}
+		nk++;
+	}
+	return nk;
+}
+
 void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char *name,
 			uint64_t cid)
 {
 	char cidwhy[96];
 	const struct vsxd_state_vm *v = NULL;
 	struct vsxb_conn_addr *conns = NULL;
+	struct vsxb_conn_keep *keep = NULL;
+	unsigned nkeep, nrst, kept = 0;
 	struct vsxu_vu_state st;
 	const char *why;
 	int r;
@@ -707,21 +790,21 @@ void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char 
 	why = build_state(fs, v, &st);
 	if (!why && v->nconns) {
 		conns = calloc(v->nconns, sizeof(*conns));
-		if (!conns)
+		keep = calloc(v->nconns, sizeof(*keep));
+		if (!conns || !keep)
 			why = "out of memory";
 	}
 	if (why) {
+		free(keep);
 		taken_end(fs, &st, false, false);
 		goto fail;
 	}
-	for (unsigned i = 0; i < v->nconns; i++)
-		conns[i] = (struct vsxb_conn_addr){
-			.guest_cid = v->conns[i].guest_cid, .peer_cid = v->conns[i].peer_cid,
-			.guest_port = v->conns[i].guest_port, .peer_port = v->conns[i].peer_port,
-			.type = (int)v->conns[i].type,
-		};
-	r = vsxb_vm_adopt(vm, &st, conns, v->nconns);
+	nkeep = conns_split(fs, v, conns, keep, &nrst);
+	r = vsxb_vm_adopt_keep(vm, &st, conns, nrst, keep, nkeep, &kept);
 	free(conns);
+	for (unsigned i = 0; i < nkeep; i++)
+		free((void *)keep[i].ends);
+	free(keep);
 	taken_end(fs, &st, true, r == 0);
 	if (r < 0) {
 		why = r == -EINVAL ? "its descriptors do not match the state (see above)"
@@ -729,12 +812,19 @@ void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char 
 		goto fail;
 	}
 	fs->info.vms_recovered++;
-	fs->info.conns_ended += v->nconns;
-	fs_log(fs, LOG_NOTICE, "vm %s: %s: device resumed on its vhost-user connection, "
-	       "%u connection%s ended (RST to the guest)", name,
-	       fs->handoff ? "handed over" : fs->info.listeners ? "restarted"
-			   : "recovered after a crash",
-	       v->nconns, v->nconns == 1 ? "" : "s");
+	fs->info.conns_ended += v->nconns - kept;
+	fs->info.conns_kept += kept;
+	if (kept)
+		fs_log(fs, LOG_NOTICE, "vm %s: %s: device resumed on its vhost-user "
+		       "connection, %u connection%s kept, %u ended (RST to the guest)", name,
+		       fs->handoff ? "handed over" : "restarted", kept, kept == 1 ? "" : "s",
+		       v->nconns - kept);
+	else
+		fs_log(fs, LOG_NOTICE, "vm %s: %s: device resumed on its vhost-user "
+		       "connection, %u connection%s ended (RST to the guest)", name,
+		       fs->handoff ? "handed over" : fs->info.listeners ? "restarted"
+				   : "recovered after a crash",
+		       v->nconns, v->nconns == 1 ? "" : "s");
 	return;
 
 fail:

@@ -19,8 +19,11 @@
  *    (sd_listen_fds_with_names(3): $LISTEN_FDS descriptors from 3 on,
  *    $LISTEN_FDNAMES, $LISTEN_PID), and $VSXD_HANDOFF_FD, the write end
  *    of a pipe. It starts as after a crash (fdstore.c: each VM adopts its
- *    device; the connections end: an RST to the guest, EOF to the host
- *    program when this process exits), binds nothing that it inherited,
+ *    device), but each connection the record holds whole with its host
+ *    socket (conn.ID.host: vsxb_vm_foreach_keep says which can go on)
+ *    is made again before the device runs, without a TRANSPORT_RESET;
+ *    the others end (an RST to the guest, EOF to the host program when
+ *    this process exits). It binds nothing that it inherited,
  *    and before its loop runs writes one line: "serving ..." or
  *    "refused WHY". Until then it has not touched a ring or read from a
  *    socket, so whatever becomes of it, this process can go on.
@@ -102,10 +105,40 @@ static void why_set(char *why, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int conn_add(const struct vsxb_conn_info *ci, void *arg)
+struct conn_walk {
+	struct vsxd_state_vm *v;
+	struct fdl *l;
+};
+
+/* The bytes @k holds for its host socket into @b. */
+static int conn_bytes(const struct vsxb_conn_keep *k, struct vsxd_state_bytes *b)
 {
-	struct vsxd_state_vm *v = arg;
-	struct vsxd_state_conn *nc;
+	if (k->qlen) {
+		b->data = malloc(k->qlen);
+		if (!b->data)
+			return -ENOMEM;
+		memcpy(b->data, k->q, k->qlen);
+		b->len = k->qlen;
+	}
+	if (k->nends) {
+		b->ends = calloc(k->nends, sizeof(*b->ends));
+		if (!b->ends)
+			return -ENOMEM;
+		for (unsigned i = 0; i < k->nends; i++)
+			b->ends[i] = (struct vsxd_state_end){ k->ends[i].end, k->ends[i].flags };
+		b->nends = k->nends;
+	}
+	return 0;
+}
+
+/* One connection, whole, into the record; its host socket, if it can go
+ * on in the new process, handed over as conn.ID.host. */
+static int conn_add(const struct vsxb_conn_keep *k, void *arg)
+{
+	struct conn_walk *w = arg;
+	struct vsxd_state_vm *v = w->v;
+	struct vsxd_state_conn *nc, *c;
+	int r;
 
 	if (v->nconns == VSXD_STATE_MAX_CONNS)
 		return 0;  /* (not named: the guest's own timeouts end it) */
@@ -113,8 +146,37 @@ static int conn_add(const struct vsxb_conn_info *ci, void *arg)
 	if (!nc)
 		return -ENOMEM;
 	v->conns = nc;
-	vsxd_state_conn_from_info(&nc[v->nconns++], ci);
-	return 0;
+	c = &nc[v->nconns++];
+	vsxd_state_conn_from_info(c, k->ci);
+	if (k->fd < 0)
+		return 0;  /* ends in the new process */
+	c->flags |= VSXD_CONN_WHOLE |
+		    (k->advertised ? VSXD_CONN_ADVERTISED : 0) |
+		    (k->credit_req_sent ? VSXD_CONN_CREDIT_REQ_SENT : 0) |
+		    (k->msg_open ? VSXD_CONN_MSG_OPEN : 0) |
+		    (k->host_flags & VSXB_KEEP_HOST_EOF ? VSXD_CONN_HOST_EOF : 0) |
+		    (k->host_flags & VSXB_KEEP_HOST_WR_SHUT ? VSXD_CONN_HOST_WR_SHUT : 0) |
+		    (k->host_flags & VSXB_KEEP_HOST_WR_DEAD ? VSXD_CONN_HOST_WR_DEAD : 0);
+	c->state = (unsigned)k->state;
+	c->guest_shut = k->guest_shut & 3;
+	c->host_shut = k->host_shut & 3;
+	c->shut_pending = k->shut_pending & 3;
+	c->ctrl = k->ctrl & 0x3f;
+	c->peer = k->vsock ? VSXD_PEER_VSOCK : VSXD_PEER_HOST;
+	c->buf_alloc = k->buf_alloc;
+	c->rx_cnt = k->rx_cnt;
+	c->fwd_cnt = k->fwd_cnt;
+	c->last_fwd_sent = k->last_fwd_sent;
+	c->last_buf_sent = k->last_buf_sent;
+	c->rx_limit = k->rx_limit;
+	c->peer_buf_alloc = k->peer_buf_alloc;
+	c->peer_fwd_cnt = k->peer_fwd_cnt;
+	c->tx_cnt = k->tx_cnt;
+	snprintf(c->host_fd, sizeof(c->host_fd), "conn.%llu.host", (unsigned long long)k->id);
+	r = conn_bytes(k, &c->to_host_q);
+	if (r == 0)
+		r = fdl_add(w->l, c->host_fd, k->fd);
+	return r;
 }
 
 static int conn_count(const struct vsxb_conn_info *ci, void *arg)
@@ -161,8 +223,11 @@ static int collect_vms(const struct vsxd_handoff_opts *o, struct vsxd_state *s,
 		snprintf(v->name, sizeof(v->name), "%s", vi.name);
 		v->cid = vi.guest_cid;
 		r = vsxd_state_vm_fill(v, &st, fdl_add, l);
-		if (r == 0)
-			r = vsxb_router_foreach_conn(o->router, o->vms[i], conn_add, v);
+		if (r == 0) {
+			struct conn_walk w = { .v = v, .l = l };
+
+			r = vsxb_vm_foreach_keep(o->vms[i], conn_add, &w);
+		}
 		s->nvms++;
 		if (r < 0) {
 			why_set(why, whylen, "vm %s: %s", vi.name, strerror(-r));

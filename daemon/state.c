@@ -109,7 +109,7 @@ static const char *conn_bad(const struct vsxd_state_conn *c, unsigned version)
 		return NULL;
 	if (c->state < 1 || c->state > 3)
 		return "bad connection state";
-	if (c->flags & ~0x1fu)
+	if (c->flags & ~0xffu)
 		return "unknown connection flags";
 	if (c->guest_shut > 3 || c->host_shut > 3 || c->shut_pending > 3)
 		return "bad shutdown bits";

@@ -48,7 +48,10 @@
  *                      the connection (without it, as in the record
  *                      kept up to date for a crash, only addresses,
  *                      state and what vsxctl shows are right: such a
- *                      connection ends); others 0
+ *                      connection ends), 5-7 its host socket's state
+ *                      (5 the host shut its sending side, 6 vsxd shut
+ *                      the socket's sending side, 7 the host takes no
+ *                      more data); others 0
  *       u8 guest_shut  SHUTDOWN bits the guest sent (1 rcv, 2 send)
  *       u8 host_shut   SHUTDOWN bits vsxd sent
  *       u8 shut_pending  SHUTDOWN bits still to send to the guest
@@ -147,6 +150,9 @@ enum vsxd_state_timer {
 #define VSXD_CONN_CREDIT_REQ_SENT 0x4u
 #define VSXD_CONN_MSG_OPEN        0x8u
 #define VSXD_CONN_WHOLE           0x10u
+#define VSXD_CONN_HOST_EOF        0x20u
+#define VSXD_CONN_HOST_WR_SHUT    0x40u
+#define VSXD_CONN_HOST_WR_DEAD    0x80u
 
 struct vsxd_state_conn {
 	uint64_t id, guest_cid, peer_cid;

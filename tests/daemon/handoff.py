@@ -237,11 +237,15 @@ try:
           rc == 0 and str(st.get("generation")) == "3" and st.get("pid") != final_pid,
           out + " " + str(st))
     final_pid = st.get("pid") or final_pid
-    check("the old process's connection ends: EOF to the host, RST to the guest",
-          guest.cmd("hclosed") and guest.cmd("wait-rst"))
-    check("the same front-end still, new connections both ways",
-          guest.cmd("backend") and guest.line.endswith("alive=1") and
-          both_ways(guest, 9000))
+    check("the connection goes on in the new process: data both ways, every byte "
+          "checked", guest.cmd("hsend 5000") and guest.cmd("grecv 9000") and
+          guest.cmd("gsend 5000") and guest.cmd("hrecv 5000"))
+    check("the same front-end still", guest.cmd("backend") and
+          guest.line.endswith("alive=1"))
+    check("it ends as any: the guest shuts down both ways, vsxd answers RST, the "
+          "host reads EOF", guest.cmd("gshut 3") and guest.cmd("wait-rst") and
+          guest.cmd("hclosed") and guest.cmd("hclose"))
+    check("new connections both ways", both_ways(guest, 9000))
     check("no sanitizer report in vsxd's log",
           not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
                                             "runtime error:")))
