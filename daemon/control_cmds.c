@@ -754,6 +754,7 @@ static int cmd_upgrade(struct req *q, struct evbuffer *b)
 	put(b, VSX_CTL_K_PID, "%d", rep.pid);
 	put(b, VSX_CTL_K_VMS, "%u", rep.vms);
 	put(b, VSX_CTL_K_CONNS_ENDED, "%u", rep.conns_ended);
+	put(b, VSX_CTL_K_CONNS_KEPT, "%u", rep.conns_kept);
 	put(b, VSX_CTL_K_LISTENERS, "%u", rep.listeners);
 	put(b, VSX_CTL_K_FDS, "%u", rep.fds);
 	c->handed_over = true;

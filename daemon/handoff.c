@@ -400,8 +400,11 @@ static int await(pid_t pid, int rfd, unsigned timeout_ms, struct vsxd_handoff_re
 			continue;
 		if (nl)
 			*nl = '\0';
-		if (sscanf(line, "serving vms=%u conns-ended=%u listeners=%u", &rep->vms,
-			   &rep->conns_ended, &rep->listeners) == 3)
+		/* conns-kept: not said by a vsxd that keeps none */
+		rep->conns_kept = 0;
+		if (sscanf(line, "serving vms=%u conns-ended=%u listeners=%u conns-kept=%u",
+			   &rep->vms, &rep->conns_ended, &rep->listeners,
+			   &rep->conns_kept) >= 3)
 			return 0;
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
@@ -573,12 +576,13 @@ static void say(int fd, const char *line)
 	close(fd);
 }
 
-void vsxd_handoff_serving(int fd, unsigned vms, unsigned conns_ended, unsigned listeners)
+void vsxd_handoff_serving(int fd, unsigned vms, unsigned conns_ended, unsigned listeners,
+			  unsigned conns_kept)
 {
-	char line[128];
+	char line[160];
 
-	snprintf(line, sizeof(line), "serving vms=%u conns-ended=%u listeners=%u\n", vms,
-		 conns_ended, listeners);
+	snprintf(line, sizeof(line), "serving vms=%u conns-ended=%u listeners=%u "
+		 "conns-kept=%u\n", vms, conns_ended, listeners, conns_kept);
 	say(fd, line);
 }
 

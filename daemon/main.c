@@ -841,9 +841,9 @@ static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep,
 		vlog(LOG_ERR, "upgrade to %s failed, serving on: %s", o.exec, why);
 	} else {
 		vlog(LOG_NOTICE, "upgrade: pid %d serves now (%u VM%s, %u listener%s, %u "
-		     "connection%s ended): exiting", rep->pid, rep->vms,
+		     "connection%s kept, %u ended): exiting", rep->pid, rep->vms,
 		     rep->vms == 1 ? "" : "s", rep->listeners, rep->listeners == 1 ? "" : "s",
-		     rep->conns_ended, rep->conns_ended == 1 ? "" : "s");
+		     rep->conns_kept, rep->conns_kept == 1 ? "" : "s", rep->conns_ended);
 		/* the unit's main process from now on (it is our child) */
 		notify("MAINPID=%d\nSTATUS=handed over to pid %d", rep->pid, rep->pid);
 	}
@@ -1149,7 +1149,7 @@ int main(int argc, char **argv)
 
 		vsxd_fdstore_info(d.fdstore, &start);
 		vsxd_handoff_serving(d.handoff_fd, start.vms_recovered, start.conns_ended,
-				     vsx__inherit_taken());
+				     vsx__inherit_taken(), start.conns_kept);
 		d.handoff_fd = -1;
 	}
 	vlog(LOG_INFO, "vsxd %s: serving %zu VM%s", PACKAGE_VERSION, d.cfg.n_vms,

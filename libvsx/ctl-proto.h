@@ -230,6 +230,7 @@
 
 /* upgrade's reply (and vms, pid: status's keys) */
 #define VSX_CTL_K_CONNS_ENDED "conns-ended" /* connections that ended */
+#define VSX_CTL_K_CONNS_KEPT "conns-kept" /* connections that go on */
 #define VSX_CTL_K_LISTENERS "listeners" /* listening sockets handed over */
 #define VSX_CTL_K_FDS "fds"             /* descriptors handed over in all */
 

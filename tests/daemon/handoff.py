@@ -23,10 +23,18 @@
 #                new connections work both ways
 #   again        vsxctl upgrade without --exec (the program vsxd was
 #                started as), generation 3, with a connection open: it
-#                ends (RST to the guest, EOF to the host: connections are
-#                not handed over yet), the device serves on
+#                goes on in the new process (data both ways, every byte
+#                checked), then ends as any; the device serves on
+#   keep         generations 4 to 6: a connection whose host program reads
+#                nothing while the guest fills a 16 MiB window (vsxd holds
+#                megabytes for it at the freeze): all 16000000 bytes reach
+#                the program in order, the new process lists it under its
+#                id; the guest shuts its sending side (the host reads EOF)
+#                and it stays half-closed across the next handoff; a
+#                guest-initiated connection across the last one
 #
 #   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
+import json
 import os
 import shutil
 import signal
@@ -173,7 +181,7 @@ try:
     check("upgrade: vsxctl exits 0 (%.1f s)" % t_up, up.returncode == 0, out)
     check("upgrade: it says what was handed over",
           out.startswith("handed over to vsxd pid ") and
-          "1 VM device, 4 listening sockets" in out and "0 connections ended" in out, out)
+          "1 VM device, 4 listening sockets" in out and "0 connections kept, 0 connections ended" in out, out)
     try:
         vsxd.wait(10)
     except subprocess.TimeoutExpired:
@@ -246,6 +254,72 @@ try:
           "host reads EOF", guest.cmd("gshut 3") and guest.cmd("wait-rst") and
           guest.cmd("hclosed") and guest.cmd("hclose"))
     check("new connections both ways", both_ways(guest, 9000))
+
+    # ---- keep: bytes vsxd holds at the freeze, half-closed, a 4th and 5th ----
+    def conns():
+        out = subprocess.run([VSXCTL, "-c", ctl, "-j", "list"], capture_output=True,
+                             text=True).stdout
+        try:
+            return json.loads(out)
+        except ValueError:
+            return []
+
+    def upgrade_to(gen):
+        rc, out = upgrade()
+        st = status()
+        return (rc == 0 and str(st.get("generation")) == str(gen) and
+                "1 connection kept" in out, out + " " + str(st), st.get("pid"))
+
+    # host to guest; the host program reads nothing, so what its socket does
+    # not take waits in vsxd (a 16 MiB window: more than a Unix socket's
+    # send buffer holds, net.core.wmem_max being 4 MiB at most here)
+    ok = (guest.cmd("listen 5200") and guest.cmd("hconnect unix:%s:5200" % uds) and
+          guest.cmd("hsend 1000") and guest.cmd("grecv 1000"))
+    cl = conns()
+    cid = cl[0].get("conn") if len(cl) == 1 else None
+    ok = ok and cid is not None and subprocess.run(
+        [VSXCTL, "-c", ctl, "set-buffer", str(cid), "--rx", "16MiB"],
+        capture_output=True).returncode == 0 and guest.cmd("wait-credit 16777216")
+    ok = ok and guest.cmd("gsend 16000000")
+    held = [c.get("queued", 0) for c in conns()]
+    check("a connection whose host program reads nothing: vsxd holds bytes for it "
+          "(%s)" % held, ok and len(held) == 1 and held[0] > 0)
+    good, out, pid = upgrade_to(4)
+    final_pid = pid or final_pid
+    check("upgrade with bytes queued for the host: exit 0, generation 4, one "
+          "connection kept", good, out)
+    cl = conns()
+    check("the new process lists the connection with its id",
+          cid is not None and len(cl) == 1 and cl[0].get("conn") == cid, str(cl))
+    check("the host program reads all 16000000 bytes, in order, none lost or twice",
+          guest.cmd("hrecv 16000000"))
+    check("both ways go on", guest.cmd("hsend 3000") and guest.cmd("grecv 4000") and
+          guest.cmd("gsend 1000") and guest.cmd("hrecv 1000"))
+    # the guest shuts its sending side: half-closed across the next handoff
+    ok = guest.cmd("gshut 2") and guest.cmd("hclosed")
+    check("half-closed: the guest shut its sending side, the host reads EOF", ok)
+    good, out, pid = upgrade_to(5)
+    final_pid = pid or final_pid
+    check("upgrade of a half-closed connection: generation 5, kept", good, out)
+    check("still half-closed: the host still sends, the guest receives every byte",
+          guest.cmd("hsend 5000") and guest.cmd("grecv 9000"))
+    cl = conns()
+    check("the new process shows it closing, the guest's send side shut",
+          len(cl) == 1 and cl[0].get("state") == "closing", str(cl))
+    check("it ends: the host closes, the guest sees the end",
+          guest.cmd("hclose") and guest.cmd("wait-closed"))
+    # guest to host, across one more
+    ok = (guest.cmd("hlisten unix:%s:5300" % uds) and guest.cmd("gconnect 5300") and
+          guest.cmd("haccept") and guest.cmd("gsend 7000") and guest.cmd("hrecv 7000"))
+    good, out, pid = upgrade_to(6)
+    final_pid = pid or final_pid
+    check("a guest-initiated connection across a sixth generation", ok and good, out)
+    check("it carries on both ways, every byte checked",
+          guest.cmd("gsend 3000") and guest.cmd("hrecv 3000") and
+          guest.cmd("hsend 2000") and guest.cmd("grecv 2000") and
+          guest.cmd("gshut 3") and guest.cmd("wait-rst") and guest.cmd("hclose"))
+    check("the same front-end through all of it", guest.cmd("backend") and
+          guest.line.endswith("alive=1"))
     check("no sanitizer report in vsxd's log",
           not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
                                             "runtime error:")))
