@@ -9,7 +9,8 @@
 #   store        READY=1 comes with the state memfd and the device's
 #                descriptors stored (conn, one name per memory file, kick
 #                and call per ring); the record names the connection
-#   crash x3     SIGKILL while a connection carries data both ways: the
+#   crash x4     SIGKILL while a connection carries data both ways (the
+#                4th time with the record rewritten as version 1): the
 #                stand-in restarts vsxd with LISTEN_FDS; the host end reads
 #                EOF, the guest gets an RST for the connection within 1 s
 #                of the new process's start, and new connections work both
@@ -65,6 +66,39 @@ def log_text():
         return f.read()
 
 
+def record_v1(buf):
+    """The state record @buf (version 2, daemon/state.h) as the release
+    before wrote it: version 1, connections by their addresses."""
+    import struct
+    import zlib
+    length, nvms = struct.unpack_from("<I", buf, 12)[0], struct.unpack_from("<I", buf, 20)[0]
+    body, off = b"", 32
+
+    def sstr(o):
+        return o + 1 + buf[o]
+    for _ in range(nvms):
+        start = off
+        off = sstr(sstr(off)) + 24
+        nreg, nq, _r, nconns = struct.unpack_from("<BBHI", buf, off)
+        off += 8
+        for _ in range(nreg):
+            off = sstr(off + 32)
+        for _ in range(nq):
+            off = sstr(sstr(off + 28))
+        body += buf[start:off]
+        for _ in range(nconns):
+            body += buf[off:off + 33]
+            off = sstr(sstr(off + 33 + 8 + 4 + 36 + 16))
+            for _q in range(2):
+                qlen = struct.unpack_from("<I", buf, off)[0]
+                off += 4 + qlen
+                nends = struct.unpack_from("<I", buf, off)[0]
+                off += 4 + 5 * nends
+    assert off == length, (off, length)
+    return (buf[:8] + struct.pack("<III", 1, 32 + len(body), zlib.crc32(body)) +
+            buf[20:32] + body)
+
+
 def both_ways(g, port, tag):
     return vsxdtest.both_ways(g, uds, port)
 
@@ -92,12 +126,22 @@ try:
           str(st.get("fd_store")) == "1", str(st))
 
     port = 5000
-    for crash in range(1, 4):
+    for crash in range(1, 5):
         ok = (guest.cmd("listen %d" % port) and
               guest.cmd("hconnect unix:%s:%d" % (uds, port)) and
               guest.cmd("hsend 4000") and guest.cmd("grecv 4000") and
               guest.cmd("gsend 4000") and guest.cmd("hrecv 4000"))
         check("crash %d: a connection carries data both ways" % crash, ok)
+        if crash == 4:
+            # the record of the release before (version 1): read, the
+            # connection it names ends as well
+            fd = svc.fd("state")
+            rec = os.pread(fd, 1 << 20, 0)
+            old = record_v1(rec[:int.from_bytes(rec[12:16], "little")])
+            os.pwrite(fd, old + b"\0" * (len(rec) - len(old)), 0)
+            check("crash 4: the stored record rewritten as version 1 (%d bytes, was %d)"
+                  % (len(old), int.from_bytes(rec[12:16], "little")),
+                  old[8] == 1 and len(old) < int.from_bytes(rec[12:16], "little"))
         starts = svc.starts
         t0 = time.monotonic()
         pid = svc.kill(signal.SIGKILL)
