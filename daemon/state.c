@@ -183,7 +183,8 @@ struct wr {
 
 static void put(struct wr *w, const void *v, size_t n)
 {
-	if (w->p && w->n + n <= w->cap)
+	/* (an empty queue has no buffer: no memcpy from NULL) */
+	if (w->p && n && w->n + n <= w->cap)
 		memcpy(w->p + w->n, v, n);
 	w->n += n;
 }
