@@ -183,6 +183,7 @@
 #define VSX_CTL_K_RECOVERED_VMS "recovered-vms"
 #define VSX_CTL_K_RECOVERY_FAILED_VMS "recovery-failed-vms"
 #define VSX_CTL_K_RECOVERY_CONNS_ENDED "recovery-conns-ended"
+#define VSX_CTL_K_RECOVERY_CONNS_KEPT "recovery-conns-kept"
 #define VSX_CTL_K_THREADS "threads"     /* worker threads running */
 #define VSX_CTL_K_THREADS_MAX "threads-max" /* --threads, or the CPUs */
 #define VSX_CTL_K_THREAD "thread"       /* a worker: w0, w1, ...; a thread=

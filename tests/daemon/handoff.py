@@ -293,6 +293,12 @@ try:
     final_pid = pid or final_pid
     check("upgrade with bytes queued for the host: exit 0, generation 4, one "
           "connection kept", good, out)
+    st = status()
+    check("vsxctl status: recovery-conns-kept 1, recovery-conns-ended 0",
+          str(st.get("recovery_conns_kept")) == "1" and
+          str(st.get("recovery_conns_ended")) == "0", str(st))
+    check("metrics: vsxd_recovery_connections_kept 1",
+          "vsxd_recovery_connections_kept 1" in metric_lines())
     cl = conns()
     check("the new process lists the connection with its id",
           cid is not None and len(cl) == 1 and cl[0].get("conn") == cid, str(cl))
