@@ -463,6 +463,14 @@ int vsxd_handoff_run(const struct vsxd_handoff_opts *o, struct vsxd_handoff_repo
 		snprintf(name, sizeof(name), "listen.%d", i);
 		r = fdl_add(&l, name, lfds[i]);
 	}
+	if (r == 0 && vsxd_state_size(&s) > VSXD_STATE_MAX_LEN) {
+		/* the bytes connections hold go into the record */
+		why_set(why, whylen, "the state would take %zu bytes, more than a record "
+			"holds (%u): connections hold too many bytes; try again",
+			vsxd_state_size(&s), VSXD_STATE_MAX_LEN);
+		r = -E2BIG;
+		goto fail;
+	}
 	state = r == 0 ? record_fd(&s) : r;
 	if (state >= 0)
 		r = fdl_add(&l, "state", state);
