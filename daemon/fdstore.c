@@ -621,7 +621,10 @@ static void taken_end(struct vsxd_fdstore *fs, const struct vsxu_vu_state *st,
 			continue;
 		p->taking = false;
 		p->given = handed;
-		p->keep_name = handed && keep_names;
+		/* a kept connection's socket (conn.ID.host) is never the
+		 * store's: it closes when the connection ends */
+		p->keep_name = handed && keep_names &&
+			       !(p->name && !strncmp(p->name, "conn.", 5));
 	}
 	if (handed)
 		return;
