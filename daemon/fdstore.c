@@ -30,9 +30,12 @@
  * closed and leaves the store.
  *
  * SIGTERM (systemctl restart or stop) leaves the store as it is, with every
- * listening socket of the process added (listen.K, vsxd_fdstore_keep): a
- * restart takes them back (the listeners by address: util.h, inherited
- * listeners), a stop makes systemd discard them. A clean exit otherwise
+ * listening socket of the process added (listen.K, vsxd_fdstore_keep) and
+ * the connections written whole, the host socket of each one that can go
+ * on stored as conn.ID.host (as a live handoff passes it): a restart takes
+ * them back (the listeners by address: util.h, inherited listeners; the
+ * connections made again on the adopted device), a stop makes systemd
+ * discard them (host programs see EOF). A clean exit otherwise
  * (SIGINT) empties the store: QEMU sees its back-end go, as
  * it would without one.
  */
@@ -396,6 +399,58 @@ void vsxd_state_conn_from_info(struct vsxd_state_conn *sc,
 	/* a tag is printable ASCII (backend.h), cut to what a str holds */
 	for (size_t i = 0; ci->tag && ci->tag[i] && i < sizeof(sc->tag) - 1; i++)
 		sc->tag[i] = ci->tag[i] >= 0x20 && ci->tag[i] <= 0x7e ? ci->tag[i] : '?';
+}
+
+/* The bytes @k holds for its host socket into @b. */
+static int conn_bytes(const struct vsxb_conn_keep *k, struct vsxd_state_bytes *b)
+{
+	if (k->qlen) {
+		b->data = malloc(k->qlen);
+		if (!b->data)
+			return -ENOMEM;
+		memcpy(b->data, k->q, k->qlen);
+		b->len = k->qlen;
+	}
+	if (k->nends) {
+		b->ends = calloc(k->nends, sizeof(*b->ends));
+		if (!b->ends)
+			return -ENOMEM;
+		for (unsigned i = 0; i < k->nends; i++)
+			b->ends[i] = (struct vsxd_state_end){ k->ends[i].end, k->ends[i].flags };
+		b->nends = k->nends;
+	}
+	return 0;
+}
+
+int vsxd_state_conn_whole(struct vsxd_state_conn *c, const struct vsxb_conn_keep *k)
+{
+	vsxd_state_conn_from_info(c, k->ci);
+	if (k->fd < 0)
+		return 0;  /* ends in the next process */
+	c->flags |= VSXD_CONN_WHOLE |
+		    (k->advertised ? VSXD_CONN_ADVERTISED : 0) |
+		    (k->credit_req_sent ? VSXD_CONN_CREDIT_REQ_SENT : 0) |
+		    (k->msg_open ? VSXD_CONN_MSG_OPEN : 0) |
+		    (k->host_flags & VSXB_KEEP_HOST_EOF ? VSXD_CONN_HOST_EOF : 0) |
+		    (k->host_flags & VSXB_KEEP_HOST_WR_SHUT ? VSXD_CONN_HOST_WR_SHUT : 0) |
+		    (k->host_flags & VSXB_KEEP_HOST_WR_DEAD ? VSXD_CONN_HOST_WR_DEAD : 0);
+	c->state = (unsigned)k->state;
+	c->guest_shut = k->guest_shut & 3;
+	c->host_shut = k->host_shut & 3;
+	c->shut_pending = k->shut_pending & 3;
+	c->ctrl = k->ctrl & 0x3f;
+	c->peer = k->vsock ? VSXD_PEER_VSOCK : VSXD_PEER_HOST;
+	c->buf_alloc = k->buf_alloc;
+	c->rx_cnt = k->rx_cnt;
+	c->fwd_cnt = k->fwd_cnt;
+	c->last_fwd_sent = k->last_fwd_sent;
+	c->last_buf_sent = k->last_buf_sent;
+	c->rx_limit = k->rx_limit;
+	c->peer_buf_alloc = k->peer_buf_alloc;
+	c->peer_fwd_cnt = k->peer_fwd_cnt;
+	c->tx_cnt = k->tx_cnt;
+	snprintf(c->host_fd, sizeof(c->host_fd), "conn.%llu.host", (unsigned long long)k->id);
+	return conn_bytes(k, &c->to_host_q);
 }
 
 void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev)
@@ -889,7 +944,63 @@ void vsxd_fdstore_info(struct vsxd_fdstore *fs, struct vsxd_start_info *out)
 	pthread_mutex_unlock(&fs->lock);
 }
 
-int vsxd_fdstore_keep(struct vsxd_fdstore *fs)
+struct keep_walk {
+	struct vsxd_fdstore *fs;
+	struct vsxd_state_conn *conns;
+	unsigned n;
+};
+
+/* One connection of a VM whole into @arg's list; its host socket, if it
+ * can go on, into the store as conn.ID.host (if the store does not take
+ * it, the connection is written as one that ends). */
+static int keep_conn(const struct vsxb_conn_keep *k, void *arg)
+{
+	struct keep_walk *w = arg;
+	struct vsxd_state_conn *nc, *c;
+
+	if (w->n == VSXD_STATE_MAX_CONNS)
+		return 0;
+	nc = realloc(w->conns, (w->n + 1) * sizeof(*nc));
+	if (!nc)
+		return -ENOMEM;
+	w->conns = nc;
+	c = &nc[w->n++];
+	if (vsxd_state_conn_whole(c, k) < 0 ||
+	    (*c->host_fd && store_fd(w->fs, c->host_fd, k->fd) < 0)) {
+		free(c->to_host_q.data);
+		free(c->to_host_q.ends);
+		vsxd_state_conn_from_info(c, k->ci);
+	}
+	return 0;
+}
+
+/* The connections of the running devices, whole: a restart goes on with
+ * those to host programs (their sockets in the store), as a handoff does. */
+static void keep_conns(struct vsxd_fdstore *fs, struct vsxb_vm *const *vms, size_t n_vms)
+{
+	for (size_t i = 0; i < n_vms; i++) {
+		struct keep_walk w = { .fs = fs };
+		int k;
+
+		if (!vms[i] || (k = rec_find(fs, vsxb_vm_name(vms[i]))) < 0)
+			continue;
+		if (vsxb_vm_foreach_keep(vms[i], keep_conn, &w) < 0) {
+			/* the record keeps what the events made of them: they end */
+			for (unsigned j = 0; j < w.n; j++) {
+				free(w.conns[j].to_host_q.data);
+				free(w.conns[j].to_host_q.ends);
+			}
+			free(w.conns);
+			continue;
+		}
+		free(fs->recs[k].conns);
+		fs->recs[k].conns = w.conns;
+		fs->recs[k].nconns = w.n;
+		fs->conn_cap[k] = w.n;
+	}
+}
+
+int vsxd_fdstore_keep(struct vsxd_fdstore *fs, struct vsxb_vm *const *vms, size_t n_vms)
 {
 	int fds[1024], n, kept = 0;
 	char name[32];
@@ -900,6 +1011,7 @@ int vsxd_fdstore_keep(struct vsxd_fdstore *fs)
 	if (n < 0)
 		return n;
 	pthread_mutex_lock(&fs->lock);
+	keep_conns(fs, vms, n_vms);
 	write_record(fs);
 	for (int i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "listen.%d", i);

@@ -110,27 +110,6 @@ struct conn_walk {
 	struct fdl *l;
 };
 
-/* The bytes @k holds for its host socket into @b. */
-static int conn_bytes(const struct vsxb_conn_keep *k, struct vsxd_state_bytes *b)
-{
-	if (k->qlen) {
-		b->data = malloc(k->qlen);
-		if (!b->data)
-			return -ENOMEM;
-		memcpy(b->data, k->q, k->qlen);
-		b->len = k->qlen;
-	}
-	if (k->nends) {
-		b->ends = calloc(k->nends, sizeof(*b->ends));
-		if (!b->ends)
-			return -ENOMEM;
-		for (unsigned i = 0; i < k->nends; i++)
-			b->ends[i] = (struct vsxd_state_end){ k->ends[i].end, k->ends[i].flags };
-		b->nends = k->nends;
-	}
-	return 0;
-}
-
 /* One connection, whole, into the record; its host socket, if it can go
  * on in the new process, handed over as conn.ID.host. */
 static int conn_add(const struct vsxb_conn_keep *k, void *arg)
@@ -147,34 +126,8 @@ static int conn_add(const struct vsxb_conn_keep *k, void *arg)
 		return -ENOMEM;
 	v->conns = nc;
 	c = &nc[v->nconns++];
-	vsxd_state_conn_from_info(c, k->ci);
-	if (k->fd < 0)
-		return 0;  /* ends in the new process */
-	c->flags |= VSXD_CONN_WHOLE |
-		    (k->advertised ? VSXD_CONN_ADVERTISED : 0) |
-		    (k->credit_req_sent ? VSXD_CONN_CREDIT_REQ_SENT : 0) |
-		    (k->msg_open ? VSXD_CONN_MSG_OPEN : 0) |
-		    (k->host_flags & VSXB_KEEP_HOST_EOF ? VSXD_CONN_HOST_EOF : 0) |
-		    (k->host_flags & VSXB_KEEP_HOST_WR_SHUT ? VSXD_CONN_HOST_WR_SHUT : 0) |
-		    (k->host_flags & VSXB_KEEP_HOST_WR_DEAD ? VSXD_CONN_HOST_WR_DEAD : 0);
-	c->state = (unsigned)k->state;
-	c->guest_shut = k->guest_shut & 3;
-	c->host_shut = k->host_shut & 3;
-	c->shut_pending = k->shut_pending & 3;
-	c->ctrl = k->ctrl & 0x3f;
-	c->peer = k->vsock ? VSXD_PEER_VSOCK : VSXD_PEER_HOST;
-	c->buf_alloc = k->buf_alloc;
-	c->rx_cnt = k->rx_cnt;
-	c->fwd_cnt = k->fwd_cnt;
-	c->last_fwd_sent = k->last_fwd_sent;
-	c->last_buf_sent = k->last_buf_sent;
-	c->rx_limit = k->rx_limit;
-	c->peer_buf_alloc = k->peer_buf_alloc;
-	c->peer_fwd_cnt = k->peer_fwd_cnt;
-	c->tx_cnt = k->tx_cnt;
-	snprintf(c->host_fd, sizeof(c->host_fd), "conn.%llu.host", (unsigned long long)k->id);
-	r = conn_bytes(k, &c->to_host_q);
-	if (r == 0)
+	r = vsxd_state_conn_whole(c, k);
+	if (r == 0 && *c->host_fd)
 		r = fdl_add(w->l, c->host_fd, k->fd);
 	return r;
 }

@@ -936,7 +936,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		/* under a store, what a restart needs stays there, and no
 		 * worker touches a ring again */
 		vsxb_router_freeze(d->router);
-		kept = vsxd_fdstore_keep(d->fdstore);
+		kept = vsxd_fdstore_keep(d->fdstore, d->vms, d->cfg.n_vms);
 		if (kept >= 0) {
 			vlog(LOG_NOTICE, "SIGTERM: the devices and %d listening socket%s stay "
 			     "in the file descriptor store for the next start (a stop "

@@ -21,10 +21,11 @@
 #                the file: a log line saying so, the VM starts fresh (the
 #                front-end sees its back-end go), vsxd serves on
 #   restart      SIGTERM then a start with the store (systemctl restart):
-#                vsxd exits 0 leaving its devices and listening sockets in
-#                the store; the new process takes them back (start-mode
-#                restarted): same front-end, the old connection ends (EOF,
-#                RST), new ones work both ways
+#                vsxd exits 0 leaving its devices, listening sockets and
+#                the connection's host socket in the store; the new process
+#                takes them back (start-mode restarted): same front-end,
+#                the connection goes on both ways (every byte checked), its
+#                socket leaves the store, new ones work both ways
 #   stop         SIGTERM (systemctl stop): exit 0, the store is left to the
 #                service manager, which discards it, and the front-end
 #                sees its back-end go
@@ -253,8 +254,17 @@ try:
           up and svc.stopped_rc == 0 and len(listeners) == 3 and
           not any("FDSTOREREMOVE=1\nFDNAME=state" in m for m in svc.messages[nmsg:]),
           "exit %s, %d listeners" % (svc.stopped_rc, len(listeners)))
-    check("restart: the host end reads EOF, the guest gets an RST",
-          guest.cmd("hclosed") and guest.cmd("wait-rst"))
+    check("restart: the connection went into the store too (conn.N.host)",
+          any("FDSTORE=1" in m and "FDNAME=conn." in m for m in svc.messages[nmsg:]))
+    check("restart: the connection goes on: data both ways, every byte checked",
+          guest.cmd("hsend 3000") and guest.cmd("grecv 7000") and
+          guest.cmd("gsend 2000") and guest.cmd("hrecv 2000"))
+    check("restart: its socket left the store once taken back",
+          svc.wait(lambda: not [n for n in svc.names() if n.startswith("conn.")]),
+          str(svc.names()))
+    check("restart: it ends as any: the guest shuts down both ways, RST, host EOF",
+          guest.cmd("gshut 3") and guest.cmd("wait-rst") and guest.cmd("hclosed") and
+          guest.cmd("hclose"))
     check("restart: the same front-end connection serves on (no setup again)",
           guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
     check("restart: new connections both ways", both_ways(guest, 5600, "restart"))
