@@ -932,6 +932,19 @@ void vsxd_fdstore_ready(struct vsxd_fdstore *fs)
 	write_record(fs);
 	pthread_mutex_unlock(&fs->lock);
 }
+uint64_t vsxd_fdstore_max_conn_id(struct vsxd_fdstore *fs)
+{
+	uint64_t max = 0;
+
+	if (!fs || !fs->have_prev)
+		return 0;
+	for (unsigned i = 0; i < fs->prev.nvms; i++)
+		for (unsigned j = 0; j < fs->prev.vms[i].nconns; j++)
+			if (fs->prev.vms[i].conns[j].id > max)
+				max = fs->prev.vms[i].conns[j].id;
+	return max;
+}
+
 const char *vsxd_fdstore_refusal(struct vsxd_fdstore *fs)
 {
 	return fs && *fs->refusal ? fs->refusal : NULL;

@@ -64,6 +64,9 @@ void vsxd_state_conn_from_info(struct vsxd_state_conn *sc,
  * vsxd_state_conn_from_info. 0 or -ENOMEM (the queued bytes are copied). */
 int vsxd_state_conn_whole(struct vsxd_state_conn *sc, const struct vsxb_conn_keep *k);
 
+/* The highest connection id the earlier process's state names (0: none). */
+uint64_t vsxd_fdstore_max_conn_id(struct vsxd_fdstore *fs);
+
 /* VM @name goes away (reload): its descriptors leave the store. */
 void vsxd_fdstore_forget(struct vsxd_fdstore *fs, const char *name);
 

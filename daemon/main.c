@@ -1097,6 +1097,8 @@ int main(int argc, char **argv)
 		fatal("out of memory");
 		goto out;
 	}
+	/* before any VM runs: new connections never take a kept one's id */
+	vsxb_router_ids_past(d.router, vsxd_fdstore_max_conn_id(d.fdstore));
 	for (i = 0; i < d.cfg.n_vms; i++) {
 		r = vm_start(&d, &d.cfg, &d.cfg.vms[i], &d.vms[i], &d.vls[i]);
 		if (r < 0) {

@@ -322,6 +322,10 @@ try:
     # guest to host, across one more
     ok = (guest.cmd("hlisten unix:%s:5300" % uds) and guest.cmd("gconnect 5300") and
           guest.cmd("haccept") and guest.cmd("gsend 7000") and guest.cmd("hrecv 7000"))
+    cl = conns()
+    check("a new connection's id goes on past the kept one's (%s > %s)"
+          % ([c.get("conn") for c in cl], cid),
+          len(cl) == 1 and cid is not None and cl[0].get("conn", 0) > cid, str(cl))
     good, out, pid = upgrade_to(6)
     final_pid = pid or final_pid
     check("a guest-initiated connection across a sixth generation", ok and good, out)

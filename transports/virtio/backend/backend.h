@@ -483,6 +483,10 @@ struct vsxb_conn_keep {
 
 typedef int (*vsxb_keep_cb)(const struct vsxb_conn_keep *k, void *arg);
 
+/* Connection ids from now on are past @id (a new process starts past
+ * every id the earlier one's state names: vsxctl never shows one twice). */
+void vsxb_router_ids_past(struct vsxb_router *r, uint64_t id);
+
 /* Call @cb for each connection of @vm, whole (between vsxb_router_freeze
  * and thaw); a non-zero return stops the walk and is returned. -ENOMEM. */
 int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg);

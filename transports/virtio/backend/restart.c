@@ -207,6 +207,16 @@ fail:
 	return NULL;
 }
 
+void vsxb_router_ids_past(struct vsxb_router *r, uint64_t id)
+{
+	uint64_t cur = vsxb_load(&r->next_id);
+
+	/* (only raised, whatever another thread takes meanwhile) */
+	while (cur <= id && !__atomic_compare_exchange_n(&r->next_id, &cur, id + 1, false,
+							 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+}
+
 int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 		  const struct vsxb_conn_addr *conns, unsigned n)
 {
@@ -264,8 +274,8 @@ int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 		};
 	}
 	/* ids go on past the kept ones: vsxctl never shows one twice */
-	while (vsxb_load(&r->next_id) < next)
-		vsxb_add(&r->next_id, 1);
+	if (next)
+		vsxb_router_ids_past(r, next - 1);
 	vm->keep_conns = nmade > 0;
 	err = vsxu_vu_adopt(vm->vu, st);
 	vm->keep_conns = false;
