@@ -43,6 +43,7 @@ struct vsxd_start_info {
 	unsigned vms_recovered;    /* devices resumed from the store */
 	unsigned vms_failed;       /* named by the state, started fresh */
 	unsigned conns_ended;      /* connections the state named, RST */
+	unsigned conns_kept;       /* connections a handoff kept going */
 	unsigned listeners;        /* listening sockets a handoff or a
 				      restart passed */
 };

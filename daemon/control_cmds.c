@@ -390,6 +390,7 @@ static int cmd_status(struct req *q, struct evbuffer *b)
 		put(b, VSX_CTL_K_RECOVERED_VMS, "%u", c->start.vms_recovered);
 		put(b, VSX_CTL_K_RECOVERY_FAILED_VMS, "%u", c->start.vms_failed);
 		put(b, VSX_CTL_K_RECOVERY_CONNS_ENDED, "%u", c->start.conns_ended);
+		put(b, VSX_CTL_K_RECOVERY_CONNS_KEPT, "%u", c->start.conns_kept);
 		put(b, VSX_CTL_K_HANDED_OVER_LISTENERS, "%u", c->start.listeners);
 	}
 	if (c->workers)
@@ -754,6 +755,7 @@ static int cmd_upgrade(struct req *q, struct evbuffer *b)
 	put(b, VSX_CTL_K_PID, "%d", rep.pid);
 	put(b, VSX_CTL_K_VMS, "%u", rep.vms);
 	put(b, VSX_CTL_K_CONNS_ENDED, "%u", rep.conns_ended);
+	put(b, VSX_CTL_K_CONNS_KEPT, "%u", rep.conns_kept);
 	put(b, VSX_CTL_K_LISTENERS, "%u", rep.listeners);
 	put(b, VSX_CTL_K_FDS, "%u", rep.fds);
 	c->handed_over = true;

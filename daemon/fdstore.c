@@ -30,9 +30,12 @@
  * closed and leaves the store.
  *
  * SIGTERM (systemctl restart or stop) leaves the store as it is, with every
- * listening socket of the process added (listen.K, vsxd_fdstore_keep): a
- * restart takes them back (the listeners by address: util.h, inherited
- * listeners), a stop makes systemd discard them. A clean exit otherwise
+ * listening socket of the process added (listen.K, vsxd_fdstore_keep) and
+ * the connections written whole, the host socket of each one that can go
+ * on stored as conn.ID.host (as a live handoff passes it): a restart takes
+ * them back (the listeners by address: util.h, inherited listeners; the
+ * connections made again on the adopted device), a stop makes systemd
+ * discard them (host programs see EOF). A clean exit otherwise
  * (SIGINT) empties the store: QEMU sees its back-end go, as
  * it would without one.
  */
@@ -370,6 +373,86 @@ out:
 	pthread_mutex_unlock(&fs->lock);
 }
 
+void vsxd_state_conn_from_info(struct vsxd_state_conn *sc,
+			       const struct vsxb_conn_info *ci)
+{
+	memset(sc, 0, sizeof(*sc));
+	sc->id = ci->id;
+	sc->guest_cid = ci->guest_cid;
+	sc->peer_cid = ci->peer_cid;
+	sc->guest_port = ci->guest_port;
+	sc->peer_port = ci->peer_port;
+	sc->type = ci->type == 2 ? 2 : 1;
+	sc->state = ci->state >= VSXB_CONN_CONNECTING && ci->state <= VSXB_CONN_CLOSING ?
+		    (unsigned)ci->state : VSXB_CONN_ESTABLISHED;
+	sc->flags = ci->guest_initiated ? VSXD_CONN_GUEST_INITIATED : 0;
+	sc->guest_shut = ci->guest_shut & 3;
+	sc->host_shut = ci->host_shut & 3;
+	sc->peer = !strcmp(ci->peer_kind, "sibling") ? VSXD_PEER_SIBLING :
+		   !strcmp(ci->peer_kind, "vsock") ? VSXD_PEER_VSOCK : VSXD_PEER_HOST;
+	sc->buf_alloc = ci->buf_alloc;
+	sc->fwd_cnt = ci->fwd_cnt;
+	sc->peer_buf_alloc = ci->peer_buf_alloc;
+	sc->peer_fwd_cnt = ci->peer_fwd_cnt;
+	sc->to_guest = ci->to_guest_bytes;
+	sc->from_guest = ci->from_guest_bytes;
+	/* a tag is printable ASCII (backend.h), cut to what a str holds */
+	for (size_t i = 0; ci->tag && ci->tag[i] && i < sizeof(sc->tag) - 1; i++)
+		sc->tag[i] = ci->tag[i] >= 0x20 && ci->tag[i] <= 0x7e ? ci->tag[i] : '?';
+}
+
+/* The bytes @k holds for its host socket into @b. */
+static int conn_bytes(const struct vsxb_conn_keep *k, struct vsxd_state_bytes *b)
+{
+	if (k->qlen) {
+		b->data = malloc(k->qlen);
+		if (!b->data)
+			return -ENOMEM;
+		memcpy(b->data, k->q, k->qlen);
+		b->len = k->qlen;
+	}
+	if (k->nends) {
+		b->ends = calloc(k->nends, sizeof(*b->ends));
+		if (!b->ends)
+			return -ENOMEM;
+		for (unsigned i = 0; i < k->nends; i++)
+			b->ends[i] = (struct vsxd_state_end){ k->ends[i].end, k->ends[i].flags };
+		b->nends = k->nends;
+	}
+	return 0;
+}
+
+int vsxd_state_conn_whole(struct vsxd_state_conn *c, const struct vsxb_conn_keep *k)
+{
+	vsxd_state_conn_from_info(c, k->ci);
+	if (k->fd < 0)
+		return 0;  /* ends in the next process */
+	c->flags |= VSXD_CONN_WHOLE |
+		    (k->advertised ? VSXD_CONN_ADVERTISED : 0) |
+		    (k->credit_req_sent ? VSXD_CONN_CREDIT_REQ_SENT : 0) |
+		    (k->msg_open ? VSXD_CONN_MSG_OPEN : 0) |
+		    (k->host_flags & VSXB_KEEP_HOST_EOF ? VSXD_CONN_HOST_EOF : 0) |
+		    (k->host_flags & VSXB_KEEP_HOST_WR_SHUT ? VSXD_CONN_HOST_WR_SHUT : 0) |
+		    (k->host_flags & VSXB_KEEP_HOST_WR_DEAD ? VSXD_CONN_HOST_WR_DEAD : 0);
+	c->state = (unsigned)k->state;
+	c->guest_shut = k->guest_shut & 3;
+	c->host_shut = k->host_shut & 3;
+	c->shut_pending = k->shut_pending & 3;
+	c->ctrl = k->ctrl & 0x3f;
+	c->peer = k->vsock ? VSXD_PEER_VSOCK : VSXD_PEER_HOST;
+	c->buf_alloc = k->buf_alloc;
+	c->rx_cnt = k->rx_cnt;
+	c->fwd_cnt = k->fwd_cnt;
+	c->last_fwd_sent = k->last_fwd_sent;
+	c->last_buf_sent = k->last_buf_sent;
+	c->rx_limit = k->rx_limit;
+	c->peer_buf_alloc = k->peer_buf_alloc;
+	c->peer_fwd_cnt = k->peer_fwd_cnt;
+	c->tx_cnt = k->tx_cnt;
+	snprintf(c->host_fd, sizeof(c->host_fd), "conn.%llu.host", (unsigned long long)k->id);
+	return conn_bytes(k, &c->to_host_q);
+}
+
 void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev)
 {
 	const struct vsxb_conn_info *ci = &ev->ci;
@@ -393,11 +476,7 @@ void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev
 			v->conns = nc;
 			fs->conn_cap[i] = cap;
 		}
-		v->conns[v->nconns++] = (struct vsxd_state_conn){
-			.id = ci->id, .guest_cid = ci->guest_cid, .peer_cid = ci->peer_cid,
-			.guest_port = ci->guest_port, .peer_port = ci->peer_port,
-			.type = ci->type == 2 ? 2 : 1,
-		};
+		vsxd_state_conn_from_info(&v->conns[v->nconns++], ci);
 	} else {
 		unsigned k;
 
@@ -597,7 +676,10 @@ static void taken_end(struct vsxd_fdstore *fs, const struct vsxu_vu_state *st,
 			continue;
 		p->taking = false;
 		p->given = handed;
-		p->keep_name = handed && keep_names;
+		/* a kept connection's socket (conn.ID.host) is never the
+		 * store's: it closes when the connection ends */
+		p->keep_name = handed && keep_names &&
+			       !(p->name && !strncmp(p->name, "conn.", 5));
 	}
 	if (handed)
 		return;
@@ -656,12 +738,95 @@ static const char *build_state(struct vsxd_fdstore *fs, const struct vsxd_state_
 	return NULL;
 }
 
+static struct vsxb_conn_addr conn_addr(const struct vsxd_state_conn *c)
+{
+	return (struct vsxb_conn_addr){
+		.guest_cid = c->guest_cid, .peer_cid = c->peer_cid,
+		.guest_port = c->guest_port, .peer_port = c->peer_port,
+		.type = (int)c->type,
+	};
+}
+
+/* @v's connections: those the record holds whole with their host socket
+ * into @keep (returns how many; their sockets taken), the rest into
+ * @rst (*@nrst), which end with an RST. */
+static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm *v,
+			    struct vsxb_conn_addr *rst, struct vsxb_conn_keep *keep,
+			    unsigned *nrst)
+{
+	unsigned nk = 0;
+	struct stat sb;
+
+	*nrst = 0;
+	for (unsigned i = 0; i < v->nconns; i++) {
+		const struct vsxd_state_conn *c = &v->conns[i];
+		struct vsxb_conn_keep *k = &keep[nk];
+		int fd = -1;
+
+		/* a host socket, named once, of a socket kind */
+		if (fs->prev.version >= 2 && (c->flags & VSXD_CONN_WHOLE) && *c->host_fd &&
+		    c->guest_cid == v->cid && c->state != VSXB_CONN_CONNECTING &&
+		    c->timer == VSXD_TIMER_NONE && !c->to_guest_q.len)
+			fd = take_fd(fs, c->host_fd, false);
+		if (fd >= 0 && (fstat(fd, &sb) < 0 || !S_ISSOCK(sb.st_mode))) {
+			fs_log(fs, LOG_ERR, "vm %s: connection %llu: %s is not a socket: "
+			       "the connection ends", v->name, (unsigned long long)c->id,
+			       c->host_fd);
+			fd = -1;   /* closed with what nobody took */
+		}
+		if (fd < 0) {
+			rst[(*nrst)++] = conn_addr(c);
+			continue;
+		}
+		*k = (struct vsxb_conn_keep){
+			.id = c->id, .type = (int)c->type, .state = (int)c->state,
+			.guest_port = c->guest_port, .peer_cid = c->peer_cid,
+			.peer_port = c->peer_port,
+			.guest_initiated = c->flags & VSXD_CONN_GUEST_INITIATED,
+			.vsock = c->peer == VSXD_PEER_VSOCK,
+			.guest_shut = c->guest_shut, .host_shut = c->host_shut,
+			.shut_pending = c->shut_pending, .ctrl = c->ctrl,
+			.host_flags = (c->flags & VSXD_CONN_HOST_EOF ? VSXB_KEEP_HOST_EOF : 0) |
+				(c->flags & VSXD_CONN_HOST_WR_SHUT ? VSXB_KEEP_HOST_WR_SHUT : 0) |
+				(c->flags & VSXD_CONN_HOST_WR_DEAD ? VSXB_KEEP_HOST_WR_DEAD : 0),
+			.buf_alloc = c->buf_alloc, .rx_cnt = c->rx_cnt, .fwd_cnt = c->fwd_cnt,
+			.last_fwd_sent = c->last_fwd_sent, .last_buf_sent = c->last_buf_sent,
+			.rx_limit = c->rx_limit, .peer_buf_alloc = c->peer_buf_alloc,
+			.peer_fwd_cnt = c->peer_fwd_cnt, .tx_cnt = c->tx_cnt,
+			.advertised = c->flags & VSXD_CONN_ADVERTISED,
+			.credit_req_sent = c->flags & VSXD_CONN_CREDIT_REQ_SENT,
+			.msg_open = c->flags & VSXD_CONN_MSG_OPEN,
+			.to_guest = c->to_guest, .from_guest = c->from_guest,
+			.fd = fd, .q = c->to_host_q.data, .qlen = c->to_host_q.len,
+		};
+		snprintf(k->tag, sizeof(k->tag), "%.*s", (int)sizeof(k->tag) - 1, c->tag);
+		if (c->to_host_q.nends) {
+			struct vsxb_msg_end *e = calloc(c->to_host_q.nends, sizeof(*e));
+
+			if (!e) {
+				close(fd);  /* ends, as below */
+				rst[(*nrst)++] = conn_addr(c);
+				continue;
+			}
+			for (unsigned j = 0; j < c->to_host_q.nends; j++)
+				e[j] = (struct vsxb_msg_end){ c->to_host_q.ends[j].end,
+							      c->to_host_q.ends[j].flags };
+			k->ends = e;
+			k->nends = c->to_host_q.nends;
+		}
+		nk++;
+	}
+	return nk;
+}
+
 void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char *name,
 			uint64_t cid)
 {
 	char cidwhy[96];
 	const struct vsxd_state_vm *v = NULL;
 	struct vsxb_conn_addr *conns = NULL;
+	struct vsxb_conn_keep *keep = NULL;
+	unsigned nkeep, nrst, kept = 0;
 	struct vsxu_vu_state st;
 	const char *why;
 	int r;
@@ -683,21 +848,21 @@ void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char 
 	why = build_state(fs, v, &st);
 	if (!why && v->nconns) {
 		conns = calloc(v->nconns, sizeof(*conns));
-		if (!conns)
+		keep = calloc(v->nconns, sizeof(*keep));
+		if (!conns || !keep)
 			why = "out of memory";
 	}
 	if (why) {
+		free(keep);
 		taken_end(fs, &st, false, false);
 		goto fail;
 	}
-	for (unsigned i = 0; i < v->nconns; i++)
-		conns[i] = (struct vsxb_conn_addr){
-			.guest_cid = v->conns[i].guest_cid, .peer_cid = v->conns[i].peer_cid,
-			.guest_port = v->conns[i].guest_port, .peer_port = v->conns[i].peer_port,
-			.type = (int)v->conns[i].type,
-		};
-	r = vsxb_vm_adopt(vm, &st, conns, v->nconns);
+	nkeep = conns_split(fs, v, conns, keep, &nrst);
+	r = vsxb_vm_adopt_keep(vm, &st, conns, nrst, keep, nkeep, &kept);
 	free(conns);
+	for (unsigned i = 0; i < nkeep; i++)
+		free((void *)keep[i].ends);
+	free(keep);
 	taken_end(fs, &st, true, r == 0);
 	if (r < 0) {
 		why = r == -EINVAL ? "its descriptors do not match the state (see above)"
@@ -705,12 +870,19 @@ void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char 
 		goto fail;
 	}
 	fs->info.vms_recovered++;
-	fs->info.conns_ended += v->nconns;
-	fs_log(fs, LOG_NOTICE, "vm %s: %s: device resumed on its vhost-user connection, "
-	       "%u connection%s ended (RST to the guest)", name,
-	       fs->handoff ? "handed over" : fs->info.listeners ? "restarted"
-			   : "recovered after a crash",
-	       v->nconns, v->nconns == 1 ? "" : "s");
+	fs->info.conns_ended += v->nconns - kept;
+	fs->info.conns_kept += kept;
+	if (kept)
+		fs_log(fs, LOG_NOTICE, "vm %s: %s: device resumed on its vhost-user "
+		       "connection, %u connection%s kept, %u ended (RST to the guest)", name,
+		       fs->handoff ? "handed over" : "restarted", kept, kept == 1 ? "" : "s",
+		       v->nconns - kept);
+	else
+		fs_log(fs, LOG_NOTICE, "vm %s: %s: device resumed on its vhost-user "
+		       "connection, %u connection%s ended (RST to the guest)", name,
+		       fs->handoff ? "handed over" : fs->info.listeners ? "restarted"
+				   : "recovered after a crash",
+		       v->nconns, v->nconns == 1 ? "" : "s");
 	return;
 
 fail:
@@ -760,6 +932,19 @@ void vsxd_fdstore_ready(struct vsxd_fdstore *fs)
 	write_record(fs);
 	pthread_mutex_unlock(&fs->lock);
 }
+uint64_t vsxd_fdstore_max_conn_id(struct vsxd_fdstore *fs)
+{
+	uint64_t max = 0;
+
+	if (!fs || !fs->have_prev)
+		return 0;
+	for (unsigned i = 0; i < fs->prev.nvms; i++)
+		for (unsigned j = 0; j < fs->prev.vms[i].nconns; j++)
+			if (fs->prev.vms[i].conns[j].id > max)
+				max = fs->prev.vms[i].conns[j].id;
+	return max;
+}
+
 const char *vsxd_fdstore_refusal(struct vsxd_fdstore *fs)
 {
 	return fs && *fs->refusal ? fs->refusal : NULL;
@@ -772,7 +957,63 @@ void vsxd_fdstore_info(struct vsxd_fdstore *fs, struct vsxd_start_info *out)
 	pthread_mutex_unlock(&fs->lock);
 }
 
-int vsxd_fdstore_keep(struct vsxd_fdstore *fs)
+struct keep_walk {
+	struct vsxd_fdstore *fs;
+	struct vsxd_state_conn *conns;
+	unsigned n;
+};
+
+/* One connection of a VM whole into @arg's list; its host socket, if it
+ * can go on, into the store as conn.ID.host (if the store does not take
+ * it, the connection is written as one that ends). */
+static int keep_conn(const struct vsxb_conn_keep *k, void *arg)
+{
+	struct keep_walk *w = arg;
+	struct vsxd_state_conn *nc, *c;
+
+	if (w->n == VSXD_STATE_MAX_CONNS)
+		return 0;
+	nc = realloc(w->conns, (w->n + 1) * sizeof(*nc));
+	if (!nc)
+		return -ENOMEM;
+	w->conns = nc;
+	c = &nc[w->n++];
+	if (vsxd_state_conn_whole(c, k) < 0 ||
+	    (*c->host_fd && store_fd(w->fs, c->host_fd, k->fd) < 0)) {
+		free(c->to_host_q.data);
+		free(c->to_host_q.ends);
+		vsxd_state_conn_from_info(c, k->ci);
+	}
+	return 0;
+}
+
+/* The connections of the running devices, whole: a restart goes on with
+ * those to host programs (their sockets in the store), as a handoff does. */
+static void keep_conns(struct vsxd_fdstore *fs, struct vsxb_vm *const *vms, size_t n_vms)
+{
+	for (size_t i = 0; i < n_vms; i++) {
+		struct keep_walk w = { .fs = fs };
+		int k;
+
+		if (!vms[i] || (k = rec_find(fs, vsxb_vm_name(vms[i]))) < 0)
+			continue;
+		if (vsxb_vm_foreach_keep(vms[i], keep_conn, &w) < 0) {
+			/* the record keeps what the events made of them: they end */
+			for (unsigned j = 0; j < w.n; j++) {
+				free(w.conns[j].to_host_q.data);
+				free(w.conns[j].to_host_q.ends);
+			}
+			free(w.conns);
+			continue;
+		}
+		free(fs->recs[k].conns);
+		fs->recs[k].conns = w.conns;
+		fs->recs[k].nconns = w.n;
+		fs->conn_cap[k] = w.n;
+	}
+}
+
+int vsxd_fdstore_keep(struct vsxd_fdstore *fs, struct vsxb_vm *const *vms, size_t n_vms)
 {
 	int fds[1024], n, kept = 0;
 	char name[32];
@@ -783,6 +1024,7 @@ int vsxd_fdstore_keep(struct vsxd_fdstore *fs)
 	if (n < 0)
 		return n;
 	pthread_mutex_lock(&fs->lock);
+	keep_conns(fs, vms, n_vms);
 	write_record(fs);
 	for (int i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "listen.%d", i);

@@ -53,6 +53,20 @@ struct vsxd_state_vm;
 int vsxd_state_vm_fill(struct vsxd_state_vm *v, const struct vsxu_vu_state *st,
 		       int (*store)(void *arg, const char *name, int fd), void *arg);
 
+/* @sc from what the backend shows of a connection: its addresses, state,
+ * shutdown bits, peer kind and the counters vsxctl shows (not
+ * VSXD_CONN_WHOLE: vsxd_handoff's freeze adds the rest). */
+struct vsxd_state_conn;
+void vsxd_state_conn_from_info(struct vsxd_state_conn *sc,
+			       const struct vsxb_conn_info *ci);
+/* @sc whole from a connection at a freeze (VSXD_CONN_WHOLE, its host
+ * socket named conn.ID.host) when @k->fd says it can go on, else as
+ * vsxd_state_conn_from_info. 0 or -ENOMEM (the queued bytes are copied). */
+int vsxd_state_conn_whole(struct vsxd_state_conn *sc, const struct vsxb_conn_keep *k);
+
+/* The highest connection id the earlier process's state names (0: none). */
+uint64_t vsxd_fdstore_max_conn_id(struct vsxd_fdstore *fs);
+
 /* VM @name goes away (reload): its descriptors leave the store. */
 void vsxd_fdstore_forget(struct vsxd_fdstore *fs, const char *name);
 
@@ -63,13 +77,15 @@ void vsxd_fdstore_info(struct vsxd_fdstore *fs, struct vsxd_start_info *out);
 const char *vsxd_fdstore_refusal(struct vsxd_fdstore *fs);
 
 /* SIGTERM under a store (systemctl stop or restart): the record brought
- * up to date and every listening socket of the process stored too
+ * up to date, the connections of @vms (@n_vms, NULL entries skipped)
+ * written whole with the host socket of each that can go on stored
+ * (conn.ID.host), and every listening socket of the process stored too
  * (listen.K), so that a restart takes each device and listener back and
  * a program connecting meanwhile waits in a backlog; the caller exits
  * without cleaning up (a stop: systemd closes what the store holds, and
  * QEMU sees its back-end go). The listeners stored, or -ENOTCONN: no
  * store. */
-int vsxd_fdstore_keep(struct vsxd_fdstore *fs);
+int vsxd_fdstore_keep(struct vsxd_fdstore *fs, struct vsxb_vm *const *vms, size_t n_vms);
 
 /* A clean exit: everything leaves the store (the front-ends then see
  * their back-end go, as without one), and @fs is freed. */

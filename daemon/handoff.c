@@ -19,8 +19,11 @@
  *    (sd_listen_fds_with_names(3): $LISTEN_FDS descriptors from 3 on,
  *    $LISTEN_FDNAMES, $LISTEN_PID), and $VSXD_HANDOFF_FD, the write end
  *    of a pipe. It starts as after a crash (fdstore.c: each VM adopts its
- *    device; the connections end: an RST to the guest, EOF to the host
- *    program when this process exits), binds nothing that it inherited,
+ *    device), but each connection the record holds whole with its host
+ *    socket (conn.ID.host: vsxb_vm_foreach_keep says which can go on)
+ *    is made again before the device runs, without a TRANSPORT_RESET;
+ *    the others end (an RST to the guest, EOF to the host program when
+ *    this process exits). It binds nothing that it inherited,
  *    and before its loop runs writes one line: "serving ..." or
  *    "refused WHY". Until then it has not touched a ring or read from a
  *    socket, so whatever becomes of it, this process can go on.
@@ -102,10 +105,19 @@ static void why_set(char *why, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int conn_add(const struct vsxb_conn_info *ci, void *arg)
+struct conn_walk {
+	struct vsxd_state_vm *v;
+	struct fdl *l;
+};
+
+/* One connection, whole, into the record; its host socket, if it can go
+ * on in the new process, handed over as conn.ID.host. */
+static int conn_add(const struct vsxb_conn_keep *k, void *arg)
 {
-	struct vsxd_state_vm *v = arg;
-	struct vsxd_state_conn *nc;
+	struct conn_walk *w = arg;
+	struct vsxd_state_vm *v = w->v;
+	struct vsxd_state_conn *nc, *c;
+	int r;
 
 	if (v->nconns == VSXD_STATE_MAX_CONNS)
 		return 0;  /* (not named: the guest's own timeouts end it) */
@@ -113,12 +125,11 @@ static int conn_add(const struct vsxb_conn_info *ci, void *arg)
 	if (!nc)
 		return -ENOMEM;
 	v->conns = nc;
-	nc[v->nconns++] = (struct vsxd_state_conn){
-		.id = ci->id, .guest_cid = ci->guest_cid, .peer_cid = ci->peer_cid,
-		.guest_port = ci->guest_port, .peer_port = ci->peer_port,
-		.type = ci->type == 2 ? 2 : 1,
-	};
-	return 0;
+	c = &nc[v->nconns++];
+	r = vsxd_state_conn_whole(c, k);
+	if (r == 0 && *c->host_fd)
+		r = fdl_add(w->l, c->host_fd, k->fd);
+	return r;
 }
 
 static int conn_count(const struct vsxb_conn_info *ci, void *arg)
@@ -165,8 +176,11 @@ static int collect_vms(const struct vsxd_handoff_opts *o, struct vsxd_state *s,
 		snprintf(v->name, sizeof(v->name), "%s", vi.name);
 		v->cid = vi.guest_cid;
 		r = vsxd_state_vm_fill(v, &st, fdl_add, l);
-		if (r == 0)
-			r = vsxb_router_foreach_conn(o->router, o->vms[i], conn_add, v);
+		if (r == 0) {
+			struct conn_walk w = { .v = v, .l = l };
+
+			r = vsxb_vm_foreach_keep(o->vms[i], conn_add, &w);
+		}
 		s->nvms++;
 		if (r < 0) {
 			why_set(why, whylen, "vm %s: %s", vi.name, strerror(-r));
@@ -339,8 +353,11 @@ static int await(pid_t pid, int rfd, unsigned timeout_ms, struct vsxd_handoff_re
 			continue;
 		if (nl)
 			*nl = '\0';
-		if (sscanf(line, "serving vms=%u conns-ended=%u listeners=%u", &rep->vms,
-			   &rep->conns_ended, &rep->listeners) == 3)
+		/* conns-kept: not said by a vsxd that keeps none */
+		rep->conns_kept = 0;
+		if (sscanf(line, "serving vms=%u conns-ended=%u listeners=%u conns-kept=%u",
+			   &rep->vms, &rep->conns_ended, &rep->listeners,
+			   &rep->conns_kept) >= 3)
 			return 0;
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
@@ -398,6 +415,14 @@ int vsxd_handoff_run(const struct vsxd_handoff_opts *o, struct vsxd_handoff_repo
 	for (int i = 0; i < nl && r == 0; i++) {
 		snprintf(name, sizeof(name), "listen.%d", i);
 		r = fdl_add(&l, name, lfds[i]);
+	}
+	if (r == 0 && vsxd_state_size(&s) > VSXD_STATE_MAX_LEN) {
+		/* the bytes connections hold go into the record */
+		why_set(why, whylen, "the state would take %zu bytes, more than a record "
+			"holds (%u): connections hold too many bytes; try again",
+			vsxd_state_size(&s), VSXD_STATE_MAX_LEN);
+		r = -E2BIG;
+		goto fail;
 	}
 	state = r == 0 ? record_fd(&s) : r;
 	if (state >= 0)
@@ -512,12 +537,13 @@ static void say(int fd, const char *line)
 	close(fd);
 }
 
-void vsxd_handoff_serving(int fd, unsigned vms, unsigned conns_ended, unsigned listeners)
+void vsxd_handoff_serving(int fd, unsigned vms, unsigned conns_ended, unsigned listeners,
+			  unsigned conns_kept)
 {
-	char line[128];
+	char line[160];
 
-	snprintf(line, sizeof(line), "serving vms=%u conns-ended=%u listeners=%u\n", vms,
-		 conns_ended, listeners);
+	snprintf(line, sizeof(line), "serving vms=%u conns-ended=%u listeners=%u "
+		 "conns-kept=%u\n", vms, conns_ended, listeners, conns_kept);
 	say(fd, line);
 }
 

@@ -28,6 +28,7 @@ struct vsxd_handoff_report {
 	int pid;                       /* the new process */
 	unsigned vms;                  /* devices handed over */
 	unsigned conns_ended;          /* connections that end (RST, EOF) */
+	unsigned conns_kept;           /* connections that go on */
 	unsigned listeners;            /* listening sockets handed over */
 	unsigned fds;                  /* descriptors in all */
 };
@@ -46,7 +47,8 @@ int vsxd_handoff_run(const struct vsxd_handoff_opts *o, struct vsxd_handoff_repo
  * out of the environment), or -1 when no handoff started us. */
 int vsxd_handoff_fd(void);
 /* The new process serves: say so on @fd (closed), with what it took. */
-void vsxd_handoff_serving(int fd, unsigned vms, unsigned conns_ended, unsigned listeners);
+void vsxd_handoff_serving(int fd, unsigned vms, unsigned conns_ended, unsigned listeners,
+			  unsigned conns_kept);
 /* The new process refuses: say why on @fd (closed). */
 void vsxd_handoff_refuse(int fd, const char *why);
 

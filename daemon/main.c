@@ -841,9 +841,9 @@ static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep,
 		vlog(LOG_ERR, "upgrade to %s failed, serving on: %s", o.exec, why);
 	} else {
 		vlog(LOG_NOTICE, "upgrade: pid %d serves now (%u VM%s, %u listener%s, %u "
-		     "connection%s ended): exiting", rep->pid, rep->vms,
+		     "connection%s kept, %u ended): exiting", rep->pid, rep->vms,
 		     rep->vms == 1 ? "" : "s", rep->listeners, rep->listeners == 1 ? "" : "s",
-		     rep->conns_ended, rep->conns_ended == 1 ? "" : "s");
+		     rep->conns_kept, rep->conns_kept == 1 ? "" : "s", rep->conns_ended);
 		/* the unit's main process from now on (it is our child) */
 		notify("MAINPID=%d\nSTATUS=handed over to pid %d", rep->pid, rep->pid);
 	}
@@ -936,7 +936,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		/* under a store, what a restart needs stays there, and no
 		 * worker touches a ring again */
 		vsxb_router_freeze(d->router);
-		kept = vsxd_fdstore_keep(d->fdstore);
+		kept = vsxd_fdstore_keep(d->fdstore, d->vms, d->cfg.n_vms);
 		if (kept >= 0) {
 			vlog(LOG_NOTICE, "SIGTERM: the devices and %d listening socket%s stay "
 			     "in the file descriptor store for the next start (a stop "
@@ -1097,6 +1097,8 @@ int main(int argc, char **argv)
 		fatal("out of memory");
 		goto out;
 	}
+	/* before any VM runs: new connections never take a kept one's id */
+	vsxb_router_ids_past(d.router, vsxd_fdstore_max_conn_id(d.fdstore));
 	for (i = 0; i < d.cfg.n_vms; i++) {
 		r = vm_start(&d, &d.cfg, &d.cfg.vms[i], &d.vms[i], &d.vls[i]);
 		if (r < 0) {
@@ -1149,7 +1151,7 @@ int main(int argc, char **argv)
 
 		vsxd_fdstore_info(d.fdstore, &start);
 		vsxd_handoff_serving(d.handoff_fd, start.vms_recovered, start.conns_ended,
-				     vsx__inherit_taken());
+				     vsx__inherit_taken(), start.conns_kept);
 		d.handoff_fd = -1;
 	}
 	vlog(LOG_INFO, "vsxd %s: serving %zu VM%s", PACKAGE_VERSION, d.cfg.n_vms,

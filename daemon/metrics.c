@@ -305,6 +305,9 @@ static void daemon_families(struct vsxd_metrics *m, struct page *p)
 		family(p, "vsxd_recovery_connections_ended", "gauge", "Connections the "
 		       "state named at this start, ended (RST to the guest).");
 		out(p, "vsxd_recovery_connections_ended %u\n", m->start.conns_ended);
+		family(p, "vsxd_recovery_connections_kept", "gauge", "Connections the "
+		       "state named at this start, kept going (a live handoff).");
+		out(p, "vsxd_recovery_connections_kept %u\n", m->start.conns_kept);
 	}
 
 	if (m->handoffs_failed) {

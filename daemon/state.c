@@ -68,9 +68,70 @@ static bool pow2_num(unsigned n)
 	return n && n <= 32768 && !(n & (n - 1));
 }
 
+static bool printable(const char *s)
+{
+	for (; *s; s++) {
+		if (*s < 0x20 || *s > 0x7e)
+			return false;
+	}
+	return true;
+}
+
+/* The message ends of a queue: seqpacket only, increasing, inside it. */
+static const char *bytes_bad(const struct vsxd_state_bytes *b, unsigned type)
+{
+	uint32_t prev = 0;
+
+	if (b->len > VSXD_STATE_MAX_LEN || (b->len && !b->data))
+		return "queued byte count out of range";
+	if (b->nends && (type != 2 || !b->ends))
+		return "message ends in a stream's queue";
+	if (b->nends > b->len)
+		return "more message ends than queued bytes";
+	for (unsigned i = 0; i < b->nends; i++) {
+		if (b->ends[i].end <= prev || b->ends[i].end > b->len)
+			return "message end out of order or past the queue";
+		if (b->ends[i].flags != 1 && b->ends[i].flags != 3)
+			return "bad message end flags";
+		prev = b->ends[i].end;
+	}
+	return NULL;
+}
+
+/* What version 2 adds to a connection (version 1: the type alone). */
+static const char *conn_bad(const struct vsxd_state_conn *c, unsigned version)
+{
+	const char *bad;
+
+	if (c->type != 1 && c->type != 2)
+		return "bad connection type";
+	if (version < 2)
+		return NULL;
+	if (c->state < 1 || c->state > 3)
+		return "bad connection state";
+	if (c->flags & ~0xffu)
+		return "unknown connection flags";
+	if (c->guest_shut > 3 || c->host_shut > 3 || c->shut_pending > 3)
+		return "bad shutdown bits";
+	if (c->ctrl > 0x3f)
+		return "bad pending control bits";
+	if (c->peer < VSXD_PEER_HOST || c->peer > VSXD_PEER_VSOCK)
+		return "bad peer kind";
+	if (c->timer > VSXD_TIMER_DRAIN || (c->timer == VSXD_TIMER_NONE && c->timer_ms))
+		return "bad connection timer";
+	if (*c->host_fd && (c->peer == VSXD_PEER_SIBLING || !vsxd_fdname_ok(c->host_fd)))
+		return "bad host socket FDNAME";
+	if (!printable(c->tag))
+		return "bad connection tag";
+	bad = bytes_bad(&c->to_host_q, c->type);
+	if (!bad)
+		bad = bytes_bad(&c->to_guest_q, c->type);
+	return bad;
+}
+
 /* ---- Checks shared by both directions ---- */
 
-static const char *vm_bad(const struct vsxd_state_vm *v)
+static const char *vm_bad(const struct vsxd_state_vm *v, unsigned version)
 {
 	bool seen[VSXD_STATE_MAX_QUEUES] = { false };
 
@@ -105,8 +166,10 @@ static const char *vm_bad(const struct vsxd_state_vm *v)
 			return "bad queue FDNAME";
 	}
 	for (unsigned i = 0; i < v->nconns; i++) {
-		if (v->conns[i].type != 1 && v->conns[i].type != 2)
-			return "bad connection type";
+		const char *bad = conn_bad(&v->conns[i], version);
+
+		if (bad)
+			return bad;
 	}
 	return NULL;
 }
@@ -120,7 +183,8 @@ struct wr {
 
 static void put(struct wr *w, const void *v, size_t n)
 {
-	if (w->p && w->n + n <= w->cap)
+	/* (an empty queue has no buffer: no memcpy from NULL) */
+	if (w->p && n && w->n + n <= w->cap)
 		memcpy(w->p + w->n, v, n);
 	w->n += n;
 }
@@ -142,7 +206,46 @@ static void put_str(struct wr *w, const char *s)
 	put(w, s, n);
 }
 
-static void put_vm(struct wr *w, const struct vsxd_state_vm *v)
+static void put_bytes(struct wr *w, const struct vsxd_state_bytes *b)
+{
+	put_le(w, b->len, 4);
+	put(w, b->data, b->len);
+	put_le(w, b->nends, 4);
+	for (unsigned i = 0; i < b->nends; i++) {
+		put_le(w, b->ends[i].end, 4);
+		put_le(w, b->ends[i].flags, 1);
+	}
+}
+
+static void put_conn2(struct wr *w, const struct vsxd_state_conn *c)
+{
+	put_le(w, c->state, 1);
+	put_le(w, c->flags, 1);
+	put_le(w, c->guest_shut, 1);
+	put_le(w, c->host_shut, 1);
+	put_le(w, c->shut_pending, 1);
+	put_le(w, c->ctrl, 1);
+	put_le(w, c->peer, 1);
+	put_le(w, c->timer, 1);
+	put_le(w, c->timer_ms, 4);
+	put_le(w, c->buf_alloc, 4);
+	put_le(w, c->rx_cnt, 4);
+	put_le(w, c->fwd_cnt, 4);
+	put_le(w, c->last_fwd_sent, 4);
+	put_le(w, c->last_buf_sent, 4);
+	put_le(w, c->rx_limit, 4);
+	put_le(w, c->peer_buf_alloc, 4);
+	put_le(w, c->peer_fwd_cnt, 4);
+	put_le(w, c->tx_cnt, 4);
+	put_le(w, c->to_guest, 8);
+	put_le(w, c->from_guest, 8);
+	put_str(w, c->host_fd);
+	put_str(w, c->tag);
+	put_bytes(w, &c->to_host_q);
+	put_bytes(w, &c->to_guest_q);
+}
+
+static void put_vm(struct wr *w, const struct vsxd_state_vm *v, unsigned version)
 {
 	put_str(w, v->name);
 	put_str(w, v->conn);
@@ -183,19 +286,26 @@ static void put_vm(struct wr *w, const struct vsxd_state_vm *v)
 		put_le(w, c->guest_port, 4);
 		put_le(w, c->peer_port, 4);
 		put_le(w, c->type, 1);
+		if (version >= 2)
+			put_conn2(w, c);
 	}
+}
+
+static unsigned version_of(const struct vsxd_state *s)
+{
+	return s->version ? s->version : VSXD_STATE_VERSION;
 }
 
 static void put_all(struct wr *w, const struct vsxd_state *s)
 {
 	put(w, VSXD_STATE_MAGIC, 8);
-	put_le(w, VSXD_STATE_VERSION, 4);
+	put_le(w, version_of(s), 4);
 	put_le(w, 0, 4);  /* length, filled in */
 	put_le(w, 0, 4);  /* crc, filled in */
 	put_le(w, s->nvms, 4);
 	put_le(w, s->generation, 8);
 	for (unsigned i = 0; i < s->nvms; i++)
-		put_vm(w, &s->vms[i]);
+		put_vm(w, &s->vms[i], version_of(s));
 }
 
 size_t vsxd_state_size(const struct vsxd_state *s)
@@ -214,10 +324,10 @@ long vsxd_state_encode(const struct vsxd_state *s, void *buf, size_t cap)
 	uint32_t crc;
 
 	if (s->nvms > VSXD_STATE_MAX_VMS || (s->nvms && !s->vms) ||
-	    len > VSXD_STATE_MAX_LEN)
+	    len > VSXD_STATE_MAX_LEN || version_of(s) > VSXD_STATE_VERSION)
 		return -EINVAL;
 	for (unsigned i = 0; i < s->nvms; i++) {
-		if (vm_bad(&s->vms[i]))
+		if (vm_bad(&s->vms[i], version_of(s)))
 			return -EINVAL;
 	}
 	if (len > cap)
@@ -278,8 +388,85 @@ static void get_str(struct rd *r, char *dst, size_t max)
 	r->off += n;
 }
 
-static int get_vm(struct rd *r, struct vsxd_state_vm *v)
+/* @n bytes into a new buffer: the length was checked against what is left
+ * first, so a count in a short record allocates nothing. */
+static uint8_t *get_raw(struct rd *r, size_t n)
 {
+	uint8_t *p;
+
+	if (r->err || !n)
+		return NULL;
+	if (r->n - r->off < n) {
+		r->err = "record truncated";
+		return NULL;
+	}
+	p = malloc(n);
+	if (!p) {
+		r->err = "out of memory";
+		return NULL;
+	}
+	memcpy(p, r->p + r->off, n);
+	r->off += n;
+	return p;
+}
+
+static void get_bytes(struct rd *r, struct vsxd_state_bytes *b)
+{
+	b->len = (uint32_t)get_le(r, 4);
+	b->data = get_raw(r, b->len);
+	b->nends = (unsigned)get_le(r, 4);
+	if (r->err)
+		return;
+	/* each end takes 5 bytes */
+	if (b->nends > (r->n - r->off) / 5) {
+		r->err = "record truncated";
+		return;
+	}
+	if (b->nends) {
+		b->ends = calloc(b->nends, sizeof(*b->ends));
+		if (!b->ends) {
+			r->err = "out of memory";
+			return;
+		}
+	}
+	for (unsigned i = 0; i < b->nends; i++) {
+		b->ends[i].end = (uint32_t)get_le(r, 4);
+		b->ends[i].flags = (unsigned)get_le(r, 1);
+	}
+}
+
+static void get_conn2(struct rd *r, struct vsxd_state_conn *c)
+{
+	c->state = get_le(r, 1);
+	c->flags = get_le(r, 1);
+	c->guest_shut = get_le(r, 1);
+	c->host_shut = get_le(r, 1);
+	c->shut_pending = get_le(r, 1);
+	c->ctrl = get_le(r, 1);
+	c->peer = get_le(r, 1);
+	c->timer = get_le(r, 1);
+	c->timer_ms = get_le(r, 4);
+	c->buf_alloc = get_le(r, 4);
+	c->rx_cnt = get_le(r, 4);
+	c->fwd_cnt = get_le(r, 4);
+	c->last_fwd_sent = get_le(r, 4);
+	c->last_buf_sent = get_le(r, 4);
+	c->rx_limit = get_le(r, 4);
+	c->peer_buf_alloc = get_le(r, 4);
+	c->peer_fwd_cnt = get_le(r, 4);
+	c->tx_cnt = get_le(r, 4);
+	c->to_guest = get_le(r, 8);
+	c->from_guest = get_le(r, 8);
+	get_str(r, c->host_fd, sizeof(c->host_fd));
+	get_str(r, c->tag, sizeof(c->tag));
+	get_bytes(r, &c->to_host_q);
+	get_bytes(r, &c->to_guest_q);
+}
+
+static int get_vm(struct rd *r, struct vsxd_state_vm *v, unsigned version)
+{
+	size_t conn_min = version >= 2 ? VSXD_STATE_V2_CONN : VSXD_STATE_V1_CONN;
+
 	const char *bad;
 
 	get_str(r, v->name, sizeof(v->name));
@@ -300,8 +487,8 @@ static int get_vm(struct rd *r, struct vsxd_state_vm *v)
 		r->err = "queue count out of range";
 	else if (v->nconns > VSXD_STATE_MAX_CONNS)
 		r->err = "connection count out of range";
-	/* each connection takes 33 bytes: no allocation beyond the record */
-	else if (v->nconns > (r->n - r->off) / 33)
+	/* no allocation beyond what the record's bytes can hold */
+	else if (v->nconns > (r->n - r->off) / conn_min)
 		r->err = "record truncated";
 	if (r->err)
 		return -EBADMSG;
@@ -348,10 +535,14 @@ static int get_vm(struct rd *r, struct vsxd_state_vm *v)
 		c->guest_port = get_le(r, 4);
 		c->peer_port = get_le(r, 4);
 		c->type = get_le(r, 1);
+		if (version >= 2)
+			get_conn2(r, c);
+		if (r->err)
+			break;
 	}
 	if (r->err)
 		return -EBADMSG;
-	bad = vm_bad(v);
+	bad = vm_bad(v, version);
 	if (bad) {
 		r->err = bad;
 		return -EBADMSG;
@@ -391,8 +582,8 @@ int vsxd_state_decode(const void *buf, size_t len, struct vsxd_state *out,
 	crc = get_le(&r, 4);
 	nvms = get_le(&r, 4);
 	out->generation = get_le(&r, 8);
-	if (version != VSXD_STATE_VERSION) {
-		why_set(why, whylen, "state record version %u, this vsxd reads %u",
+	if (version < 1 || version > VSXD_STATE_VERSION) {
+		why_set(why, whylen, "state record version %u, this vsxd reads 1 to %u",
 			version, VSXD_STATE_VERSION);
 		out->generation = 0;
 		return -EPROTONOSUPPORT;
@@ -424,7 +615,7 @@ int vsxd_state_decode(const void *buf, size_t len, struct vsxd_state *out,
 	}
 	for (unsigned i = 0; i < nvms; i++) {
 		out->nvms = i + 1;
-		err = get_vm(&r, &out->vms[i]);
+		err = get_vm(&r, &out->vms[i], version);
 		if (err) {
 			why_set(why, whylen, "state record VM %u: %s", i, r.err);
 			goto fail;
@@ -444,6 +635,7 @@ int vsxd_state_decode(const void *buf, size_t len, struct vsxd_state *out,
 		err = -EBADMSG;
 		goto fail;
 	}
+	out->version = version;
 	return 0;
 
 fail:
@@ -451,10 +643,24 @@ fail:
 	return err;
 }
 
+static void bytes_free(struct vsxd_state_bytes *b)
+{
+	free(b->data);
+	free(b->ends);
+	memset(b, 0, sizeof(*b));
+}
+
 void vsxd_state_clear(struct vsxd_state *s)
 {
-	for (unsigned i = 0; i < s->nvms && s->vms; i++)
-		free(s->vms[i].conns);
+	for (unsigned i = 0; i < s->nvms && s->vms; i++) {
+		struct vsxd_state_vm *v = &s->vms[i];
+
+		for (unsigned j = 0; j < v->nconns && v->conns; j++) {
+			bytes_free(&v->conns[j].to_host_q);
+			bytes_free(&v->conns[j].to_guest_q);
+		}
+		free(v->conns);
+	}
 	free(s->vms);
 	memset(s, 0, sizeof(*s));
 }

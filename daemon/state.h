@@ -2,15 +2,19 @@
  * vsxd's restart state record (vsxd(8) RESTARTS): what a new vsxd needs,
  * besides the descriptors systemd's file descriptor store kept, to go on
  * serving each VM's device after the old process died: what the device
- * negotiated, its memory table, its rings, and which connections existed
- * (they end: the new process resets each one).
+ * negotiated, its memory table, its rings, and its connections: their
+ * addresses (version 1 and 2) and, from version 2, everything a new
+ * process needs to go on with them (state, credit counters, shutdown
+ * bits, the bytes vsxd held for either side, the host socket's FDNAME).
  *
  * The descriptors are named, not numbered: the record refers to each one
  * by the FDNAME it was stored under (sd_pid_notify_with_fds(3)), and the
  * new process gets them back with those names in $LISTEN_FDNAMES.
  *
- * Format, version 1; every integer little-endian, a "str" is a u8 length
- * then that many bytes (no NUL):
+ * Format, version 2 (version 1 is the same but for the connection record,
+ * which stops after its type byte; both are read, VSXD_STATE_VERSION is
+ * written); every integer little-endian, a "str" is a u8 length then that
+ * many bytes (no NUL):
  *
  *   header, 32 bytes
  *     0  magic       8 bytes "VSXDSTAT"
@@ -35,13 +39,53 @@
  *                     str kick, str call (empty: none)
  *     nconns times:   u64 id, u64 guest_cid, u64 peer_cid, u32 guest_port,
  *                     u32 peer_port, u8 type (1 stream, 2 seqpacket)
+ *                     (version 1 stops here), then
+ *       u8 state       1 connecting, 2 established, 3 closing
+ *       u8 flags       bit 0 guest-initiated, 1 advertised (rx_limit is
+ *                      valid), 2 a CREDIT_REQUEST sent, 3 a seqpacket
+ *                      message from the guest is open, 4 whole: the
+ *                      record was written at a freeze and holds all of
+ *                      the connection (without it, as in the record
+ *                      kept up to date for a crash, only addresses,
+ *                      state and what vsxctl shows are right: such a
+ *                      connection ends), 5-7 its host socket's state
+ *                      (5 the host shut its sending side, 6 vsxd shut
+ *                      the socket's sending side, 7 the host takes no
+ *                      more data); others 0
+ *       u8 guest_shut  SHUTDOWN bits the guest sent (1 rcv, 2 send)
+ *       u8 host_shut   SHUTDOWN bits vsxd sent
+ *       u8 shut_pending  SHUTDOWN bits still to send to the guest
+ *       u8 ctrl        control packets waiting for an RX buffer (bits: 1
+ *                      request, 2 response, 4 credit update, 8 credit
+ *                      reply, 16 credit request, 32 rst)
+ *       u8 peer        1 host socket, 2 sibling VM, 3 host kernel vsock
+ *       u8 timer       0 none, 1 connect, 2 linger, 3 drain
+ *       u32 timer_ms   what was left of the timer (0 with timer 0)
+ *       u32 buf_alloc, rx_cnt, fwd_cnt, last_fwd_sent, last_buf_sent,
+ *           rx_limit, peer_buf_alloc, peer_fwd_cnt, tx_cnt
+ *                      the credit counters both ways (backend-int.h,
+ *                      struct conn): ours, what the guest last saw of
+ *                      them, the guest's, what we sent it
+ *       u64 to_guest, u64 from_guest   payload bytes moved so far
+ *       str host_fd    FDNAME of the host socket handed over with the
+ *                      record (peer 1 and 3 only; empty: none, the
+ *                      connection cannot go on); each name once
+ *       str tag        who made it (a forward's name), may be empty
+ *       2 byte queues, to_host then to_guest: the payload vsxd held for
+ *                      that side (to_host: written to no socket yet;
+ *                      to_guest: waiting for the guest's RX buffers),
+ *                      each u32 len, len bytes, u32 nends, nends times
+ *                      u32 end (the offset just past a message's last
+ *                      byte, increasing, at most len), u8 flags (1 EOM,
+ *                      3 EOM and EOR); nends is 0 for a stream
  *   and nothing after the last one.
  *
  * FDNAMEs follow systemd's rule (1-255 printable ASCII bytes, no ':').
  * The decoder trusts nothing: a short, long, corrupted (crc) record, an
  * unknown version, a count or value out of range is an error with a
  * message saying which; what the descriptors themselves are (their kind,
- * their size) is checked by whoever uses them.
+ * their size) and that a host_fd names one that was handed over is
+ * checked by whoever uses them.
  */
 #ifndef VSXD_STATE_H
 #define VSXD_STATE_H
@@ -51,7 +95,9 @@
 #include <stdint.h>
 
 #define VSXD_STATE_MAGIC "VSXDSTAT"
-#define VSXD_STATE_VERSION 1u
+#define VSXD_STATE_VERSION 2u     /* written; 1 is read too */
+#define VSXD_STATE_V1_CONN 33u     /* bytes of a version 1 connection */
+#define VSXD_STATE_V2_CONN 115u    /* at least, in version 2 */
 #define VSXD_STATE_HDR 32u
 #define VSXD_STATE_MAX_LEN (64u << 20)
 #define VSXD_STATE_MAX_VMS 4096u
@@ -75,10 +121,57 @@ struct vsxd_state_queue {
 	char call[VSXD_FDNAME_MAX + 1];   /* "" : none */
 };
 
+/* Bytes vsxd held for one side of a connection. */
+struct vsxd_state_bytes {
+	uint32_t len;
+	uint8_t *data;                    /* len bytes (malloc'ed) */
+	unsigned nends;
+	struct vsxd_state_end {
+		uint32_t end;             /* just past the message's last byte */
+		unsigned flags;           /* 1 EOM, 3 EOM and EOR */
+	} *ends;                          /* nends (malloc'ed); seqpacket only */
+};
+
+enum vsxd_state_peer {
+	VSXD_PEER_HOST = 1,
+	VSXD_PEER_SIBLING,
+	VSXD_PEER_VSOCK,
+};
+
+enum vsxd_state_timer {
+	VSXD_TIMER_NONE,
+	VSXD_TIMER_CONNECT,
+	VSXD_TIMER_LINGER,
+	VSXD_TIMER_DRAIN,
+};
+
+#define VSXD_CONN_GUEST_INITIATED 0x1u
+#define VSXD_CONN_ADVERTISED      0x2u
+#define VSXD_CONN_CREDIT_REQ_SENT 0x4u
+#define VSXD_CONN_MSG_OPEN        0x8u
+#define VSXD_CONN_WHOLE           0x10u
+#define VSXD_CONN_HOST_EOF        0x20u
+#define VSXD_CONN_HOST_WR_SHUT    0x40u
+#define VSXD_CONN_HOST_WR_DEAD    0x80u
+
 struct vsxd_state_conn {
 	uint64_t id, guest_cid, peer_cid;
 	uint32_t guest_port, peer_port;
 	unsigned type;                    /* 1 stream, 2 seqpacket */
+	/* Version 2; all 0 in a connection read from version 1 (state 0:
+	 * only its addresses are known). */
+	unsigned state;                   /* enum vsxb_conn_state, 1-3 */
+	unsigned flags;                   /* VSXD_CONN_* */
+	unsigned guest_shut, host_shut, shut_pending, ctrl;
+	unsigned peer;                    /* enum vsxd_state_peer */
+	unsigned timer;                   /* enum vsxd_state_timer */
+	uint32_t timer_ms;
+	uint32_t buf_alloc, rx_cnt, fwd_cnt, last_fwd_sent, last_buf_sent,
+		 rx_limit, peer_buf_alloc, peer_fwd_cnt, tx_cnt;
+	uint64_t to_guest, from_guest;
+	char host_fd[VSXD_FDNAME_MAX + 1];  /* "": none */
+	char tag[VSXD_FDNAME_MAX + 1];
+	struct vsxd_state_bytes to_host_q, to_guest_q;
 };
 
 struct vsxd_state_vm {
@@ -95,6 +188,8 @@ struct vsxd_state_vm {
 };
 
 struct vsxd_state {
+	unsigned version;                 /* read: the record's; written: this
+					     one (0: VSXD_STATE_VERSION) */
 	uint64_t generation;
 	unsigned nvms;
 	struct vsxd_state_vm *vms;        /* nvms of them (malloc'ed) */
@@ -106,7 +201,8 @@ bool vsxd_fdname_ok(const char *s);
 /* Bytes vsxd_state_encode writes for @s. */
 size_t vsxd_state_size(const struct vsxd_state *s);
 
-/* Write @s into @buf (@cap bytes). Returns the length written, -ENOSPC
+/* Write @s into @buf (@cap bytes), as version @s->version (1 leaves out
+ * what version 2 added). Returns the length written, -ENOSPC
  * when @cap is too small (nothing is written), -EINVAL when @s breaks one
  * of the format's limits (the decoder would refuse it). */
 long vsxd_state_encode(const struct vsxd_state *s, void *buf, size_t cap);
@@ -118,8 +214,8 @@ long vsxd_state_encode(const struct vsxd_state *s, void *buf, size_t cap);
 int vsxd_state_decode(const void *buf, size_t len, struct vsxd_state *out,
 		      char *why, size_t whylen);
 
-/* Free what a decode allocated (and the caller's vms/conns arrays when it
- * built @s itself with malloc); @s becomes empty. */
+/* Free what a decode allocated (and the caller's vms/conns arrays and
+ * queued bytes when it built @s itself with malloc); @s becomes empty. */
 void vsxd_state_clear(struct vsxd_state *s);
 
 /* CRC-32 (IEEE, reflected, as zlib's crc32(0, buf, len)). */

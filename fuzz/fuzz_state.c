@@ -3,8 +3,9 @@
  * memfd that outlived a crash. The first input byte picks the mode: odd,
  * the rest is a record as found; even, the harness first writes a right
  * length and crc into the rest's header, so the fuzzer gets past the
- * checksum to the fields. A record that decodes must encode to exactly
- * its own bytes (one meaning per record), and decode again.
+ * checksum to the fields. A record that decodes must encode, in its own
+ * version (1 or 2: both are read), to exactly its own bytes (one meaning
+ * per record), and decode again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -47,7 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if ((size_t)len > n || memcmp(out, buf, (size_t)len))
 			abort();
 		if (vsxd_state_decode(out, (size_t)len, &t, NULL, 0) != 0 ||
-		    t.nvms != s.nvms || t.generation != s.generation)
+		    t.nvms != s.nvms || t.generation != s.generation ||
+		    t.version != s.version)
 			abort();
 		vsxd_state_clear(&t);
 		free(out);

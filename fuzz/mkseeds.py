@@ -274,7 +274,42 @@ put("engine", "restart",
 def sstr(s): return bytes([len(s)]) + s.encode()
 
 
-def state_vm(name, nconns, nq=2, nreg=1):
+def sbytes(data, ends=()):
+    b = struct.pack("<I", len(data)) + data + struct.pack("<I", len(ends))
+    for end, flags in ends:
+        b += struct.pack("<IB", end, flags)
+    return b
+
+
+def state_conn2(i, seq, peer=1, host_fd=None):
+    """What version 2 adds to a connection (state.h): busy ones hold bytes
+    both ways, half-closed ones their shutdown bits, connecting ones a
+    timer."""
+    kind = i % 4
+    state = [2, 2, 3, 1][kind]
+    flags = 0x10 | 0x2 | (1 if i & 1 else 0) | (8 if seq and kind == 1 else 0)
+    guest_shut, host_shut = [(0, 0), (0, 0), (2, 0), (0, 0)][kind]
+    timer, timer_ms = (1, 2500) if kind == 3 else (0, 0)
+    b = struct.pack("<BBBBBBBBI", state, flags, guest_shut, host_shut, 0,
+                    4 if kind == 1 else 0, peer, timer, timer_ms)
+    b += struct.pack("<9I", 262144, (0xfffffff0 + i) & 0xffffffff,
+                     (0xfffffff0 + i - (7 if kind == 1 else 0)) & 0xffffffff,
+                     100, 262144, 0x3fff0, 65536, 17 + i, 4000 + i)
+    b += struct.pack("<QQ", 4000 + i, 1 << 33)
+    if host_fd is None:
+        host_fd = "conn.%d.host" % (i + 1) if peer != 2 else ""
+    b += sstr(host_fd) + sstr("fwd-%d" % i if i % 3 == 0 else "")
+    if kind == 1:
+        to_host = b"seven b" if not seq else b"one" + b"four"
+        to_guest = b"queued for the guest" if not seq else b"abcdefg"
+        b += sbytes(to_host, [(3, 1), (7, 3)] if seq else [])
+        b += sbytes(to_guest, [(7, 1)] if seq else [])
+    else:
+        b += sbytes(b"") + sbytes(b"")
+    return b
+
+
+def state_vm(name, nconns, nq=2, nreg=1, version=2, peer=1):
     b = sstr(name) + sstr("vm.%s.conn" % name) + struct.pack("<QQQ", 3, 0x130000000, 0x203)
     b += struct.pack("<BBHI", nreg, nq, 0, nconns)
     for i in range(nreg):
@@ -285,11 +320,14 @@ def state_vm(name, nconns, nq=2, nreg=1):
                          0x2000 * (i + 1))
         b += sstr("vm.%s.kick%d" % (name, i)) + sstr("vm.%s.call%d" % (name, i))
     for i in range(nconns):
-        b += struct.pack("<QQQIIB", i + 1, 3, 2, 1024 + i, 5000, 1 + (i & 1))
+        seq = i & 1
+        b += struct.pack("<QQQIIB", i + 1, 3, 2, 1024 + i, 5000, 1 + seq)
+        if version >= 2:
+            b += state_conn2(i, seq, peer)
     return b
 
 
-def state_rec(vms, gen=1, version=1):
+def state_rec(vms, gen=1, version=2):
     import zlib
     body = b"".join(vms)
     hdr = struct.pack("<8sIIIIQ", b"VSXDSTAT", version, 32 + len(body),
@@ -301,6 +339,18 @@ put("state", "empty", b"\x01" + state_rec([]))
 put("state", "one_vm", b"\x01" + state_rec([state_vm("web", 3)], gen=7))
 put("state", "two_vms", b"\x01" + state_rec([state_vm("a", 0, nq=3, nreg=8),
                                               state_vm("cid5", 40, nq=1)]))
+put("state", "siblings", b"\x01" + state_rec([state_vm("a", 8, peer=2),
+                                               state_vm("b", 8, peer=2)]))
 put("state", "resealed", b"\x00" + state_rec([state_vm("web", 2)]))
-put("state", "version2", b"\x01" + state_rec([state_vm("web", 1)], version=2))
+put("state", "version3", b"\x01" + state_rec([state_vm("web", 1)], version=3))
 put("state", "truncated", b"\x01" + state_rec([state_vm("web", 5)])[:-7])
+# the release before's records (connections by their addresses)
+put("state", "v1_one_vm", b"\x01" + state_rec([state_vm("web", 3, version=1)], gen=7,
+                                               version=1))
+put("state", "v1_two_vms", b"\x01" + state_rec([state_vm("a", 0, nq=3, nreg=8, version=1),
+                                                 state_vm("cid5", 40, nq=1, version=1)],
+                                                version=1))
+put("state", "v1_resealed", b"\x00" + state_rec([state_vm("web", 2, version=1)], version=1))
+# a version 2 body under a version 1 header, and the other way round
+put("state", "v2_as_v1", b"\x00" + state_rec([state_vm("web", 2)], version=1))
+put("state", "v1_as_v2", b"\x00" + state_rec([state_vm("web", 2, version=1)]))

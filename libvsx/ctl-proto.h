@@ -183,6 +183,7 @@
 #define VSX_CTL_K_RECOVERED_VMS "recovered-vms"
 #define VSX_CTL_K_RECOVERY_FAILED_VMS "recovery-failed-vms"
 #define VSX_CTL_K_RECOVERY_CONNS_ENDED "recovery-conns-ended"
+#define VSX_CTL_K_RECOVERY_CONNS_KEPT "recovery-conns-kept"
 #define VSX_CTL_K_THREADS "threads"     /* worker threads running */
 #define VSX_CTL_K_THREADS_MAX "threads-max" /* --threads, or the CPUs */
 #define VSX_CTL_K_THREAD "thread"       /* a worker: w0, w1, ...; a thread=
@@ -230,6 +231,7 @@
 
 /* upgrade's reply (and vms, pid: status's keys) */
 #define VSX_CTL_K_CONNS_ENDED "conns-ended" /* connections that ended */
+#define VSX_CTL_K_CONNS_KEPT "conns-kept" /* connections that go on */
 #define VSX_CTL_K_LISTENERS "listeners" /* listening sockets handed over */
 #define VSX_CTL_K_FDS "fds"             /* descriptors handed over in all */
 

@@ -8,7 +8,9 @@
 #   failed       vsxctl upgrade to a program that exits at once, one that
 #                dies of SIGSEGV after reading the state, one that says
 #                nothing (killed after vsxd's 10 s), a state whose checksum
-#                fails and one of version 99 (the new vsxd refuses both):
+#                fails, one of version 99 and one whose connection has a
+#                bad state with its checksum right (the new vsxd refuses
+#                them):
 #                vsxctl exits non-zero saying why, the same vsxd serves on,
 #                the connection carries on, the front-end never sees its
 #                back-end go, it holds as many descriptors as before;
@@ -23,10 +25,18 @@
 #                new connections work both ways
 #   again        vsxctl upgrade without --exec (the program vsxd was
 #                started as), generation 3, with a connection open: it
-#                ends (RST to the guest, EOF to the host: connections are
-#                not handed over yet), the device serves on
+#                goes on in the new process (data both ways, every byte
+#                checked), then ends as any; the device serves on
+#   keep         generations 4 to 6: a connection whose host program reads
+#                nothing while the guest fills a 16 MiB window (vsxd holds
+#                megabytes for it at the freeze): all 16000000 bytes reach
+#                the program in order, the new process lists it under its
+#                id; the guest shuts its sending side (the host reads EOF)
+#                and it stays half-closed across the next handoff; a
+#                guest-initiated connection across the last one
 #
 #   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
+import json
 import os
 import shutil
 import signal
@@ -47,7 +57,7 @@ log = open(log_path, "w")
 
 # the stand-ins for a new vsxd: copies of handoff_prog.py named by mode
 progs = {}
-for mode in ("slow", "crash", "exit", "hang", "corrupt", "version"):
+for mode in ("slow", "crash", "exit", "hang", "corrupt", "version", "badconn"):
     progs[mode] = os.path.join(tmp, "handoff-" + mode)
     shutil.copy(os.path.join(SRC, "handoff_prog.py"), progs[mode])
     os.chmod(progs[mode], 0o755)
@@ -121,7 +131,10 @@ try:
          "mismatch"),
         ("a state record of version 99", "version",
          "the new process refused: the state is unusable: state record version 99, "
-         "this vsxd reads 1"),
+         "this vsxd reads 1 to 2"),
+        ("a state record whose connection is in no state (checksum right)", "badconn",
+         "the new process refused: the state is unusable: state record VM 0: bad "
+         "connection state"),
         ("a program that never answers", "hang",
          "the new process did not say it serves within 10000 ms: killed"),
     ]
@@ -146,8 +159,8 @@ try:
     nfds = len(os.listdir("/proc/%s/fd" % pid0))
     check("after the failed handoffs vsxd holds as many descriptors as before "
           "(%d, %d)" % (nfds0, nfds), nfds == nfds0)
-    check("metrics: vsxd_handoffs_failed_total 5",
-          "vsxd_handoffs_failed_total 5" in metric_lines())
+    check("metrics: vsxd_handoffs_failed_total 6",
+          "vsxd_handoffs_failed_total 6" in metric_lines())
     check("after the failed handoffs the connection ends cleanly (%d bytes to the "
           "guest, %d from it, all checked)" % (h2g, g2h),
           guest.cmd("gshut 3") and guest.cmd("wait-rst") and guest.cmd("hclose"))
@@ -173,7 +186,7 @@ try:
     check("upgrade: vsxctl exits 0 (%.1f s)" % t_up, up.returncode == 0, out)
     check("upgrade: it says what was handed over",
           out.startswith("handed over to vsxd pid ") and
-          "1 VM device, 4 listening sockets" in out and "0 connections ended" in out, out)
+          "1 VM device, 4 listening sockets" in out and "0 connections kept, 0 connections ended" in out, out)
     try:
         vsxd.wait(10)
     except subprocess.TimeoutExpired:
@@ -237,11 +250,91 @@ try:
           rc == 0 and str(st.get("generation")) == "3" and st.get("pid") != final_pid,
           out + " " + str(st))
     final_pid = st.get("pid") or final_pid
-    check("the old process's connection ends: EOF to the host, RST to the guest",
-          guest.cmd("hclosed") and guest.cmd("wait-rst"))
-    check("the same front-end still, new connections both ways",
-          guest.cmd("backend") and guest.line.endswith("alive=1") and
-          both_ways(guest, 9000))
+    check("the connection goes on in the new process: data both ways, every byte "
+          "checked", guest.cmd("hsend 5000") and guest.cmd("grecv 9000") and
+          guest.cmd("gsend 5000") and guest.cmd("hrecv 5000"))
+    check("the same front-end still", guest.cmd("backend") and
+          guest.line.endswith("alive=1"))
+    check("it ends as any: the guest shuts down both ways, vsxd answers RST, the "
+          "host reads EOF", guest.cmd("gshut 3") and guest.cmd("wait-rst") and
+          guest.cmd("hclosed") and guest.cmd("hclose"))
+    check("new connections both ways", both_ways(guest, 9000))
+
+    # ---- keep: bytes vsxd holds at the freeze, half-closed, a 4th and 5th ----
+    def conns():
+        out = subprocess.run([VSXCTL, "-c", ctl, "-j", "list"], capture_output=True,
+                             text=True).stdout
+        try:
+            return json.loads(out)
+        except ValueError:
+            return []
+
+    def upgrade_to(gen):
+        rc, out = upgrade()
+        st = status()
+        return (rc == 0 and str(st.get("generation")) == str(gen) and
+                "1 connection kept" in out, out + " " + str(st), st.get("pid"))
+
+    # host to guest; the host program reads nothing, so what its socket does
+    # not take waits in vsxd (a 16 MiB window: more than a Unix socket's
+    # send buffer holds, net.core.wmem_max being 4 MiB at most here)
+    ok = (guest.cmd("listen 5200") and guest.cmd("hconnect unix:%s:5200" % uds) and
+          guest.cmd("hsend 1000") and guest.cmd("grecv 1000"))
+    cl = conns()
+    cid = cl[0].get("conn") if len(cl) == 1 else None
+    ok = ok and cid is not None and subprocess.run(
+        [VSXCTL, "-c", ctl, "set-buffer", str(cid), "--rx", "16MiB"],
+        capture_output=True).returncode == 0 and guest.cmd("wait-credit 16777216")
+    ok = ok and guest.cmd("gsend 16000000")
+    held = [c.get("queued", 0) for c in conns()]
+    check("a connection whose host program reads nothing: vsxd holds bytes for it "
+          "(%s)" % held, ok and len(held) == 1 and held[0] > 0)
+    good, out, pid = upgrade_to(4)
+    final_pid = pid or final_pid
+    check("upgrade with bytes queued for the host: exit 0, generation 4, one "
+          "connection kept", good, out)
+    st = status()
+    check("vsxctl status: recovery-conns-kept 1, recovery-conns-ended 0",
+          str(st.get("recovery_conns_kept")) == "1" and
+          str(st.get("recovery_conns_ended")) == "0", str(st))
+    check("metrics: vsxd_recovery_connections_kept 1",
+          "vsxd_recovery_connections_kept 1" in metric_lines())
+    cl = conns()
+    check("the new process lists the connection with its id",
+          cid is not None and len(cl) == 1 and cl[0].get("conn") == cid, str(cl))
+    check("the host program reads all 16000000 bytes, in order, none lost or twice",
+          guest.cmd("hrecv 16000000"))
+    check("both ways go on", guest.cmd("hsend 3000") and guest.cmd("grecv 4000") and
+          guest.cmd("gsend 1000") and guest.cmd("hrecv 1000"))
+    # the guest shuts its sending side: half-closed across the next handoff
+    ok = guest.cmd("gshut 2") and guest.cmd("hclosed")
+    check("half-closed: the guest shut its sending side, the host reads EOF", ok)
+    good, out, pid = upgrade_to(5)
+    final_pid = pid or final_pid
+    check("upgrade of a half-closed connection: generation 5, kept", good, out)
+    check("still half-closed: the host still sends, the guest receives every byte",
+          guest.cmd("hsend 5000") and guest.cmd("grecv 9000"))
+    cl = conns()
+    check("the new process shows it closing, the guest's send side shut",
+          len(cl) == 1 and cl[0].get("state") == "closing", str(cl))
+    check("it ends: the host closes, the guest sees the end",
+          guest.cmd("hclose") and guest.cmd("wait-closed"))
+    # guest to host, across one more
+    ok = (guest.cmd("hlisten unix:%s:5300" % uds) and guest.cmd("gconnect 5300") and
+          guest.cmd("haccept") and guest.cmd("gsend 7000") and guest.cmd("hrecv 7000"))
+    cl = conns()
+    check("a new connection's id goes on past the kept one's (%s > %s)"
+          % ([c.get("conn") for c in cl], cid),
+          len(cl) == 1 and cid is not None and cl[0].get("conn", 0) > cid, str(cl))
+    good, out, pid = upgrade_to(6)
+    final_pid = pid or final_pid
+    check("a guest-initiated connection across a sixth generation", ok and good, out)
+    check("it carries on both ways, every byte checked",
+          guest.cmd("gsend 3000") and guest.cmd("hrecv 3000") and
+          guest.cmd("hsend 2000") and guest.cmd("grecv 2000") and
+          guest.cmd("gshut 3") and guest.cmd("wait-rst") and guest.cmd("hclose"))
+    check("the same front-end through all of it", guest.cmd("backend") and
+          guest.line.endswith("alive=1"))
     check("no sanitizer report in vsxd's log",
           not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
                                             "runtime error:")))

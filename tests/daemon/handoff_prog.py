@@ -11,6 +11,8 @@
 #   hang      say nothing, exit nothing (vsxd kills it after its timeout)
 #   corrupt   flip a byte inside the record (its checksum no longer matches)
 #   version   make the record's version 99
+#   badconn   the first connection's state 9 (version 2), the checksum
+#             made right again: only the field check can refuse it
 import os
 import signal
 import sys
@@ -35,4 +37,23 @@ elif mode == "corrupt":
     os.pwrite(state, bytes([b[0] ^ 0xFF]), 40)
 elif mode == "version":
     os.pwrite(state, (99).to_bytes(4, "little"), 8)
+elif mode == "badconn":
+    import struct
+    import zlib
+    buf = bytearray(os.pread(state, 64 << 20, 0))
+    length = struct.unpack_from("<I", buf, 12)[0]
+
+    def sstr(o):
+        return o + 1 + buf[o]
+    off = sstr(sstr(32)) + 24               # VM 0: name, conn, cid, features
+    nreg, nq, _r, nconns = struct.unpack_from("<BBHI", buf, off)
+    off += 8
+    for _ in range(nreg):
+        off = sstr(off + 32)
+    for _ in range(nq):
+        off = sstr(sstr(off + 28))
+    if nconns:
+        buf[off + 33] = 9                   # the state byte after the type
+        struct.pack_into("<I", buf, 16, zlib.crc32(bytes(buf[32:length])))
+        os.pwrite(state, bytes(buf[:length]), 0)
 os.execv(os.environ["HANDOFF_VSXD"], [os.environ["HANDOFF_VSXD"]] + sys.argv[1:])

@@ -9,7 +9,8 @@
 #   store        READY=1 comes with the state memfd and the device's
 #                descriptors stored (conn, one name per memory file, kick
 #                and call per ring); the record names the connection
-#   crash x3     SIGKILL while a connection carries data both ways: the
+#   crash x4     SIGKILL while a connection carries data both ways (the
+#                4th time with the record rewritten as version 1): the
 #                stand-in restarts vsxd with LISTEN_FDS; the host end reads
 #                EOF, the guest gets an RST for the connection within 1 s
 #                of the new process's start, and new connections work both
@@ -20,10 +21,11 @@
 #                the file: a log line saying so, the VM starts fresh (the
 #                front-end sees its back-end go), vsxd serves on
 #   restart      SIGTERM then a start with the store (systemctl restart):
-#                vsxd exits 0 leaving its devices and listening sockets in
-#                the store; the new process takes them back (start-mode
-#                restarted): same front-end, the old connection ends (EOF,
-#                RST), new ones work both ways
+#                vsxd exits 0 leaving its devices, listening sockets and
+#                the connection's host socket in the store; the new process
+#                takes them back (start-mode restarted): same front-end,
+#                the connection goes on both ways (every byte checked), its
+#                socket leaves the store, new ones work both ways
 #   stop         SIGTERM (systemctl stop): exit 0, the store is left to the
 #                service manager, which discards it, and the front-end
 #                sees its back-end go
@@ -65,6 +67,39 @@ def log_text():
         return f.read()
 
 
+def record_v1(buf):
+    """The state record @buf (version 2, daemon/state.h) as the release
+    before wrote it: version 1, connections by their addresses."""
+    import struct
+    import zlib
+    length, nvms = struct.unpack_from("<I", buf, 12)[0], struct.unpack_from("<I", buf, 20)[0]
+    body, off = b"", 32
+
+    def sstr(o):
+        return o + 1 + buf[o]
+    for _ in range(nvms):
+        start = off
+        off = sstr(sstr(off)) + 24
+        nreg, nq, _r, nconns = struct.unpack_from("<BBHI", buf, off)
+        off += 8
+        for _ in range(nreg):
+            off = sstr(off + 32)
+        for _ in range(nq):
+            off = sstr(sstr(off + 28))
+        body += buf[start:off]
+        for _ in range(nconns):
+            body += buf[off:off + 33]
+            off = sstr(sstr(off + 33 + 8 + 4 + 36 + 16))
+            for _q in range(2):
+                qlen = struct.unpack_from("<I", buf, off)[0]
+                off += 4 + qlen
+                nends = struct.unpack_from("<I", buf, off)[0]
+                off += 4 + 5 * nends
+    assert off == length, (off, length)
+    return (buf[:8] + struct.pack("<III", 1, 32 + len(body), zlib.crc32(body)) +
+            buf[20:32] + body)
+
+
 def both_ways(g, port, tag):
     return vsxdtest.both_ways(g, uds, port)
 
@@ -92,12 +127,22 @@ try:
           str(st.get("fd_store")) == "1", str(st))
 
     port = 5000
-    for crash in range(1, 4):
+    for crash in range(1, 5):
         ok = (guest.cmd("listen %d" % port) and
               guest.cmd("hconnect unix:%s:%d" % (uds, port)) and
               guest.cmd("hsend 4000") and guest.cmd("grecv 4000") and
               guest.cmd("gsend 4000") and guest.cmd("hrecv 4000"))
         check("crash %d: a connection carries data both ways" % crash, ok)
+        if crash == 4:
+            # the record of the release before (version 1): read, the
+            # connection it names ends as well
+            fd = svc.fd("state")
+            rec = os.pread(fd, 1 << 20, 0)
+            old = record_v1(rec[:int.from_bytes(rec[12:16], "little")])
+            os.pwrite(fd, old + b"\0" * (len(rec) - len(old)), 0)
+            check("crash 4: the stored record rewritten as version 1 (%d bytes, was %d)"
+                  % (len(old), int.from_bytes(rec[12:16], "little")),
+                  old[8] == 1 and len(old) < int.from_bytes(rec[12:16], "little"))
         starts = svc.starts
         t0 = time.monotonic()
         pid = svc.kill(signal.SIGKILL)
@@ -209,8 +254,17 @@ try:
           up and svc.stopped_rc == 0 and len(listeners) == 3 and
           not any("FDSTOREREMOVE=1\nFDNAME=state" in m for m in svc.messages[nmsg:]),
           "exit %s, %d listeners" % (svc.stopped_rc, len(listeners)))
-    check("restart: the host end reads EOF, the guest gets an RST",
-          guest.cmd("hclosed") and guest.cmd("wait-rst"))
+    check("restart: the connection went into the store too (conn.N.host)",
+          any("FDSTORE=1" in m and "FDNAME=conn." in m for m in svc.messages[nmsg:]))
+    check("restart: the connection goes on: data both ways, every byte checked",
+          guest.cmd("hsend 3000") and guest.cmd("grecv 7000") and
+          guest.cmd("gsend 2000") and guest.cmd("hrecv 2000"))
+    check("restart: its socket left the store once taken back",
+          svc.wait(lambda: not [n for n in svc.names() if n.startswith("conn.")]),
+          str(svc.names()))
+    check("restart: it ends as any: the guest shuts down both ways, RST, host EOF",
+          guest.cmd("gshut 3") and guest.cmd("wait-rst") and guest.cmd("hclosed") and
+          guest.cmd("hclose"))
     check("restart: the same front-end connection serves on (no setup again)",
           guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
     check("restart: new connections both ways", both_ways(guest, 5600, "restart"))

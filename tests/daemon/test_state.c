@@ -13,13 +13,31 @@
 
 #include "../../daemon/state.h"
 
+static uint8_t held[] = "bytes for a slow host program";
+static uint8_t msgs[] = "onetwothree";
+static struct vsxd_state_end msg_ends[] = { { 3, 1 }, { 6, 3 }, { 11, 1 } };
+
 static struct vsxd_state_conn conns[3] = {
+	/* a busy host connection, half closed, with bytes for the host */
 	{ .id = 7, .guest_cid = 3, .peer_cid = 2, .guest_port = 1234,
-	  .peer_port = 5000, .type = 1 },
+	  .peer_port = 5000, .type = 1, .state = 3,
+	  .flags = VSXD_CONN_WHOLE | VSXD_CONN_ADVERTISED, .guest_shut = 2,
+	  .host_shut = 0, .shut_pending = 0, .ctrl = 4, .peer = VSXD_PEER_HOST,
+	  .buf_alloc = 262144, .rx_cnt = 0xfffffff0u, .fwd_cnt = 0xfffffff0u - 29,
+	  .last_fwd_sent = 100, .last_buf_sent = 262144, .rx_limit = 0x3fff0,
+	  .peer_buf_alloc = 65536, .peer_fwd_cnt = 17, .tx_cnt = 4000,
+	  .to_guest = 4000, .from_guest = 1ull << 33, .host_fd = "conn.7.host",
+	  .tag = "ssh-in", .to_host_q = { sizeof(held) - 1, held, 0, NULL } },
+	/* a seqpacket sibling connection with messages for the guest */
 	{ .id = 9, .guest_cid = 3, .peer_cid = 4, .guest_port = 40000,
-	  .peer_port = 22, .type = 2 },
+	  .peer_port = 22, .type = 2, .state = 2,
+	  .flags = VSXD_CONN_WHOLE | VSXD_CONN_MSG_OPEN | VSXD_CONN_GUEST_INITIATED,
+	  .peer = VSXD_PEER_SIBLING, .buf_alloc = 4096, .peer_buf_alloc = 4096,
+	  .to_guest_q = { sizeof(msgs) - 1, msgs, 3, msg_ends } },
+	/* still connecting, its timer running */
 	{ .id = 1ull << 40, .guest_cid = 3, .peer_cid = 2, .guest_port = 1,
-	  .peer_port = 0xffffffffu, .type = 1 },
+	  .peer_port = 0xffffffffu, .type = 1, .state = 1, .ctrl = 1,
+	  .peer = VSXD_PEER_VSOCK, .timer = VSXD_TIMER_CONNECT, .timer_ms = 1234 },
 };
 
 /* Two VMs: one with three connections and two regions, one with none. */
@@ -68,6 +86,67 @@ static uint8_t *encode(const struct vsxd_state *s, size_t *len)
 	return buf;
 }
 
+static void same_bytes(const struct vsxd_state_bytes *a, const struct vsxd_state_bytes *b)
+{
+	cr_assert_eq(a->len, b->len);
+	if (a->len)
+		cr_assert_eq(memcmp(a->data, b->data, a->len), 0);
+	cr_assert_eq(a->nends, b->nends);
+	for (unsigned i = 0; i < a->nends; i++) {
+		cr_assert_eq(a->ends[i].end, b->ends[i].end);
+		cr_assert_eq(a->ends[i].flags, b->ends[i].flags);
+	}
+}
+
+/* @b read back as @version from @a. */
+static void same_conn(const struct vsxd_state_conn *a, const struct vsxd_state_conn *b,
+		      unsigned version)
+{
+	static const struct vsxd_state_bytes none;
+
+	cr_assert_eq(a->id, b->id);
+	cr_assert_eq(a->guest_cid, b->guest_cid);
+	cr_assert_eq(a->peer_cid, b->peer_cid);
+	cr_assert_eq(a->guest_port, b->guest_port);
+	cr_assert_eq(a->peer_port, b->peer_port);
+	cr_assert_eq(a->type, b->type);
+	if (version < 2) {
+		/* version 1 knows the addresses only */
+		cr_assert_eq(b->state, 0);
+		cr_assert_eq(b->flags, 0);
+		cr_assert_eq(b->peer, 0);
+		cr_assert_eq(b->rx_cnt, 0);
+		cr_assert_str_empty(b->host_fd);
+		same_bytes(&none, &b->to_host_q);
+		same_bytes(&none, &b->to_guest_q);
+		return;
+	}
+	cr_assert_eq(a->state, b->state);
+	cr_assert_eq(a->flags, b->flags);
+	cr_assert_eq(a->guest_shut, b->guest_shut);
+	cr_assert_eq(a->host_shut, b->host_shut);
+	cr_assert_eq(a->shut_pending, b->shut_pending);
+	cr_assert_eq(a->ctrl, b->ctrl);
+	cr_assert_eq(a->peer, b->peer);
+	cr_assert_eq(a->timer, b->timer);
+	cr_assert_eq(a->timer_ms, b->timer_ms);
+	cr_assert_eq(a->buf_alloc, b->buf_alloc);
+	cr_assert_eq(a->rx_cnt, b->rx_cnt);
+	cr_assert_eq(a->fwd_cnt, b->fwd_cnt);
+	cr_assert_eq(a->last_fwd_sent, b->last_fwd_sent);
+	cr_assert_eq(a->last_buf_sent, b->last_buf_sent);
+	cr_assert_eq(a->rx_limit, b->rx_limit);
+	cr_assert_eq(a->peer_buf_alloc, b->peer_buf_alloc);
+	cr_assert_eq(a->peer_fwd_cnt, b->peer_fwd_cnt);
+	cr_assert_eq(a->tx_cnt, b->tx_cnt);
+	cr_assert_eq(a->to_guest, b->to_guest);
+	cr_assert_eq(a->from_guest, b->from_guest);
+	cr_assert_str_eq(a->host_fd, b->host_fd);
+	cr_assert_str_eq(a->tag, b->tag);
+	same_bytes(&a->to_host_q, &b->to_host_q);
+	same_bytes(&a->to_guest_q, &b->to_guest_q);
+}
+
 static void same_vm(const struct vsxd_state_vm *a, const struct vsxd_state_vm *b)
 {
 	cr_assert_str_eq(a->name, b->name);
@@ -89,8 +168,8 @@ static void same_vm(const struct vsxd_state_vm *a, const struct vsxd_state_vm *b
 		cr_assert_str_eq(a->queue[i].call, b->queue[i].call);
 	}
 	cr_assert_eq(a->nconns, b->nconns);
-	if (a->nconns)
-		cr_assert_eq(memcmp(a->conns, b->conns, a->nconns * sizeof(a->conns[0])), 0);
+	for (unsigned i = 0; i < a->nconns; i++)
+		same_conn(&a->conns[i], &b->conns[i], 2);
 }
 
 /* Recompute length and crc after editing an encoded record. */
@@ -134,8 +213,9 @@ Test(state, round_trip)
 	sample(&s, vms);
 	buf = encode(&s, &len);
 	cr_assert_eq(memcmp(buf, "VSXDSTAT", 8), 0);
-	cr_assert_eq(buf[8], 1); /* version */
+	cr_assert_eq(buf[8], 2); /* version */
 	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(d.version, 2);
 	cr_assert_eq(d.generation, 42);
 	cr_assert_eq(d.nvms, 2);
 	same_vm(&vms[0], &d.vms[0]);
@@ -254,10 +334,81 @@ Test(state, other_version_is_named)
 
 	sample(&s, vms);
 	buf = encode(&s, &len);
-	buf[8] = 2;
+	buf[8] = 3;
 	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EPROTONOSUPPORT);
-	cr_assert(strstr(why, "version 2"), "%s", why);
+	cr_assert(strstr(why, "version 3"), "%s", why);
+	buf[8] = 0;
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EPROTONOSUPPORT);
+	cr_assert(strstr(why, "version 0"), "%s", why);
 	free(buf);
+}
+
+/* The record the release before wrote (version 1: connections by their
+ * addresses) reads, with nothing of version 2 made up. */
+Test(state, version_1_reads)
+{
+	struct vsxd_state s, d;
+	struct vsxd_state_vm vms[2];
+	char why[128] = "";
+	uint8_t *buf, *buf2;
+	size_t len, len2;
+
+	sample(&s, vms);
+	s.version = 1;
+	buf = encode(&s, &len);
+	cr_assert_eq(buf[8], 1);
+	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(d.version, 1);
+	cr_assert_eq(d.nvms, 2);
+	cr_assert_eq(d.vms[0].nconns, 3);
+	for (unsigned i = 0; i < 3; i++)
+		same_conn(&conns[i], &d.vms[0].conns[i], 1);
+	/* written again as version 1: the same bytes (and 33 per connection) */
+	buf2 = encode(&d, &len2);
+	cr_assert_eq(len2, len);
+	cr_assert_eq(memcmp(buf, buf2, len), 0);
+	s.version = 0;
+	free(buf2);
+	buf2 = encode(&s, &len2);
+	cr_assert_gt(len2, len + 3 * (VSXD_STATE_V2_CONN - VSXD_STATE_V1_CONN));
+	vsxd_state_clear(&d);
+	free(buf2);
+	free(buf);
+}
+
+/* A version 1 record written by hand, as the release before wrote it:
+ * the bytes, not this encoder's idea of them. */
+Test(state, version_1_bytes)
+{
+	static const uint8_t vm[] = {
+		3, 'w', 'e', 'b', 1, 'c',                      /* name, conn */
+		3, 0, 0, 0, 0, 0, 0, 0,                        /* cid */
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* features */
+		1, 1, 0, 0, 1, 0, 0, 0,                        /* counts */
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'm',
+		0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'k', 0,
+		5, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, /* conn 5 */
+		2, 0, 0, 0, 0, 0, 0, 0, 0xd2, 0x04, 0, 0, 0x88, 0x13, 0, 0, 1,
+	};
+	uint8_t buf[VSXD_STATE_HDR + sizeof(vm)] = "VSXDSTAT\x01\0\0\0";
+	struct vsxd_state d;
+	char why[128] = "";
+
+	buf[20] = 1;   /* nvms */
+	buf[24] = 9;   /* generation */
+	memcpy(buf + VSXD_STATE_HDR, vm, sizeof(vm));
+	reseal(buf, sizeof(buf));
+	cr_assert_eq(vsxd_state_decode(buf, sizeof(buf), &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(d.version, 1);
+	cr_assert_eq(d.generation, 9);
+	cr_assert_eq(d.vms[0].nconns, 1);
+	cr_assert_eq(d.vms[0].conns[0].id, 5);
+	cr_assert_eq(d.vms[0].conns[0].guest_port, 1234);
+	cr_assert_eq(d.vms[0].conns[0].peer_port, 5000);
+	cr_assert_eq(d.vms[0].conns[0].state, 0);
+	vsxd_state_clear(&d);
 }
 
 Test(state, trailing_bytes_are_refused)
@@ -357,4 +508,114 @@ Test(state, fdname_rules)
 	longest[VSXD_FDNAME_MAX] = 'x';
 	longest[VSXD_FDNAME_MAX + 1] = '\0';
 	cr_assert_not(vsxd_fdname_ok(longest));
+}
+
+/* What version 2 adds is checked both ways, value by value. */
+Test(state, bad_connections_are_refused)
+{
+	struct vsxd_state s;
+	struct vsxd_state_vm vms[2];
+	struct vsxd_state_conn c[3];
+	struct vsxd_state_end ends[2];
+	char big[64];
+
+	memcpy(c, conns, sizeof(c));
+	sample(&s, vms);
+	vms[0].conns = c;
+	c[0].state = 0;                                /* none in version 2 */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	s.version = 1;                                 /* version 1 has none */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -ENOSPC);
+	s.version = 3;
+	c[0].state = 2;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	s.version = 0;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -ENOSPC);
+	c[0].flags = 0x100;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	c[0].flags = 0;
+	c[0].host_shut = 4;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	c[0].host_shut = 0;
+	c[0].ctrl = 0x40;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	c[0].ctrl = 0;
+	c[0].peer = VSXD_PEER_SIBLING;                 /* with a host socket */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	c[0].peer = 4;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	c[0].peer = VSXD_PEER_HOST;
+	strcpy(c[0].host_fd, "conn:7");
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	strcpy(c[0].host_fd, "conn.7.host");
+	c[0].timer_ms = 5;                             /* no timer */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	c[0].timer_ms = 0;
+	strcpy(c[0].tag, "a\tb");
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	strcpy(c[0].tag, "");
+	/* message ends: only in a seqpacket queue, increasing, inside it */
+	ends[0] = (struct vsxd_state_end){ 2, 1 };
+	c[0].to_host_q.nends = 1;
+	c[0].to_host_q.ends = ends;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	c[0].to_host_q.nends = 0;
+	c[1].to_guest_q.ends = ends;
+	c[1].to_guest_q.nends = 2;
+	ends[1] = (struct vsxd_state_end){ 2, 1 };     /* twice */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	ends[1] = (struct vsxd_state_end){ 12, 1 };    /* past the 11 bytes */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	ends[1] = (struct vsxd_state_end){ 11, 2 };    /* EOR without EOM */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	ends[1] = (struct vsxd_state_end){ 11, 3 };
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -ENOSPC);
+}
+
+/* The same, edited into a record with its crc made right again. */
+Test(state, resealed_bad_connections_are_refused)
+{
+	static const struct { size_t at; uint8_t v; const char *why; } edit[] = {
+		{ 33, 0, "bad connection state" },
+		{ 33, 4, "bad connection state" },
+		{ 35, 3 | 4, "bad shutdown bits" },
+		{ 37, 8, "bad shutdown bits" },
+		{ 38, 0x41, "bad pending control bits" },
+		{ 39, 0, "bad peer kind" },
+		{ 39, 2, "bad host socket FDNAME" },  /* a sibling with a socket */
+		{ 40, 4, "bad connection timer" },
+		{ 41, 1, "bad connection timer" },    /* time left, no timer */
+		{ 97 + 5, ':', "bad host socket FDNAME" },
+		{ 97 + 12 + 1, 0x7f, "bad connection tag" },
+		{ 97 + 19 + 3, 0x7f, "truncated" },   /* 2 GiB queued */
+	};
+	static const uint8_t id7[16] = { 7, 0, 0, 0, 0, 0, 0, 0, 3 };
+	struct vsxd_state s;
+	struct vsxd_state_vm vms[2];
+	char why[128];
+	uint8_t *buf, *p;
+	size_t len, off;
+
+	sample(&s, vms);
+	vms[0].nconns = 1;          /* connection 7 alone, at the end of VM 0 */
+	buf = encode(&s, &len);
+	p = memmem(buf, len, id7, sizeof(id7));
+	cr_assert(p);
+	off = (size_t)(p - buf);
+	/* host_fd "conn.7.host" (12 bytes with its length) and tag "ssh-in" at 97 */
+	cr_assert_eq(buf[off + 97], 11);
+	cr_assert_eq(buf[off + 97 + 12], 6);
+	for (size_t i = 0; i < sizeof(edit) / sizeof(edit[0]); i++) {
+		uint8_t was = buf[off + edit[i].at];
+
+		buf[off + edit[i].at] = edit[i].v;
+		reseal(buf, len);
+		cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG,
+			     "edit %zu read", i);
+		cr_assert(strstr(why, edit[i].why), "edit %zu: %s", i, why);
+		buf[off + edit[i].at] = was;
+	}
+	reseal(buf, len);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), 0, "%s", why);
+	free(buf);
 }

@@ -19,6 +19,7 @@ static void print_upgrade(const struct vsx_kvs *kvs)
 	const char *vms = vsx__ctl_get(kvs, VSX_CTL_K_VMS);
 	const char *ls = vsx__ctl_get(kvs, VSX_CTL_K_LISTENERS);
 	const char *ce = vsx__ctl_get(kvs, VSX_CTL_K_CONNS_ENDED);
+	const char *ck = vsx__ctl_get(kvs, VSX_CTL_K_CONNS_KEPT);
 	const char *fds = vsx__ctl_get(kvs, VSX_CTL_K_FDS);
 
 	if (opt_json) {
@@ -26,10 +27,11 @@ static void print_upgrade(const struct vsx_kvs *kvs)
 		return;
 	}
 	printf("handed over to vsxd pid %s: %s VM device%s, %s listening socket%s, "
-	       "%s descriptor%s in all; %s connection%s ended\n",
+	       "%s descriptor%s in all; %s connection%s kept, %s connection%s ended\n",
 	       pid ? pid : "?", vms ? vms : "?", vms && !strcmp(vms, "1") ? "" : "s",
 	       ls ? ls : "?", ls && !strcmp(ls, "1") ? "" : "s",
 	       fds ? fds : "?", fds && !strcmp(fds, "1") ? "" : "s",
+	       ck ? ck : "0", ck && !strcmp(ck, "1") ? "" : "s",
 	       ce ? ce : "?", ce && !strcmp(ce, "1") ? "" : "s");
 }
 

@@ -192,6 +192,10 @@ size_t vsxb__txq_peek(const struct txq *q, struct iovec *iov, unsigned max_iov,
 size_t vsxb__txq_msg_len(const struct txq *q);
 void vsxb__txq_consume(struct txq *q, size_t n);
 void vsxb__txq_clear(struct txq *q);
+/* Copy the queue into @buf (q->bytes) and, seq, each message end into
+ * @ends (room for q->bytes; *@nends of them). Returns the bytes copied. */
+size_t vsxb__txq_copy(const struct txq *q, uint8_t *buf, struct vsxb_msg_end *ends,
+		     unsigned *nends);
 /* Free the pool's chunks unless it was used since the last sweep; then
  * true when queues gave enough memory back to malloc since the previous
  * quiet sweep that a malloc_trim is worth it. */
@@ -440,6 +444,9 @@ struct vsxb_vm {
 
 	struct virtio_vsock_hdr orphan[VSXB_ORPHAN_MAX];
 	unsigned orphan_head, orphan_n;
+	/* adopted with connections kept (restart.c): the device starts
+	 * without a TRANSPORT_RESET (device.c) */
+	bool keep_conns;
 	/* RSTs an adoption still has to send (restart.c), fed into orphan[]
 	 * by rst_timer as it drains */
 	struct vsxb_conn_addr *rst;

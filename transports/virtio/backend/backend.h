@@ -444,6 +444,65 @@ void vsxb_router_thaw(struct vsxb_router *r);
 int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st);
 
 /*
+ * Connections kept across a live handoff (restart.c). At a freeze, each
+ * connection of a VM whole: what vsxctl shows (@ci) and the rest of its
+ * state. @fd >= 0: a host socket connection that can go on in another
+ * process (established or closing, no timer running, nothing half done:
+ * vsxb_vm_adopt recreates it from this); -1: it cannot (a sibling pair,
+ * one still connecting, draining, lingering), the other process ends it
+ * with an RST. @fd stays @vm's; @q (@qlen bytes for the host socket, with
+ * @nends seqpacket message ends) is valid during the callback only.
+ */
+#define VSXB_KEEP_HOST_EOF     0x1u  /* the host shut its sending side */
+#define VSXB_KEEP_HOST_WR_SHUT 0x2u  /* we shut the socket's sending side */
+#define VSXB_KEEP_HOST_WR_DEAD 0x4u  /* the host takes no more data */
+
+struct vsxb_conn_keep {
+	const struct vsxb_conn_info *ci;  /* NULL in what vsxb_vm_adopt takes */
+	uint64_t id;
+	int type, state;
+	uint32_t guest_port;
+	uint64_t peer_cid;
+	uint32_t peer_port;
+	bool guest_initiated, vsock;
+	unsigned guest_shut, host_shut, shut_pending, ctrl, host_flags;
+	uint32_t buf_alloc, rx_cnt, fwd_cnt, last_fwd_sent, last_buf_sent, rx_limit,
+		 peer_buf_alloc, peer_fwd_cnt, tx_cnt;
+	bool advertised, credit_req_sent, msg_open;
+	uint64_t to_guest, from_guest;
+	char tag[VSXB_TAG_MAX];
+	int fd;
+	const uint8_t *q;
+	uint32_t qlen;
+	const struct vsxb_msg_end {
+		uint32_t end;             /* just past the message's last byte */
+		unsigned flags;           /* VIRTIO_VSOCK_SEQ_EOM (| _EOR) */
+	} *ends;
+	unsigned nends;
+};
+
+typedef int (*vsxb_keep_cb)(const struct vsxb_conn_keep *k, void *arg);
+
+/* Connection ids from now on are past @id (a new process starts past
+ * every id the earlier one's state names: vsxctl never shows one twice). */
+void vsxb_router_ids_past(struct vsxb_router *r, uint64_t id);
+
+/* Call @cb for each connection of @vm, whole (between vsxb_router_freeze
+ * and thaw); a non-zero return stops the walk and is returned. -ENOMEM. */
+int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg);
+
+/* Like vsxb_vm_adopt, and recreates the @nkeep connections @keep (each
+ * @fd taken, whatever the result) instead of resetting them: no
+ * TRANSPORT_RESET goes to the guest when one was kept; the connection ids
+ * of the router go on past theirs. A connection that cannot be made again
+ * (a limit, no memory, an address taken twice) gets an RST and its socket
+ * is closed; *@kept counts those kept. */
+int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
+		       const struct vsxb_conn_addr *conns, unsigned n,
+		       const struct vsxb_conn_keep *keep, unsigned nkeep,
+		       unsigned *kept);
+
+/*
  * Counters of one VM since it was created (vsxd's metrics), and what it
  * holds now. Events are counted as they are reported (see "Connection
  * events"): a connection ends in exactly one of closed[] (CLOSE), reset[]

@@ -502,8 +502,10 @@ static void op_start(void *dev, enum vsxu_vu_start how)
 	}
 	/* Always: a front-end that reconnects to a restarted vsxd keeps a
 	 * guest whose sockets belong to a device session this process never
-	 * saw; for a fresh guest the event resets nothing. */
-	vm->event_pending = true;
+	 * saw; for a fresh guest the event resets nothing. Not when a live
+	 * handoff kept the connections (restart.c): they go on. */
+	vm->event_pending = !vm->keep_conns;
+	vm->keep_conns = false;
 	vm_send_event(vm);
 	vsxb__device_event(vm, true);
 	vm_tx_run(vm);

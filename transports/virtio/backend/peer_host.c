@@ -1064,6 +1064,40 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 	vsxb__conn_ctrl(c, C_REQUEST);
 }
 
+/* ---- Kept across a live handoff (restart.c) ---- */
+
+int vsxb__host_keepable(const struct conn *c, unsigned *flags)
+{
+	const struct host_peer *h;
+
+	if (c->ops != &host_ops && c->ops != &vsock_ops)
+		return -1;
+	h = hp(c);
+	/* what is half done (a connect, an "OK" owed, data before the
+	 * answer, a drain, a timer) is not carried over: it ends */
+	if (h->fd < 0 || c->dead || c->draining || c->tkind != T_NONE || h->pending ||
+	    h->hybrid || h->early || c->state == VSXB_CONN_CONNECTING ||
+	    c->peer_cid != VSOCK_CID_HOST)
+		return -1;
+	*flags = (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
+		 (h->wr_shut ? VSXB_KEEP_HOST_WR_SHUT : 0) |
+		 (h->wr_dead ? VSXB_KEEP_HOST_WR_DEAD : 0);
+	return h->fd;
+}
+
+struct conn *vsxb__host_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k)
+{
+	struct conn *c = host_new(vm, k->vsock ? &vsock_ops : &host_ops, (uint16_t)k->type,
+				  k->guest_port, k->peer_port);
+
+	if (!c)
+		return NULL;
+	hp(c)->eof = k->host_flags & VSXB_KEEP_HOST_EOF;
+	hp(c)->wr_shut = k->host_flags & VSXB_KEEP_HOST_WR_SHUT;
+	hp(c)->wr_dead = k->host_flags & VSXB_KEEP_HOST_WR_DEAD;
+	return c;
+}
+
 static const struct vsxb_peer_ops host_ops = {
 	.name = "host",
 	.priv_size = sizeof(struct host_peer),

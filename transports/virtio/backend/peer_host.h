@@ -38,6 +38,13 @@ int vsxb__host_attach(struct conn *c, int fd);
  * ESTABLISHED, OPEN reported, RESPONSE to the guest, the socket watched. */
 void vsxb__host_accept(struct conn *c);
 
+/* A live handoff (restart.c): @c's socket if @c can go on in another
+ * process (*@flags: VSXB_KEEP_HOST_*), else -1; a connection of a host
+ * socket made again from @k in the new process (its socket still to
+ * attach), or NULL. */
+int vsxb__host_keepable(const struct conn *c, unsigned *flags);
+struct conn *vsxb__host_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k);
+
 /* The hooks (struct vsxb_peer_ops, backend-int.h) of every table over a socket */
 /* Guest payload (a batch the engine gathered) to the socket with one
  * sendmsg; what it does not take, queued. */

@@ -3,10 +3,14 @@
  * it for a new process (device events), and a new process's adoption of a
  * device whose descriptors it inherited.
  *
- * An adopted device starts with no connection: those of the old process
- * are gone with its host sockets (host programs saw EOF when it died). The
- * guest still has them, and one that only waits to read would wait for
- * ever: each one the old process's state named gets an RST. They go out
+ * An adopted device starts with the connections a live handoff kept
+ * (vsxb_vm_foreach_keep in the old process, vsxb_vm_adopt_keep in the
+ * new: host socket connections, made again before the device runs, so
+ * that what the guest queued meanwhile finds them), and no other: those
+ * of a crashed process are gone with its host sockets (host programs saw
+ * EOF when it died). The guest still has them, and one that only waits to
+ * read would wait for ever: each one the old process's state named and
+ * that was not kept gets an RST. They go out
  * through the VM's queue of RSTs for packets without a connection, refilled
  * from a timer as it drains, so the data path does not change.
  */
@@ -14,7 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "vhost-user/acceptor.h"
+#include "peer_host.h"
 #include "router.h"
 
 void vsxb_router_set_device_events(struct vsxb_router *r, vsxb_device_event_fn fn,
@@ -68,19 +75,180 @@ static void rst_cb(void *arg)
 		vm->sh->loop->timer_arm(vm->rst_timer, 1);
 }
 
+/* ---- Connections kept across a live handoff ---- */
+
+int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg)
+{
+	struct vsxb_conn_info ci;
+	struct vsxb_list *n;
+	int rc = 0;
+
+	vsxb__world_stop(vm->r);
+	for (n = vm->conns.next; n != &vm->conns && !rc; n = n->next) {
+		struct conn *c = vsxb_container_of(n, struct conn, node);
+		struct vsxb_conn_keep k;
+		size_t qn = c->q.bytes ? c->q.bytes : 1;
+		uint8_t *q;
+		struct vsxb_msg_end *ends;
+
+		if (c->dead)
+			continue;
+		vsxb__conn_info(c, &ci);
+		memset(&k, 0, sizeof(k));
+		k.ci = &ci;
+		k.fd = vsxb__host_keepable(c, &k.host_flags);
+		k.id = c->id;
+		k.type = c->type;
+		k.state = c->state;
+		k.guest_port = c->guest_port;
+		k.peer_cid = c->peer_cid;
+		k.peer_port = c->peer_port;
+		k.guest_initiated = c->guest_initiated;
+		k.vsock = !strcmp(c->ops->name, "vsock");
+		k.guest_shut = c->guest_shut;
+		k.host_shut = c->host_shut;
+		k.shut_pending = c->shut_pending;
+		k.ctrl = c->ctrl;
+		k.buf_alloc = c->buf_alloc;
+		k.rx_cnt = c->rx_cnt;
+		k.fwd_cnt = c->fwd_cnt;
+		k.last_fwd_sent = c->last_fwd_sent;
+		k.last_buf_sent = c->last_buf_sent;
+		k.rx_limit = c->rx_limit;
+		k.advertised = c->advertised;
+		k.peer_buf_alloc = c->peer_buf_alloc;
+		k.peer_fwd_cnt = c->peer_fwd_cnt;
+		k.tx_cnt = c->tx_cnt;
+		k.credit_req_sent = c->credit_req_sent;
+		k.msg_open = c->msg_open;
+		k.to_guest = c->to_guest;
+		k.from_guest = c->from_guest;
+		memcpy(k.tag, c->tag, sizeof(k.tag));
+		/* the bytes a host socket has not taken yet (c->q: for a
+		 * sibling they are the other guest's, which ends with it) */
+		q = malloc(qn);
+		ends = malloc(qn * sizeof(*ends));
+		if (!q || !ends) {
+			rc = -ENOMEM;
+		} else {
+			if (k.fd >= 0)
+				k.qlen = (uint32_t)vsxb__txq_copy(&c->q, q, ends, &k.nends);
+			k.q = q;
+			k.ends = ends;
+			rc = cb(&k, arg);
+		}
+		free(q);
+		free(ends);
+	}
+	vsxb__world_start(vm->r);
+	return rc;
+}
+
+/* @k's connection made again on @vm (its socket taken), or NULL. */
+static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k)
+{
+	struct conn *c = NULL;
+	struct iovec v;
+	uint32_t at = 0;
+	int err = 0;
+
+	if (k->fd < 0 || (k->type != VIRTIO_VSOCK_TYPE_STREAM &&
+			  k->type != VIRTIO_VSOCK_TYPE_SEQPACKET) ||
+	    k->peer_cid != VSOCK_CID_HOST ||
+	    vsxb__conn_find(vm, k->guest_port, k->peer_cid, k->peer_port))
+		goto fail;
+	c = vsxb__host_restore(vm, k);
+	if (!c)
+		goto fail;
+	c->id = k->id;
+	c->state = k->state;
+	c->guest_initiated = k->guest_initiated;
+	c->guest_shut = k->guest_shut;
+	c->host_shut = k->host_shut;
+	c->shut_pending = k->shut_pending;
+	c->buf_alloc = k->buf_alloc;
+	c->rx_cnt = k->rx_cnt;
+	c->fwd_cnt = k->fwd_cnt;
+	c->last_fwd_sent = k->last_fwd_sent;
+	c->last_buf_sent = k->last_buf_sent;
+	c->rx_limit = k->rx_limit;
+	c->advertised = k->advertised;
+	c->peer_buf_alloc = k->peer_buf_alloc;
+	c->peer_fwd_cnt = k->peer_fwd_cnt;
+	c->tx_cnt = k->tx_cnt;
+	c->credit_req_sent = k->credit_req_sent;
+	c->msg_open = k->msg_open;
+	c->to_guest = k->to_guest;
+	c->from_guest = k->from_guest;
+	memcpy(c->tag, k->tag, sizeof(c->tag));
+	c->tag[sizeof(c->tag) - 1] = '\0';
+	/* the queue as it was: its messages end where they ended */
+	for (unsigned i = 0; i <= k->nends && !err; i++) {
+		uint32_t end = i < k->nends ? k->ends[i].end : k->qlen;
+
+		if (end < at || end > k->qlen) {
+			err = -EINVAL;
+			break;
+		}
+		v.iov_base = (void *)(k->q + at);
+		v.iov_len = end - at;
+		if (end > at || i < k->nends)
+			err = vsxb__txq_append(&c->q, &v, 1, end - at, 0,
+					       i < k->nends ? k->ends[i].flags : 0);
+		at = end;
+	}
+	if (err || vsxb__host_attach(c, k->fd) < 0) {
+		vsxb__conn_kill(c);   /* closes the socket */
+		return NULL;
+	}
+	return c;
+fail:
+	close(k->fd);
+	return NULL;
+}
+
+void vsxb_router_ids_past(struct vsxb_router *r, uint64_t id)
+{
+	uint64_t cur = vsxb_load(&r->next_id);
+
+	/* (only raised, whatever another thread takes meanwhile) */
+	while (cur <= id && !__atomic_compare_exchange_n(&r->next_id, &cur, id + 1, false,
+							 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+}
+
 int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 		  const struct vsxb_conn_addr *conns, unsigned n)
+{
+	return vsxb_vm_adopt_keep(vm, st, conns, n, NULL, 0, NULL);
+}
+
+int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
+		       const struct vsxb_conn_addr *conns, unsigned n,
+		       const struct vsxb_conn_keep *keep, unsigned nkeep,
+		       unsigned *kept)
 {
 	struct vsxb_router *r = vm->r;
 	const struct vsxu_loop *l = vm->sh->loop;
 	struct vsxb_conn_addr *copy = NULL;
+	struct conn **made = NULL;
+	unsigned nmade = 0;
+	uint64_t next = 0;
 	int err;
 
-	if (n) {
-		copy = calloc(n, sizeof(*copy));
-		if (!copy) {
+	if (kept)
+		*kept = 0;
+	/* room for the RSTs of those that cannot be made again too */
+	if (n + nkeep) {
+		copy = calloc(n + nkeep, sizeof(*copy));
+		made = calloc(nkeep ? nkeep : 1, sizeof(*made));
+		if (!copy || !made) {
 			/* the descriptors are taken whatever the result */
 			vsxu_vu_state_close(st);
+			for (unsigned i = 0; i < nkeep; i++)
+				close(keep[i].fd);
+			free(copy);
+			free(made);
 			return -ENOMEM;
 		}
 		memcpy(copy, conns, n * sizeof(*copy));
@@ -88,7 +256,47 @@ int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 	vsxb__world_stop(r);
 	if (!vm->rst_timer)
 		vm->rst_timer = l->timer(l->ctx, rst_cb, vm);
+	/* Before the device starts: what the guest queued on them meanwhile
+	 * is theirs, not a stranger's to be answered with an RST. */
+	for (unsigned i = 0; i < nkeep; i++) {
+		struct conn *c = keep_restore(vm, &keep[i]);
+
+		if (c) {
+			made[nmade++] = c;
+			if (keep[i].id >= next)
+				next = keep[i].id + 1;
+			continue;
+		}
+		copy[n++] = (struct vsxb_conn_addr){
+			.guest_cid = vm->cid, .peer_cid = keep[i].peer_cid,
+			.guest_port = keep[i].guest_port, .peer_port = keep[i].peer_port,
+			.type = keep[i].type,
+		};
+	}
+	/* ids go on past the kept ones: vsxctl never shows one twice */
+	if (next)
+		vsxb_router_ids_past(r, next - 1);
+	vm->keep_conns = nmade > 0;
 	err = vsxu_vu_adopt(vm->vu, st);
+	vm->keep_conns = false;
+	for (unsigned i = 0; i < nmade; i++) {
+		if (err) {
+			vsxb__conn_kill(made[i]);
+			continue;
+		}
+		/* what was owed to the guest goes out, reads start again */
+		if (made[i]->ctrl || made[i]->shut_pending)
+			vsxb__conn_schedule(made[i]);
+		if (made[i]->ops->sync)
+			made[i]->ops->sync(made[i]);
+		/* OPEN again: vsxd's record of them (fdstore.c) and its
+		 * metrics are this process's */
+		vsxb__conn_opened(made[i]);
+	}
+	if (!err && kept)
+		*kept = nmade;
+	if (err && nmade)
+		vsxb__round(vm->sh);
 	if (!err && n && vm->rst_timer) {
 		free(vm->rst);
 		vm->rst = copy;
@@ -101,6 +309,7 @@ int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 	}
 	vsxb__world_start(r);
 	free(copy);
+	free(made);
 	return err;
 }
 

@@ -362,6 +362,28 @@ void vsxb__txq_consume(struct txq *q, size_t n)
 		q->open = q->bytes;
 }
 
+size_t vsxb__txq_copy(const struct txq *q, uint8_t *buf, struct vsxb_msg_end *ends,
+		     unsigned *nends)
+{
+	const struct txq_chunk *k;
+	size_t total = 0;
+
+	*nends = 0;
+	for (k = q->head; k; k = k->next) {
+		memcpy(buf + total, k->data + k->start, k->end - k->start);
+		for (size_t i = k->start; q->seq && i < k->end; i++) {
+			i = bit_find(k->eom, i, k->end);
+			if (i == k->end)
+				break;
+			ends[*nends].end = (uint32_t)(total + i - k->start + 1);
+			ends[(*nends)++].flags = VIRTIO_VSOCK_SEQ_EOM |
+				(bit_get(k->eor, i) ? VIRTIO_VSOCK_SEQ_EOR : 0);
+		}
+		total += k->end - k->start;
+	}
+	return total;
+}
+
 void vsxb__txq_clear(struct txq *q)
 {
 	struct txq_chunk *k, *next;
