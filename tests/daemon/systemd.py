@@ -22,8 +22,9 @@
 #   restart      systemctl restart (what the package's postinst does on an
 #                upgrade): the store is kept, start-mode restarted, the
 #                same front-end serves on, its 4 listening sockets taken
-#                back (vhost-user, uds-path, control, metrics), the old
-#                connection ends (EOF, RST), new connections both ways
+#                back (vhost-user, uds-path, control, metrics), the
+#                connection open carries on (its socket through the store),
+#                new connections both ways
 #   upgrade      vsxctl upgrade under systemd: the unit stays active and
 #                its main process is the new vsxd (MAINPID=), which a
 #                later SIGKILL restarts with the store as before
@@ -147,8 +148,16 @@ try:
           str(st.get("handed_over_listeners")) == "4", str(st))
     check("restart: the same front-end connection serves on",
           guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
-    check("restart: the old connection ends (host EOF, guest RST)",
-          guest.cmd("hclosed") and guest.cmd("wait-rst"))
+    check("restart: the connection goes on: data both ways, every byte checked",
+          guest.cmd("hsend 3000") and guest.cmd("grecv 7000") and
+          guest.cmd("gsend 2000") and guest.cmd("hrecv 2000"))
+    check("restart: the store holds the device as before (9 descriptors: the "
+          "connection's socket left it once taken back)",
+          vsxdtest.wait_for(lambda: prop("NFileDescriptorStore") == "9"),
+          prop("NFileDescriptorStore"))
+    check("restart: it ends as any: the guest shuts down both ways, RST, host EOF",
+          guest.cmd("gshut 3") and guest.cmd("wait-rst") and guest.cmd("hclosed") and
+          guest.cmd("hclose"))
     check("restart: new connections both ways", vsxdtest.both_ways(guest, uds, 5600))
 
     # ---- vsxctl upgrade under systemd ----
