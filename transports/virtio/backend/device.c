@@ -294,11 +294,19 @@ static void vm_tx_run(struct vsxb_vm *vm)
 			vsxb__vm_broken(vm, why);
 			return;
 		}
-		for (i = 0; i < (unsigned)n && !vm->broken; i++)
+		for (i = 0; i < (unsigned)n && !vm->broken; i++) {
+			vm->tx_cur = i;    /* the chain a peer may hold */
 			tx_packet(vm, &vm->txe[i]);
+		}
+		vm->tx_cur = VSXB_TX_BATCH;
 		tx_flush(vm);
-		if (vm->broken || !vm->live)
+		if (vm->broken || !vm->live) {
+			/* nothing is published on a broken ring: a held
+			 * chain's release publishes nothing either */
+			for (i = 0; i < (unsigned)n; i++)
+				vm->tx_keep[i] = false;
 			return;
+		}
 		vsxb__ring_tx_done(vm, (unsigned)n);
 		budget -= (unsigned)n < budget ? (unsigned)n : budget;
 		if (n < VSXB_TX_BATCH) {
@@ -525,6 +533,7 @@ static void op_stop(void *dev, bool resumable)
 
 	if (!vm->live)
 		return;
+	vsxb__vm_tx_recall(vm);  /* while the rings are still mapped */
 	vsxb__device_event(vm, false);
 	if (resumable && !vm->broken) {
 		vm_pause(vm);
@@ -548,6 +557,32 @@ static void op_stop(void *dev, bool resumable)
 	vsxb__round(vm->sh);
 }
 
+/* ---- Held TX chains ---- */
+
+/* Every TX chain a peer of @vm holds is copied out and published (the
+ * peers' ops->recall): before the rings stop, before guest memory is
+ * unmapped, and before a world's state is written, no other thread may
+ * still read this guest's TX buffers, and no chain may stay unpublished. */
+void vsxb__vm_tx_recall(struct vsxb_vm *vm)
+{
+	struct vsxb_list *n;
+
+	if (!vm->tx_held)
+		return;
+	for (n = vm->conns.next; n != &vm->conns && vm->tx_held; n = n->next) {
+		struct conn *c = vsxb_container_of(n, struct conn, node);
+
+		if (c->ops->recall)
+			c->ops->recall(c);
+	}
+	vsxb__tx_publish(vm);
+}
+
+static void op_unmap(void *dev)
+{
+	vsxb__vm_tx_recall(dev);
+}
+
 static void op_log(void *dev, const char *msg)
 {
 	struct vsxb_vm *vm = dev;
@@ -565,4 +600,5 @@ const struct vsxu_vu_ops vsxb__vsock_ops = {
 	.start = op_start,
 	.stop = op_stop,
 	.log = op_log,
+	.unmap = op_unmap,
 };
