@@ -11,6 +11,8 @@
 # peer_sibling.c), VSX_SIB_REPS (3) fresh vsxds each, then the medians and
 # their ratio. VSX_SIB_BEFORE=PATH: the same runs with another vsxd binary
 # too (a build of main, the change's "before"), printed beside.
+# VSX_SIB_PERF=1: perf stat counts vsxd's system calls and context
+# switches over each transfer (per MiB, appended to its line).
 #
 # Output lines (on standard output):
 #   sibling vsxd=NAME threads=two|one rep=N bytes=B cpu_s=S s_per_gib=X wall_s=W
@@ -100,6 +102,12 @@ run() {
 	fg a "listen 5000"
 	fg b "peer 3"
 	fg b "gconnect 5000"
+	perf_pid=
+	if [ -n "${VSX_SIB_PERF:-}" ]; then
+		perf stat -x, -e raw_syscalls:sys_enter,context-switches -p "$pid" \
+			-o "$tmp/perf" 2>/dev/null &
+		perf_pid=$!
+	fi
 	c0=$(cpu_ns) t0=$(now_ns)
 	left=$bytes
 	while [ "$left" -gt 0 ]; do
@@ -109,6 +117,14 @@ run() {
 	done
 	fg a "grecv $bytes"
 	c1=$(cpu_ns) t1=$(now_ns)
+	perf_note=
+	if [ -n "$perf_pid" ]; then
+		kill -INT "$perf_pid" 2>/dev/null || :
+		wait "$perf_pid" 2>/dev/null || :
+		perf_note=$(awk -F, -v b="$bytes" '$3 ~ /sys_enter/ { s = $1 }
+			$3 ~ /context-switches/ { c = $1 }
+			END { printf " syscalls_per_mib=%.1f ctxsw_per_mib=%.1f", s / (b / 1048576), c / (b / 1048576) }' "$tmp/perf")
+	fi
 	for f in a b; do
 		fg_send $f quit
 	done
@@ -119,10 +135,10 @@ run() {
 	wait "$pid" || :
 	pid=''
 	rm -f "$tmp/control"
-	awk -v n="$name" -v l="$layout" -v r="$rep" -v b="$bytes" -v c=$((c1 - c0)) \
+	awk -v n="$name" -v l="$layout" -v r="$rep" -v b="$bytes" -v c=$((c1 - c0)) -v p="$perf_note" \
 		-v w=$((t1 - t0)) 'BEGIN {
-		printf "sibling vsxd=%s threads=%s rep=%d bytes=%d cpu_s=%.3f s_per_gib=%.3f wall_s=%.2f\n",
-			n, l, r, b, c / 1e9, c / 1e9 / (b / 1073741824), w / 1e9 }'
+		printf "sibling vsxd=%s threads=%s rep=%d bytes=%d cpu_s=%.3f s_per_gib=%.3f wall_s=%.2f%s\n",
+			n, l, r, b, c / 1e9, c / 1e9 / (b / 1073741824), w / 1e9, p }'
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
