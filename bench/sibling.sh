@@ -23,6 +23,28 @@
 # every run moved and checked its bytes, never whether a figure was good.
 set -eu
 
+# --md FILE: the Markdown section of RESULTS.md from FILE's lines (run.sh)
+if [ "${1:-}" = --md ]; then
+	awk '$2 ~ /^vsxd=/ && ($1 == "sibling-ratio" || $1 == "sibling") {
+		for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		if ($1 == "sibling" && !head) {
+			print "\n## Siblings: two worker threads against one\n"
+			print "bench/sibling.sh: two fake guests, one sending 4 KiB packets to the other; vsxd CPU (all threads) per GiB. Issue #23 wants two threads within 10 % of one.\n"
+			print "| vsxd | threads | rep | s per GiB | wall s | syscalls per MiB |"
+			print "|---|---|---|---|---|---|"
+			head = 1
+		}
+		if ($1 == "sibling")
+			printf "| %s | %s | %s | %s | %s | %s |\n", v["vsxd"], v["threads"], v["rep"],
+				v["s_per_gib"], v["wall_s"], ("syscalls_per_mib" in v) ? v["syscalls_per_mib"] : "-"
+		if ($1 == "sibling-ratio")
+			ratio[v["vsxd"]] = v["two_over_one"]
+		delete v
+	}
+	END { for (n in ratio) printf "\nMedian ratio two threads / one (%s): %s\n", n, ratio[n] }' "$2"
+	exit 0
+fi
+
 src=${VSX_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${1:-${VSX_BUILDDIR:-$(pwd)}}
 build=$(cd "$build" && pwd)
