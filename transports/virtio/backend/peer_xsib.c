@@ -263,25 +263,8 @@ static struct xrec *rec_new(enum xrec_what what, size_t len)
 
 static void xsib_run(void *arg);
 
-/* @rec for side @to's thread, woken when its queue was idle. */
-static void link_send(struct xsib_link *l, unsigned to, struct xrec *rec)
-{
-	const struct vsxu_loop *loop = l->sh[to]->loop;
-
-	ring_push(&l->ring[to], rec);
-	if (__atomic_exchange_n(&l->ring[to].armed, true, __ATOMIC_SEQ_CST))
-		return;
-	__atomic_add_fetch(&l->refs, 1, __ATOMIC_RELAXED);
-	/* (a shard of another thread has post: vsxb__shard_get) */
-	if (!loop->post || loop->post(loop->ctx, xsib_run, &l->end[to]) < 0) {
-		/* out of memory: the next record tries again */
-		__atomic_store_n(&l->ring[to].armed, false, __ATOMIC_SEQ_CST);
-		link_put(l);
-	}
-}
-
-/* Side @to's thread has something to look at beyond its records (holds
- * done): woken as a record would wake it. */
+/* Side @to's thread is woken (unless a wake-up is posted already) to look
+ * at its records, and at its holds the other side is done with. */
 static void link_wake(struct xsib_link *l, unsigned to)
 {
 	const struct vsxu_loop *loop = l->sh[to]->loop;
@@ -289,11 +272,20 @@ static void link_wake(struct xsib_link *l, unsigned to)
 	if (__atomic_exchange_n(&l->ring[to].armed, true, __ATOMIC_SEQ_CST))
 		return;
 	__atomic_add_fetch(&l->refs, 1, __ATOMIC_RELAXED);
+	/* (a shard of another thread has post: vsxb__shard_get) */
 	if (!loop->post || loop->post(loop->ctx, xsib_run, &l->end[to]) < 0) {
-		/* out of memory: its next record or TX packet reaps them */
+		/* out of memory: the next record tries again (and the next TX
+		 * packet of that side reaps its holds) */
 		__atomic_store_n(&l->ring[to].armed, false, __ATOMIC_SEQ_CST);
 		link_put(l);
 	}
+}
+
+/* @rec for side @to's thread, woken when its queue was idle. */
+static void link_send(struct xsib_link *l, unsigned to, struct xrec *rec)
+{
+	ring_push(&l->ring[to], rec);
+	link_wake(l, to);
 }
 
 /* What @c's half does reaches the other half (unless it is gone). */
