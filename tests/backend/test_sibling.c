@@ -903,7 +903,7 @@ Test(threads, sibling_tx_chain_held_until_the_receiver_copied)
 }
 
 /* B's thread takes nothing (as a receiver that cannot): past the pair's
- * bound (64 chains) A's chains are copied out and returned, A's other
+ * bound (32 chains) A's chains are copied out and returned, A's other
  * connections move, and B gets every byte, in order, once it runs. */
 Test(threads, sibling_tx_chains_bounded)
 {
@@ -936,9 +936,9 @@ Test(threads, sibling_tx_chains_bounded)
 	for (i = 0; i < npkt; i++)
 		cr_assert_geq(g_send(&a, OP_RW, 0, out + i * plen, plen), 0);
 	worker_barrier(0);
-	cr_assert_eq(drv_inflight(G(0)->d, 1), 64, "A holds %d chains, want 64",
+	cr_assert_eq(drv_inflight(G(0)->d, 1), 32, "A holds %d chains, want 32",
 		     drv_inflight(G(0)->d, 1));
-	cr_assert_eq(tally(&vsxb__xsib_copied), (npkt - 64) * plen);
+	cr_assert_eq(tally(&vsxb__xsib_copied), (npkt - 32) * plen);
 	/* A's guest still talks to its host program */
 	fill_pattern(hout, hlen, 79);
 	hio_start(&io, fd, hin, hlen, false);
@@ -950,7 +950,7 @@ Test(threads, sibling_tx_chains_bounded)
 	g_read(&b, in, npkt * plen);
 	cr_assert_arr_eq(in, out, npkt * plen);
 	cr_assert_eq(tx_inflight_becomes(0, 0), 0, "A's TX chains never returned");
-	cr_assert_eq(tally(&vsxb__xsib_lent), 64 * plen);
+	cr_assert_eq(tally(&vsxb__xsib_lent), 32 * plen);
 	close(fd);
 	close(lfd);
 	free(out);

@@ -78,6 +78,7 @@
 
 /* ---- Limits ---- */
 #define VSXB_TX_BATCH 128          /* TX chains popped per round */
+#define VSXB_REAP_MS 1             /* held TX chains looked at (vsxb__tx_hold) */
 #define VSXB_TX_BUDGET 1024        /* TX chains per kick before yielding */
 #define VSXB_RX_BATCH 128          /* RX chains one host read may fill (QEMU's ring) */
 #define VSXB_RX_READ (512u << 10)  /* bytes one host read may take (stream) */
@@ -300,6 +301,10 @@ struct vsxb_peer_ops {
 	 * stop (device.c), and before a world's state is written
 	 * (vsxb__tx_settle). */
 	void (*recall)(struct conn *c);
+	/* Optional: publish the held TX chains the reader is done with
+	 * (vsxb__tx_release); called on @c's thread while any is held, every
+	 * VSXB_REAP_MS (device.c: vsxb__vm_resume). */
+	void (*reap)(struct conn *c);
 
 	/* Control */
 	/* Optional: the queue vsxctl shows as @c's queued bytes (NULL: c->q;

@@ -263,11 +263,15 @@ int vsxb__tx_hold(struct conn *c)
 
 	if (i >= VSXB_TX_BATCH || vm->tx_keep[i] || !vm->txq)
 		return -EINVAL;
-	/* half the ring at most: the guest's other connections need room */
-	if (vm->tx_held >= vm->txq->num / 2)
+	/* an eighth of the ring's descriptors at most (a packet takes two
+	 * or more): the guest's other connections need room */
+	if (vm->tx_held >= vm->txq->num / 8)
 		return -EBUSY;
 	vm->tx_keep[i] = true;
-	vm->tx_held++;
+	/* the reader wakes this thread only now and then: the resume timer
+	 * looks for chains it is done with meanwhile (vsxb__vm_resume) */
+	if (!vm->tx_held++ && vm->resume && !vm->tx_more && !vm->rx_more)
+		vm->sh->loop->timer_arm(vm->resume, VSXB_REAP_MS);
 	return vm->txe[i].head;
 }
 

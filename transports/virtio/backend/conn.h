@@ -116,7 +116,7 @@ ssize_t vsxb__rx_fill(struct conn *c, size_t want, unsigned max, bool whole,
  * (its used entry is not published when the round ends) so that the
  * peer's reader may copy from the iovecs it was given later, on any
  * thread, until vsxb__tx_release. Returns the chain's token (>= 0), or
- * -EBUSY when the VM holds its bound already (half its TX ring: the
+ * -EBUSY when the VM holds its bound already (an eighth of its TX ring: the
  * guest's other connections keep moving; the peer copies the bytes out
  * instead), -EINVAL outside one packet's ops->rw. */
 int vsxb__tx_hold(struct conn *c);

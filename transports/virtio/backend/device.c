@@ -338,9 +338,21 @@ static bool vm_poll(struct vsxb_vm *vm, bool sleeping)
 
 void vsxb__vm_resume(struct vsxb_vm *vm)
 {
+	struct vsxb_list *n;
+
 	vm->rx_more = false;
 	if (vm->tx_more)
 		vm_tx_run(vm);
+	/* TX chains a peer holds (vsxb__tx_hold) that their reader is done
+	 * with; while some stay held, again in VSXB_REAP_MS */
+	for (n = vm->conns.next; n != &vm->conns && vm->tx_held; n = n->next) {
+		struct conn *c = vsxb_container_of(n, struct conn, node);
+
+		if (!c->dead && c->ops->reap)
+			c->ops->reap(c);
+	}
+	if (vm->tx_held && vm->live && !vm->tx_more && vm->resume)
+		vm->sh->loop->timer_arm(vm->resume, VSXB_REAP_MS);
 	vsxb__vm_touch(vm);
 }
 

@@ -21,14 +21,20 @@
  *   memory) while the sender keeps their chain unpublished
  *   (vsxb__tx_hold). The receiver's thread copies the bytes straight into
  *   its guest's RX buffers, or its half's queue while it has none, as
- *   peer_sibling.c's receiving half does (vsxb__sib_deliver), marks the
- *   hold done and wakes the sender's thread, which publishes the chain's
- *   used entry (vsxb__tx_release; out of order, as a split ring allows)
- *   and frees the slot, several per wake-up. Credit bounds the bytes in
+ *   peer_sibling.c's receiving half does (vsxb__sib_deliver), and marks
+ *   the hold done. The sender's thread publishes the chain's used entry
+ *   (vsxb__tx_release; out of order, as a split ring allows) and frees
+ *   the slot when it next looks: at its guest's next packet or record
+ *   for it, at the latest VSXB_REAP_MS later (ops->reap, the VM's resume
+ *   timer), or when the receiver wakes it because half the pair's holds
+ *   are done. A wake-up per hand-off back would cost a system call and a
+ *   switch per packet, which the one copy does not pay for. Credit bounds
+ *   the bytes in
  *   records: a guest sends only within the window its half announced, the
  *   other guest's buf_alloc and fwd_cnt.
  * - The bound: a pair holds at most XSIB_HOLDS chains each way, a VM at
- *   most half its TX ring (vsxb__tx_hold), a chain of at most
+ *   most an eighth of its TX ring's descriptors in chains (vsxb__tx_hold:
+ *   a packet takes two or more), a chain of at most
  *   XSIB_HOLD_IOV payload pieces; past any of them the sender's thread
  *   copies the payload into the record (two copies) and the chain is
  *   published with its batch. A hold lasts until the receiver's thread
@@ -76,7 +82,7 @@
 
 #include "peer_sib.h"
 
-#define XSIB_HOLDS 64                /* chains a pair holds each way */
+#define XSIB_HOLDS 32                /* chains a pair holds each way */
 #define XSIB_HOLD_IOV 8              /* payload pieces of a held chain */
 
 uint64_t vsxb__xsib_lent, vsxb__xsib_copied;
@@ -153,6 +159,8 @@ struct xsib_link {
 	unsigned nheld[2];
 	bool woke[2];                /* woke[s]: side s has holds done (set on
 					the other side's thread) */
+	unsigned done[2];            /* side s's holds done since it was woken
+					(the other side's thread only) */
 };
 
 /* c->priv of a cross-thread half (sib_peer first: peer_sib.h) */
@@ -427,6 +435,15 @@ static void holds_reap(struct xsib_link *l, unsigned s, struct vsxb_vm *vm)
 	}
 }
 
+/* ops->reap */
+static void xsib_reap(struct conn *c)
+{
+	struct xsib_peer *x = xp(c);
+
+	if (x->l && x->l->nheld[x->side])
+		holds_reap(x->l, x->side, c->vm);
+}
+
 /*
  * ops->recall: no hold of @c's guest stays HELD or TAKEN. A HELD one is
  * copied out (RECALLING, RECALLED: the receiver delivers the copy), a
@@ -570,7 +587,13 @@ static void xsib_take(struct xsib_link *l, unsigned s, struct conn *c,
 		h->copy = NULL;
 		__atomic_store_n(&h->state, XH_DONE, __ATOMIC_RELEASE);
 	}
-	l->woke[!s] = true;
+	/* the sender's thread finds done holds by itself (its next packet,
+	 * record or reap timer, VSXB_REAP_MS); woken only when half its
+	 * holds are done, so that it may lend more */
+	if (++l->done[!s] >= XSIB_HOLDS / 2) {
+		l->done[!s] = 0;
+		l->woke[!s] = true;
+	}
 }
 
 static void xsib_apply(struct xsib_link *l, unsigned s, struct xrec *rec)
@@ -870,6 +893,7 @@ static const struct vsxb_peer_ops xsib_ops = {
 	.gone = xsib_gone,
 	.release = xsib_release,
 	.recall = xsib_recall,
+	.reap = xsib_reap,
 	/* Control */
 	.queue = xsib_queue,
 };
