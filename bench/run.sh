@@ -16,6 +16,8 @@
 #             host program's and socketpair's SO_SNDBUF/SO_RCVBUF)
 #   lat       512 B ping-pong; again with vsxd --poll-us 50 when this vsxd
 #             has that option
+#   sibling   bench/sibling.sh: vsxd's CPU per GiB between two sibling
+#             VMs (fake guests) on two worker threads and on one
 #   multivm   1, 2, 4, 8 VMs on one vsxd (VSX_BENCH_VMS), each its own
 #             vsxbench process (guest and host program), 64 KiB writes
 #             guest -> host, then host -> guest, all VMs at once; beside the
@@ -37,7 +39,7 @@
 # run; 0: none), VSX_BENCH_QEMU (auto; 0: no real-QEMU phase),
 # VSX_QEMU_BYTES (32M here: bytes per qemu.sh run), VSX_QEMU_REPS (3),
 # VSX_BENCH_VMS (1,2,4,8: VM counts of the multi-VM phase), VSX_BENCH_PHASES
-# (idle,mem,throughput,buffer,lat,multivm,qemu: the phases run, e.g.
+# (idle,mem,throughput,buffer,lat,multivm,sibling,qemu: the phases run, e.g.
 # "multivm" alone; "buffer" is the larger-buffer throughput set),
 # VSX_BENCH_WAIT_LOAD (e.g. 0.5: first wait, up to 10 minutes, for the
 # 1-minute load average to fall below it), VSX_BENCH_REPORT=FILE (run
@@ -55,7 +57,7 @@ scale=${VSX_BENCH_SCALE:-1}
 bigbuf=${VSX_BENCH_BUFFER:-2097152}
 poll_us=${VSX_BENCH_POLL_US:-50}
 qemu_bytes=${VSX_QEMU_BYTES:-32M}
-all_phases=idle,mem,throughput,buffer,lat,multivm,qemu
+all_phases=idle,mem,throughput,buffer,lat,multivm,sibling,qemu
 phases=${VSX_BENCH_PHASES:-$all_phases}
 mv_vms=${VSX_BENCH_VMS:-1,2,4,8}
 for p in $(printf '%s' "$phases" | tr , ' '); do
@@ -620,6 +622,11 @@ measure() {
 
 	if want multivm; then
 		multivm_phase
+	fi
+
+	if want sibling; then
+		say "sibling"
+		VSX_SIB_BEFORE='' sh "$src/bench/sibling.sh" "$build" >>"$raw"
 	fi
 
 	if want qemu; then
@@ -1242,5 +1249,7 @@ EOF
 	printf '\n![throughput](throughput.png)\n' >>"$tmp/RESULTS.md"
 fi
 
+# bench/sibling.sh's lines, when the sibling phase ran
+sh "$src/bench/sibling.sh" --md "$raw" >>"$tmp/RESULTS.md"
 cp "$tmp/RESULTS.md" "$out/RESULTS.md"
 echo "run.sh: wrote $out/results/latest.txt and $out/RESULTS.md"

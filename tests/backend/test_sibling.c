@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <unistd.h>
@@ -783,4 +785,240 @@ Test(threads, vm_freed_under_a_pair_across_threads)
 	hx_open(&H, 1, NULL);
 	sib_open(&a, &b, STREAM, 50301, 6301, 262144);
 	sib_move(&b, &a, 1u << 20, 74);
+}
+
+/* ---- One copy across threads: the sender's TX chains lent ---- */
+
+/* A worker loop held in a callback posted to it, so that what would run
+ * there (a sibling's records) waits. No world stop (no hx_ call that
+ * makes one) may come while it is held: it would wait for that thread. */
+struct held {
+	sem_t in, out;
+};
+
+static void held_cb(void *arg)
+{
+	struct held *w = arg;
+
+	sem_post(&w->in);
+	while (sem_wait(&w->out) < 0)
+		;
+}
+
+static void worker_hold(struct held *w, unsigned k)
+{
+	const struct vsxu_loop *l = hx_worker(&H, k);
+
+	cr_assert_eq(sem_init(&w->in, 0, 0), 0);
+	cr_assert_eq(sem_init(&w->out, 0, 0), 0);
+	cr_assert_eq(l->post(l->ctx, held_cb, w), 0);
+	while (sem_wait(&w->in) < 0)
+		;
+}
+
+static void worker_release(struct held *w)
+{
+	sem_post(&w->out);
+}
+
+static void barrier_cb(void *arg)
+{
+	sem_post(arg);
+}
+
+/* What was ready for worker @k's loop when this was called (a kick) has
+ * been handled: two trips through its queue, as hx_settle. */
+static void worker_barrier(unsigned k)
+{
+	const struct vsxu_loop *l = hx_worker(&H, k);
+	sem_t s;
+	int i;
+
+	cr_assert_eq(sem_init(&s, 0, 0), 0);
+	for (i = 0; i < 2; i++) {
+		cr_assert_eq(l->post(l->ctx, barrier_cb, &s), 0);
+		while (sem_wait(&s) < 0)
+			;
+	}
+	sem_destroy(&s);
+}
+
+/* Wait (up to TMO) until VM @i's guest has @n TX chains the backend did
+ * not return; the last count read. */
+static int tx_inflight_becomes(unsigned i, int n)
+{
+	int k = 0, v;
+
+	while ((v = drv_inflight(G(i)->d, 1)) != n && k++ < TMO) {
+		struct timespec ts = { 0, 1000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	return v;
+}
+
+static uint64_t tally(const uint64_t *t)
+{
+	return __atomic_load_n(t, __ATOMIC_RELAXED);
+}
+
+Test(threads, sibling_one_copy_across_threads)
+{
+	struct gc a, b;
+
+	two_vms_two_threads();
+	sib_open(&a, &b, STREAM, 50400, 6400, 262144);
+	__atomic_store_n(&vsxb__xsib_lent, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&vsxb__xsib_copied, 0, __ATOMIC_RELAXED);
+	sib_move(&a, &b, 4u << 20, 75);
+	sib_move(&b, &a, 4u << 20, 76);
+	/* every byte copied once: from the sender's TX buffers by the
+	 * receiver's thread, none into a record first */
+	cr_assert_eq(tally(&vsxb__xsib_lent), 8u << 20, "%llu bytes lent",
+		     (unsigned long long)tally(&vsxb__xsib_lent));
+	cr_assert_eq(tally(&vsxb__xsib_copied), 0, "%llu bytes copied twice",
+		     (unsigned long long)tally(&vsxb__xsib_copied));
+}
+
+Test(threads, sibling_tx_chain_held_until_the_receiver_copied)
+{
+	uint8_t out[4096], in[4096];
+	struct held w;
+	struct gc a, b;
+
+	two_vms_two_threads();
+	sib_open(&a, &b, STREAM, 50410, 6410, 262144);
+	fill_pattern(out, sizeof(out), 77);
+	cr_assert_eq(tx_inflight_becomes(0, 0), 0);
+	worker_hold(&w, 1);          /* B's thread applies nothing */
+	cr_assert_geq(g_send(&a, OP_RW, 0, out, sizeof(out)), 0);
+	worker_barrier(0);           /* A's thread handled it, its TX round too */
+	cr_assert_eq(drv_inflight(G(0)->d, 1), 1,
+		     "A's TX chain was returned before B's thread copied it");
+	worker_release(&w);
+	g_read(&b, in, sizeof(in));
+	cr_assert_arr_eq(in, out, sizeof(out));
+	cr_assert_eq(tx_inflight_becomes(0, 0), 0, "A's TX chain never returned");
+	cr_assert_eq(tally(&vsxb__xsib_copied), 0);
+}
+
+/* B's thread takes nothing (as a receiver that cannot): past the pair's
+ * bound (32 chains) A's chains are copied out and returned, A's other
+ * connections move, and B gets every byte, in order, once it runs. */
+Test(threads, sibling_tx_chains_bounded)
+{
+	const unsigned npkt = 80, plen = 1024;
+	size_t hlen = 256u << 10;
+	uint8_t *out = malloc(npkt * plen), *in = malloc(npkt * plen);
+	uint8_t *hout = malloc(hlen), *hin = malloc(hlen);
+	struct gc a, b, h;
+	struct held w;
+	struct hio io;
+	char path[128];
+	int lfd, fd;
+	unsigned i;
+
+	cr_assert(out && in && hout && hin);
+	two_vms_two_threads();
+	sib_open(&a, &b, STREAM, 50420, 6420, 262144);
+	snprintf(path, sizeof(path), "%s_%u", H.v[0].uds, 7420);
+	lfd = h_listen(path, SOCK_STREAM);
+	gc_init(&h, G(0), STREAM, 51420, 2, 7420);
+	cr_assert_eq(g_connect(&h), 0);
+	fd = h_accept(lfd, TMO);
+	cr_assert_geq(fd, 0);
+	__atomic_store_n(&vsxb__xsib_lent, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&vsxb__xsib_copied, 0, __ATOMIC_RELAXED);
+	cr_assert_eq(tx_inflight_becomes(0, 0), 0);
+
+	worker_hold(&w, 1);
+	fill_pattern(out, npkt * plen, 78);
+	for (i = 0; i < npkt; i++)
+		cr_assert_geq(g_send(&a, OP_RW, 0, out + i * plen, plen), 0);
+	worker_barrier(0);
+	cr_assert_eq(drv_inflight(G(0)->d, 1), 32, "A holds %d chains, want 32",
+		     drv_inflight(G(0)->d, 1));
+	cr_assert_eq(tally(&vsxb__xsib_copied), (npkt - 32) * plen);
+	/* A's guest still talks to its host program */
+	fill_pattern(hout, hlen, 79);
+	hio_start(&io, fd, hin, hlen, false);
+	g_write(&h, hout, hlen, 4096);
+	cr_assert_eq(hio_join(&io), 0);
+	cr_assert_arr_eq(hin, hout, hlen);
+
+	worker_release(&w);
+	g_read(&b, in, npkt * plen);
+	cr_assert_arr_eq(in, out, npkt * plen);
+	cr_assert_eq(tx_inflight_becomes(0, 0), 0, "A's TX chains never returned");
+	cr_assert_eq(tally(&vsxb__xsib_lent), 32 * plen);
+	close(fd);
+	close(lfd);
+	free(out);
+	free(in);
+	free(hout);
+	free(hin);
+}
+
+/* A's front-end goes (its guest memory unmapped) while B's thread has not
+ * yet copied what A's guest lent it: A's thread copies the bytes out
+ * first, so B reads no unmapped memory (run under ASan too) and gets
+ * every byte, then the RST. */
+Test(threads, sibling_front_end_gone_while_lent)
+{
+	const unsigned npkt = 4, plen = 4096;
+	uint8_t out[4 * 4096], in[4 * 4096];
+	struct held w;
+	struct gc a, b;
+	unsigned i;
+	int k = 0;
+
+	two_vms_two_threads();
+	sib_open(&a, &b, STREAM, 50430, 6430, 262144);
+	__atomic_store_n(&vsxb__xsib_copied, 0, __ATOMIC_RELAXED);
+	fill_pattern(out, sizeof(out), 80);
+	worker_hold(&w, 1);
+	for (i = 0; i < npkt; i++)
+		cr_assert_geq(g_send(&a, OP_RW, 0, out + i * plen, plen), 0);
+	worker_barrier(0);
+	cr_assert_eq(drv_inflight(G(0)->d, 1), (int)npkt);
+	hx_close_drv(&H, 0);
+	while (tally(&vsxb__xsib_copied) != npkt * plen && k++ < TMO) {
+		struct timespec ts = { 0, 1000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	cr_assert_eq(tally(&vsxb__xsib_copied), npkt * plen,
+		     "A's thread did not copy the lent bytes out before unmapping");
+	worker_release(&w);
+	g_read(&b, in, sizeof(in));
+	cr_assert_arr_eq(in, out, sizeof(out));
+	free(g_expect(&b, OP_RST, TMO));
+}
+
+/* A's VM pauses (QEMU stop: its rings stop) with chains lent: they are
+ * returned before GET_VRING_BASE answers, the bytes copied out. */
+Test(threads, sibling_paused_while_lent)
+{
+	uint8_t out[8192], in[8192];
+	struct held w;
+	struct gc a, b;
+
+	two_vms_two_threads();
+	sib_open(&a, &b, STREAM, 50440, 6440, 262144);
+	__atomic_store_n(&vsxb__xsib_copied, 0, __ATOMIC_RELAXED);
+	fill_pattern(out, sizeof(out), 81);
+	worker_hold(&w, 1);
+	cr_assert_geq(g_send(&a, OP_RW, 0, out, 4096), 0);
+	cr_assert_geq(g_send(&a, OP_RW, 0, out + 4096, 4096), 0);
+	worker_barrier(0);
+	cr_assert_eq(drv_inflight(G(0)->d, 1), 2);
+	cr_assert_eq(drv_pause(G(0)->d), 0);
+	cr_assert_eq(drv_inflight(G(0)->d, 1), 0,
+		     "chains held across the rings' stop");
+	cr_assert_eq(tally(&vsxb__xsib_copied), sizeof(out));
+	worker_release(&w);
+	g_read(&b, in, sizeof(in));
+	cr_assert_arr_eq(in, out, sizeof(out));
+	cr_assert_eq(drv_resume(G(0)->d, 0), 0);
+	sib_move(&a, &b, 1u << 20, 82);
 }
