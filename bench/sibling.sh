@@ -4,7 +4,8 @@
 #
 # Two fake guests (tests/daemon/fake_guest, no QEMU) are the two VMs of one
 # vsxd: "b" connects to a port of "a" ('peer 3'), sends VSX_SIB_BYTES
-# (256 MiB) in 4 KiB packets, "a" receives and checks every byte. vsxd's
+# (256 MiB) in VSX_SIB_PKT-byte packets (4096; up to 65536, what a Linux
+# guest's bulk writes become), "a" receives and checks every byte. vsxd's
 # CPU (user + system, all its threads, /proc/PID/task/*/schedstat) over
 # the transfer, per GiB moved, is printed for vsxd's default thread layout
 # (a and b on two workers: peer_xsib.c) and for --threads 1 (one worker:
@@ -49,6 +50,7 @@ src=${VSX_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 build=${1:-${VSX_BUILDDIR:-$(pwd)}}
 build=$(cd "$build" && pwd)
 bytes=${VSX_SIB_BYTES:-268435456}
+pkt=${VSX_SIB_PKT:-4096}
 reps=${VSX_SIB_REPS:-3}
 fg_bin=$build/tests/daemon/fake_guest
 make -C "$build" -s daemon/vsxd tests/daemon/fake_guest >/dev/null
@@ -134,7 +136,7 @@ run() {
 	left=$bytes
 	while [ "$left" -gt 0 ]; do
 		k=$((left < 67108864 ? left : 67108864))
-		fg b "gsend $k"
+		fg b "gsend $k $pkt"
 		left=$((left - k))
 	done
 	fg a "grecv $bytes"
@@ -186,7 +188,7 @@ bench() {
 		'BEGIN { printf "sibling-ratio vsxd=%s two_over_one=%.2f\n", n, a / b }'
 }
 
-echo "sibling setup: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $bytes bytes per run, $reps reps, 4 KiB packets"
+echo "sibling setup: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $bytes bytes per run, $reps reps, $pkt-byte packets"
 bench this "$build/daemon/vsxd"
 if [ -n "${VSX_SIB_BEFORE:-}" ]; then
 	bench before "$VSX_SIB_BEFORE"

@@ -27,7 +27,8 @@
  *                      above) (wait for RESPONSE/RST); a sibling sends the
  *                      pattern a guest sends (gsend), so RW is checked
  *                      against that one
- *   gsend N            send N payload bytes (within the credit)
+ *   gsend N [PKT]      send N payload bytes (within the credit) in packets
+ *                      of PKT bytes (default 4096, at most 65536)
  *   grecv TOTAL        wait until TOTAL bytes were received in all
  *   gcredit            send a CREDIT_UPDATE (our fwd_cnt)
  *   gshut FLAGS        send SHUTDOWN with FLAGS (1 rcv, 2 send)
@@ -492,12 +493,16 @@ static void print_state(void)
 	       g.shut, g.bad);
 }
 
-static void gsend_cmd(uint64_t n)
+static void gsend_cmd(uint64_t n, uint64_t pkt)
 {
-	static uint8_t buf[4096];
+	static uint8_t buf[65536];
 	long long end = vsx__now_ms() + WAIT_MS;
 	uint32_t credit, k, i;
 
+	if (!pkt || pkt > sizeof(buf)) {
+		answer(false, "a packet size from 1 to %zu", sizeof(buf));
+		return;
+	}
 	while (n) {
 		if (!g.open) {
 			answer(false, "connection closed after %llu bytes",
@@ -513,7 +518,7 @@ static void gsend_cmd(uint64_t n)
 			service(10);
 			continue;
 		}
-		k = n < sizeof(buf) ? (uint32_t)n : (uint32_t)sizeof(buf);
+		k = n < pkt ? (uint32_t)n : (uint32_t)pkt;
 		if (k > credit)
 			k = credit;
 		for (i = 0; i < k; i++)
@@ -634,7 +639,7 @@ static void command(char *line)
 		else
 			answer(false, "%s", g.rst ? "refused (RST)" : "no answer");
 	} else if (!strcmp(verb, "gsend")) {
-		gsend_cmd(v);
+		gsend_cmd(v, b ? strtoull(b, NULL, 0) : 4096);
 	} else if (!strcmp(verb, "grecv")) {
 		if (WAIT_FOR(g.rx >= v) && !g.bad)
 			answer(true, "rx=%llu", (unsigned long long)g.rx);
