@@ -1118,16 +1118,6 @@ int drv_kick(struct drv *d, unsigned q)
 	return 0;
 }
 
-int drv_inflight(struct drv *d, unsigned q)
-{
-	struct drv_ring *r;
-
-	if (q >= d->nq || !d->q[q].used)
-		return -EINVAL;
-	r = &d->q[q];
-	return (uint16_t)(r->avail_idx - ld16(&r->used->idx));
-}
-
 int drv_set_avail_idx(struct drv *d, unsigned q, uint16_t idx)
 {
 	struct drv_ring *r;

@@ -92,9 +92,6 @@ void *drv_mem(struct drv *d, uint64_t gpa, size_t len);
  * indirect tables): returns its guest physical address and *@len. Its
  * middle is the boundary between the two memory regions. */
 uint64_t drv_scratch(struct drv *d, size_t *len);
-/* Chains of queue @q the back-end has not returned: posted minus the used
- * index it published (reads the index only). */
-int drv_inflight(struct drv *d, unsigned q);
 /* Write avail->idx of queue @q as is (no buffers behind it) and kick. */
 int drv_set_avail_idx(struct drv *d, unsigned q, uint16_t idx);
 /* 1 if the backend signalled queue @q's error eventfd (SET_VRING_ERR)

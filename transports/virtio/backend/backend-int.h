@@ -78,7 +78,6 @@
 
 /* ---- Limits ---- */
 #define VSXB_TX_BATCH 128          /* TX chains popped per round */
-#define VSXB_REAP_MS 1             /* held TX chains looked at (vsxb__tx_hold) */
 #define VSXB_TX_BUDGET 1024        /* TX chains per kick before yielding */
 #define VSXB_RX_BATCH 128          /* RX chains one host read may fill (QEMU's ring) */
 #define VSXB_RX_READ (512u << 10)  /* bytes one host read may take (stream) */
@@ -298,17 +297,6 @@ struct vsxb_peer_ops {
 	 * nobody. c->priv stays valid until @c is freed at the end of the
 	 * round. */
 	void (*release)(struct conn *c);
-	/* Optional: let go of every TX chain of @c's guest the peer holds
-	 * (vsxb__tx_hold): the bytes another thread was to copy out of them
-	 * are copied out now, the chains published. Called on @c's thread
-	 * (or in a world stop) before guest memory is unmapped or the rings
-	 * stop (device.c), and before a world's state is written
-	 * (vsxb__tx_settle). */
-	void (*recall)(struct conn *c);
-	/* Optional: publish the held TX chains the reader is done with
-	 * (vsxb__tx_release); called on @c's thread while any is held, every
-	 * VSXB_REAP_MS (device.c: vsxb__vm_resume). */
-	void (*reap)(struct conn *c);
 
 	/* Control */
 	/* Optional: the queue vsxctl shows as @c's queued bytes (NULL: c->q;
@@ -481,13 +469,6 @@ struct vsxb_vm {
 	struct vsxu_vq_elem *rxe;     /* VSXB_RX_BATCH */
 	struct iovec *riov;          /* VSXB_IOV_MAX: RX payload slices */
 	struct iovec *fiov;          /* VSXB_IOV_MAX: a peer's queue peeks */
-	/* TX chains a peer holds past their round (vsxb__tx_hold): txe[i]
-	 * is not published with its batch while tx_keep[i]; tx_held counts
-	 * the chains still held, tx_cur is the chain whose packet ops->rw is
-	 * given (VSXB_TX_BATCH: none, or a gathered batch) */
-	bool tx_keep[VSXB_TX_BATCH];
-	unsigned tx_cur, tx_held;
-	bool tx_released;            /* used entries pushed, not yet flushed */
 	/* The TX batch (device.c gathers and delivers it, ring.c drops it):
 	 * guest payload of consecutive RW packets of one connection whose
 	 * peer takes them at once (ops->gather, ops->rw). */
@@ -542,9 +523,7 @@ struct vsxb_vm {
  *   single-producer single-consumer queues of records, one each way,
  *   counted and freed by whichever thread lets go last; a record pushed
  *   to an idle queue posts a wake-up to the other loop (peer_xsib.c,
- *   xsib_ops). A DATA record lends the other thread the sender guest's
- *   TX buffers: the receiver's thread reads that guest's memory, under
- *   peer_xsib.c's hold protocol (recalled before it may go).
+ *   xsib_ops).
  */
 struct vsxb_shard {
 	struct vsxb_router *r;
@@ -678,11 +657,5 @@ int vsxb__conn_mem(struct vsxb_router *r, uint64_t id, size_t *mem);
 /* uds.c: "CONNECT <decimal port>\n" (exactly @n bytes): 0 and *@port,
  * or -1. Pure; also fuzz/fuzz_connect.c's target. */
 int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port);
-
-/* peer_xsib.c's tallies of sibling payload across threads (bytes, all
- * pairs, __atomic; read by tests): copied by the receiver straight from
- * the sender's TX buffers (one copy), and copied out of them first by the
- * sender (two copies: past a bound, or recalled). */
-extern uint64_t vsxb__xsib_lent, vsxb__xsib_copied;
 
 #endif

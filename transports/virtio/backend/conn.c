@@ -34,9 +34,7 @@
  * publishes the RX used entries of the round with one flush (push many,
  * flush once: ring.c, vsxb__ring_rx_publish). TX used entries are
  * published per batch of TX chains (device.c: up to VSXB_TX_BATCH chains,
- * flushed once the batch's packets were handled: vsxb__ring_tx_done),
- * but for a chain a peer holds (vsxb__tx_hold: a sibling on another
- * thread reads it), published when released, at the end of that round.
+ * flushed once the batch's packets were handled: vsxb__ring_tx_done).
  * Connections are freed at the end of a round, never under a caller.
  *
  * Guest -> peer (TX, device.c). A round pops up to VSXB_TX_BATCH chains.
@@ -57,9 +55,7 @@
  * is reset if it does. While bytes wait there the socket is full: new
  * payload is only appended (no sendmsg that would say EAGAIN), and the
  * socket's write watch flushes. The sibling peer copies payload from the
- * sender's TX buffers straight into the receiver's RX buffers; across
- * threads the receiver's thread does, while the sender holds the chain
- * (peer_xsib.c).
+ * sender's TX buffers straight into the receiver's RX buffers.
  *
  * Peer -> guest (RX). Control packets are a bitmask per connection (at most
  * one of each kind pending: the queue is bounded whatever the guest does).
@@ -252,48 +248,6 @@ bool vsxb__rx_empty(struct conn *c, unsigned flags)
 		return false;
 	rx_put(c, 0, 0, flags);
 	return true;
-}
-
-/* ---- TX chains held past their round (one copy across threads) ---- */
-
-int vsxb__tx_hold(struct conn *c)
-{
-	struct vsxb_vm *vm = c->vm;
-	unsigned i = vm->tx_cur;
-
-	if (i >= VSXB_TX_BATCH || vm->tx_keep[i] || !vm->txq)
-		return -EINVAL;
-	/* an eighth of the ring's descriptors at most (a packet takes two
-	 * or more): the guest's other connections need room */
-	if (vm->tx_held >= vm->txq->num / 8)
-		return -EBUSY;
-	vm->tx_keep[i] = true;
-	/* the reader wakes this thread only now and then: the resume timer
-	 * looks for chains it is done with meanwhile (vsxb__vm_resume) */
-	if (!vm->tx_held++ && vm->resume && !vm->tx_more && !vm->rx_more)
-		vm->sh->loop->timer_arm(vm->resume, VSXB_REAP_MS);
-	return vm->txe[i].head;
-}
-
-void vsxb__tx_release(struct vsxb_vm *vm, int token)
-{
-	if (token < 0 || !vm->tx_held)
-		return;
-	vm->tx_held--;
-	/* a stop or a broken ring: nothing is published (a stop recalled
-	 * every chain held before the rings went, ops->recall) */
-	if (!vm->live || vm->broken || vm->paused || !vm->txq)
-		return;
-	vsxb__ring_tx_complete(vm, (uint16_t)token);
-	vm->tx_released = true;
-	vsxb__vm_touch(vm);          /* published at the round's end */
-}
-
-void vsxb__tx_publish(struct vsxb_vm *vm)
-{
-	if (vm->tx_released && vm->live && !vm->broken && !vm->paused && vm->txq)
-		vsxb__ring_tx_publish(vm);
-	vm->tx_released = false;
 }
 
 /* One header-only packet into the RX queue; false without a buffer. */
@@ -995,7 +949,6 @@ void vsxb__vm_round(struct vsxb_vm *vm)
 	if (vm->live && !vm->broken)
 		vm_rx_run(vm);
 	vsxb__ring_rx_publish(vm);
-	vsxb__tx_publish(vm);
 	pool_tend(vm);
 	if (!vm->ndead)
 		return;

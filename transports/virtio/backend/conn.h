@@ -112,21 +112,6 @@ typedef ssize_t (*vsxb_rx_fill_fn)(void *arg, struct iovec *iov, unsigned niov,
  * can never hold @want. */
 ssize_t vsxb__rx_fill(struct conn *c, size_t want, unsigned max, bool whole,
 		      vsxb_rx_fill_fn fill, void *arg);
-/* Guest -> peer, one copy: in ops->rw of one packet, hold its TX chain
- * (its used entry is not published when the round ends) so that the
- * peer's reader may copy from the iovecs it was given later, on any
- * thread, until vsxb__tx_release. Returns the chain's token (>= 0), or
- * -EBUSY when the VM holds its bound already (an eighth of its TX ring: the
- * guest's other connections keep moving; the peer copies the bytes out
- * instead), -EINVAL outside one packet's ops->rw. */
-int vsxb__tx_hold(struct conn *c);
-/* The chain vsxb__tx_hold gave @token for is done with: its used entry is
- * pushed (published by vsxb__tx_publish, or the round's end) unless the
- * device is broken or stopped since (a stop recalls every chain first). */
-void vsxb__tx_release(struct vsxb_vm *vm, int token);
-/* Publish the used entries vsxb__tx_release pushed (one flush). */
-void vsxb__tx_publish(struct vsxb_vm *vm);
-
 /* One RW packet without payload to @c's guest (a message end, @flags);
  * false without an RX buffer. */
 bool vsxb__rx_empty(struct conn *c, unsigned flags);

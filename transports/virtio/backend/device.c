@@ -294,19 +294,11 @@ static void vm_tx_run(struct vsxb_vm *vm)
 			vsxb__vm_broken(vm, why);
 			return;
 		}
-		for (i = 0; i < (unsigned)n && !vm->broken; i++) {
-			vm->tx_cur = i;    /* the chain a peer may hold */
+		for (i = 0; i < (unsigned)n && !vm->broken; i++)
 			tx_packet(vm, &vm->txe[i]);
-		}
-		vm->tx_cur = VSXB_TX_BATCH;
 		tx_flush(vm);
-		if (vm->broken || !vm->live) {
-			/* nothing is published on a broken ring: a held
-			 * chain's release publishes nothing either */
-			for (i = 0; i < (unsigned)n; i++)
-				vm->tx_keep[i] = false;
+		if (vm->broken || !vm->live)
 			return;
-		}
 		vsxb__ring_tx_done(vm, (unsigned)n);
 		budget -= (unsigned)n < budget ? (unsigned)n : budget;
 		if (n < VSXB_TX_BATCH) {
@@ -338,21 +330,9 @@ static bool vm_poll(struct vsxb_vm *vm, bool sleeping)
 
 void vsxb__vm_resume(struct vsxb_vm *vm)
 {
-	struct vsxb_list *n;
-
 	vm->rx_more = false;
 	if (vm->tx_more)
 		vm_tx_run(vm);
-	/* TX chains a peer holds (vsxb__tx_hold) that their reader is done
-	 * with; while some stay held, again in VSXB_REAP_MS */
-	for (n = vm->conns.next; n != &vm->conns && vm->tx_held; n = n->next) {
-		struct conn *c = vsxb_container_of(n, struct conn, node);
-
-		if (!c->dead && c->ops->reap)
-			c->ops->reap(c);
-	}
-	if (vm->tx_held && vm->live && !vm->tx_more && vm->resume)
-		vm->sh->loop->timer_arm(vm->resume, VSXB_REAP_MS);
 	vsxb__vm_touch(vm);
 }
 
@@ -547,7 +527,6 @@ static void op_stop(void *dev, bool resumable)
 
 	if (!vm->live)
 		return;
-	vsxb__vm_tx_recall(vm);  /* while the rings are still mapped */
 	vsxb__device_event(vm, false);
 	if (resumable && !vm->broken) {
 		vm_pause(vm);
@@ -571,32 +550,6 @@ static void op_stop(void *dev, bool resumable)
 	vsxb__round(vm->sh);
 }
 
-/* ---- Held TX chains ---- */
-
-/* Every TX chain a peer of @vm holds is copied out and published (the
- * peers' ops->recall): before the rings stop, before guest memory is
- * unmapped, and before a world's state is written, no other thread may
- * still read this guest's TX buffers, and no chain may stay unpublished. */
-void vsxb__vm_tx_recall(struct vsxb_vm *vm)
-{
-	struct vsxb_list *n;
-
-	if (!vm->tx_held)
-		return;
-	for (n = vm->conns.next; n != &vm->conns && vm->tx_held; n = n->next) {
-		struct conn *c = vsxb_container_of(n, struct conn, node);
-
-		if (c->ops->recall)
-			c->ops->recall(c);
-	}
-	vsxb__tx_publish(vm);
-}
-
-static void op_unmap(void *dev)
-{
-	vsxb__vm_tx_recall(dev);
-}
-
 static void op_log(void *dev, const char *msg)
 {
 	struct vsxb_vm *vm = dev;
@@ -614,5 +567,4 @@ const struct vsxu_vu_ops vsxb__vsock_ops = {
 	.start = op_start,
 	.stop = op_stop,
 	.log = op_log,
-	.unmap = op_unmap,
 };

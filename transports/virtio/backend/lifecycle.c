@@ -3,8 +3,7 @@
  * vsxb_vm_new / vsxb_vm_free. The one room that puts the others together
  * (a VM's vhost-user device, its hybrid listener, its place in the
  * router) and takes them apart again in order: RSTs to a live guest
- * while its queues are still ours, then the device, then the memory;
- * and vsxb_router_freeze / thaw, the world held still for a handoff.
+ * while its queues are still ours, then the device, then the memory.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -197,7 +196,6 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 						   : vsxb__vsock_connect;
 	vm->forward_arg = cfg->forward_arg;
 	vm->txe = calloc(VSXB_TX_BATCH, sizeof(*vm->txe));
-	vm->tx_cur = VSXB_TX_BATCH;  /* no packet's ops->rw under way */
 	vm->rxe = calloc(VSXB_RX_BATCH, sizeof(*vm->rxe));
 	vm->iov = calloc(VSXB_IOV_MAX, sizeof(*vm->iov));
 	vm->riov = calloc(VSXB_IOV_MAX, sizeof(*vm->riov));
@@ -324,24 +322,5 @@ void vsxb_vm_free(struct vsxb_vm *vm)
 	r = vm->r;
 	vsxb__world_stop(r);
 	vm_free(vm);
-	vsxb__world_start(r);
-}
-
-/* ---- Live handoff: the world frozen ---- */
-
-void vsxb_router_freeze(struct vsxb_router *r)
-{
-	struct vsxb_list *n;
-
-	vsxb__world_stop(r);
-	/* No TX chain stays held across a freeze: a sibling's receiver that
-	 * was to copy from one gets the bytes copied out, the chain is
-	 * published, so the state written next (a handoff's) has none. */
-	for (n = r->vms.next; n != &r->vms; n = n->next)
-		vsxb__vm_tx_recall(vsxb_container_of(n, struct vsxb_vm, node));
-}
-
-void vsxb_router_thaw(struct vsxb_router *r)
-{
 	vsxb__world_start(r);
 }

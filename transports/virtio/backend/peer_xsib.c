@@ -15,51 +15,12 @@
  *   OK back with B's guest's credit, and A answers its guest. A refusal
  *   there (no listener, a limit, B gone) comes back as RST, and A's guest
  *   is refused (vsxb__conn_peer_reset on a connection still CONNECTING).
- * - Data, one copy: a DATA record does not carry the payload. It names a
- *   hold, a slot of the link that lends the receiver's thread the sender
- *   guest's TX buffers (the packet's payload iovecs in the sender's guest
- *   memory) while the sender keeps their chain unpublished
- *   (vsxb__tx_hold). The receiver's thread copies the bytes straight into
- *   its guest's RX buffers, or its half's queue while it has none, as
- *   peer_sibling.c's receiving half does (vsxb__sib_deliver), and marks
- *   the hold done. The sender's thread publishes the chain's used entry
- *   (vsxb__tx_release; out of order, as a split ring allows) and frees
- *   the slot when it next looks: at its guest's next packet or record
- *   for it, at the latest VSXB_REAP_MS later (ops->reap, the VM's resume
- *   timer), or when the receiver wakes it because half the pair's holds
- *   are done. A wake-up per hand-off back would cost a system call and a
- *   switch per packet, which the one copy does not pay for. Credit bounds
- *   the bytes in
- *   records: a guest sends only within the window its half announced, the
- *   other guest's buf_alloc and fwd_cnt.
- * - The bound: a pair holds at most XSIB_HOLDS chains each way, a VM at
- *   most an eighth of its TX ring's descriptors in chains (vsxb__tx_hold:
- *   a packet takes two or more), a chain of at most
- *   XSIB_HOLD_IOV payload pieces; past any of them the sender's thread
- *   copies the payload into the record (two copies) and the chain is
- *   published with its batch. A hold lasts until the receiver's thread
- *   applies the record, which it does at its next wake-up whatever its
- *   guest does: without RX buffers (a paused VM, a guest that does not
- *   refill them) the bytes go to the half's queue, so no receiver keeps
- *   the sender's chains, and the sender's other connections keep moving.
- * - Safety: the receiver reads the sender's guest memory only while a
- *   hold is TAKEN, which it makes from HELD with a compare-and-swap. The
- *   sender's thread recalls every hold it has before anything may unmap
- *   or reuse those buffers (ops->recall: its guest memory unmapped or
- *   replaced, SET_MEM_TABLE; its rings stopped, a reset or a pause; its
- *   half killed, which a VM freed or a front-end gone does first; a world
- *   frozen for a handoff): a HELD hold becomes RECALLING, the sender
- *   copies the bytes out into the slot (RECALLED: the receiver delivers
- *   the copy), a TAKEN one is waited for (the receiver only copies
- *   memory while it holds it: microseconds, no lock, no call that could
- *   wait for the sender); then the chain is published. So no hold is
- *   HELD or TAKEN once the sender's memory may go, and the receiver
- *   never reads an unmapped or remapped region. A region the VMM shrinks
- *   under the copy raises SIGBUS on the receiver's thread: the memory
- *   guard (vhost-user/memguard.h) zero-fills that mapping, the sender's
- *   own, and marks it; the sender's thread, woken by the hold done, finds
- *   the mark in its round and breaks the sender's device, the VM at
- *   fault.
+ * - Data: the sender's thread copies a guest packet's payload out of its
+ *   TX buffers into a DATA record; the receiver's thread puts it into its
+ *   guest's RX buffers, or its half's queue while it has none, as
+ *   peer_sibling.c's receiving half does (vsxb__sib_deliver). Credit
+ *   bounds the bytes in records: a guest sends only within the window its
+ *   half announced, the other guest's buf_alloc and fwd_cnt.
  * - Credit: each half keeps the other guest's buf_alloc and fwd_cnt as
  *   the last CREDIT (or OK, MAKE) record told it, and announces them to
  *   its guest (window), buf_alloc capped by vsxb__sib_cap() or a
@@ -76,16 +37,10 @@
  *   thread in a world stop while those are parked.
  */
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "peer_sib.h"
-
-#define XSIB_HOLDS 32                /* chains a pair holds each way */
-#define XSIB_HOLD_IOV 8              /* payload pieces of a held chain */
-
-uint64_t vsxb__xsib_lent, vsxb__xsib_copied;
 
 enum xrec_what { XR_MAKE, XR_OK, XR_DATA, XR_SHUT, XR_CREDIT, XR_CREDIT_REQ,
 		 XR_CLOSE, XR_RST };
@@ -104,23 +59,7 @@ struct xrec {
 	uint64_t from_serial, from_cid;
 	uint16_t type;
 	uint32_t guest_port, peer_port;
-	struct xhold *h;             /* DATA: the lent payload (NULL: in @data) */
 	unsigned char data[];
-};
-
-/* A hold's states (__atomic): the sender's thread makes FREE -> HELD,
- * HELD -> RECALLING -> RECALLED, DONE -> FREE; the receiver's HELD ->
- * TAKEN -> DONE, RECALLED -> DONE. */
-enum { XH_FREE, XH_HELD, XH_TAKEN, XH_DONE, XH_RECALLING, XH_RECALLED };
-
-/* One TX chain of the sender's guest lent to the receiver's thread. */
-struct xhold {
-	int state;                   /* __atomic */
-	int token;                   /* vsxb__tx_hold's; -1 once published */
-	unsigned n;
-	uint32_t len;
-	struct iovec iov[XSIB_HOLD_IOV]; /* into the sender's guest memory */
-	void *copy;                  /* RECALLED: the bytes (NULL: no memory) */
 };
 
 /* Records for one half: single producer (the other half's thread),
@@ -153,14 +92,6 @@ struct xsib_link {
 	 * guest sent that waits for the other guest, in records or in the
 	 * other half's queue, and the memory holding it */
 	size_t held[2], held_mem[2];
-	/* hold[s]: XSIB_HOLDS slots for side s's guest's chains, made on its
-	 * first DATA; nheld[s]: those not FREE (side s's thread only) */
-	struct xhold *hold[2];
-	unsigned nheld[2];
-	bool woke[2];                /* woke[s]: side s has holds done (set on
-					the other side's thread) */
-	unsigned done[2];            /* side s's holds done since it was woken
-					(the other side's thread only) */
 };
 
 /* c->priv of a cross-thread half (sib_peer first: peer_sib.h) */
@@ -243,17 +174,10 @@ static struct xsib_link *link_new(struct vsxb_vm *a, struct vsxb_vm *b)
 
 static void link_put(struct xsib_link *l)
 {
-	unsigned s, i;
-
 	if (__atomic_sub_fetch(&l->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	ring_drain(&l->ring[0]);
 	ring_drain(&l->ring[1]);
-	for (s = 0; s < 2; s++) {
-		for (i = 0; l->hold[s] && i < XSIB_HOLDS; i++)
-			free(l->hold[s][i].copy);
-		free(l->hold[s]);
-	}
 	free(l);
 }
 
@@ -271,29 +195,21 @@ static struct xrec *rec_new(enum xrec_what what, size_t len)
 
 static void xsib_run(void *arg);
 
-/* Side @to's thread is woken (unless a wake-up is posted already) to look
- * at its records, and at its holds the other side is done with. */
-static void link_wake(struct xsib_link *l, unsigned to)
+/* @rec for side @to's thread, woken when its queue was idle. */
+static void link_send(struct xsib_link *l, unsigned to, struct xrec *rec)
 {
 	const struct vsxu_loop *loop = l->sh[to]->loop;
 
+	ring_push(&l->ring[to], rec);
 	if (__atomic_exchange_n(&l->ring[to].armed, true, __ATOMIC_SEQ_CST))
 		return;
 	__atomic_add_fetch(&l->refs, 1, __ATOMIC_RELAXED);
 	/* (a shard of another thread has post: vsxb__shard_get) */
 	if (!loop->post || loop->post(loop->ctx, xsib_run, &l->end[to]) < 0) {
-		/* out of memory: the next record tries again (and the next TX
-		 * packet of that side reaps its holds) */
+		/* out of memory: the next record tries again */
 		__atomic_store_n(&l->ring[to].armed, false, __ATOMIC_SEQ_CST);
 		link_put(l);
 	}
-}
-
-/* @rec for side @to's thread, woken when its queue was idle. */
-static void link_send(struct xsib_link *l, unsigned to, struct xrec *rec)
-{
-	ring_push(&l->ring[to], rec);
-	link_wake(l, to);
 }
 
 /* What @c's half does reaches the other half (unless it is gone). */
@@ -377,117 +293,6 @@ static void xsib_publish(struct conn *c)
 	xsib_publish_as(c, c->q.bytes, c->q.mem);
 }
 
-/* ---- Holds: on the sender's thread ---- */
-
-/* A hold for the chain of the packet @a's guest sent (@iov, @n, @len), or
- * NULL past a bound: the caller copies the payload instead. */
-static struct xhold *hold_get(struct conn *a, const struct iovec *iov, unsigned n,
-			      uint32_t len)
-{
-	struct xsib_link *l = xp(a)->l;
-	unsigned s = xp(a)->side, i;
-	struct xhold *h;
-	int token;
-
-	if (n > XSIB_HOLD_IOV || l->nheld[s] >= XSIB_HOLDS)
-		return NULL;
-	if (!l->hold[s]) {
-		l->hold[s] = calloc(XSIB_HOLDS, sizeof(*l->hold[s]));
-		if (!l->hold[s])
-			return NULL;
-	}
-	for (i = 0; i < XSIB_HOLDS; i++)
-		if (__atomic_load_n(&l->hold[s][i].state, __ATOMIC_ACQUIRE) == XH_FREE)
-			break;
-	if (i == XSIB_HOLDS)
-		return NULL;
-	token = vsxb__tx_hold(a);
-	if (token < 0)
-		return NULL;
-	h = &l->hold[s][i];
-	h->token = token;
-	h->n = n;
-	h->len = len;
-	memcpy(h->iov, iov, n * sizeof(*iov));
-	/* (published by the record's push, a release) */
-	__atomic_store_n(&h->state, XH_HELD, __ATOMIC_RELAXED);
-	l->nheld[s]++;
-	return h;
-}
-
-/* Holds of side @s that the receiver is done with: their chains are
- * published (@vm: side s's VM, its half alive; else none is unpublished)
- * and their slots free. */
-static void holds_reap(struct xsib_link *l, unsigned s, struct vsxb_vm *vm)
-{
-	struct xhold *h;
-	unsigned i;
-
-	for (i = 0; l->nheld[s] && i < XSIB_HOLDS; i++) {
-		h = &l->hold[s][i];
-		if (__atomic_load_n(&h->state, __ATOMIC_ACQUIRE) != XH_DONE)
-			continue;
-		if (h->token >= 0 && vm)
-			vsxb__tx_release(vm, h->token);
-		h->token = -1;
-		__atomic_store_n(&h->state, XH_FREE, __ATOMIC_RELAXED);
-		l->nheld[s]--;
-	}
-}
-
-/* ops->reap */
-static void xsib_reap(struct conn *c)
-{
-	struct xsib_peer *x = xp(c);
-
-	if (x->l && x->l->nheld[x->side])
-		holds_reap(x->l, x->side, c->vm);
-}
-
-/*
- * ops->recall: no hold of @c's guest stays HELD or TAKEN. A HELD one is
- * copied out (RECALLING, RECALLED: the receiver delivers the copy), a
- * TAKEN one waited for (the receiver's thread is copying memory and
- * nothing else: it ends without us), and every chain is published. After
- * this the receiver reads nothing of @c's guest memory.
- */
-static void xsib_recall(struct conn *c)
-{
-	struct xsib_peer *x = xp(c);
-	struct xsib_link *l = x->l;
-	unsigned s = x->side, i;
-	struct xhold *h;
-	int st;
-
-	if (!l || !l->nheld[s])
-		return;
-	for (i = 0; i < XSIB_HOLDS; i++) {
-		h = &l->hold[s][i];
-		st = XH_HELD;
-		if (__atomic_compare_exchange_n(&h->state, &st, XH_RECALLING, false,
-						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-			h->copy = malloc(h->len ? h->len : 1);
-			if (h->copy) {
-				vsxu_iov_to_buf(h->iov, h->n, 0, h->copy, h->len);
-				__atomic_add_fetch(&vsxb__xsib_copied, h->len, __ATOMIC_RELAXED);
-			}
-			__atomic_store_n(&h->state, XH_RECALLED, __ATOMIC_RELEASE);
-		} else {
-			while (st == XH_TAKEN) {
-				sched_yield();
-				st = __atomic_load_n(&h->state, __ATOMIC_ACQUIRE);
-			}
-		}
-		if (st == XH_FREE)
-			continue;
-		if (h->token >= 0)
-			vsxb__tx_release(c->vm, h->token);
-		h->token = -1;
-	}
-	holds_reap(l, s, c->vm);
-	vsxb__tx_publish(c->vm);
-}
-
 /* ---- On B's thread: MAKE ---- */
 
 static void xsib_make(struct xsib_link *l, struct xrec *m)
@@ -538,64 +343,6 @@ refuse: {
 
 /* ---- On a half's thread: the other half's records ---- */
 
-/* DATA that lands in @c's guest (@c NULL: dropped). */
-static void xsib_data(struct conn *c, const struct iovec *iov, unsigned n,
-		      const struct xrec *rec)
-{
-	if (vsxb__sib_deliver(c, iov, n, rec->len, rec->flags, rec->room,
-			      rec->msg_open) == -ENOMEM) {
-		vsxb__log(c->vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out "
-			 "of memory", c->vm->name, (unsigned long long)c->id);
-		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
-		vsxb__conn_reset(c, false);
-	}
-}
-
-/* DATA lent by side !@s's guest (rec->h): copied from its TX buffers into
- * @c's guest (or queue), unless the sender recalled it first (then from
- * its copy); the hold is done, and the sender's thread woken once the
- * round of records ends (l->woke). */
-static void xsib_take(struct xsib_link *l, unsigned s, struct conn *c,
-		      const struct xrec *rec)
-{
-	struct xhold *h = rec->h;
-	struct iovec iov;
-	int st = XH_HELD;
-
-	if (__atomic_compare_exchange_n(&h->state, &st, XH_TAKEN, false,
-					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		/* the sender's memory stays mapped until DONE (xsib_recall) */
-		if (c) {
-			xsib_data(c, h->iov, h->n, rec);
-			__atomic_add_fetch(&vsxb__xsib_lent, rec->len, __ATOMIC_RELAXED);
-		}
-		__atomic_store_n(&h->state, XH_DONE, __ATOMIC_RELEASE);
-	} else {
-		while (st == XH_RECALLING) {
-			sched_yield();
-			st = __atomic_load_n(&h->state, __ATOMIC_ACQUIRE);
-		}
-		/* RECALLED: the bytes are the slot's */
-		if (c && !h->copy) {
-			vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
-			vsxb__conn_reset(c, false);
-		} else if (c) {
-			iov = (struct iovec){ .iov_base = h->copy, .iov_len = rec->len };
-			xsib_data(c, &iov, 1, rec);
-		}
-		free(h->copy);
-		h->copy = NULL;
-		__atomic_store_n(&h->state, XH_DONE, __ATOMIC_RELEASE);
-	}
-	/* the sender's thread finds done holds by itself (its next packet,
-	 * record or reap timer, VSXB_REAP_MS); woken only when half its
-	 * holds are done, so that it may lend more */
-	if (++l->done[!s] >= XSIB_HOLDS / 2) {
-		l->done[!s] = 0;
-		l->woke[!s] = true;
-	}
-}
-
 static void xsib_apply(struct xsib_link *l, unsigned s, struct xrec *rec)
 {
 	struct conn *c = l->half[s];
@@ -607,12 +354,8 @@ static void xsib_apply(struct xsib_link *l, unsigned s, struct xrec *rec)
 	}
 	if (rec->what == XR_DATA) {
 		__atomic_sub_fetch(&l->held[!s], rec->len, __ATOMIC_RELAXED);
-		__atomic_sub_fetch(&l->held_mem[!s], sizeof(*rec) + (rec->h ? 0 : rec->len),
+		__atomic_sub_fetch(&l->held_mem[!s], sizeof(*rec) + rec->len,
 				   __ATOMIC_RELAXED);
-		if (rec->h) {
-			xsib_take(l, s, c, rec);
-			return;
-		}
 	}
 	if (!c)
 		return; /* this half is gone: the other was told */
@@ -628,7 +371,13 @@ static void xsib_apply(struct xsib_link *l, unsigned s, struct xrec *rec)
 		break;
 	case XR_DATA:
 		iov = (struct iovec){ .iov_base = rec->data, .iov_len = rec->len };
-		xsib_data(c, &iov, 1, rec);
+		if (vsxb__sib_deliver(c, &iov, 1, rec->len, rec->flags, rec->room,
+				      rec->msg_open) == -ENOMEM) {
+			vsxb__log(c->vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out "
+				 "of memory", c->vm->name, (unsigned long long)c->id);
+			vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
+			vsxb__conn_reset(c, false);
+		}
 		break;
 	case XR_SHUT:
 		vsxb__conn_why(c, VSXB_REASON_PEER_SHUTDOWN, 0);
@@ -661,23 +410,12 @@ static void xsib_run(void *arg)
 	struct xring *q = &l->ring[e->side];
 	struct xrec *rec;
 
-	struct conn *c;
-
 	/* disarmed first: a record pushed from now on posts again */
 	__atomic_store_n(&q->armed, false, __ATOMIC_SEQ_CST);
 	while ((rec = ring_pop(q)))
 		xsib_apply(l, e->side, rec);
-	c = l->half[e->side];
-	if (c)
-		xsib_publish(c);
-	/* this side's chains the other is done with; the other side told
-	 * of the ones it lent that this side took */
-	if (l->nheld[e->side])
-		holds_reap(l, e->side, c ? c->vm : NULL);
-	if (l->woke[!e->side]) {
-		l->woke[!e->side] = false;
-		link_wake(l, !e->side);
-	}
+	if (l->half[e->side])
+		xsib_publish(l->half[e->side]);
 	link_put(l);
 	vsxb__round(sh);
 }
@@ -728,26 +466,13 @@ static void xsib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 		    unsigned flags)
 {
 	int32_t room = (int32_t)(a->rx_limit - a->rx_cnt);
-	struct xsib_peer *x = xp(a);
-	struct xhold *h = NULL;
 	struct xrec *rec;
 
-	if (x->detached)
+	if (xp(a)->detached)
 		return; /* nobody will read it */
-	if (x->l->nheld[x->side])
-		holds_reap(x->l, x->side, a->vm);
 	if (len || ((flags & VIRTIO_VSOCK_SEQ_EOM) && a->msg_open)) {
-		/* lend the chain; past a bound, copy the payload (two copies) */
-		if (len)
-			h = hold_get(a, iov, n, len);
-		rec = rec_new(XR_DATA, h ? 0 : len);
+		rec = rec_new(XR_DATA, len);
 		if (!rec) {
-			if (h) {
-				vsxb__tx_release(a->vm, h->token);
-				h->token = -1;
-				__atomic_store_n(&h->state, XH_DONE, __ATOMIC_RELAXED);
-				holds_reap(x->l, x->side, a->vm);
-			}
 			vsxb__log(a->vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out of "
 				 "memory", a->vm->name, (unsigned long long)a->id);
 			vsxb__conn_why(a, VSXB_REASON_ERROR, ENOMEM);
@@ -758,14 +483,12 @@ static void xsib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 		rec->flags = flags;
 		rec->room = room > 0 ? (size_t)room : 0;
 		rec->msg_open = a->msg_open;
-		rec->h = h;
-		if (!h && len) {
-			vsxu_iov_to_buf(iov, n, 0, rec->data, len);
-			__atomic_add_fetch(&vsxb__xsib_copied, len, __ATOMIC_RELAXED);
+		vsxu_iov_to_buf(iov, n, 0, rec->data, len);
+		if (!xp(a)->detached) {
+			__atomic_add_fetch(&xp(a)->l->held[xp(a)->side], len, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&xp(a)->l->held_mem[xp(a)->side],
+					   sizeof(*rec) + len, __ATOMIC_RELAXED);
 		}
-		__atomic_add_fetch(&x->l->held[x->side], len, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&x->l->held_mem[x->side],
-				   sizeof(*rec) + (h ? 0 : len), __ATOMIC_RELAXED);
 		xsib_send(a, rec);
 	}
 	/* The other guest's credit news may have been held back while this
@@ -861,9 +584,6 @@ static void xsib_release(struct conn *c)
 
 	if (!x->l)
 		return;
-	/* the other half may read this guest's chains no more: its VM may
-	 * go, its memory with it */
-	xsib_recall(c);
 	xsib_detach(c);
 	xsib_publish_as(c, 0, 0);    /* freed with the connection */
 	x->l->half[x->side] = NULL;
@@ -892,8 +612,6 @@ static const struct vsxb_peer_ops xsib_ops = {
 	.reset = xsib_reset,
 	.gone = xsib_gone,
 	.release = xsib_release,
-	.recall = xsib_recall,
-	.reap = xsib_reap,
 	/* Control */
 	.queue = xsib_queue,
 };

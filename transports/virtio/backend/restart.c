@@ -325,12 +325,22 @@ void vsxb__restart_free(struct vsxb_vm *vm)
 
 /* ---- Live handoff ---- */
 
+void vsxb_router_freeze(struct vsxb_router *r)
+{
+	vsxb__world_stop(r);
+}
+
 void vsxb_vm_accept_start(struct vsxb_vm *vm)
 {
 	vsxb__world_stop(vm->r);
 	if (vm->acc)
 		vsxu_acceptor_hold(vm->acc, false);
 	vsxb__world_start(vm->r);
+}
+
+void vsxb_router_thaw(struct vsxb_router *r)
+{
+	vsxb__world_start(r);
 }
 
 int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st)

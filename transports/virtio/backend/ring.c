@@ -137,34 +137,12 @@ void vsxb__ring_tx_done(struct vsxb_vm *vm, unsigned n)
 {
 	unsigned i;
 
-	for (i = 0; i < n; i++) {
-		if (vm->tx_keep[i]) {
-			vm->tx_keep[i] = false;
-			continue;
-		}
+	for (i = 0; i < n; i++)
 		vsxu_vq_push(vm->txq, &vm->txe[i], 0);
-	}
 	if (n) {
 		vsxu_vq_flush(vm->txq);
 		vm->st.tx_rounds++;
 	}
-}
-
-/* A split ring's used entries may come in any order (no
- * VIRTIO_F_IN_ORDER is offered): a held chain's entry goes after those of
- * later chains. */
-void vsxb__ring_tx_complete(struct vsxb_vm *vm, uint16_t head)
-{
-	struct vsxu_vq_elem e;
-
-	e.head = head;
-	e.in_len = 0;
-	vsxu_vq_push(vm->txq, &e, 0);
-}
-
-void vsxb__ring_tx_publish(struct vsxb_vm *vm)
-{
-	vsxu_vq_flush(vm->txq);
 }
 
 bool vsxb__ring_tx_rearm(struct vsxb_vm *vm)

@@ -42,13 +42,8 @@ void vsxb__ring_rx_publish(struct vsxb_vm *vm);
 /* Pop up to VSXB_TX_BATCH chains into vm->txe: how many, or -EIO (*@why:
  * the device must break). Kicks are off meanwhile. */
 int vsxb__ring_tx_pop(struct vsxb_vm *vm, const char **why);
-/* The @n chains popped were handled: all pushed (but those a peer keeps:
- * vm->tx_keep), published with one flush. */
+/* The @n chains popped were handled: all pushed, published with one flush. */
 void vsxb__ring_tx_done(struct vsxb_vm *vm, unsigned n);
-/* Push the used entry of a chain held past its batch (@head, as popped). */
-void vsxb__ring_tx_complete(struct vsxb_vm *vm, uint16_t head);
-/* Publish what vsxb__ring_tx_complete pushed. */
-void vsxb__ring_tx_publish(struct vsxb_vm *vm);
 /* Kicks on again; true when chains came meanwhile (fenced). */
 bool vsxb__ring_tx_rearm(struct vsxb_vm *vm);
 /* The TX ring is set up and has chains (@sleeping: kicks on first). */

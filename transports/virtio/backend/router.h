@@ -31,9 +31,6 @@ void vsxb__restart_free(struct vsxb_vm *vm);
 extern const struct vsxu_vu_ops vsxb__vsock_ops;
 /* A budget ran out: continue the VM's TX and RX work. */
 void vsxb__vm_resume(struct vsxb_vm *vm);
-/* Every TX chain a peer of @vm holds (vsxb__tx_hold) is copied out and
- * published (ops->recall); a world's state is written only after. */
-void vsxb__vm_tx_recall(struct vsxb_vm *vm);
 
 /* ---- lifecycle.c: vsxb_router_new/free, vsxb_vm_new/free (calls all) ---- */
 

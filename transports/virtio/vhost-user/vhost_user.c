@@ -295,8 +295,6 @@ static void vu_stop(struct vsxu_vu *vu, bool resumable)
 
 void vsxu_vu__mem_clear(struct vsxu_vu *vu)
 {
-	if (vu->mem.n && vu->ops->unmap)
-		vu->ops->unmap(vu->dev);
 	vsxu_mem_unmap(&vu->mem);
 	for (unsigned i = 0; i < VSXU_MEM_MAX_REGIONS; i++) {
 		vsxu_vu__close_fd(&vu->mem_id[i].fd);
@@ -533,10 +531,7 @@ static int vu_set_mem_table(struct vsxu_vu *vu)
 	nm.n = n;
 
 	/* Used entries pushed so far are published while the old rings are
-	 * still mapped (ops->unmap, in vsxu_vu__mem_clear, may push more:
-	 * it comes first). */
-	if (vu->mem.n && vu->ops->unmap)
-		vu->ops->unmap(vu->dev);
+	 * still mapped. */
 	vu_flush_all(vu);
 	vsxu_vu__mem_clear(vu);
 	vu->mem = nm;
@@ -1151,8 +1146,7 @@ void vsxu_vu_free(struct vsxu_vu *vu)
 
 	if (!vu)
 		return;
-	/* no op but ops->unmap (which must let go of guest memory) is called
-	 * from here: the device is being torn down */
+	/* no op is called from here: the device is being torn down */
 	vu->live = false;
 	vsxu_vu__disconnect(vu);
 	for (unsigned i = 0; i < vu->nq; i++)

@@ -87,12 +87,6 @@ struct vsxu_vu_ops {
 	 * send a new memory table): whoever keeps that state for a restart
 	 * reads it again. */
 	void (*changed)(void *dev);
-	/* Optional: guest memory is about to be unmapped (a new memory
-	 * table, the front-end gone, the device freed): every pointer into
-	 * it that another thread may hold (a sibling's receiver reading this
-	 * guest's TX buffers) must be let go before returning. The queues
-	 * are still mapped: elements still held may be handed back. */
-	void (*unmap)(void *dev);
 };
 
 /*
