@@ -12,6 +12,7 @@
 #   Manager.unit(...)   a unit made from the build's vsxd.service
 import ctypes
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -28,7 +29,7 @@ def why_not():
         return "not root: a private mount namespace needs it"
     if not os.access(SYSTEMD, os.X_OK):
         return "no %s (apt-get install systemd)" % SYSTEMD
-    if subprocess.run(["which", "systemctl"], capture_output=True).returncode != 0:
+    if not shutil.which("systemctl"):
         return "no systemctl"
     return None
 
