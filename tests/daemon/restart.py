@@ -128,11 +128,8 @@ try:
 
     port = 5000
     for crash in range(1, 5):
-        ok = (guest.cmd("listen %d" % port) and
-              guest.cmd("hconnect unix:%s:%d" % (uds, port)) and
-              guest.cmd("hsend 4000") and guest.cmd("grecv 4000") and
-              guest.cmd("gsend 4000") and guest.cmd("hrecv 4000"))
-        check("crash %d: a connection carries data both ways" % crash, ok)
+        check("crash %d: a connection carries data both ways" % crash,
+              vsxdtest.open_conn(guest, uds, port))
         if crash == 4:
             # the record of the release before (version 1): read, the
             # connection it names ends as well
@@ -234,10 +231,8 @@ try:
         "vm web: cannot recover its device (its guest-cid was 3, it is 4 now)", cid=4)
 
     # ---- systemctl restart: SIGTERM, the store kept, started again ----
-    ok = (guest.cmd("listen 5500") and guest.cmd("hconnect unix:%s:5500" % uds) and
-          guest.cmd("hsend 4000") and guest.cmd("grecv 4000") and
-          guest.cmd("gsend 4000") and guest.cmd("hrecv 4000"))
-    check("restart: a connection carries data both ways", ok)
+    check("restart: a connection carries data both ways",
+          vsxdtest.open_conn(guest, uds, 5500))
     gen = int(status().get("generation", 0))
     starts = svc.starts
     nmsg = len(svc.messages)

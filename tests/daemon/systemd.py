@@ -74,13 +74,6 @@ def status():
     return vsxdtest.status(T.vsxctl, ctl)
 
 
-def traffic(g, port):
-    """A host-to-guest connection carrying data both ways, left open."""
-    return (g.cmd("listen %d" % port) and g.cmd("hconnect unix:%s:%d" % (uds, port)) and
-            g.cmd("hsend 4000") and g.cmd("grecv 4000") and g.cmd("gsend 4000") and
-            g.cmd("hrecv 4000"))
-
-
 guest = None
 try:
     src = os.path.abspath(os.environ.get("VSXD_UNIT", "./daemon/vsxd.service"))
@@ -107,7 +100,7 @@ try:
     port = 5000
     for crash in range(1, 4):
         check("crash %d: a connection carries data both ways" % crash,
-              traffic(guest, port))
+              vsxdtest.open_conn(guest, uds, port))
         pid = main_pid()
         restarts = int(prop("NRestarts") or 0)
         t0 = time.monotonic()
@@ -133,7 +126,7 @@ try:
           guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
 
     # ---- systemctl restart ----
-    check("restart: a connection carries data both ways", traffic(guest, 5500))
+    check("restart: a connection carries data both ways", vsxdtest.open_conn(guest, uds, 5500))
     pid = main_pid()
     gen = int(status().get("generation", 0))
     rc, out = systemctl("restart", UNIT)

@@ -89,6 +89,14 @@ def status(vsxctl, ctl):
     return j[0] if isinstance(j, list) else j
 
 
+def open_conn(g, uds, port):
+    """A host-to-guest connection through the uds-path @uds to guest port
+    @port, 4000 bytes each way, left open."""
+    return (g.cmd("listen %d" % port) and g.cmd("hconnect unix:%s:%d" % (uds, port)) and
+            g.cmd("hsend 4000") and g.cmd("grecv 4000") and g.cmd("gsend 4000") and
+            g.cmd("hrecv 4000"))
+
+
 def both_ways(g, uds, port):
     """A new host-to-guest and guest-to-host connection through the
     uds-path @uds, data both ways; each ends (the guest shuts down, vsxd
