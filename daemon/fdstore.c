@@ -79,6 +79,7 @@ struct vsxd_fdstore {
 		bool given;           /* a device (or the record) has it now */
 		bool taking;          /* taken for the VM being adopted */
 		bool keep_name;       /* its name stays in the store */
+		bool vm_seen;         /* vm.NAME.*: NAME was configured */
 	} *passed;
 
 	/* The stored devices: recs[i] (rec.conns malloc'ed, conn_cap[i]
@@ -645,6 +646,16 @@ int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstor
 	return 0;
 }
 
+/* vm.NAME.* of a passed descriptor: NAME's length, or 0 */
+static size_t vm_of(const char *name)
+{
+	const char *dot;
+
+	if (!name || strncmp(name, "vm.", 3) || !(dot = strchr(name + 3, '.')))
+		return 0;
+	return (size_t)(dot - name - 3);
+}
+
 /* The passed descriptor named @name, or -1. A region's file may be taken
  * again for the same VM (@dup_ok): a copy. */
 static int take_fd(struct vsxd_fdstore *fs, const char *name, bool dup_ok)
@@ -838,6 +849,12 @@ void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char 
 			v = &fs->prev.vms[i];
 	if (!v)
 		return;
+	for (unsigned i = 0; i < fs->nfds; i++) {
+		struct passed *p = &fs->passed[i];
+
+		if (vm_of(p->name) == strlen(name) && !strncmp(p->name + 3, name, strlen(name)))
+			p->vm_seen = true;
+	}
 	if (v->cid != cid) {
 		/* the guest knows the old one: its device is not this VM's */
 		snprintf(cidwhy, sizeof(cidwhy), "its guest-cid was %llu, it is %llu now",
@@ -909,11 +926,67 @@ static bool name_kept(const struct vsxd_fdstore *fs, const char *name)
 	return false;
 }
 
+/*
+ * Say what is left of the passed descriptors nobody took, before they
+ * are closed: a VM's device the configuration no longer has, and
+ * descriptors no record names (another program's, or a store holding
+ * more than vsxd put in it). Already said elsewhere: an unusable record
+ * (everything starts fresh), a configured VM whose device could not be
+ * taken, and a kept connection's socket (conn.ID.host) left over from a
+ * connection that ended.
+ */
+static void log_unused(struct vsxd_fdstore *fs)
+{
+	char list[256];
+	size_t off = 0;
+	unsigned n = 0;
+
+	if (!fs->have_prev)
+		return;
+	for (unsigned i = 0; i < fs->nfds; i++) {
+		const struct passed *p = &fs->passed[i];
+		size_t vl = vm_of(p->name);
+		unsigned k = 0;
+		bool first = true;
+
+		if (p->given || p->vm_seen || (p->name && !strcmp(p->name, "state")))
+			continue;
+		if (vl) {
+			for (unsigned j = 0; j < fs->nfds; j++) {
+				const struct passed *q = &fs->passed[j];
+
+				if (q->given || q->vm_seen || vm_of(q->name) != vl ||
+				    strncmp(q->name, p->name, vl + 3))
+					continue;
+				first = first && j >= i;
+				k++;
+			}
+			if (first)
+				fs_log(fs, LOG_WARNING, "vm %.*s: in the restart state but "
+				       "not configured now: its %u stored descriptor%s closed "
+				       "(its front-end sees its back-end go)", (int)vl,
+				       p->name + 3, k, k == 1 ? "" : "s");
+			continue;
+		}
+		if (p->name && !strncmp(p->name, "conn.", 5))
+			continue;
+		n++;
+		if (off < sizeof(list))
+			off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s",
+						n > 1 ? ", " : "", p->name ? p->name : "(unnamed)");
+	}
+	if (n)
+		fs_log(fs, LOG_WARNING, "restart: %u passed descriptor%s that no state "
+		       "names, closed: %s%s", n, n == 1 ? "" : "s", list,
+		       off >= sizeof(list) ? "..." : "");
+}
+
 void vsxd_fdstore_ready(struct vsxd_fdstore *fs)
 {
 	if (!fs)
 		return;
 	pthread_mutex_lock(&fs->lock);
+	log_unused(fs);
 	for (unsigned i = 0; i < fs->nfds; i++) {
 		struct passed *p = &fs->passed[i];
 

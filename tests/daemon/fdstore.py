@@ -241,6 +241,12 @@ class Service:
                 keep.append((n, fd))
         self.store = keep
 
+    def add(self, name, fd):
+        """Keep @fd (taken over) under @name, as if the service had stored
+        it: what another program, or an older store, could leave."""
+        with self.lock:
+            self.store.append((name, fd))
+
     def replace(self, name, fd):
         """Put @fd (taken over) in place of @name's first descriptor."""
         with self.lock:
@@ -324,8 +330,8 @@ def main(argv):
 
         fdstore.py [-m MAX] -s STATUS NOTIFY_PATH -- ARGV...
 
-    runs ARGV as the service until SIGTERM (then stops it: systemctl stop)
-    and appends to STATUS one line per event: "start N PID", "ready N PID",
+    runs ARGV as the service until SIGTERM (then stops it: systemctl stop),
+    restarts it on each SIGUSR1 (systemctl restart), and appends to STATUS one line per event: "start N PID", "ready N PID",
     "exit N PID STATUS" (a signal as -SIG), "store NAME,NAME,..." when what
     the store keeps changes, "stopped RC" at the end."""
     import getopt
@@ -337,7 +343,9 @@ def main(argv):
     status = open(o["-s"], "a", buffering=1)
     svc = Service(service_argv, notify, store_max=int(o.get("-m", "64")))
     done = threading.Event()
+    restarts = []
     signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGUSR1, lambda *_: restarts.append(1))
     seen = {"start": 0, "ready": 0, "store": None, "pid": None}
 
     def report():
@@ -360,6 +368,10 @@ def main(argv):
 
     svc.start()
     while not done.wait(0.02):
+        if restarts:
+            restarts.pop()
+            status.write("restart queued\n")
+            svc.restart()
         report()
     svc.stop()
     report()

@@ -18,8 +18,12 @@
 #                host), on the same front-end connection (no setup again)
 #   bad state    a corrupted record, a missing kick eventfd, a pipe in
 #                place of guest memory, another guest-cid for the VM in
-#                the file: a log line saying so, the VM starts fresh (the
-#                front-end sees its back-end go), vsxd serves on
+#                the file, the VM renamed in the file (and back): a log
+#                line saying so, the VM starts fresh (the front-end sees
+#                its back-end go), vsxd serves on
+#   extra fds    two descriptors in the store that no state names: a log
+#                line names them, vsxd closes them (a pipe's reader sees
+#                EOF) and drops them from the store, the device goes on
 #   restart      SIGTERM then a start with the store (systemctl restart):
 #                vsxd exits 0 leaving its devices, listening sockets and
 #                the connection's host socket in the store; the new process
@@ -34,6 +38,7 @@
 #
 #   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -180,7 +185,7 @@ try:
           guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
 
     # ---- bad states: each time the VM starts fresh, vsxd serves on ----
-    def bad(what, spoil, says, cid=3):
+    def bad(what, spoil, says, cid=3, name="web"):
         global guest
         starts = svc.starts
         spoil()
@@ -198,7 +203,7 @@ try:
         check("%s: a new front-end gets a device that works both ways" % what,
               guest.line == "0 ok cid=%d" % cid and both_ways(guest, 7000, what),
               guest.line)
-        svc.wait(lambda: "vm.web.conn" in svc.names())
+        svc.wait(lambda: "vm.%s.conn" % name in svc.names())
 
     def corrupt():
         fd = svc.fd("state")
@@ -229,6 +234,41 @@ try:
 
     bad("the VM's guest-cid changed in the file", other_cid,
         "vm web: cannot recover its device (its guest-cid was 3, it is 4 now)", cid=4)
+
+    def vm_named(name):
+        def write():
+            with open(conf, "w") as f:
+                f.write("[daemon]\ncontrol = %s\n\n[vm %s]\nguest-cid = 4\nsocket = %s\n"
+                        "uds-path = %s\n" % (os.path.join(tmp, "control"), name, vhost, uds))
+        return write
+
+    # a VM the file no longer has: its stored device is closed, saying so
+    bad("the VM renamed in the file (web -> web2)", vm_named("web2"),
+        "vm web: in the restart state but not configured now: its 8 stored "
+        "descriptors closed (its front-end sees its back-end go)", cid=4, name="web2")
+    bad("the VM renamed back (web2 -> web)", vm_named("web"),
+        "vm web2: in the restart state but not configured now: its 8 stored "
+        "descriptors closed (its front-end sees its back-end go)", cid=4)
+
+    # ---- descriptors in the store that no state names ----
+    r_end, w_end = os.pipe()
+    svc.add("stray", w_end)
+    svc.add("stored", os.dup(w_end))    # (what an FDSTORE=1 without FDNAME= is)
+    starts = svc.starts
+    svc.kill(signal.SIGKILL)
+    up = svc.wait(lambda: svc.starts > starts and svc.ready)
+    says = "restart: 2 passed descriptors that no state names, closed: stray, stored"
+    check("extra descriptors: vsxd restarted and serves, a log line names them",
+          up and svc.wait(lambda: says in log_text()), says)
+    check("extra descriptors: they left the store", svc.wait(
+        lambda: not {"stray", "stored"} & set(svc.names())), str(svc.names()))
+    readable, _, _ = select.select([r_end], [], [], 5.0)
+    check("extra descriptors: closed by vsxd (the pipe's reader sees EOF)",
+          readable and os.read(r_end, 1) == b"")
+    os.close(r_end)
+    check("extra descriptors: the device went on (the same front-end, both ways)",
+          guest.cmd("backend") and guest.line.endswith("alive=1") and
+          both_ways(guest, 7100, "extra descriptors"), guest.line)
 
     # ---- systemctl restart: SIGTERM, the store kept, started again ----
     check("restart: a connection carries data both ways",
