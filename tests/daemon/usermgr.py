@@ -152,7 +152,8 @@ def main(argv):
         usermgr.py [-m MAX] -s STATUS -u UNITFILE -o LOG DIR -- ARGV...
 
     runs ARGV as unit vsxd-test.service (made from UNITFILE) until SIGTERM
-    (then systemctl stop) and appends to STATUS: "manager VERSION" first,
+    (then systemctl stop), does systemctl restart on each SIGUSR1, and
+    appends to STATUS: "manager VERSION" first,
     then "start N PID" and "ready N PID" (N counts starts), "exit N PID"
     when another main process took its place, "store count=K"
     when the number of descriptors in the store changes (systemd 252 tells
@@ -183,12 +184,18 @@ def main(argv):
     m.unit(unit, o["-u"], service_argv, o["-o"],
            int(o["-m"]) if "-m" in o else None)
     done = threading.Event()
+    restarts = []
     signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGUSR1, lambda *_: restarts.append(1))
     rc, out = m.systemctl("start", "--no-block", unit)
     if rc:
         status.write("failed %s\n" % out)
     seen = {"n": 0, "pid": 0, "ready": False, "store": None}
     while not done.wait(0.03):
+        if restarts:
+            restarts.pop()
+            rc, out = m.systemctl("restart", "--no-block", unit)
+            status.write("restart %s\n" % (out.strip() if rc else "queued"))
         p = m.props(unit, "MainPID", "ActiveState", "NFileDescriptorStore")
         pid = int(p.get("MainPID", "0") or 0)
         if pid and pid != seen["pid"]:
