@@ -503,39 +503,16 @@ void vsxd_fdstore_forget(struct vsxd_fdstore *fs, const char *name)
 static void read_prev(struct vsxd_fdstore *fs, int fd)
 {
 	char why[256] = "";
-	struct stat st;
-	uint8_t *buf;
-	ssize_t n;
-	int r;
+	int r = vsxd_state_read(fd, &fs->prev, why, sizeof(why));
 
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		fs_log(fs, LOG_ERR, "restart state: the descriptor named state is not a "
-		       "file: every VM starts fresh");
-		return;
-	}
-	if (st.st_size > (off_t)VSXD_STATE_MAX_LEN) {
-		fs_log(fs, LOG_ERR, "restart state: %lld bytes, more than a record can "
-		       "be: every VM starts fresh", (long long)st.st_size);
-		return;
-	}
-	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
-	if (!buf) {
-		fs_log(fs, LOG_ERR, "restart state: out of memory: every VM starts fresh");
-		return;
-	}
-	n = pread(fd, buf, (size_t)st.st_size, 0);
-	r = n < 0 ? -errno : vsxd_state_decode(buf, (size_t)n, &fs->prev, why, sizeof(why));
-	free(buf);
 	if (r < 0 && fs->handoff) {
 		/* the old process serves on */
-		snprintf(fs->refusal, sizeof(fs->refusal), "the state is unusable: %s",
-			 n < 0 ? strerror(-r) : why);
+		snprintf(fs->refusal, sizeof(fs->refusal), "the state is unusable: %s", why);
 		fs_log(fs, LOG_ERR, "handoff refused: %s", fs->refusal);
 		return;
 	}
 	if (r < 0) {
-		fs_log(fs, LOG_ERR, "restart state unusable (%s): every VM starts fresh",
-		       n < 0 ? strerror(-r) : why);
+		fs_log(fs, LOG_ERR, "restart state unusable (%s): every VM starts fresh", why);
 		return;
 	}
 	fs->have_prev = true;
@@ -1105,6 +1082,37 @@ int vsxd_fdstore_keep(struct vsxd_fdstore *fs, struct vsxb_vm *const *vms, size_
 	}
 	pthread_mutex_unlock(&fs->lock);
 	return kept;
+}
+
+int vsxd_fdstore_put(struct vsxd_fdstore *fs, const char *name, int fd)
+{
+	int r;
+
+	if (!fs || !fs->info.store)
+		return -ENOTCONN;
+	pthread_mutex_lock(&fs->lock);
+	r = store_fd(fs, name, fd);
+	pthread_mutex_unlock(&fs->lock);
+	return r;
+}
+
+int vsxd_fdstore_take(struct vsxd_fdstore *fs, const char *name)
+{
+	int fd = -1;
+
+	if (!fs)
+		return -1;
+	pthread_mutex_lock(&fs->lock);
+	for (unsigned i = 0; i < fs->nfds && fd < 0; i++) {
+		struct passed *p = &fs->passed[i];
+
+		if (!p->given && p->name && !strcmp(p->name, name)) {
+			p->given = true;
+			fd = p->fd;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return fd;
 }
 
 void vsxd_fdstore_free(struct vsxd_fdstore *fs)

@@ -87,6 +87,15 @@ const char *vsxd_fdstore_refusal(struct vsxd_fdstore *fs);
  * store. */
 int vsxd_fdstore_keep(struct vsxd_fdstore *fs, struct vsxb_vm *const *vms, size_t n_vms);
 
+/* Store @fd (still the caller's) under @name, for the next start: 0, or a
+ * negative errno (-ENOTCONN: no store). */
+int vsxd_fdstore_put(struct vsxd_fdstore *fs, const char *name, int fd);
+
+/* The descriptor passed under @name at this start (from the store or a
+ * handoff), now the caller's; -1: none. Before vsxd_fdstore_ready, which
+ * closes what nobody took; its name leaves the store then. */
+int vsxd_fdstore_take(struct vsxd_fdstore *fs, const char *name);
+
 /* A clean exit: everything leaves the store (the front-ends then see
  * their back-end go, as without one), and @fs is freed. */
 void vsxd_fdstore_free(struct vsxd_fdstore *fs);

@@ -1025,6 +1025,14 @@ int vsxd_fwds_close(struct vsxd_fwds *fs, uint64_t id)
 	return -ENOENT;
 }
 
+void vsxd_fwds_add_stats(struct vsxd_fwds *fs, const struct vsxd_fwd_stats *add)
+{
+	fs->st.accepted += add->accepted;
+	fs->st.denied += add->denied;
+	fs->st.failed += add->failed;
+	fs->st.auth_failures += add->auth_failures;
+}
+
 void vsxd_fwds_stats(const struct vsxd_fwds *fs, struct vsxd_fwd_stats *out)
 {
 	const struct fwd *f;

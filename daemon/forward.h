@@ -149,5 +149,8 @@ struct vsxd_fwd_stats {
 };
 
 void vsxd_fwds_stats(const struct vsxd_fwds *fs, struct vsxd_fwd_stats *out);
+/* Add @add's totals (accepted, denied, failed, auth_failures) to @fs's:
+ * what an earlier process counted (a handoff, a restart). On vsxd's loop. */
+void vsxd_fwds_add_stats(struct vsxd_fwds *fs, const struct vsxd_fwd_stats *add);
 
 #endif /* VSXD_FORWARD_H */

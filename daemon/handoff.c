@@ -14,7 +14,9 @@
  *    descriptor store (fdstore.c: vm.NAME.conn, .memK, .kickQ, .callQ),
  *    with the connections each VM has; every listening socket of the
  *    process is named listen.K (the new process matches them by address:
- *    util.h, inherited listeners); the record is a memfd named state.
+ *    util.h, inherited listeners); the record is a memfd named state,
+ *    and the counters vsxd shows go along in one named counters (the
+ *    counters record of state.h), so that they continue.
  * 3. The new process gets them as systemd passes its store
  *    (sd_listen_fds_with_names(3): $LISTEN_FDS descriptors from 3 on,
  *    $LISTEN_FDNAMES, $LISTEN_PID), and $VSXD_HANDOFF_FD, the write end
@@ -188,32 +190,6 @@ static int collect_vms(const struct vsxd_handoff_opts *o, struct vsxd_state *s,
 		}
 	}
 	return 0;
-}
-
-/* The record in a new memfd, or a negative errno. */
-static int record_fd(const struct vsxd_state *s)
-{
-	size_t len = vsxd_state_size(s);
-	uint8_t *buf = malloc(len);
-	long n;
-	int fd, r = 0;
-
-	if (!buf)
-		return -ENOMEM;
-	n = vsxd_state_encode(s, buf, len);
-	if (n < 0) {
-		free(buf);
-		return (int)n;
-	}
-	fd = memfd_create("vsxd-handoff-state", MFD_CLOEXEC);
-	if (fd < 0)
-		r = -errno;
-	else if (write(fd, buf, (size_t)n) != n)
-		r = errno ? -errno : -EIO;
-	free(buf);
-	if (r < 0 && fd >= 0)
-		close(fd);
-	return r < 0 ? r : fd;
 }
 
 static bool env_ours(const char *e)
@@ -390,7 +366,7 @@ int vsxd_handoff_run(const struct vsxd_handoff_opts *o, struct vsxd_handoff_repo
 {
 	struct vsxd_state s = { .generation = o->generation };
 	int lfds[MAX_LISTENERS], *copies = NULL, pfd[2] = { -1, -1 }, ack = -1;
-	int state = -1, nl, r;
+	int state = -1, cnt = -1, nl, r;
 	struct fdl l = { 0 };
 	char **env = NULL, *pid_slot = NULL, name[32];
 	pid_t pid;
@@ -424,11 +400,23 @@ int vsxd_handoff_run(const struct vsxd_handoff_opts *o, struct vsxd_handoff_repo
 		r = -E2BIG;
 		goto fail;
 	}
-	state = r == 0 ? record_fd(&s) : r;
+	state = r == 0 ? vsxd_state_memfd(&s) : r;
 	if (state >= 0)
 		r = fdl_add(&l, "state", state);
 	else
 		r = state;
+	if (r == 0 && o->counted) {
+		cnt = vsxd_counters_save(o->counted);
+		if (cnt >= 0)
+			r = fdl_add(&l, "counters", cnt);
+		else if (o->log) {
+			char msg[128];
+
+			snprintf(msg, sizeof(msg), "upgrade: cannot save the counters (%s): "
+				 "the new process counts from 0", strerror(-cnt));
+			o->log(NULL, VSXB_LOG_WARNING, msg);
+		}
+	}
 	if (r == 0 && pipe2(pfd, O_CLOEXEC) < 0)
 		r = -errno;
 	if (r == 0 && !(env = child_env(&l, &pid_slot)))
@@ -479,6 +467,8 @@ int vsxd_handoff_run(const struct vsxd_handoff_opts *o, struct vsxd_handoff_repo
 		goto fail;
 	/* committed: nothing is thawed, nothing more is touched */
 	close(pfd[0]);
+	if (cnt >= 0)
+		close(cnt);
 	child_env_free(env, &l);
 	fdl_free(&l);
 	vsxd_state_clear(&s);
@@ -497,6 +487,8 @@ fail:
 		close(pfd[1]);
 	if (state >= 0)
 		close(state);
+	if (cnt >= 0)
+		close(cnt);
 	child_env_free(env, &l);
 	fdl_free(&l);
 	vsxd_state_clear(&s);

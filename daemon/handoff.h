@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "counters.h"
 
 #define VSXD_HANDOFF_TIMEOUT_MS 10000  /* the new process must say it serves */
 #define VSXD_HANDOFF_ENV "VSXD_HANDOFF_FD" /* the descriptor it says it on */
@@ -22,6 +23,10 @@ struct vsxd_handoff_opts {
 	uint64_t generation;           /* ours */
 	unsigned timeout_ms;           /* 0: VSXD_HANDOFF_TIMEOUT_MS */
 	vsxb_log_fn log;
+	/* Where the counters are: saved once every worker is parked and
+	 * passed as "counters" (counters.h); NULL: not passed (the new
+	 * process counts from 0). */
+	const struct vsxd_counted *counted;
 };
 
 struct vsxd_handoff_report {

@@ -78,6 +78,7 @@
 #include "config.h"
 #include "util.h"
 #include "control.h"
+#include "counters.h"
 #include "fdstore.h"
 #include "handoff.h"
 #include "vhost-user/loop-event.h"
@@ -811,6 +812,37 @@ out:
 	vsxd_config_free(&nc);
 }
 
+/* Where this process's counters are (counters.h). */
+static struct vsxd_counted counted(struct vsxd *d)
+{
+	return (struct vsxd_counted){
+		.router = d->router, .vms = d->vms, .n_vms = d->vms ? d->cfg.n_vms : 0,
+		.fwds = d->fwds, .evloop = &d->ev, .workers = d->workers,
+		.handoffs_failed = &d->handoffs_failed,
+	};
+}
+
+
+/* Go on counting where the earlier process stopped: the counters record
+ * it passed as @fd (closed here). */
+static void counters_continue(struct vsxd *d, int fd)
+{
+	const struct vsxd_counted w = counted(d);
+	struct vsxd_counters c;
+	char why[256] = "";
+	int r = vsxd_counters_read(fd, &c, why, sizeof(why));
+
+	close(fd);
+	if (r < 0) {
+		vlog(LOG_WARNING, "counters record unusable (%s): counting from 0", why);
+		return;
+	}
+	vsxd_counters_add(&w, &c);
+	vlog(LOG_INFO, "counters: going on from the earlier process's (%u VM%s)",
+	     c.nvms, c.nvms == 1 ? "" : "s");
+	vsxd_counters_clear(&c);
+}
+
 /* vsxctl upgrade (handoff.c): hand everything to a new process. */
 static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep, char *why,
 		   size_t whylen)
@@ -825,6 +857,7 @@ static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep,
 		.n_vms = d->cfg.n_vms,
 		.log = backend_log,
 	};
+	const struct vsxd_counted w = counted(d);
 	int r;
 
 	if (!*o.exec) {
@@ -834,6 +867,7 @@ static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep,
 	}
 	vsxd_fdstore_info(d->fdstore, &start);
 	o.generation = start.generation;
+	o.counted = &w;
 	vlog(LOG_NOTICE, "upgrade: handing over to %s", o.exec);
 	r = vsxd_handoff_run(&o, rep, why, whylen);
 	if (r < 0) {
@@ -931,11 +965,26 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	if (sig == SIGTERM) {
+		struct vsxd_start_info start;
 		int kept;
 
 		/* under a store, what a restart needs stays there, and no
 		 * worker touches a ring again */
 		vsxb_router_freeze(d->router);
+		vsxd_fdstore_info(d->fdstore, &start);
+		if (start.store) {
+			const struct vsxd_counted w = counted(d);
+			int cfd = vsxd_counters_save(&w);
+
+			if (cfd < 0)
+				vlog(LOG_WARNING, "SIGTERM: cannot save the counters (%s): "
+				     "the next process counts from 0", strerror(-cfd));
+			if (cfd >= 0 && vsxd_fdstore_put(d->fdstore, "counters", cfd) < 0)
+				vlog(LOG_WARNING, "SIGTERM: the counters are not stored: "
+				     "the next process counts from 0");
+			if (cfd >= 0)
+				close(cfd);
+		}
 		kept = vsxd_fdstore_keep(d->fdstore, d->vms, d->cfg.n_vms);
 		if (kept >= 0) {
 			vlog(LOG_NOTICE, "SIGTERM: the devices and %d listening socket%s stay "
@@ -1008,7 +1057,7 @@ int main(int argc, char **argv)
 	struct vsxd_err err;
 	char label[256];
 	size_t i;
-	int r;
+	int r, cfd;
 
 	signal(SIGPIPE, SIG_IGN);
 	vsxd_config_init(&d.cfg);
@@ -1114,6 +1163,7 @@ int main(int argc, char **argv)
 		if (d.hold_accept)
 			vsxb_vm_accept_start(d.vms[i]);
 	}
+	cfd = vsxd_fdstore_take(d.fdstore, "counters");
 	vsxd_fdstore_ready(d.fdstore);
 	r = vsxd_fwds_new(d.base, d.router, backend_log, &d.fwds);
 	if (r < 0) {
@@ -1126,6 +1176,8 @@ int main(int argc, char **argv)
 		d.exit_code = start_status(r);
 		goto out;
 	}
+	if (cfd >= 0)
+		counters_continue(&d, cfd);
 	r = control_start(&d);
 	if (r < 0) {
 		d.exit_code = start_status(r);

@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "state.h"
 
@@ -663,4 +666,281 @@ void vsxd_state_clear(struct vsxd_state *s)
 	}
 	free(s->vms);
 	memset(s, 0, sizeof(*s));
+}
+
+/* ---- The counters record (state.h) ---- */
+
+static void put_counters(struct wr *w, const struct vsxd_counters *c)
+{
+	put(w, VSXD_COUNTERS_MAGIC, 8);
+	put_le(w, VSXD_COUNTERS_VERSION, 4);
+	put_le(w, 0, 4);  /* length, filled in */
+	put_le(w, 0, 4);  /* crc, filled in */
+	put_le(w, c->nvms, 4);
+	put_le(w, VSXD_CNT_COUNT, 2);
+	put_le(w, c->nreasons, 2);
+	put_le(w, 0, 4);
+	for (unsigned i = 0; i < VSXD_CNT_COUNT; i++)
+		put_le(w, c->c[i], 8);
+	for (unsigned i = 0; i < c->nvms; i++) {
+		const struct vsxd_counters_vm *v = &c->vms[i];
+
+		put_str(w, v->name);
+		put_le(w, v->opened, 8);
+		put_le(w, v->to_guest, 8);
+		put_le(w, v->from_guest, 8);
+		put_le(w, v->credit_stalls, 8);
+		for (unsigned k = 0; k < c->nreasons; k++)
+			put_le(w, v->closed[k], 8);
+		for (unsigned k = 0; k < c->nreasons; k++)
+			put_le(w, v->reset[k], 8);
+		for (unsigned k = 0; k < c->nreasons; k++)
+			put_le(w, v->refused[k], 8);
+	}
+}
+
+size_t vsxd_counters_size(const struct vsxd_counters *c)
+{
+	struct wr w = { 0 };
+
+	put_counters(&w, c);
+	return w.n;
+}
+
+long vsxd_counters_encode(const struct vsxd_counters *c, void *buf, size_t cap)
+{
+	size_t len = vsxd_counters_size(c);
+	struct wr w = { .p = buf, .cap = cap };
+	uint8_t *p = buf;
+	uint32_t crc;
+
+	if (c->nvms > VSXD_STATE_MAX_VMS || (c->nvms && !c->vms) ||
+	    c->nreasons > VSXD_COUNTERS_MAX || len > VSXD_STATE_MAX_LEN)
+		return -EINVAL;
+	for (unsigned i = 0; i < c->nvms; i++)
+		if (!vm_name_ok(c->vms[i].name))
+			return -EINVAL;
+	if (len > cap)
+		return -ENOSPC;
+	put_counters(&w, c);
+	for (unsigned i = 0; i < 4; i++)
+		p[12 + i] = (uint8_t)(len >> (8 * i));
+	crc = vsxd_crc32(p + 20, len - 20);
+	for (unsigned i = 0; i < 4; i++)
+		p[16 + i] = (uint8_t)(crc >> (8 * i));
+	return (long)len;
+}
+
+int vsxd_counters_decode(const void *buf, size_t len, struct vsxd_counters *out,
+			 char *why, size_t whylen)
+{
+	struct rd r = { .p = buf, .n = len };
+	uint32_t version, length, crc, nvms, reserved;
+	unsigned nglobals, nreasons;
+	int err = -EBADMSG;
+
+	memset(out, 0, sizeof(*out));
+	if (len < VSXD_STATE_HDR || memcmp(buf, VSXD_COUNTERS_MAGIC, 8)) {
+		why_set(why, whylen, "not a counters record (%zu bytes, no magic)", len);
+		return -EBADMSG;
+	}
+	r.off = 8;
+	version = get_le(&r, 4);
+	length = get_le(&r, 4);
+	crc = get_le(&r, 4);
+	nvms = get_le(&r, 4);
+	nglobals = get_le(&r, 2);
+	nreasons = get_le(&r, 2);
+	reserved = get_le(&r, 4);
+	if (version != VSXD_COUNTERS_VERSION) {
+		why_set(why, whylen, "counters record version %u, this vsxd reads %u",
+			version, VSXD_COUNTERS_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	if (length < VSXD_STATE_HDR || length > len || length > VSXD_STATE_MAX_LEN) {
+		why_set(why, whylen, "counters record length %u, %zu bytes present",
+			length, len);
+		return -EBADMSG;
+	}
+	r.n = length;
+	if (vsxd_crc32(r.p + 20, length - 20) != crc) {
+		why_set(why, whylen, "counters record checksum mismatch");
+		return -EBADMSG;
+	}
+	/* each VM takes at least 34 bytes (a name, four counters) */
+	if (reserved || nglobals > VSXD_COUNTERS_MAX || nreasons > VSXD_COUNTERS_MAX ||
+	    nvms > VSXD_STATE_MAX_VMS || nvms > (length - VSXD_STATE_HDR) / 34) {
+		why_set(why, whylen, "counters record counts out of range (%u globals, "
+			"%u reasons, %u VMs)", nglobals, nreasons, nvms);
+		return -EBADMSG;
+	}
+	for (unsigned i = 0; i < nglobals; i++) {
+		uint64_t v = get_le(&r, 8);
+
+		if (i < VSXD_CNT_COUNT)
+			out->c[i] = v;
+	}
+	out->nreasons = nreasons;
+	if (nvms && !(out->vms = calloc(nvms, sizeof(*out->vms)))) {
+		why_set(why, whylen, "out of memory");
+		memset(out, 0, sizeof(*out));
+		return -ENOMEM;
+	}
+	out->nvms = nvms;
+	for (unsigned i = 0; i < nvms && !r.err; i++) {
+		struct vsxd_counters_vm *v = &out->vms[i];
+
+		get_str(&r, v->name, sizeof(v->name));
+		if (!r.err && !vm_name_ok(v->name))
+			r.err = "a bad VM name";
+		for (unsigned j = 0; j < i && !r.err; j++)
+			if (!strcmp(out->vms[j].name, v->name))
+				r.err = "a VM named twice";
+		v->opened = get_le(&r, 8);
+		v->to_guest = get_le(&r, 8);
+		v->from_guest = get_le(&r, 8);
+		v->credit_stalls = get_le(&r, 8);
+		for (unsigned k = 0; k < nreasons; k++)
+			v->closed[k] = get_le(&r, 8);
+		for (unsigned k = 0; k < nreasons; k++)
+			v->reset[k] = get_le(&r, 8);
+		for (unsigned k = 0; k < nreasons; k++)
+			v->refused[k] = get_le(&r, 8);
+		if (r.err)
+			why_set(why, whylen, "counters record VM %u: %s", i, r.err);
+	}
+	if (r.err)
+		goto fail;
+	if (r.off != length) {
+		why_set(why, whylen, "counters record has %zu bytes after its last VM",
+			length - r.off);
+		goto fail;
+	}
+	return 0;
+
+fail:
+	vsxd_counters_clear(out);
+	return err;
+}
+
+void vsxd_counters_clear(struct vsxd_counters *c)
+{
+	free(c->vms);
+	memset(c, 0, sizeof(*c));
+}
+
+/* ---- Records in memfds ---- */
+
+/* @len bytes of @buf in a new memfd (close-on-exec), or a negative errno. */
+static int bytes_memfd(const char *name, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	int fd = memfd_create(name, MFD_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (len && r == 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			r = n < 0 ? -errno : -EIO;
+		else
+			p += n, len -= (size_t)n;
+	}
+	if (r < 0)
+		close(fd);
+	return r < 0 ? r : fd;
+}
+
+/* What the file @fd holds, in *@out (malloc'ed): its length, or a
+ * negative errno with a reason in @why. */
+static long fd_slurp(int fd, const char *what, uint8_t **out, char *why, size_t whylen)
+{
+	struct stat st;
+	uint8_t *buf;
+	ssize_t n;
+
+	*out = NULL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		why_set(why, whylen, "the descriptor of the %s is not a file", what);
+		return -EINVAL;
+	}
+	if (st.st_size > (off_t)VSXD_STATE_MAX_LEN) {
+		why_set(why, whylen, "the %s takes %lld bytes, more than a record can",
+			what, (long long)st.st_size);
+		return -EFBIG;
+	}
+	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!buf) {
+		why_set(why, whylen, "out of memory");
+		return -ENOMEM;
+	}
+	n = pread(fd, buf, (size_t)st.st_size, 0);
+	if (n < 0) {
+		why_set(why, whylen, "reading the %s: %s", what, strerror(errno));
+		free(buf);
+		return -EIO;
+	}
+	*out = buf;
+	return (long)n;
+}
+
+int vsxd_state_memfd(const struct vsxd_state *s)
+{
+	size_t len = vsxd_state_size(s);
+	uint8_t *buf = malloc(len);
+	long n;
+	int fd;
+
+	if (!buf)
+		return -ENOMEM;
+	n = vsxd_state_encode(s, buf, len);
+	fd = n < 0 ? (int)n : bytes_memfd("vsxd-state", buf, (size_t)n);
+	free(buf);
+	return fd;
+}
+
+int vsxd_state_read(int fd, struct vsxd_state *out, char *why, size_t whylen)
+{
+	uint8_t *buf;
+	long n = fd_slurp(fd, "state record", &buf, why, whylen);
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if (n < 0)
+		return (int)n;
+	r = vsxd_state_decode(buf, (size_t)n, out, why, whylen);
+	free(buf);
+	return r;
+}
+
+int vsxd_counters_memfd(const struct vsxd_counters *c)
+{
+	size_t len = vsxd_counters_size(c);
+	uint8_t *buf = malloc(len);
+	long n;
+	int fd;
+
+	if (!buf)
+		return -ENOMEM;
+	n = vsxd_counters_encode(c, buf, len);
+	fd = n < 0 ? (int)n : bytes_memfd("vsxd-counters", buf, (size_t)n);
+	free(buf);
+	return fd;
+}
+
+int vsxd_counters_read(int fd, struct vsxd_counters *out, char *why, size_t whylen)
+{
+	uint8_t *buf;
+	long n = fd_slurp(fd, "counters record", &buf, why, whylen);
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if (n < 0)
+		return (int)n;
+	r = vsxd_counters_decode(buf, (size_t)n, out, why, whylen);
+	free(buf);
+	return r;
 }

@@ -221,4 +221,95 @@ void vsxd_state_clear(struct vsxd_state *s);
 /* CRC-32 (IEEE, reflected, as zlib's crc32(0, buf, len)). */
 uint32_t vsxd_crc32(const void *buf, size_t len);
 
+/*
+ * ---- The counters record ----
+ *
+ * What a live handoff and a SIGTERM under a store pass on besides the
+ * state (descriptor "counters", a memfd of its own): the counters vsxd
+ * shows (vsxctl status, the metrics), so that they continue in the new
+ * process instead of starting at 0 again. A crash passes none (the new
+ * process counts from 0). Integers little-endian, a "str" as above:
+ *
+ *   header, 32 bytes
+ *     0  magic       8 bytes "VSXDCNTS"
+ *     8  version     u32, VSXD_COUNTERS_VERSION
+ *    12  length      u32, the whole record, header included
+ *    16  crc         u32, CRC-32 of bytes 20 .. length (all that
+ *                    follows it)
+ *    20  nvms        u32, at most VSXD_STATE_MAX_VMS
+ *    24  nglobals    u16, at most VSXD_COUNTERS_MAX (enum
+ *                    vsxd_counter: a later release only adds at the end;
+ *                    a reader takes those it knows)
+ *    26  nreasons    u16, at most VSXD_COUNTERS_MAX (the backend's close
+ *                    reasons by number, which only grow the same way)
+ *    28  reserved    u32, 0
+ *   nglobals times u64
+ *   nvms VM entries, each
+ *     str name       the VM's name (1-64 of [A-Za-z0-9._-]), each once
+ *     u64 opened, u64 to_guest, u64 from_guest, u64 credit_stalls
+ *     nreasons times u64 closed, then reset, then refused
+ *   and nothing after the last one.
+ */
+#define VSXD_COUNTERS_MAGIC "VSXDCNTS"
+#define VSXD_COUNTERS_VERSION 1u
+#define VSXD_COUNTERS_MAX 64u
+
+enum vsxd_counter {
+	VSXD_CNT_OPENED,              /* connections established */
+	VSXD_CNT_REFUSED,             /* connection attempts refused */
+	VSXD_CNT_REFUSED_LIMIT_VM,    /* refused: max_conns_per_vm */
+	VSXD_CNT_REFUSED_LIMIT_CONNS, /* refused: max_conns */
+	VSXD_CNT_RESET_LIMIT_MEMORY,  /* reset: max_conn_memory */
+	VSXD_CNT_FWD_ACCEPTED,        /* forwards' listen sides */
+	VSXD_CNT_FWD_DENIED,
+	VSXD_CNT_FWD_FAILED,
+	VSXD_CNT_AUTH_FAILURES,
+	VSXD_CNT_POLL_HITS,           /* all loops */
+	VSXD_CNT_POLL_MISSES,
+	VSXD_CNT_HANDOFFS_FAILED,     /* vsxctl upgrades that failed */
+	VSXD_CNT_COUNT
+};
+
+struct vsxd_counters_vm {
+	char name[VSXD_STATE_NAME_MAX + 1];
+	uint64_t opened, to_guest, from_guest, credit_stalls;
+	uint64_t closed[VSXD_COUNTERS_MAX], reset[VSXD_COUNTERS_MAX],
+		 refused[VSXD_COUNTERS_MAX];   /* nreasons of each valid */
+};
+
+struct vsxd_counters {
+	uint64_t c[VSXD_CNT_COUNT];       /* by enum vsxd_counter */
+	unsigned nreasons;                /* per-VM reason entries valid */
+	unsigned nvms;
+	struct vsxd_counters_vm *vms;     /* nvms of them (malloc'ed) */
+};
+
+/* Bytes vsxd_counters_encode writes for @c. */
+size_t vsxd_counters_size(const struct vsxd_counters *c);
+
+/* Write @c into @buf (@cap bytes): its length, -ENOSPC (nothing written),
+ * -EINVAL (a bad name, a count over its limit). */
+long vsxd_counters_encode(const struct vsxd_counters *c, void *buf, size_t cap);
+
+/* Read a record of @len bytes: 0 and *@out (free with
+ * vsxd_counters_clear), or -EBADMSG, -EPROTONOSUPPORT, -ENOMEM with a
+ * one-line reason in @why. *@out is empty after a failure. */
+int vsxd_counters_decode(const void *buf, size_t len, struct vsxd_counters *out,
+			 char *why, size_t whylen);
+
+void vsxd_counters_clear(struct vsxd_counters *c);
+
+/* ---- Records in memfds ---- */
+
+/* @s / @c encoded into a new memfd (close-on-exec, the offset at its
+ * end), or a negative errno. */
+int vsxd_state_memfd(const struct vsxd_state *s);
+int vsxd_counters_memfd(const struct vsxd_counters *c);
+
+/* The record the file @fd holds (read from offset 0, whatever its
+ * offset), as vsxd_state_decode / vsxd_counters_decode; also -EINVAL (not
+ * a regular file), -EFBIG (longer than a record can be), -EIO. */
+int vsxd_state_read(int fd, struct vsxd_state *out, char *why, size_t whylen);
+int vsxd_counters_read(int fd, struct vsxd_counters *out, char *why, size_t whylen);
+
 #endif

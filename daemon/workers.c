@@ -264,6 +264,21 @@ int vsxd_worker_info(const struct vsxd_workers *ws, unsigned i,
 	return 0;
 }
 
+void vsxd_workers_poll_parked(const struct vsxd_workers *ws, uint64_t *hits,
+			      uint64_t *misses)
+{
+	for (unsigned i = 0; ws && i < ws->n; i++) {
+		struct vsxd_worker_info wi = { .w = ws->w[i] };
+
+		if (ws->w[i]->nvms)
+			poll_copy(&wi);   /* parked: its park orders this read */
+		else if (run_on(ws->w[i], poll_copy, &wi) < 0)
+			continue;
+		*hits += wi.poll_hits;
+		*misses += wi.poll_misses;
+	}
+}
+
 void vsxd_workers_info(const struct vsxd_workers *ws, struct vsxd_workers_info *out)
 {
 	out->n = 0;

@@ -38,6 +38,12 @@ struct vsxd_worker_info {
 };
 int vsxd_worker_info(const struct vsxd_workers *ws, unsigned i,
 		     struct vsxd_worker_info *out);
+/* Every worker's polling counters, summed into *@hits and *@misses,
+ * while the router's world is stopped (a freeze: vsxd_workers_info would
+ * wait for ever on a parked worker): a parked worker's are read here,
+ * after its park, a worker with no VM (not parked) answers as usual. */
+void vsxd_workers_poll_parked(const struct vsxd_workers *ws, uint64_t *hits,
+			      uint64_t *misses);
 /* Every worker's info at once, for a reply or a page that shows several
  * things of each: each vsxd_worker_info posts to the worker's thread and
  * waits for it, so read them once. 12 KiB with 256 workers. */

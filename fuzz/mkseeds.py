@@ -354,3 +354,21 @@ put("state", "v1_resealed", b"\x00" + state_rec([state_vm("web", 2, version=1)],
 # a version 2 body under a version 1 header, and the other way round
 put("state", "v2_as_v1", b"\x00" + state_rec([state_vm("web", 2)], version=1))
 put("state", "v1_as_v2", b"\x00" + state_rec([state_vm("web", 2, version=1)]))
+
+
+# the counters record (state.h; first byte bit 1), 12 counters, 16 reasons
+def counters_rec(vms, nglobals=12, nreasons=16):
+    import zlib
+    body = b"".join(struct.pack("<Q", 1000 + i) for i in range(nglobals))
+    for name in vms:
+        body += sstr(name) + struct.pack("<4Q", 12, 1 << 35, 77, 3)
+        body += b"".join(struct.pack("<Q", i) for i in range(3 * nreasons))
+    rest = struct.pack("<IHHI", len(vms), nglobals, nreasons, 0) + body
+    return (struct.pack("<8sII", b"VSXDCNTS", 1, 20 + len(rest)) +
+            struct.pack("<I", zlib.crc32(rest)) + rest)
+
+
+put("state", "counters", b"\x03" + counters_rec(["web", "db"]))
+put("state", "counters_none", b"\x03" + counters_rec([]))
+put("state", "counters_later", b"\x03" + counters_rec(["web"], nglobals=14, nreasons=20))
+put("state", "counters_resealed", b"\x02" + counters_rec(["web"]))

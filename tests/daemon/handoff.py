@@ -167,6 +167,8 @@ try:
     check("after the failed handoffs, new connections both ways", both_ways(guest, 7000))
 
     # ---- the handoff ----
+    before = vsxdtest.metric_values(metrics)
+    st_before = status()
     check("guest listens on 6000", guest.cmd("listen 6000"))
     t0 = time.monotonic()
     up = subprocess.Popen([VSXCTL, "-c", ctl, "upgrade", "--exec", progs["slow"]],
@@ -227,10 +229,27 @@ try:
           guest.cmd("wait-closed"))
     check("the same front-end connection serves on (no setup again)",
           guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
+    after = vsxdtest.metric_values(metrics)
+    st = status()
+    moved = ['vsxd_bytes_total{vm="web",direction="guest_to_host"}',
+             'vsxd_bytes_total{vm="web",direction="host_to_guest"}']
+    opened = 'vsxd_connections_opened_total{vm="web"}'
+    closed = [k for k in before if k.startswith("vsxd_connections_closed_total")]
+    check("the counters go on in the new process: bytes as they were (%s), one "
+          "connection more opened (%s -> %s), the closed ones by reason as they were"
+          % ([before.get(k) for k in moved], before.get(opened), after.get(opened)),
+          all(before.get(k, 0) > 0 and after.get(k) == before[k] for k in moved) and
+          after.get(opened) == before.get(opened, 0) + 1 and before.get(opened, 0) > 0 and
+          closed and all(after.get(k) == before[k] for k in closed),
+          str([(k, before.get(k), after.get(k)) for k in moved + [opened] + closed]))
+    check("vsxctl status: conns-opened goes on (%s -> %s)"
+          % (st_before.get("conns_opened"), st.get("conns_opened")),
+          int(st.get("conns_opened", 0)) == int(st_before.get("conns_opened", -1)) + 1,
+          str(st))
     check("new connections both ways after the handoff", both_ways(guest, 8000))
     m = metric_lines()
     want_m = ["vsxd_generation 2", 'vsxd_start_mode{mode="handed-over"} 1',
-              "vsxd_handoff_listeners 4", "vsxd_handoffs_failed_total 0"]
+              "vsxd_handoff_listeners 4", "vsxd_handoffs_failed_total 6"]
     check("the metrics endpoint answers (its listener handed over): %s"
           % ", ".join(want_m), all(w in m for w in want_m),
           str([l for l in m if l.startswith("vsxd_") and "handoff" in l or

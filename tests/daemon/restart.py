@@ -25,9 +25,10 @@
 #                line names them, vsxd closes them (a pipe's reader sees
 #                EOF) and drops them from the store, the device goes on
 #   restart      SIGTERM then a start with the store (systemctl restart):
-#                vsxd exits 0 leaving its devices, listening sockets and
-#                the connection's host socket in the store; the new process
-#                takes them back (start-mode restarted): same front-end,
+#                vsxd exits 0 leaving its devices, listening sockets, the
+#                connection's host socket and its counters in the store;
+#                the new process takes them back (start-mode restarted,
+#                the counters going on where they were): same front-end,
 #                the connection goes on both ways (every byte checked), its
 #                socket leaves the store, new ones work both ways
 #   stop         SIGTERM (systemctl stop): exit 0, the store is left to the
@@ -273,13 +274,22 @@ try:
     # ---- systemctl restart: SIGTERM, the store kept, started again ----
     check("restart: a connection carries data both ways",
           vsxdtest.open_conn(guest, uds, 5500))
-    gen = int(status().get("generation", 0))
+    st0 = status()
+    gen = int(st0.get("generation", 0))
     starts = svc.starts
     nmsg = len(svc.messages)
     t0 = time.monotonic()
     svc.restart()
     up = svc.wait(lambda: svc.starts > starts and svc.ready)
     t_up = time.monotonic()
+    st = status()
+    check("restart: the counters go on (conns-opened %s, then %s; the counters "
+          "record taken back, a log line)" % (st0.get("conns_opened"),
+                                             st.get("conns_opened")),
+          int(st0.get("conns_opened", 0)) > 0 and
+          st.get("conns_opened") == st0.get("conns_opened") and
+          "counters: going on from the earlier process's (1 VM)" in log_text() and
+          svc.wait(lambda: "counters" not in svc.names()), str(svc.names()))
     listeners = [m for m in svc.messages[nmsg:]
                  if m.startswith("FDSTORE=1") and "FDNAME=listen." in m]
     # (the file has no metrics since the guest-cid change above)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -618,4 +619,210 @@ Test(state, resealed_bad_connections_are_refused)
 	reseal(buf, len);
 	cr_assert_eq(decode(buf, len, why, sizeof(why)), 0, "%s", why);
 	free(buf);
+}
+
+/* ---- The counters record ---- */
+
+static void counters_sample(struct vsxd_counters *c, struct vsxd_counters_vm vms[2])
+{
+	memset(c, 0, sizeof(*c));
+	memset(vms, 0, 2 * sizeof(vms[0]));
+	for (unsigned i = 0; i < VSXD_CNT_COUNT; i++)
+		c->c[i] = 1000 + i;
+	c->c[VSXD_CNT_POLL_HITS] = 1ull << 40;
+	strcpy(vms[0].name, "web-1");
+	vms[0].opened = 12;
+	vms[0].to_guest = 1ull << 35;
+	vms[0].from_guest = 77;
+	vms[0].credit_stalls = 3;
+	vms[0].closed[1] = 5;
+	vms[0].reset[2] = 6;
+	vms[0].refused[15] = 7;
+	strcpy(vms[1].name, "db");
+	vms[1].opened = 1;
+	c->nreasons = 16;
+	c->nvms = 2;
+	c->vms = vms;
+}
+
+static uint8_t *counters_encode(const struct vsxd_counters *c, size_t *len)
+{
+	size_t n = vsxd_counters_size(c);
+	uint8_t *buf = malloc(n);
+	long r;
+
+	cr_assert(buf);
+	r = vsxd_counters_encode(c, buf, n);
+	cr_assert_eq(r, (long)n, "encode: %ld, size %zu", r, n);
+	*len = n;
+	return buf;
+}
+
+/* Put a right length and crc on @buf (@len bytes). */
+static void counters_seal(uint8_t *buf, size_t len)
+{
+	uint32_t crc = vsxd_crc32(buf + 20, len - 20);
+
+	for (unsigned i = 0; i < 4; i++) {
+		buf[12 + i] = (uint8_t)(len >> (8 * i));
+		buf[16 + i] = (uint8_t)(crc >> (8 * i));
+	}
+}
+
+static int counters_decode(const uint8_t *buf, size_t len, char *why, size_t whylen)
+{
+	struct vsxd_counters d;
+	int r = vsxd_counters_decode(buf, len, &d, why, whylen);
+
+	if (r == 0)
+		vsxd_counters_clear(&d);
+	else
+		cr_assert(d.nvms == 0 && d.vms == NULL && d.c[0] == 0);
+	return r;
+}
+
+Test(counters, round_trip)
+{
+	struct vsxd_counters c, d;
+	struct vsxd_counters_vm vms[2];
+	char why[128] = "";
+	uint8_t *buf;
+	size_t len;
+
+	counters_sample(&c, vms);
+	buf = counters_encode(&c, &len);
+	cr_assert_eq(len, 32 + 8 * VSXD_CNT_COUNT + 2 * (1 + 4 * 8 + 3 * 16 * 8) + 5 + 2,
+		     "%zu bytes", len);
+	cr_assert_eq(vsxd_counters_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(memcmp(d.c, c.c, sizeof(c.c)), 0);
+	cr_assert_eq(d.nreasons, 16);
+	cr_assert_eq(d.nvms, 2);
+	cr_assert_str_eq(d.vms[0].name, "web-1");
+	cr_assert_str_eq(d.vms[1].name, "db");
+	cr_assert_eq(d.vms[0].to_guest, 1ull << 35);
+	cr_assert_eq(d.vms[0].from_guest, 77);
+	cr_assert_eq(d.vms[0].credit_stalls, 3);
+	cr_assert_eq(d.vms[0].closed[1], 5);
+	cr_assert_eq(d.vms[0].reset[2], 6);
+	cr_assert_eq(d.vms[0].refused[15], 7);
+	cr_assert_eq(d.vms[1].opened, 1);
+	vsxd_counters_clear(&d);
+	free(buf);
+}
+
+Test(counters, through_a_memfd)
+{
+	struct vsxd_counters c, d;
+	struct vsxd_counters_vm vms[2];
+	char why[128] = "";
+	int fd, p[2];
+
+	counters_sample(&c, vms);
+	fd = vsxd_counters_memfd(&c);
+	cr_assert_geq(fd, 0, "%s", strerror(-fd));
+	/* read from offset 0, wherever the file's offset is */
+	cr_assert_eq(vsxd_counters_read(fd, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(d.vms[0].to_guest, 1ull << 35);
+	vsxd_counters_clear(&d);
+	close(fd);
+	/* not a file: refused by value, with a reason */
+	cr_assert_eq(pipe(p), 0);
+	cr_assert_eq(vsxd_counters_read(p[0], &d, why, sizeof(why)), -EINVAL);
+	cr_assert(strstr(why, "not a file"), "%s", why);
+	close(p[0]);
+	close(p[1]);
+}
+
+Test(counters, every_truncation_and_flipped_byte_is_refused)
+{
+	struct vsxd_counters c;
+	struct vsxd_counters_vm vms[2];
+	uint8_t *buf;
+	size_t len;
+
+	counters_sample(&c, vms);
+	buf = counters_encode(&c, &len);
+	for (size_t n = 0; n < len; n++) {
+		char why[128] = "";
+
+		cr_assert_eq(counters_decode(buf, n, why, sizeof(why)), -EBADMSG, "%zu", n);
+		cr_assert(why[0], "no reason for %zu bytes", n);
+	}
+	for (size_t i = 0; i < len; i++) {
+		int r;
+
+		buf[i] ^= 0x10;
+		r = counters_decode(buf, len, NULL, 0);
+		cr_assert(r == -EBADMSG || r == -EPROTONOSUPPORT, "byte %zu flipped: %d", i, r);
+		buf[i] ^= 0x10;
+	}
+	cr_assert_eq(counters_decode(buf, len, NULL, 0), 0);
+	free(buf);
+}
+
+Test(counters, later_releases_counters_are_read_as_far_as_known)
+{
+	struct vsxd_counters c, d;
+	struct vsxd_counters_vm vms[2];
+	uint8_t *buf, *big;
+	size_t len, off = 32 + 8 * VSXD_CNT_COUNT;
+	char why[128] = "";
+
+	/* a writer that knows two more counters: they sit after ours */
+	counters_sample(&c, vms);
+	c.nvms = 0;
+	buf = counters_encode(&c, &len);
+	big = calloc(1, len + 16);
+	cr_assert(big);
+	memcpy(big, buf, off);
+	memset(big + off, 0xee, 16);
+	memcpy(big + off + 16, buf + off, len - off);
+	big[24] = (uint8_t)(VSXD_CNT_COUNT + 2);
+	counters_seal(big, len + 16);
+	cr_assert_eq(vsxd_counters_decode(big, len + 16, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(memcmp(d.c, c.c, sizeof(c.c)), 0);
+	vsxd_counters_clear(&d);
+	free(big);
+	free(buf);
+}
+
+Test(counters, bad_values_are_refused_by_value)
+{
+	struct vsxd_counters c;
+	struct vsxd_counters_vm vms[2];
+	uint8_t *buf;
+	size_t len;
+	char why[128] = "";
+
+	counters_sample(&c, vms);
+	strcpy(vms[1].name, "web-1");
+	buf = counters_encode(&c, &len);
+	cr_assert_eq(counters_decode(buf, len, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "a VM named twice"), "%s", why);
+	free(buf);
+
+	counters_sample(&c, vms);
+	buf = counters_encode(&c, &len);
+	buf[8] = 2;              /* version 2 */
+	counters_seal(buf, len);
+	cr_assert_eq(counters_decode(buf, len, why, sizeof(why)), -EPROTONOSUPPORT);
+	cr_assert(strstr(why, "version 2"), "%s", why);
+	buf[8] = 1;
+	buf[28] = 1;             /* reserved */
+	counters_seal(buf, len);
+	cr_assert_eq(counters_decode(buf, len, why, sizeof(why)), -EBADMSG);
+	buf[28] = 0;
+	buf[26] = 65;            /* nreasons over the limit */
+	counters_seal(buf, len);
+	cr_assert_eq(counters_decode(buf, len, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "65 reasons"), "%s", why);
+	free(buf);
+
+	/* what the decoder would refuse is not written */
+	counters_sample(&c, vms);
+	strcpy(vms[0].name, "a b");
+	cr_assert_eq(vsxd_counters_encode(&c, NULL, 0), -EINVAL);
+	counters_sample(&c, vms);
+	c.nreasons = VSXD_COUNTERS_MAX + 1;
+	cr_assert_eq(vsxd_counters_encode(&c, NULL, 0), -EINVAL);
 }

@@ -147,3 +147,16 @@ def metric_lines(addr):
             return r.read().decode().splitlines()
     except OSError:
         return []
+
+
+def metric_values(addr):
+    """The samples of http://@addr/metrics: {"name{labels}": value}."""
+    out = {}
+    for line in metric_lines(addr):
+        if line and not line.startswith("#"):
+            k, _, v = line.rpartition(" ")
+            try:
+                out[k] = float(v)
+            except ValueError:
+                pass
+    return out

@@ -390,6 +390,8 @@ struct vsxb_router_stats {
 };
 
 void vsxb_router_get_stats(const struct vsxb_router *r, struct vsxb_router_stats *out);
+/* Add @add's totals (not conns) to @r's, as vsxb_vm_add_counters. */
+void vsxb_router_add_stats(struct vsxb_router *r, const struct vsxb_router_stats *add);
 
 /* ---- Restarts (vsxd(8) RESTARTS) ---- */
 
@@ -528,5 +530,10 @@ struct vsxb_vm_counters {
 /* Fill @out for @vm: the counters, and a walk of its connections for the
  * rest (conns, queued_bytes); nothing is allocated. */
 void vsxb_vm_get_counters(const struct vsxb_vm *vm, struct vsxb_vm_counters *out);
+
+/* Add @add's running totals (opened, closed, reset, refused, bytes,
+ * credit_stalls; not conns or queued_bytes) to @vm's: what an earlier
+ * process counted, when a handoff or restart goes on where it stopped. */
+void vsxb_vm_add_counters(struct vsxb_vm *vm, const struct vsxb_vm_counters *add);
 
 #endif

@@ -23,6 +23,9 @@ void vsxb__vm_warn(struct vsxb_vm *vm, const char *fmt, ...)
 void vsxb__conn_why(struct conn *c, int reason, int err);
 /* @c just became ESTABLISHED: report OPEN. */
 void vsxb__conn_opened(struct conn *c);
+/* @c was made again from a live handoff's or restart's record: OPEN
+ * reported, not counted (the earlier process counted it). */
+void vsxb__conn_reopened(struct conn *c);
 /* @c ends (vsxb__conn_kill): CLOSE, RESET or REFUSE by its cause. */
 void vsxb__conn_ended(struct conn *c);
 /* A limit that forbids @n more connections in @vm (enum vsxb_limit_kind),

@@ -192,12 +192,13 @@ static void count_event(struct vsxb_vm *vm, int type, int why)
 	}
 }
 
-static void conn_event(struct conn *c, int type)
+static void conn_event_as(struct conn *c, int type, bool count)
 {
 	struct vsxb_router *r = c->vm->r;
 	struct vsxb_conn_event ev = { .type = type };
 
-	count_event(c->vm, type, c->why);
+	if (count)
+		count_event(c->vm, type, c->why);
 	if (!r->ev_fn)
 		return;
 	vsxb__conn_info(c, &ev.ci);
@@ -214,6 +215,11 @@ static void conn_event(struct conn *c, int type)
 	r->ev_fn(r->ev_arg, &ev);
 }
 
+static void conn_event(struct conn *c, int type)
+{
+	conn_event_as(c, type, true);
+}
+
 void vsxb__conn_opened(struct conn *c)
 {
 	if (c->opened || c->dead)
@@ -221,6 +227,15 @@ void vsxb__conn_opened(struct conn *c)
 	c->opened = true;
 	c->opened_ms = mono_ms();
 	conn_event(c, VSXB_CONN_EV_OPEN);
+}
+
+void vsxb__conn_reopened(struct conn *c)
+{
+	if (c->opened || c->dead)
+		return;
+	c->opened = true;
+	c->opened_ms = mono_ms();
+	conn_event_as(c, VSXB_CONN_EV_OPEN, false);
 }
 
 void vsxb__refuse(struct vsxb_vm *vm, uint16_t type, uint32_t guest_port,

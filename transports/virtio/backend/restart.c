@@ -289,9 +289,10 @@ int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 			vsxb__conn_schedule(made[i]);
 		if (made[i]->ops->sync)
 			made[i]->ops->sync(made[i]);
-		/* OPEN again: vsxd's record of them (fdstore.c) and its
-		 * metrics are this process's */
-		vsxb__conn_opened(made[i]);
+		/* OPEN again for vsxd's record of them (fdstore.c) and its
+		 * log; not counted again: the counters go on from the
+		 * earlier process's (daemon/counters.h) */
+		vsxb__conn_reopened(made[i]);
 	}
 	if (!err && kept)
 		*kept = nmade;

@@ -91,6 +91,15 @@ void vsxb_router_get_stats(const struct vsxb_router *r, struct vsxb_router_stats
 	};
 }
 
+void vsxb_router_add_stats(struct vsxb_router *r, const struct vsxb_router_stats *add)
+{
+	vsxb_add(&r->st.opened, add->opened);
+	vsxb_add(&r->st.refused, add->refused);
+	vsxb_add(&r->st.refused_limit_vm, add->refused_limit_vm);
+	vsxb_add(&r->st.refused_limit_conns, add->refused_limit_conns);
+	vsxb_add(&r->st.reset_limit_memory, add->reset_limit_memory);
+}
+
 void vsxb__router_set_counter_base(struct vsxb_router *r, uint32_t base)
 {
 	vsxb__world_stop(r);
@@ -500,6 +509,21 @@ void vsxb_vm_get_counters(const struct vsxb_vm *vm, struct vsxb_vm_counters *out
 		if (q)
 			out->queued_bytes += q->bytes;
 	}
+	vsxb__world_start(vm->r);
+}
+
+void vsxb_vm_add_counters(struct vsxb_vm *vm, const struct vsxb_vm_counters *add)
+{
+	vsxb__world_stop(vm->r);
+	vm->ct.opened += add->opened;
+	for (unsigned k = 0; k < VSXB_REASON_COUNT; k++) {
+		vm->ct.closed[k] += add->closed[k];
+		vm->ct.reset[k] += add->reset[k];
+		vm->ct.refused[k] += add->refused[k];
+	}
+	vm->ct.to_guest_bytes += add->to_guest_bytes;
+	vm->ct.from_guest_bytes += add->from_guest_bytes;
+	vm->ct.credit_stalls += add->credit_stalls;
 	vsxb__world_start(vm->r);
 }
 
