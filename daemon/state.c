@@ -672,13 +672,17 @@ void vsxd_state_clear(struct vsxd_state *s)
 
 static void put_counters(struct wr *w, const struct vsxd_counters *c)
 {
+	/* (a record over the limits is measured as if it had none: the
+	 * encoder refuses it anyway) */
+	unsigned nr = c->nreasons > VSXD_COUNTERS_MAX ? 0 : c->nreasons;
+
 	put(w, VSXD_COUNTERS_MAGIC, 8);
 	put_le(w, VSXD_COUNTERS_VERSION, 4);
 	put_le(w, 0, 4);  /* length, filled in */
 	put_le(w, 0, 4);  /* crc, filled in */
 	put_le(w, c->nvms, 4);
 	put_le(w, VSXD_CNT_COUNT, 2);
-	put_le(w, c->nreasons, 2);
+	put_le(w, nr, 2);
 	put_le(w, 0, 4);
 	for (unsigned i = 0; i < VSXD_CNT_COUNT; i++)
 		put_le(w, c->c[i], 8);
@@ -690,11 +694,11 @@ static void put_counters(struct wr *w, const struct vsxd_counters *c)
 		put_le(w, v->to_guest, 8);
 		put_le(w, v->from_guest, 8);
 		put_le(w, v->credit_stalls, 8);
-		for (unsigned k = 0; k < c->nreasons; k++)
+		for (unsigned k = 0; k < nr; k++)
 			put_le(w, v->closed[k], 8);
-		for (unsigned k = 0; k < c->nreasons; k++)
+		for (unsigned k = 0; k < nr; k++)
 			put_le(w, v->reset[k], 8);
-		for (unsigned k = 0; k < c->nreasons; k++)
+		for (unsigned k = 0; k < nr; k++)
 			put_le(w, v->refused[k], 8);
 	}
 }
@@ -709,13 +713,16 @@ size_t vsxd_counters_size(const struct vsxd_counters *c)
 
 long vsxd_counters_encode(const struct vsxd_counters *c, void *buf, size_t cap)
 {
-	size_t len = vsxd_counters_size(c);
 	struct wr w = { .p = buf, .cap = cap };
 	uint8_t *p = buf;
+	size_t len;
 	uint32_t crc;
 
 	if (c->nvms > VSXD_STATE_MAX_VMS || (c->nvms && !c->vms) ||
-	    c->nreasons > VSXD_COUNTERS_MAX || len > VSXD_STATE_MAX_LEN)
+	    c->nreasons > VSXD_COUNTERS_MAX)
+		return -EINVAL;
+	len = vsxd_counters_size(c);
+	if (len > VSXD_STATE_MAX_LEN)
 		return -EINVAL;
 	for (unsigned i = 0; i < c->nvms; i++)
 		if (!vm_name_ok(c->vms[i].name))
