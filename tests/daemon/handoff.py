@@ -16,9 +16,12 @@
 #                back-end go, it holds as many descriptors as before;
 #                afterwards new connections work
 #   handoff      vsxctl upgrade to a vsxd that starts 1 s late: a host
-#                program that connects to the uds-path meanwhile and a
-#                control client are answered by the new process (backlogs
-#                kept, no refusal); vsxctl says what was handed over and
+#                program that connects to the uds-path meanwhile, a
+#                control client and a vhost-user request of the front-end
+#                are answered by the new process (backlogs kept, no
+#                refusal, no message lost); the counters go on (bytes,
+#                opened, closed, failed handoffs); vsxctl says what was
+#                handed over and
 #                exits 0; the old process exited 0; the new one says
 #                start-mode handed-over, generation 2, 4 listeners; the
 #                same front-end connection serves on (no setup again) and
@@ -183,8 +186,15 @@ try:
     cc.settimeout(15)
     cc.connect(ctl)
     cc.sendall(b"vsx-control=3\ncmd=status\n\n")
+    # and the front-end sends a vhost-user request (GET_FEATURES), which
+    # waits in the socket: the old process's workers are parked
+    alive = guest.cmd("backend") and guest.line.endswith("alive=1")
+    t_vu = time.monotonic() - t0
     out = up.communicate(timeout=60)[0].strip()
     t_up = time.monotonic() - t0
+    check("a vhost-user request the front-end sent during the handoff was answered "
+          "by the new process (after %.1f s: it starts 1 s in)" % t_vu,
+          alive and t_vu >= 1.0, guest.line)
     check("upgrade: vsxctl exits 0 (%.1f s)" % t_up, up.returncode == 0, out)
     check("upgrade: it says what was handed over",
           out.startswith("handed over to vsxd pid ") and
