@@ -68,11 +68,13 @@ def log_text():
 
 
 def record_v1(buf):
-    """The state record @buf (version 2, daemon/state.h) as the release
-    before wrote it: version 1, connections by their addresses."""
+    """The state record @buf (version 3 of running VMs, daemon/state.h) as
+    the release before last wrote it: version 1, connections by their
+    addresses, no ring bases."""
     import struct
     import zlib
     length, nvms = struct.unpack_from("<I", buf, 12)[0], struct.unpack_from("<I", buf, 20)[0]
+    assert buf[8] == 3
     body, off = b"", 32
 
     def sstr(o):
@@ -84,9 +86,11 @@ def record_v1(buf):
         off += 8
         for _ in range(nreg):
             off = sstr(off + 32)
-        for _ in range(nq):
-            off = sstr(sstr(off + 28))
         body += buf[start:off]
+        for _ in range(nq):
+            end = sstr(sstr(off + 28))
+            body += buf[off:end]
+            off = end + 2       # (the ring's base: 0 in a running VM)
         for _ in range(nconns):
             body += buf[off:off + 33]
             off = sstr(sstr(off + 33 + 8 + 4 + 36 + 16))
