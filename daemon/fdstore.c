@@ -16,7 +16,12 @@
  *                     stored device, and its connections
  *
  * A device's names are replaced (FDSTOREREMOVE=1, then FDSTORE=1) each time
- * it starts or changes, and removed when it stops; the record is rewritten
+ * it starts or changes, and removed when it stops. A device whose VM is
+ * paused (QEMU stop: every ring stopped by GET_VRING_BASE) stays, without
+ * kick eventfds, its rings recorded where they stopped (state.h, version
+ * 3), and is taken back paused; while its rings are half stopped, or set
+ * up again at cont, it is out of the store (until the start that follows,
+ * a crash loses it, as before). The record is rewritten
  * in place each time, and at each connection open and close (control
  * path: the data path makes no call here).
  *
@@ -133,6 +138,8 @@ static void store_remove(struct vsxd_fdstore *fs, const char *name)
 /* Every name of @v's device leaves the store. */
 static void remove_vm_names(struct vsxd_fdstore *fs, const struct vsxd_state_vm *v)
 {
+	if (!*v->conn)
+		return;  /* none stored: a paused device between states */
 	store_remove(fs, v->conn);
 	for (unsigned i = 0; i < v->nregions; i++) {
 		bool first = true;
@@ -143,7 +150,8 @@ static void remove_vm_names(struct vsxd_fdstore *fs, const struct vsxd_state_vm 
 			store_remove(fs, v->region[i].fd);
 	}
 	for (unsigned i = 0; i < v->nqueues; i++) {
-		store_remove(fs, v->queue[i].kick);
+		if (*v->queue[i].kick)
+			store_remove(fs, v->queue[i].kick);
 		if (*v->queue[i].call)
 			store_remove(fs, v->queue[i].call);
 	}
@@ -154,6 +162,9 @@ static unsigned rec_count(const struct vsxd_state_vm *v)
 {
 	unsigned n = 1;
 
+	if (!*v->conn)
+		return 0;
+
 	for (unsigned i = 0; i < v->nregions; i++) {
 		bool first = true;
 
@@ -162,7 +173,7 @@ static unsigned rec_count(const struct vsxd_state_vm *v)
 		n += first;
 	}
 	for (unsigned i = 0; i < v->nqueues; i++)
-		n += *v->queue[i].call ? 2 : 1;
+		n += !!*v->queue[i].kick + !!*v->queue[i].call;
 	return n;
 }
 
@@ -185,16 +196,34 @@ static void write_record(struct vsxd_fdstore *fs)
 		.nvms = fs->nrecs,
 		.vms = fs->recs,
 	};
+	struct vsxd_state_vm *held = NULL;
 	size_t len;
 	uint8_t *buf;
 	long n;
 
 	if (fs->memfd < 0)
 		return;
+	/* a paused device between states is not in the record (only its
+	 * connections are kept, for when it is again) */
+	for (unsigned i = 0; i < fs->nrecs && !held; i++) {
+		if (*fs->recs[i].conn)
+			continue;
+		held = malloc(fs->nrecs * sizeof(*held));
+		if (!held) {
+			fs_log(fs, LOG_ERR, "restart state: out of memory: not updated");
+			return;
+		}
+		s.nvms = 0;
+		s.vms = held;
+		for (unsigned k = 0; k < fs->nrecs; k++)
+			if (*fs->recs[k].conn)
+				held[s.nvms++] = fs->recs[k];
+	}
 	len = vsxd_state_size(&s);
 	buf = malloc(len);
 	if (!buf) {
 		fs_log(fs, LOG_ERR, "restart state: out of memory: not updated");
+		free(held);
 		return;
 	}
 	n = vsxd_state_encode(&s, buf, len);
@@ -209,6 +238,7 @@ static void write_record(struct vsxd_fdstore *fs)
 		fs->rec_len = (size_t)n;
 	}
 	free(buf);
+	free(held);
 }
 
 static int rec_find(const struct vsxd_fdstore *fs, const char *name)
@@ -236,7 +266,7 @@ static unsigned names_needed(const struct vsxu_vu_state *st)
 	unsigned n = 1 + st->nregions;
 
 	for (unsigned i = 0; i < st->nqueues; i++)
-		n += st->queue[i].call_fd >= 0 ? 2 : 1;
+		n += (st->queue[i].kick_fd >= 0) + (st->queue[i].call_fd >= 0);
 	return n;
 }
 
@@ -263,6 +293,7 @@ int vsxd_state_vm_fill(struct vsxd_state_vm *v, const struct vsxu_vu_state *st,
 	snprintf(v->conn, sizeof(v->conn), "vm.%s.conn", nm);
 	v->features = st->features;
 	v->protocol_features = st->protocol_features;
+	v->paused = st->paused;
 	v->nregions = st->nregions;
 	v->nqueues = st->nqueues;
 	err = store(arg, v->conn, st->conn_fd);
@@ -302,9 +333,14 @@ int vsxd_state_vm_fill(struct vsxd_state_vm *v, const struct vsxu_vu_state *st,
 		g->desc = q->desc;
 		g->avail = q->avail;
 		g->used = q->used;
-		snprintf(g->kick, sizeof(g->kick), "vm.%s.kick%u", nm, q->index);
+		g->base = q->base;
+		g->kick[0] = '\0';
 		g->call[0] = '\0';
-		err = store(arg, g->kick, q->kick_fd);
+		/* a paused VM's stopped ring has none */
+		if (q->kick_fd >= 0) {
+			snprintf(g->kick, sizeof(g->kick), "vm.%s.kick%u", nm, q->index);
+			err = store(arg, g->kick, q->kick_fd);
+		}
 		if (!err && q->call_fd >= 0) {
 			snprintf(g->call, sizeof(g->call), "vm.%s.call%u", nm, q->index);
 			err = store(arg, g->call, q->call_fd);
@@ -314,7 +350,7 @@ int vsxd_state_vm_fill(struct vsxd_state_vm *v, const struct vsxu_vu_state *st,
 }
 
 void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
-			 uint64_t guest_cid, const struct vsxu_vu_state *st)
+			 uint64_t guest_cid, const struct vsxu_vu_state *st, bool held)
 {
 	struct vsxd_fdstore *fs = arg;
 	unsigned others;
@@ -327,6 +363,15 @@ void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
 	i = rec_find(fs, name);
 	if (i >= 0)
 		remove_vm_names(fs, &fs->recs[i]);
+	if (!st && held && i >= 0) {
+		/* no descriptors to keep for now, the connections stay known */
+		struct vsxd_state_vm *v = &fs->recs[i];
+
+		v->conn[0] = '\0';
+		v->paused = false;
+		v->nregions = v->nqueues = 0;
+		goto out;
+	}
 	if (!st) {
 		if (i >= 0)
 			rec_drop(fs, (unsigned)i);
@@ -494,7 +539,7 @@ out:
 
 void vsxd_fdstore_forget(struct vsxd_fdstore *fs, const char *name)
 {
-	vsxd_fdstore_device(fs, NULL, name, 0, NULL);
+	vsxd_fdstore_device(fs, NULL, name, 0, NULL, false);
 }
 
 /* ---- Start ---- */
@@ -696,6 +741,7 @@ static const char *build_state(struct vsxd_fdstore *fs, const struct vsxd_state_
 		return "more regions or rings than a device has";
 	st->features = v->features;
 	st->protocol_features = v->protocol_features;
+	st->paused = v->paused;
 	st->conn_fd = take_fd(fs, v->conn, false);
 	if (st->conn_fd < 0)
 		return "its vhost-user connection is missing";
@@ -717,10 +763,12 @@ static const char *build_state(struct vsxd_fdstore *fs, const struct vsxd_state_
 		st->queue[i] = (struct vsxu_vu_queue_state){
 			.index = g->index, .num = g->num, .enabled = g->enabled,
 			.desc = g->desc, .avail = g->avail, .used = g->used,
-			.kick_fd = take_fd(fs, g->kick, false),
+			.base = g->base,
+			.kick_fd = *g->kick ? take_fd(fs, g->kick, false) : -1,
 			.call_fd = *g->call ? take_fd(fs, g->call, false) : -1,
 		};
-		if (st->queue[i].kick_fd < 0 || (*g->call && st->queue[i].call_fd < 0))
+		if ((*g->kick && st->queue[i].kick_fd < 0) ||
+		    (*g->call && st->queue[i].call_fd < 0))
 			return "a ring's kick or call eventfd is missing";
 	}
 	return NULL;
@@ -866,7 +914,14 @@ void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char 
 	fs->info.vms_recovered++;
 	fs->info.conns_ended += v->nconns - kept;
 	fs->info.conns_kept += kept;
-	if (kept)
+	if (v->paused)
+		fs_log(fs, LOG_NOTICE, "vm %s: %s: device taken back paused (its VM is "
+		       "stopped; it goes on at cont) on its vhost-user connection, %u "
+		       "connection%s kept, %u ended (RST to the guest at cont)", name,
+		       fs->handoff ? "handed over" : fs->info.listeners ? "restarted"
+				   : "recovered after a crash",
+		       kept, kept == 1 ? "" : "s", v->nconns - kept);
+	else if (kept)
 		fs_log(fs, LOG_NOTICE, "vm %s: %s: device resumed on its vhost-user "
 		       "connection, %u connection%s kept, %u ended (RST to the guest)", name,
 		       fs->handoff ? "handed over" : "restarted", kept, kept == 1 ? "" : "s",

@@ -42,7 +42,7 @@ void vsxd_fdstore_ready(struct vsxd_fdstore *fs);
 
 /* The backend's hooks (arg: the store). */
 void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
-			 uint64_t guest_cid, const struct vsxu_vu_state *st);
+			 uint64_t guest_cid, const struct vsxu_vu_state *st, bool held);
 void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev);
 
 /* Fill @v (its name set) from the device state @st, naming each

@@ -9,7 +9,9 @@
  *    thread, serves nothing while it waits below. A vhost-user message
  *    QEMU sends meanwhile waits in its socket, a program connecting to a
  *    listener waits in the backlog.
- * 2. The state: each running device (vsxb_vm_device_state) goes into the
+ * 2. The state: each running or paused device (vsxb_vm_device_state; a
+ *    paused one, QEMU's stop, without kick eventfds, its rings where
+ *    GET_VRING_BASE left them) goes into the
  *    state record of state.h, its descriptors named as in systemd's file
  *    descriptor store (fdstore.c: vm.NAME.conn, .memK, .kickQ, .callQ),
  *    with the connections each VM has; every listening socket of the
@@ -162,12 +164,8 @@ static int collect_vms(const struct vsxd_handoff_opts *o, struct vsxd_state *s,
 			continue;        /* no front-end: its listener is all */
 		if (r == -EAGAIN) {
 			why_set(why, whylen, "vm %s: its front-end is still setting the "
-				"device up; try again", vi.name);
-			return r;
-		}
-		if (r == -EBUSY) {
-			why_set(why, whylen, "vm %s is paused (its rings are stopped): a "
-				"paused device cannot be handed over", vi.name);
+				"device up, or stopping or restarting its rings; try again",
+				vi.name);
 			return r;
 		}
 		if (r < 0) {

@@ -140,6 +140,8 @@ static const char *vm_bad(const struct vsxd_state_vm *v, unsigned version)
 
 	if (!vm_name_ok(v->name))
 		return "bad VM name";
+	if (v->paused && version < 3)
+		return "a paused VM in a record of version 1 or 2";
 	if (!vsxd_fdname_ok(v->conn))
 		return "bad connection FDNAME";
 	if (!v->nregions || v->nregions > VSXD_STATE_MAX_REGIONS)
@@ -165,7 +167,12 @@ static const char *vm_bad(const struct vsxd_state_vm *v, unsigned version)
 		seen[q->index] = true;
 		if (!pow2_num(q->num))
 			return "bad queue size";
-		if (!vsxd_fdname_ok(q->kick) || (*q->call && !vsxd_fdname_ok(q->call)))
+		if (v->paused && (*q->kick || q->enabled))
+			return "a paused VM with a started ring";
+		if (q->base > 0xffff || (!v->paused && q->base))
+			return "a ring's stop index in a running VM, or out of range";
+		if ((!v->paused && !vsxd_fdname_ok(q->kick)) ||
+		    (*q->call && !vsxd_fdname_ok(q->call)))
 			return "bad queue FDNAME";
 	}
 	for (unsigned i = 0; i < v->nconns; i++) {
@@ -257,7 +264,7 @@ static void put_vm(struct wr *w, const struct vsxd_state_vm *v, unsigned version
 	put_le(w, v->protocol_features, 8);
 	put_le(w, v->nregions, 1);
 	put_le(w, v->nqueues, 1);
-	put_le(w, 0, 2);
+	put_le(w, v->paused ? 1 : 0, 2);
 	put_le(w, v->nconns, 4);
 	for (unsigned i = 0; i < v->nregions; i++) {
 		const struct vsxd_state_region *r = &v->region[i];
@@ -279,6 +286,8 @@ static void put_vm(struct wr *w, const struct vsxd_state_vm *v, unsigned version
 		put_le(w, q->used, 8);
 		put_str(w, q->kick);
 		put_str(w, q->call);
+		if (version >= 3)
+			put_le(w, q->base, 2);
 	}
 	for (unsigned i = 0; i < v->nconns; i++) {
 		const struct vsxd_state_conn *c = &v->conns[i];
@@ -469,7 +478,7 @@ static void get_conn2(struct rd *r, struct vsxd_state_conn *c)
 static int get_vm(struct rd *r, struct vsxd_state_vm *v, unsigned version)
 {
 	size_t conn_min = version >= 2 ? VSXD_STATE_V2_CONN : VSXD_STATE_V1_CONN;
-
+	unsigned vflags;
 	const char *bad;
 
 	get_str(r, v->name, sizeof(v->name));
@@ -479,8 +488,10 @@ static int get_vm(struct rd *r, struct vsxd_state_vm *v, unsigned version)
 	v->protocol_features = get_le(r, 8);
 	v->nregions = get_le(r, 1);
 	v->nqueues = get_le(r, 1);
-	if (get_le(r, 2) && !r->err)
-		r->err = "reserved bits set";
+	vflags = (unsigned)get_le(r, 2);
+	if (vflags & ~(version >= 3 ? 1u : 0u) && !r->err)
+		r->err = version >= 3 ? "unknown VM flags" : "reserved bits set";
+	v->paused = vflags & 1;
 	v->nconns = get_le(r, 4);
 	if (r->err)
 		return -EBADMSG;
@@ -519,6 +530,8 @@ static int get_vm(struct rd *r, struct vsxd_state_vm *v, unsigned version)
 		q->used = get_le(r, 8);
 		get_str(r, q->kick, sizeof(q->kick));
 		get_str(r, q->call, sizeof(q->call));
+		if (version >= 3)
+			q->base = get_le(r, 2);
 	}
 	if (r->err)
 		return -EBADMSG;

@@ -5,16 +5,19 @@
  * negotiated, its memory table, its rings, and its connections: their
  * addresses (version 1 and 2) and, from version 2, everything a new
  * process needs to go on with them (state, credit counters, shutdown
- * bits, the bytes vsxd held for either side, the host socket's FDNAME).
+ * bits, the bytes vsxd held for either side, the host socket's FDNAME);
+ * from version 3, a device its VM paused (QEMU stop): its rings stopped,
+ * each where GET_VRING_BASE left it.
  *
  * The descriptors are named, not numbered: the record refers to each one
  * by the FDNAME it was stored under (sd_pid_notify_with_fds(3)), and the
  * new process gets them back with those names in $LISTEN_FDNAMES.
  *
- * Format, version 2 (version 1 is the same but for the connection record,
- * which stops after its type byte; both are read, VSXD_STATE_VERSION is
- * written); every integer little-endian, a "str" is a u8 length then that
- * many bytes (no NUL):
+ * Format, version 3 (version 2 is the same but for the VM flags, 0 there,
+ * and each ring's base, absent there; version 1 is version 2 but for the
+ * connection record, which stops after its type byte; all three are read,
+ * VSXD_STATE_VERSION is written); every integer little-endian, a "str" is
+ * a u8 length then that many bytes (no NUL):
  *
  *   header, 32 bytes
  *     0  magic       8 bytes "VSXDSTAT"
@@ -31,12 +34,19 @@
  *                    config space: a VM configured with another one now
  *                    must not take the device back)
  *     u64 features, u64 protocol_features   as negotiated
- *     u8 nregions (1-8), u8 nqueues (1-3), u16 reserved (0), u32 nconns
+ *     u8 nregions (1-8), u8 nqueues (1-3), u16 flags, u32 nconns
+ *                     flags (version 3; 0 before): bit 0 paused: the
+ *                     front-end stopped every ring (GET_VRING_BASE: QEMU
+ *                     stop) and has not started them again; the queues
+ *                     below are the stopped rings, none started; others 0
  *     nregions times: u64 gpa, u64 size, u64 uva, u64 mmap_offset, str fd
  *     nqueues times:  u8 index (< 3, each once), u8 flags (bit 0: enabled,
- *                     others 0), u16 num (a power of two up to 32768),
- *                     u64 desc, u64 avail, u64 used (front-end addresses),
- *                     str kick, str call (empty: none)
+ *                     others 0; 0 in a paused VM), u16 num (a power of
+ *                     two up to 32768), u64 desc, u64 avail, u64 used
+ *                     (front-end addresses), str kick (empty in a paused
+ *                     VM, and only there), str call (empty: none), then
+ *                     (version 3) u16 base: where GET_VRING_BASE left the
+ *                     ring in a paused VM, 0 in a running one
  *     nconns times:   u64 id, u64 guest_cid, u64 peer_cid, u32 guest_port,
  *                     u32 peer_port, u8 type (1 stream, 2 seqpacket)
  *                     (version 1 stops here), then
@@ -95,7 +105,7 @@
 #include <stdint.h>
 
 #define VSXD_STATE_MAGIC "VSXDSTAT"
-#define VSXD_STATE_VERSION 2u     /* written; 1 is read too */
+#define VSXD_STATE_VERSION 3u     /* written; 1 and 2 are read too */
 #define VSXD_STATE_V1_CONN 33u     /* bytes of a version 1 connection */
 #define VSXD_STATE_V2_CONN 115u    /* at least, in version 2 */
 #define VSXD_STATE_HDR 32u
@@ -117,8 +127,9 @@ struct vsxd_state_queue {
 	bool enabled;
 	unsigned num;
 	uint64_t desc, avail, used;
-	char kick[VSXD_FDNAME_MAX + 1];
+	char kick[VSXD_FDNAME_MAX + 1];   /* "": none (a paused VM's) */
 	char call[VSXD_FDNAME_MAX + 1];   /* "" : none */
+	unsigned base;                    /* a paused VM's: its stop index */
 };
 
 /* Bytes vsxd held for one side of a connection. */
@@ -179,6 +190,7 @@ struct vsxd_state_vm {
 	char conn[VSXD_FDNAME_MAX + 1];
 	uint64_t cid;
 	uint64_t features, protocol_features;
+	bool paused;                      /* version 3: its rings stopped */
 	unsigned nregions;
 	struct vsxd_state_region region[VSXD_STATE_MAX_REGIONS];
 	unsigned nqueues;
@@ -202,7 +214,8 @@ bool vsxd_fdname_ok(const char *s);
 size_t vsxd_state_size(const struct vsxd_state *s);
 
 /* Write @s into @buf (@cap bytes), as version @s->version (1 leaves out
- * what version 2 added). Returns the length written, -ENOSPC
+ * what version 2 added, 1 and 2 what version 3 added: a paused VM cannot
+ * be written in them). Returns the length written, -ENOSPC
  * when @cap is too small (nothing is written), -EINVAL when @s breaks one
  * of the format's limits (the decoder would refuse it). */
 long vsxd_state_encode(const struct vsxd_state *s, void *buf, size_t cap);

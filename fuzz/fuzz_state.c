@@ -4,7 +4,7 @@
  * the rest is a record as found; even, the harness first writes a right
  * length and crc into the rest's header, so the fuzzer gets past the
  * checksum to the fields. A record that decodes must encode, in its own
- * version (1 or 2: both are read), to exactly its own bytes (one meaning
+ * version (1, 2 or 3: all are read), to exactly its own bytes (one meaning
  * per record), and decode again. With bit 1 of the first byte set, the
  * rest is a counters record (state.h) instead, sealed the same way when
  * even (its crc covers bytes 20 on); one that decodes must encode and

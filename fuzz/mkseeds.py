@@ -309,16 +309,21 @@ def state_conn2(i, seq, peer=1, host_fd=None):
     return b
 
 
-def state_vm(name, nconns, nq=2, nreg=1, version=2, peer=1):
+def state_vm(name, nconns, nq=2, nreg=1, version=2, peer=1, paused=False):
+    """A VM record; version 3 adds the paused flag and each ring's base
+    (a paused VM's rings stopped: no kick, disabled, at their base)."""
     b = sstr(name) + sstr("vm.%s.conn" % name) + struct.pack("<QQQ", 3, 0x130000000, 0x203)
-    b += struct.pack("<BBHI", nreg, nq, 0, nconns)
+    b += struct.pack("<BBHI", nreg, nq, 1 if paused else 0, nconns)
     for i in range(nreg):
         b += struct.pack("<QQQQ", i << 32, 0x40000000, 0x7f0000000000 + (i << 32), 0)
         b += sstr("vm.%s.mem%d" % (name, i))
     for i in range(nq):
-        b += struct.pack("<BBHQQQ", i, 1, 256, 0x1000 * (i + 1), 0x1800 * (i + 1),
-                         0x2000 * (i + 1))
-        b += sstr("vm.%s.kick%d" % (name, i)) + sstr("vm.%s.call%d" % (name, i))
+        b += struct.pack("<BBHQQQ", i, 0 if paused else 1, 256, 0x1000 * (i + 1),
+                         0x1800 * (i + 1), 0x2000 * (i + 1))
+        b += sstr("" if paused else "vm.%s.kick%d" % (name, i))
+        b += sstr("vm.%s.call%d" % (name, i))
+        if version >= 3:
+            b += struct.pack("<H", 300 + i if paused else 0)
     for i in range(nconns):
         seq = i & 1
         b += struct.pack("<QQQIIB", i + 1, 3, 2, 1024 + i, 5000, 1 + seq)
@@ -342,7 +347,12 @@ put("state", "two_vms", b"\x01" + state_rec([state_vm("a", 0, nq=3, nreg=8),
 put("state", "siblings", b"\x01" + state_rec([state_vm("a", 8, peer=2),
                                                state_vm("b", 8, peer=2)]))
 put("state", "resealed", b"\x00" + state_rec([state_vm("web", 2)]))
-put("state", "version3", b"\x01" + state_rec([state_vm("web", 1)], version=3))
+put("state", "version4", b"\x01" + state_rec([state_vm("web", 1)], version=4))
+# version 3: a paused VM (its rings stopped) next to a running one
+put("state", "v3_paused", b"\x01" + state_rec([state_vm("web", 3, version=3, paused=True),
+                                                state_vm("db", 2, version=3)], version=3))
+put("state", "v3_resealed", b"\x00" + state_rec([state_vm("web", 2, version=3,
+                                                           paused=True)], version=3))
 put("state", "truncated", b"\x01" + state_rec([state_vm("web", 5)])[:-7])
 # the release before's records (connections by their addresses)
 put("state", "v1_one_vm", b"\x01" + state_rec([state_vm("web", 3, version=1)], gen=7,

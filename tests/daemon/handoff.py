@@ -37,6 +37,15 @@
 #                id; the guest shuts its sending side (the host reads EOF)
 #                and it stays half-closed across the next handoff; a
 #                guest-initiated connection across the last one
+#   paused       generation 7: QEMU's stop (GET_VRING_BASE on each ring),
+#                a connection open and the host sending while the VM is
+#                stopped, then vsxctl upgrade: exit 0, one connection
+#                kept; the new process holds the VM paused (vsxctl vms)
+#                and says so; at cont (the fake guest's resume: the
+#                rings set up again where they stopped) the bytes sent
+#                meanwhile arrive, the connection carries on both ways,
+#                every byte checked, on the same front-end connection,
+#                and new connections work both ways
 #
 #   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
 import json
@@ -134,7 +143,7 @@ try:
          "mismatch"),
         ("a state record of version 99", "version",
          "the new process refused: the state is unusable: state record version 99, "
-         "this vsxd reads 1 to 2"),
+         "this vsxd reads 1 to 3"),
         ("a state record whose connection is in no state (checksum right)", "badconn",
          "the new process refused: the state is unusable: state record VM 0: bad "
          "connection state"),
@@ -364,6 +373,45 @@ try:
           guest.cmd("gshut 3") and guest.cmd("wait-rst") and guest.cmd("hclose"))
     check("the same front-end through all of it", guest.cmd("backend") and
           guest.line.endswith("alive=1"))
+
+    # ---- paused: QEMU's stop, a handoff, cont ----
+    def vm_paused():
+        out = subprocess.run([VSXCTL, "-c", ctl, "-j", "vms"], capture_output=True,
+                             text=True).stdout
+        try:
+            vms = json.loads(out)
+        except ValueError:
+            return None
+        return str(vms[0].get("paused")) if vms else None
+
+    ok = vsxdtest.open_conn(guest, uds, 5400) and guest.cmd("pause")
+    check("paused: a connection open (4000 bytes each way), then QEMU's stop: "
+          "vsxctl vms says paused", ok and vm_paused() == "1", str(vm_paused()))
+    check("paused: the host sends 3000 bytes while the VM is stopped",
+          guest.cmd("hsend 3000"))
+    good, out, pid = upgrade_to(7)
+    final_pid = pid or final_pid
+    check("paused: vsxctl upgrade exits 0, generation 7, 1 connection kept",
+          good, out)
+    check("paused: the new process holds the VM paused (vsxctl vms)",
+          vm_paused() == "1", str(vm_paused()))
+    check("paused: the log says the device was taken over paused",
+          "vm web: handed over: device taken back paused (its VM is stopped; it "
+          "goes on at cont) on its vhost-user connection, 1 connection kept" in
+          log_text())
+    check("paused: cont (the rings set up again where they stopped): the 3000 "
+          "bytes sent meanwhile arrive, every byte checked",
+          guest.cmd("resume") and guest.cmd("grecv 7000"))
+    check("paused: the new process resumed it: vsxctl vms not paused, its log "
+          "says resumed", vm_paused() == "0" and
+          "vm web: device resumed after" in log_text(), str(vm_paused()))
+    check("paused: the connection carries on both ways, every byte checked",
+          guest.cmd("gsend 5000") and guest.cmd("hrecv 5000") and
+          guest.cmd("hsend 2000") and guest.cmd("grecv 9000") and
+          guest.cmd("gshut 3") and guest.cmd("wait-rst") and guest.cmd("hclose"))
+    check("paused: the same front-end connection (no setup again)",
+          guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
+    check("paused: new connections both ways after cont", both_ways(guest, 9600))
     check("no sanitizer report in vsxd's log",
           not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
                                             "runtime error:")))

@@ -11,7 +11,7 @@
 #   hang      say nothing, exit nothing (vsxd kills it after its timeout)
 #   corrupt   flip a byte inside the record (its checksum no longer matches)
 #   version   make the record's version 99
-#   badconn   the first connection's state 9 (version 2), the checksum
+#   badconn   the first connection's state 9 (version 2 or 3), the checksum
 #             made right again: only the field check can refuse it
 import os
 import signal
@@ -41,7 +41,7 @@ elif mode == "badconn":
     import struct
     import zlib
     buf = bytearray(os.pread(state, 64 << 20, 0))
-    length = struct.unpack_from("<I", buf, 12)[0]
+    version, length = struct.unpack_from("<II", buf, 8)
 
     def sstr(o):
         return o + 1 + buf[o]
@@ -51,7 +51,7 @@ elif mode == "badconn":
     for _ in range(nreg):
         off = sstr(off + 32)
     for _ in range(nq):
-        off = sstr(sstr(off + 28))
+        off = sstr(sstr(off + 28)) + (2 if version >= 3 else 0)  # v3: the ring's base
     if nconns:
         buf[off + 33] = 9                   # the state byte after the type
         struct.pack_into("<I", buf, 16, zlib.crc32(bytes(buf[32:length])))

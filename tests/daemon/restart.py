@@ -31,6 +31,15 @@
 #                the counters going on where they were): same front-end,
 #                the connection goes on both ways (every byte checked), its
 #                socket leaves the store, new ones work both ways
+#   paused       QEMU's stop (GET_VRING_BASE on each ring): the device
+#                stays in the store without its kick eventfds (the record
+#                says paused); SIGTERM then a start with the store: the
+#                new process takes it back paused with its connection (the
+#                host sent meanwhile); at cont every byte arrives and the
+#                connection goes on both ways; then SIGKILL while paused:
+#                the device is recovered paused, the host end reads EOF,
+#                and at cont the guest gets the RST and new connections
+#                work both ways, on the same front-end throughout
 #   stop         SIGTERM (systemctl stop): exit 0, the store is left to the
 #                service manager, which discards it, and the front-end
 #                sees its back-end go
@@ -74,11 +83,13 @@ def log_text():
 
 
 def record_v1(buf):
-    """The state record @buf (version 2, daemon/state.h) as the release
-    before wrote it: version 1, connections by their addresses."""
+    """The state record @buf (version 3 of running VMs, daemon/state.h) as
+    the release before last wrote it: version 1, connections by their
+    addresses, no ring bases."""
     import struct
     import zlib
     length, nvms = struct.unpack_from("<I", buf, 12)[0], struct.unpack_from("<I", buf, 20)[0]
+    assert buf[8] == 3
     body, off = b"", 32
 
     def sstr(o):
@@ -90,9 +101,11 @@ def record_v1(buf):
         off += 8
         for _ in range(nreg):
             off = sstr(off + 32)
-        for _ in range(nq):
-            off = sstr(sstr(off + 28))
         body += buf[start:off]
+        for _ in range(nq):
+            end = sstr(sstr(off + 28))
+            body += buf[off:end]
+            off = end + 2       # (the ring's base: 0 in a running VM)
         for _ in range(nconns):
             body += buf[off:off + 33]
             off = sstr(sstr(off + 33 + 8 + 4 + 36 + 16))
@@ -321,6 +334,55 @@ try:
     check("restart: the listeners left the store once taken back",
           svc.wait(lambda: not [n for n in svc.names() if n.startswith("listen.")]),
           str(svc.names()))
+
+    # ---- a paused VM: systemctl restart, then a crash ----
+    running = {"vm.web.kick0", "vm.web.kick1"}
+    check("paused: a connection carries data both ways",
+          vsxdtest.open_conn(guest, uds, 5700))
+    check("paused: QEMU's stop: the device stays in the store, its kick eventfds "
+          "out", guest.cmd("pause") and
+          svc.wait(lambda: "vm.web.conn" in svc.names() and
+                   not running & set(svc.names())), str(svc.names()))
+    check("paused: the host sends 3000 bytes while the VM is stopped",
+          guest.cmd("hsend 3000"))
+    gen = int(status().get("generation", 0))
+    starts = svc.starts
+    svc.restart()
+    up = svc.wait(lambda: svc.starts > starts and svc.ready)
+    check("paused: SIGTERM and a start with the store: vsxd exited 0, started again",
+          up and svc.stopped_rc == 0, "exit %s" % svc.stopped_rc)
+    check("paused: the new process took the device back paused, the connection "
+          "kept", "vm web: restarted: device taken back paused (its VM is stopped; "
+          "it goes on at cont) on its vhost-user connection, 1 connection kept"
+          in log_text())
+    st = status()
+    check("paused: start-mode restarted, generation %d" % (gen + 1),
+          st.get("start_mode") == "restarted" and
+          str(st.get("generation")) == str(gen + 1), str(st))
+    check("paused: cont: the 3000 bytes sent meanwhile arrive, every byte checked",
+          guest.cmd("resume") and guest.cmd("grecv 7000"))
+    check("paused: the connection goes on both ways",
+          guest.cmd("gsend 2000") and guest.cmd("hrecv 2000") and
+          guest.cmd("hsend 1000") and guest.cmd("grecv 8000"))
+    check("paused: running again, the kick eventfds are back in the store",
+          svc.wait(lambda: running <= set(svc.names())), str(svc.names()))
+    # a crash while paused: the device comes back paused, the connection ends
+    ok = guest.cmd("pause") and svc.wait(lambda: not running & set(svc.names()))
+    starts = svc.starts
+    svc.kill(signal.SIGKILL)
+    up = svc.wait(lambda: svc.starts > starts and svc.ready)
+    check("paused crash: SIGKILL while paused, restarted", ok and up)
+    check("paused crash: the device recovered paused, its connection ended",
+          "vm web: recovered after a crash: device taken back paused (its VM is "
+          "stopped; it goes on at cont) on its vhost-user connection, 0 connections "
+          "kept, 1 ended" in log_text())
+    check("paused crash: the host end reads EOF", guest.cmd("hclosed"))
+    check("paused crash: at cont the guest gets the RST",
+          guest.cmd("resume") and guest.cmd("wait-rst"))
+    check("paused crash: the same front-end connection (no setup again)",
+          guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
+    check("paused crash: new connections both ways", both_ways(guest, 5800, "paused"))
+    guest.cmd("hclose")
 
     # ---- systemctl stop ----
     svc.stop()

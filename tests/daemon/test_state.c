@@ -57,9 +57,9 @@ static void sample(struct vsxd_state *s, struct vsxd_state_vm vms[2])
 						       0xc0000, "vm.web-1.mem1" };
 	vms[0].nqueues = 2;
 	vms[0].queue[0] = (struct vsxd_state_queue){ 0, true, 128, 0x1000, 0x1800, 0x2000,
-						     "vm.web-1.kick0", "vm.web-1.call0" };
+						     "vm.web-1.kick0", "vm.web-1.call0", 0 };
 	vms[0].queue[1] = (struct vsxd_state_queue){ 1, false, 32768, 0x10000, 0x90000,
-						     0xa0000, "vm.web-1.kick1", "" };
+						     0xa0000, "vm.web-1.kick1", "", 0 };
 	vms[0].nconns = 3;
 	vms[0].conns = conns;
 	strcpy(vms[1].name, "cid5");
@@ -68,7 +68,7 @@ static void sample(struct vsxd_state *s, struct vsxd_state_vm vms[2])
 	vms[1].nregions = 1;
 	vms[1].region[0] = (struct vsxd_state_region){ 0, 4096, 4096, 0, "m" };
 	vms[1].nqueues = 1;
-	vms[1].queue[0] = (struct vsxd_state_queue){ 2, true, 1, 0, 16, 32, "k", "c" };
+	vms[1].queue[0] = (struct vsxd_state_queue){ 2, true, 1, 0, 16, 32, "k", "c", 0 };
 	s->generation = 42;
 	s->nvms = 2;
 	s->vms = vms;
@@ -155,6 +155,7 @@ static void same_vm(const struct vsxd_state_vm *a, const struct vsxd_state_vm *b
 	cr_assert_eq(a->cid, b->cid);
 	cr_assert_eq(a->features, b->features);
 	cr_assert_eq(a->protocol_features, b->protocol_features);
+	cr_assert_eq(a->paused, b->paused);
 	cr_assert_eq(a->nregions, b->nregions);
 	cr_assert_eq(memcmp(a->region, b->region, a->nregions * sizeof(a->region[0])), 0);
 	cr_assert_eq(a->nqueues, b->nqueues);
@@ -167,6 +168,7 @@ static void same_vm(const struct vsxd_state_vm *a, const struct vsxd_state_vm *b
 		cr_assert_eq(a->queue[i].used, b->queue[i].used);
 		cr_assert_str_eq(a->queue[i].kick, b->queue[i].kick);
 		cr_assert_str_eq(a->queue[i].call, b->queue[i].call);
+		cr_assert_eq(a->queue[i].base, b->queue[i].base);
 	}
 	cr_assert_eq(a->nconns, b->nconns);
 	for (unsigned i = 0; i < a->nconns; i++)
@@ -214,9 +216,9 @@ Test(state, round_trip)
 	sample(&s, vms);
 	buf = encode(&s, &len);
 	cr_assert_eq(memcmp(buf, "VSXDSTAT", 8), 0);
-	cr_assert_eq(buf[8], 2); /* version */
+	cr_assert_eq(buf[8], 3); /* version */
 	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
-	cr_assert_eq(d.version, 2);
+	cr_assert_eq(d.version, 3);
 	cr_assert_eq(d.generation, 42);
 	cr_assert_eq(d.nvms, 2);
 	same_vm(&vms[0], &d.vms[0]);
@@ -335,9 +337,10 @@ Test(state, other_version_is_named)
 
 	sample(&s, vms);
 	buf = encode(&s, &len);
-	buf[8] = 3;
+	buf[8] = 4;
 	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EPROTONOSUPPORT);
-	cr_assert(strstr(why, "version 3"), "%s", why);
+	cr_assert(strstr(why, "version 4"), "%s", why);
+	cr_assert(strstr(why, "reads 1 to 3"), "%s", why);
 	buf[8] = 0;
 	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EPROTONOSUPPORT);
 	cr_assert(strstr(why, "version 0"), "%s", why);
@@ -527,7 +530,7 @@ Test(state, bad_connections_are_refused)
 	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
 	s.version = 1;                                 /* version 1 has none */
 	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -ENOSPC);
-	s.version = 3;
+	s.version = 4;
 	c[0].state = 2;
 	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
 	s.version = 0;
@@ -685,6 +688,23 @@ Test(counters, round_trip)
 {
 	struct vsxd_counters c, d;
 	struct vsxd_counters_vm vms[2];
+/* VM web-1 of sample() as QEMU's stop leaves it: rings stopped where
+ * GET_VRING_BASE left them, no kick, disabled; the call eventfds kept. */
+static void pause_vm(struct vsxd_state_vm *v)
+{
+	v->paused = true;
+	for (unsigned i = 0; i < v->nqueues; i++) {
+		v->queue[i].enabled = false;
+		v->queue[i].kick[0] = '\0';
+		v->queue[i].base = 0xfff0u + i;
+	}
+}
+
+/* Version 3: a paused VM reads back as written, next to a running one. */
+Test(state, paused_vm_round_trip)
+{
+	struct vsxd_state s, d;
+	struct vsxd_state_vm vms[2];
 	char why[128] = "";
 	uint8_t *buf;
 	size_t len;
@@ -825,4 +845,118 @@ Test(counters, bad_values_are_refused_by_value)
 	counters_sample(&c, vms);
 	c.nreasons = VSXD_COUNTERS_MAX + 1;
 	cr_assert_eq(vsxd_counters_encode(&c, NULL, 0), -EINVAL);
+}
+	sample(&s, vms);
+	pause_vm(&vms[0]);
+	buf = encode(&s, &len);
+	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(d.version, 3);
+	cr_assert(d.vms[0].paused);
+	cr_assert_not(d.vms[1].paused);
+	cr_assert_eq(d.vms[0].queue[1].base, 0xfff1u);
+	cr_assert_str_empty(d.vms[0].queue[0].kick);
+	same_vm(&vms[0], &d.vms[0]);
+	same_vm(&vms[1], &d.vms[1]);
+	vsxd_state_clear(&d);
+	free(buf);
+}
+
+/* A paused VM's record says what QEMU's stop leaves, and nothing else;
+ * versions 1 and 2 cannot say it. */
+Test(state, bad_paused_vms_are_refused)
+{
+	struct vsxd_state s;
+	struct vsxd_state_vm vms[2];
+	char big[64];
+
+	sample(&s, vms);
+	vms[0].nconns = 0;
+	pause_vm(&vms[0]);
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -ENOSPC);
+	strcpy(vms[0].queue[1].kick, "vm.web-1.kick1");   /* a started ring */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	vms[0].queue[1].kick[0] = '\0';
+	vms[0].queue[0].enabled = true;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	vms[0].queue[0].enabled = false;
+	vms[0].queue[0].base = 0x10000;                    /* past a u16 */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	vms[0].queue[0].base = 7;
+	s.version = 2;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	s.version = 0;
+	vms[1].queue[0].base = 1;                          /* a running VM's */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	vms[1].queue[0].base = 0;
+	vms[1].queue[0].kick[0] = '\0';                    /* no kick, running */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+}
+
+/* The VM flags edited into records with their crc made right: a running
+ * VM's record (kicks) that claims paused, an unknown flag, and any flag
+ * in version 2, where they were reserved. */
+Test(state, resealed_vm_flags_are_refused)
+{
+	struct vsxd_state s;
+	struct vsxd_state_vm vms[2];
+	char why[128];
+	uint8_t *buf;
+	size_t len, flags = 32 + 6 + 14 + 8 + 16 + 2;
+
+	sample(&s, vms);
+	vms[0].nconns = 0;
+	vms[1].nconns = 0;
+	buf = encode(&s, &len);
+	buf[flags] = 1;
+	reseal(buf, len);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "VM 0: a paused VM with a started ring"), "%s", why);
+	buf[flags] = 2;
+	reseal(buf, len);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "unknown VM flags"), "%s", why);
+	buf[flags] = 0;
+	reseal(buf, len);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), 0, "%s", why);
+	free(buf);
+
+	s.version = 2;
+	buf = encode(&s, &len);
+	cr_assert_eq(buf[8], 2);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), 0, "%s", why);
+	buf[flags] = 1;
+	reseal(buf, len);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "reserved bits set"), "%s", why);
+	free(buf);
+}
+
+/* The record the release before wrote (version 2: no VM flags, no ring
+ * bases) reads, and writes again to the same bytes. */
+Test(state, version_2_reads)
+{
+	struct vsxd_state s, d;
+	struct vsxd_state_vm vms[2];
+	char why[128] = "";
+	uint8_t *buf, *buf2;
+	size_t len, len2;
+
+	sample(&s, vms);
+	s.version = 2;
+	buf = encode(&s, &len);
+	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(d.version, 2);
+	same_vm(&vms[0], &d.vms[0]);
+	same_vm(&vms[1], &d.vms[1]);
+	buf2 = encode(&d, &len2);
+	cr_assert_eq(len2, len);
+	cr_assert_eq(memcmp(buf, buf2, len), 0);
+	free(buf2);
+	/* version 3 adds 2 bytes per ring */
+	s.version = 0;
+	buf2 = encode(&s, &len2);
+	cr_assert_eq(len2, len + 2 * 3);
+	vsxd_state_clear(&d);
+	free(buf2);
+	free(buf);
 }

@@ -39,7 +39,7 @@
 /* vhost-user requests and flags (docs/interop/vhost-user.rst) */
 enum {
 	GET_FEATURES = 1, SET_FEATURES = 2, SET_MEM_TABLE = 5, SET_LOG_FD = 7,
-	SET_VRING_NUM = 8, SET_VRING_ADDR = 9, GET_VRING_BASE = 11,
+	SET_VRING_NUM = 8, SET_VRING_ADDR = 9, SET_VRING_BASE = 10, GET_VRING_BASE = 11,
 	SET_VRING_KICK = 12, SET_VRING_CALL = 13, SET_VRING_ERR = 14, GET_PROTOCOL_FEATURES = 15,
 	GET_QUEUE_NUM = 17, SET_VRING_ENABLE = 18, GET_CONFIG = 24, SET_CONFIG = 25,
 };
@@ -852,7 +852,7 @@ Test(vu, ring_stop_in_session, .init = setup, .fini = teardown)
 /* ---- Restarts: a device adopted by a new server (vhost_user_state.c) ---- */
 
 enum crash_bad { CRASH_OK, CRASH_REGION_PIPE, CRASH_REGION_SHORT, CRASH_KICK_FILE,
-		 CRASH_NO_CALL_DUP, CRASH_FEATURES };
+		 CRASH_NO_CALL_DUP, CRASH_FEATURES, CRASH_PAUSED_KICK };
 
 struct crash {
 	enum crash_bad bad;
@@ -920,6 +920,10 @@ static void do_crash(void *arg)
 		break;
 	case CRASH_FEATURES:
 		st.features |= 1ull << 60;
+		break;
+	case CRASH_PAUSED_KICK:
+		/* a paused device with a started ring: no such thing */
+		st.queue[0].kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		break;
 	}
 	c->st = st;
@@ -1003,6 +1007,10 @@ static void bad_state(enum crash_bad bad)
 	uint64_t v;
 
 	echo_once(d, 1, 10);
+	if (bad == CRASH_PAUSED_KICK) {
+		cr_assert_eq(drv_pause(d), 0);
+		WAIT_FOR(s_.resumable_stops == 1);
+	}
 	before = snap();
 	vsx_test_loop_call(T->tl, do_crash, &c);
 	cr_assert_eq(c.adopt, -EINVAL, "adopt: %d", c.adopt);
@@ -1040,6 +1048,107 @@ Test(vu_restart, one_descriptor_for_two, .init = setup, .fini = teardown)
 Test(vu_restart, features_not_offered, .init = setup, .fini = teardown)
 {
 	bad_state(CRASH_FEATURES);
+}
+
+/* ---- Restarts of a paused device (QEMU stop, then cont) ---- */
+
+Test(vu_restart, paused_device_adopted_paused, .init = setup, .fini = teardown)
+{
+	struct drv_opts o = { .no_event_queue = true };
+	struct drv *d = open_drv(&o);
+	struct crash c = { .bad = CRASH_OK };
+	struct snap before;
+
+	for (unsigned i = 0; i < 3; i++)
+		echo_once(d, i, 100 + i);
+	cr_assert_eq(drv_pause(d), 0);
+	WAIT_FOR(s_.resumable_stops == 1);
+	before = snap();
+	vsx_test_loop_call(T->tl, do_crash, &c);
+	cr_assert_eq(c.get, 0, "get: %d", c.get);
+	cr_assert(c.st.paused);
+	cr_assert_eq(c.st.nqueues, 2, "the two rings QEMU stopped");
+	for (unsigned i = 0; i < 2; i++) {
+		cr_assert_eq(c.st.queue[i].kick_fd, -1, "a stopped ring has no kick");
+		cr_assert_eq(c.st.queue[i].base, before.last_avail[c.st.queue[i].index]);
+	}
+	cr_assert_eq(c.adopt, 0);
+	cr_assert(snap().connected);
+	cr_assert_eq(snap().starts, before.starts, "adopted paused: no start");
+	cr_assert(!snap().ready[0] && !snap().ready[1]);
+	/* cont: the rings set up again where they stopped */
+	cr_assert_eq(drv_resume(d, 0), 0);
+	WAIT_FOR(s_.starts == before.starts + 1);
+	cr_assert_eq(snap().last_how, VSXU_VU_START_RESUMED, "the same session goes on");
+	for (unsigned i = 0; i < 3; i++)
+		echo_once(d, 10 + i, 2000 + i);
+	cr_assert_eq(snap().tx_pkts, before.tx_pkts + 3, "no chain taken twice");
+	drv_close(d);
+	WAIT_FOR(!s_.connected);
+	assert_serves();
+}
+
+Test(vu_restart, paused_device_adopted_then_reset, .init = setup, .fini = teardown)
+{
+	struct drv_opts o = { .no_event_queue = true };
+	struct drv *d = open_drv(&o);
+	struct crash c = { .bad = CRASH_OK };
+	int starts;
+
+	echo_once(d, 1, 10);
+	cr_assert_eq(drv_pause(d), 0);
+	WAIT_FOR(s_.resumable_stops == 1);
+	starts = snap().starts;
+	vsx_test_loop_call(T->tl, do_crash, &c);
+	cr_assert_eq(c.adopt, 0);
+	/* the guest reset the device instead: rings back at 0 */
+	cr_assert_eq(drv_reset(d), 0);
+	WAIT_FOR(s_.starts == starts + 1);
+	cr_assert_eq(snap().last_how, VSXU_VU_START_NEW, "a reset, as without a restart");
+	echo_once(d, 2, 20);
+	drv_close(d);
+}
+
+Test(vu_restart, paused_with_a_kick_refused, .init = setup, .fini = teardown)
+{
+	bad_state(CRASH_PAUSED_KICK);
+}
+
+static void do_half_stopped(void *arg)
+{
+	struct crash *c = arg;
+
+	c->get = vsxu_vu_get_state(T->vu, &c->st);
+}
+
+/* Between running and paused (one ring stopped), or set up again after a
+ * pause: no state a new process could go on from. */
+Test(vu_restart, half_stopped_is_eagain, .init = setup, .fini = teardown)
+{
+	struct drv_opts o = { .no_event_queue = true };
+	struct drv *d = open_drv(&o);
+	struct crash c;
+	struct {
+		uint32_t index, num;
+	} st = { 0, 0 };
+
+	echo_once(d, 1, 10);
+	cr_assert_eq(drv_vhost_msg(d, GET_VRING_BASE, V1, &st, 8, NULL, 0, &st, 8), 8);
+	WAIT_FOR(s_.resumable_stops == 1);
+	vsx_test_loop_call(T->tl, do_half_stopped, &c);
+	cr_assert_eq(c.get, -EAGAIN, "one ring stopped: %d", c.get);
+	st.index = 1;
+	cr_assert_eq(drv_vhost_msg(d, GET_VRING_BASE, V1, &st, 8, NULL, 0, &st, 8), 8);
+	vsx_test_loop_call(T->tl, do_half_stopped, &c);
+	cr_assert_eq(c.get, 0, "both stopped: %d", c.get);
+	cr_assert(c.st.paused);
+	/* a ring set up again at another base (a guest reset under way) */
+	st.index = 0;
+	st.num = 0;
+	cr_assert_eq(drv_vhost_msg(d, SET_VRING_BASE, V1, &st, 8, NULL, 0, NULL, 0), 0);
+	vsx_test_loop_call(T->tl, do_half_stopped, &c);
+	cr_assert_eq(c.get, -EAGAIN, "a restart under way: %d", c.get);
+	drv_close(d);
 }
 
 static void do_get(void *arg)

@@ -23,6 +23,8 @@
  *   mrecv:N      SEQPACKET: receive N messages; each one must arrive whole,
  *                alone and intact (its size and every byte checked)
  *   sleep:MS     wait
+ *   hold         wait until the process gets SIGUSR1 (every connection's
+ *                hold ends at the first one: a test's go, not a time)
  *   within:MS    the step before this one must have taken at most MS
  *                (e.g. send:2M,within:8000 with a receiver that sleeps
  *                first: the bytes fit in the receiver's credit)
@@ -103,7 +105,7 @@ static const uint32_t msg_sizes[] = {
 #define N_MSG_SIZES (sizeof(msg_sizes) / sizeof(msg_sizes[0]))
 
 enum step_op { S_SEND, S_RECV, S_DUPLEX, S_SHUT, S_EOF, S_GONE, S_MSEND, S_MRECV,
-	       S_SLEEP, S_WITHIN, S_BUF, S_INFO, S_CLOSE };
+	       S_SLEEP, S_WITHIN, S_BUF, S_INFO, S_CLOSE, S_HOLD };
 
 struct step {
 	enum step_op op;
@@ -344,6 +346,24 @@ static int next_recv(struct conn *c, uint8_t *byte)
 	}
 }
 
+/* The hold step's go: SIGUSR1 (on_go) makes the pipe readable for good. */
+static int go_pipe[2] = { -1, -1 };
+
+static int step_hold(struct conn *c)
+{
+	struct pollfd p = { .fd = go_pipe[0], .events = POLLIN };
+
+	while (!stop) {
+		int r = poll(&p, 1, -1);
+
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			FAIL(c, "poll: %s", strerror(errno));
+	}
+	FAIL(c, "stopped while holding");
+}
+
 static int step_eof(struct conn *c, int allow_reset)
 {
 	uint8_t b = 0;
@@ -488,6 +508,9 @@ static int run_steps(struct conn *c)
 		case S_SLEEP:
 			usleep((useconds_t)st->arg * 1000);
 			r = 0;
+			break;
+		case S_HOLD:
+			r = step_hold(c);
 			break;
 		case S_WITHIN:
 			r = 0;
@@ -840,7 +863,7 @@ static int parse_steps(char *text)
 		{ "shut", S_SHUT, 0 },   { "eof", S_EOF, 0 },     { "gone", S_GONE, 0 },
 		{ "msend", S_MSEND, 1 }, { "mrecv", S_MRECV, 1 }, { "sleep", S_SLEEP, 1 },
 		{ "within", S_WITHIN, 1 }, { "buf", S_BUF, 1 },
-		{ "info", S_INFO, 0 },   { "close", S_CLOSE, 0 },
+		{ "info", S_INFO, 0 },   { "close", S_CLOSE, 0 },   { "hold", S_HOLD, 0 },
 	};
 	char *tok, *save = NULL, *colon;
 	size_t i;
@@ -899,6 +922,14 @@ static void on_term(int sig)
 	stop = 1;
 }
 
+static void on_go(int sig)
+{
+	(void)sig;
+	if (write(go_pipe[1], "g", 1) < 0) {
+		/* (full: it is readable already) */
+	}
+}
+
 static int usage(void)
 {
 	fprintf(stderr,
@@ -906,7 +937,7 @@ static int usage(void)
 		"                [-T SECS] [-l LABEL] [-R FILE] [-v] [-X OFFSET] [-M SIZE] [-S MS]\n"
 		"                listen|connect ADDR [STEPS]\n"
 		"steps: send:SIZE recv:SIZE duplex:SIZE shut eof gone msend:N mrecv:N\n"
-		"       sleep:MS within:MS buf:SIZE info close (comma-separated)\n");
+		"       sleep:MS within:MS buf:SIZE info close hold (comma-separated)\n");
 	return 2;
 }
 
@@ -983,6 +1014,12 @@ int main(int argc, char **argv)
 	signal(SIGALRM, on_alarm);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	if (pipe2(go_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		perror("vsx_peer: pipe2");
+		return 1;
+	}
+	sa.sa_handler = on_go;
+	sigaction(SIGUSR1, &sa, NULL);
 	alarm(cfg.limit_s);
 	t0 = now_s();
 

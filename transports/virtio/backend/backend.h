@@ -399,14 +399,19 @@ struct vsxu_vu_state;
 
 /*
  * A VM's device started, changed what a restart needs (vhost_user.h's
- * ops->changed), or stopped (resumably too: a paused device is not kept
- * for a restart). @st: the device's state, its descriptors the device's
- * own, valid during the call only; NULL when it stopped. Runs on the VM's
+ * ops->changed), or stopped. A paused device (QEMU stop) is kept for a
+ * restart too: its state (@st->paused) comes once the front-end stopped
+ * every ring; while it is between states (half stopped, or set up again
+ * at cont until it starts) @st is NULL and @held true: nothing of the
+ * device can be kept now, but the VM and its connections go on. @st: the
+ * device's state, its descriptors the device's own, valid during the call
+ * only; NULL (@held false) when it stopped. Runs on the VM's
  * thread in the middle of engine work: it must not call back into the
  * router.
  */
 typedef void (*vsxb_device_event_fn)(void *arg, struct vsxb_vm *vm, const char *vm_name,
-				     uint64_t guest_cid, const struct vsxu_vu_state *st);
+				     uint64_t guest_cid, const struct vsxu_vu_state *st,
+				     bool held);
 
 void vsxb_router_set_device_events(struct vsxb_router *r, vsxb_device_event_fn fn,
 				   void *arg);
@@ -422,7 +427,10 @@ struct vsxb_conn_addr {
  * @vm (just created, no front-end yet) takes over the device an earlier
  * process served, whose front-end is still connected (vsxu_vu_adopt: @vm
  * takes every descriptor of @st whatever the result), and sends its guest
- * an RST for each of the @n connections @conns that process had. 0, or
+ * an RST for each of the @n connections @conns that process had. A paused
+ * device (@st->paused) is taken paused, as QEMU's stop left it: its
+ * connections wait (the RSTs go out too) until the front-end's cont
+ * starts it. 0, or
  * vsxu_vu_adopt's error (the front-end then sees its back-end go), -ENOMEM.
  */
 int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
@@ -436,8 +444,9 @@ int vsxb_vm_adopt(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
  * A process that hands its devices over never thaws: it exits.
  * vsxb_vm_device_state: @vm's device as vsxb_vm_adopt takes it in another
  * process (its descriptors still @vm's); -ENOTCONN: no front-end;
- * -EAGAIN: one still setting the device up; -EBUSY: its rings are
- * stopped (paused).
+ * -EAGAIN: one still setting the device up, or between paused and
+ * running (some rings stopped, or being set up again at cont). A paused
+ * device's state says so (@st->paused): it is taken paused.
  */
 void vsxb_router_freeze(struct vsxb_router *r);
 /* The uds_path listener of a VM made with hold_accept accepts from now. */

@@ -478,6 +478,10 @@ static void op_start(void *dev, enum vsxu_vu_start how)
 		if (how == VSXU_VU_START_RESUMED) {
 			vm_unpause(vm, q[VSOCK_VQ_RX], q[VSOCK_VQ_TX], q[VSOCK_VQ_EVENT]);
 			vsxb__device_event(vm, true);
+			vm_send_event(vm);
+			/* RSTs an adoption while paused still owes (restart.c) */
+			if (vm->rst_next < vm->rst_n && vm->rst_timer)
+				vm->sh->loop->timer_arm(vm->rst_timer, 0);
 			vm_tx_run(vm);
 			vsxb__vm_touch(vm);
 			vsxb__round(vm->sh);
@@ -517,7 +521,9 @@ static void op_changed(void *dev)
 {
 	struct vsxb_vm *vm = dev;
 
-	if (vm->live && !vm->paused)
+	/* paused: the state once every ring stopped, or none while the
+	 * front-end sets them up again */
+	if (vm->live)
 		vsxb__device_event(vm, true);
 }
 
@@ -527,11 +533,13 @@ static void op_stop(void *dev, bool resumable)
 
 	if (!vm->live)
 		return;
-	vsxb__device_event(vm, false);
 	if (resumable && !vm->broken) {
 		vm_pause(vm);
+		/* held, its state complete once every ring stopped (op_changed) */
+		vsxb__device_event(vm, true);
 		return;
 	}
+	vsxb__device_event(vm, false);
 	if (vm->nconns)
 		vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device stopped%s: %u connection(s) "
 			 "reset", vm->name, vm->paused ? " for good while paused" : "",

@@ -23,6 +23,7 @@
 #include "vhost-user/acceptor.h"
 #include "peer_host.h"
 #include "router.h"
+#include "util.h"
 
 void vsxb_router_set_device_events(struct vsxb_router *r, vsxb_device_event_fn fn,
 				   void *arg)
@@ -41,9 +42,10 @@ void vsxb__device_event(struct vsxb_vm *vm, bool live)
 	if (!r->dev_fn || vm->freeing)
 		return;
 	if (live && vsxu_vu_get_state(vm->vu, &st) == 0)
-		r->dev_fn(r->dev_arg, vm, vm->name, vm->cid, &st);
+		r->dev_fn(r->dev_arg, vm, vm->name, vm->cid, &st, false);
 	else
-		r->dev_fn(r->dev_arg, vm, vm->name, vm->cid, NULL);
+		r->dev_fn(r->dev_arg, vm, vm->name, vm->cid, NULL,
+			  live && vm->live && vm->paused);
 }
 
 /* Move what fits of the RSTs still to send into the VM's RST queue. */
@@ -55,6 +57,8 @@ static void rst_cb(void *arg)
 		vm->rst_n = vm->rst_next = 0;
 		return;
 	}
+	if (vm->paused)
+		return;  /* the resume arms it again (device.c) */
 	while (vm->rst_next < vm->rst_n && vm->orphan_n < VSXB_ORPHAN_MAX) {
 		const struct vsxb_conn_addr *a = &vm->rst[vm->rst_next++];
 		/* as if the guest had sent a packet on it: the answer is an RST */
@@ -142,6 +146,37 @@ int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg)
 	}
 	vsxb__world_start(vm->r);
 	return rc;
+}
+
+/*
+ * @vm's device was adopted paused (vsxu_vu_adopt, no start): the old
+ * process's VM was live and paused, so this one is, as device.c's pause
+ * leaves a VM. Its connections (made again before) wait for the
+ * front-end's cont, which starts the device as in the old process
+ * (op_start: resumed, or reset).
+ */
+static void vm_adopted_paused(struct vsxb_vm *vm)
+{
+	vm->rxq = vsxu_vu_queue(vm->vu, VSOCK_VQ_RX);
+	vm->txq = vsxu_vu_queue(vm->vu, VSOCK_VQ_TX);
+	vm->evq = vsxu_vu_queue(vm->vu, VSOCK_VQ_EVENT);
+	vm->seqpacket = vsxu_vu_features(vm->vu) & (1ull << VIRTIO_VSOCK_F_SEQPACKET);
+	vm->live = true;
+	vm->broken = false;
+	vm->log_budget = VSXB_LOG_BUDGET;
+	vm->orphan_n = 0;
+	vm->orphan_head = 0;
+	vm->rx_pushed = false;
+	/* (as op_start's: the event is the front-end's, when it has one) */
+	vm->event_pending = !vm->keep_conns;
+	vm->paused = true;
+	vm->paused_ms = vsx__now_ms();
+	vm->tx_more = false;
+	vsxb__vm_timers_hold(vm);
+	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device taken over paused (cid %llu%s): %u "
+		 "connection(s) wait for the VM to continue", vm->name,
+		 (unsigned long long)vm->cid, vm->seqpacket ? ", seqpacket" : "", vm->nconns);
+	vsxb__device_event(vm, true);
 }
 
 /* @k's connection made again on @vm (its socket taken), or NULL. */
@@ -278,6 +313,9 @@ int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 		vsxb_router_ids_past(r, next - 1);
 	vm->keep_conns = nmade > 0;
 	err = vsxu_vu_adopt(vm->vu, st);
+	/* paused: no start came; the device is held as its stop left it */
+	if (!err && st->paused)
+		vm_adopted_paused(vm);
 	vm->keep_conns = false;
 	for (unsigned i = 0; i < nmade; i++) {
 		if (err) {
@@ -349,12 +387,12 @@ int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st)
 	int err;
 
 	vsxb__world_stop(vm->r);
-	if (vm->paused)
-		err = -EBUSY;
-	else
-		err = vsxu_vu_get_state(vm->vu, st);
-	/* a front-end still setting the device up would lose it */
-	if (err == -ENOTCONN && vsxu_vu_connected(vm->vu))
+	err = vsxu_vu_get_state(vm->vu, st);
+	/* a front-end still setting the device up would lose it; a paused
+	 * device whose VM this side does not hold paused (it broke, and
+	 * dropped all) is not one to resume */
+	if ((err == -ENOTCONN && vsxu_vu_connected(vm->vu)) ||
+	    (err == 0 && st->paused && !vm->paused))
 		err = -EAGAIN;
 	vsxb__world_start(vm->r);
 	return err;

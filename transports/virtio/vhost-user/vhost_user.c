@@ -866,6 +866,15 @@ static bool vu_changes_state(uint32_t req)
 	       req == VU_SET_FEATURES || req == VU_SET_PROTOCOL_FEATURES;
 }
 
+/* Can request @req change what vsxu_vu_get_state reports of a paused
+ * device? */
+static bool vu_changes_paused(uint32_t req)
+{
+	return vu_changes_state(req) || req == VU_GET_VRING_BASE ||
+	       req == VU_SET_VRING_NUM || req == VU_SET_VRING_ADDR ||
+	       req == VU_SET_VRING_BASE;
+}
+
 static void vu_dispatch(struct vsxu_vu *vu)
 {
 	bool need_reply = vu->rx.hdr.flags & VU_FLAG_NEED_REPLY;
@@ -879,6 +888,13 @@ static void vu_dispatch(struct vsxu_vu *vu)
 	}
 	if (was_live && vu->live && r == 0 && vu->ops->changed &&
 	    vu_changes_state(vu->rx.hdr.request))
+		vu->ops->changed(vu->dev);
+	/* Paused, any message but a question may change what
+	 * vsxu_vu_get_state says: the stop of the next ring completes it,
+	 * the front-end's setting the rings up again makes it a restart
+	 * under way. (The start itself goes through ops->start.) */
+	else if (!was_live && !vu->live && vu->paused && vu->conn_fd >= 0 &&
+		 vu->ops->changed && vu_changes_paused(vu->rx.hdr.request))
 		vu->ops->changed(vu->dev);
 	if (r != VU_REPLIED && need_reply) {
 		uint64_t v = r ? 1 : 0;

@@ -145,22 +145,33 @@ struct vsxu_vu_queue_state {
 	unsigned index, num;
 	bool enabled;
 	uint64_t desc, avail, used;   /* the front-end's addresses (uva) */
-	int kick_fd, call_fd;         /* eventfds; call_fd -1: none */
+	int kick_fd, call_fd;         /* eventfds; call_fd -1: none; kick_fd
+				       * -1 in a paused device's rings */
+	unsigned base;                /* paused: the index GET_VRING_BASE
+				       * returned (0 otherwise) */
 };
 
 struct vsxu_vu_state {
 	uint64_t features, protocol_features;
 	int conn_fd;                  /* the front-end's connection */
+	bool paused;                  /* stopped resumably by the front-end
+				       * (QEMU stop): the rings are where
+				       * GET_VRING_BASE left them */
 	unsigned nregions;
 	struct vsxu_vu_region_state region[VSXU_MEM_MAX_REGIONS];
-	unsigned nqueues;             /* the started queues */
+	unsigned nqueues;             /* the started queues; paused: the
+				       * stopped ones */
 	struct vsxu_vu_queue_state queue[VSXU_VU_MAX_QUEUES];
 };
 
 /*
- * The live device's state. The descriptors are @vu's own (not
- * duplicated: valid while it keeps them). -ENOTCONN: no live device (no
- * front-end, or not started, or paused by it).
+ * The live device's state, or a paused one's (@out->paused: every ring
+ * the front-end stopped with GET_VRING_BASE, none started, the memory
+ * table still mapped; the front-end sets the rings up again at cont). The
+ * descriptors are @vu's own (not duplicated: valid while it keeps them).
+ * -ENOTCONN: no device (no front-end, or not started); -EAGAIN: one
+ * between states (its rings half stopped, or being set up again after a
+ * pause: what the front-end already sent would be lost).
  */
 int vsxu_vu_get_state(const struct vsxu_vu *vu, struct vsxu_vu_state *out);
 
@@ -174,6 +185,13 @@ int vsxu_vu_get_state(const struct vsxu_vu *vu, struct vsxu_vu_state *out);
  * used entry: chains the old process took and never gave back are taken
  * again (a device that completes chains in order, as the vsock device
  * does, loses none and completes none twice).
+ *
+ * A paused state (@s->paused) is adopted paused: the memory mapped, the
+ * rings placed where they stopped (their base, size and addresses, as the
+ * front-end's cont will set them again), no kick watched, no start: the
+ * device goes on at the front-end's next start as it would have in the
+ * old process (ops->start, VSXU_VU_START_RESUMED for a cont, NEW for a
+ * guest reset). A paused state with a started ring (a kick) is refused.
  *
  * Everything is checked first: each descriptor's kind (a Unix stream
  * socket, regular files covering their regions, eventfds), the regions

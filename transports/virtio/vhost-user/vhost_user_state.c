@@ -21,10 +21,46 @@
 #include "vhost_user-int.h"
 #include "util.h"
 
+/*
+ * A paused device: every ring GET_VRING_BASE stopped as it stopped it,
+ * and nothing of the next start sent yet, or only what restates the stop
+ * (QEMU's cont sends the same size, addresses and base first): then the
+ * new process, given the stop, takes the rest of the start as this one
+ * would. Otherwise -EAGAIN.
+ */
+static int paused_state(const struct vsxu_vu *vu, struct vsxu_vu_state *out)
+{
+	if (vu->features != vu->stop_features || !vu->mem.n)
+		return -EAGAIN;
+	for (unsigned i = 0; i < vu->nq; i++) {
+		const struct vu_queue *q = &vu->q[i];
+
+		if (q->vq.started)
+			return -EAGAIN; /* still running, or started again */
+		if (!q->stop_valid)
+			continue;
+		if (q->vq.num != q->stop_num || q->vq.last_avail != q->stop_base ||
+		    !q->addr_set || q->desc_uva != q->stop_desc ||
+		    q->avail_uva != q->stop_avail || q->used_uva != q->stop_used)
+			return -EAGAIN;
+		out->queue[out->nqueues++] = (struct vsxu_vu_queue_state){
+			.index = i, .num = q->stop_num, .base = q->stop_base,
+			.desc = q->stop_desc, .avail = q->stop_avail, .used = q->stop_used,
+			.kick_fd = -1, .call_fd = q->vq.call_fd,
+		};
+	}
+	if (!out->nqueues)
+		return -EAGAIN;
+	out->paused = true;
+	return 0;
+}
+
 int vsxu_vu_get_state(const struct vsxu_vu *vu, struct vsxu_vu_state *out)
 {
+	int err;
+
 	memset(out, 0, sizeof(*out));
-	if (vu->conn_fd < 0 || !vu->live)
+	if (vu->conn_fd < 0 || (!vu->live && !vu->paused))
 		return -ENOTCONN;
 	out->features = vu->features;
 	out->protocol_features = vu->protocol_features;
@@ -40,6 +76,12 @@ int vsxu_vu_get_state(const struct vsxu_vu *vu, struct vsxu_vu_state *out)
 		};
 	}
 	out->nregions = vu->mem.n;
+	if (!vu->live) {
+		err = paused_state(vu, out);
+		if (err)
+			memset(out, 0, sizeof(*out));
+		return err;
+	}
 	for (unsigned i = 0; i < vu->nq; i++) {
 		const struct vu_queue *q = &vu->q[i];
 
@@ -136,12 +178,19 @@ static const char *state_bad(struct vsxu_vu *vu, const struct vsxu_vu_state *s)
 		return "no memory table, or too many regions";
 	if (!s->nqueues || s->nqueues > vu->nq)
 		return "no rings, or more than the device has";
+	for (unsigned i = 0; i < s->nqueues; i++) {
+		if (s->paused && s->queue[i].kick_fd >= 0)
+			return "a paused device with a started ring (a kick eventfd)";
+		if (s->queue[i].base > 0xffff || (!s->paused && s->queue[i].base))
+			return "a ring's stop index out of range";
+	}
 	n = state_fds(s, fds);
 	for (unsigned i = 0; i < n; i++) {
 		bool call = i > s->nregions && (i - 1 - s->nregions) % 2 == 1;
+		bool kick = i > s->nregions && !call;
 
-		if (fds[i] < 0 && call)
-			continue; /* a call fd may be absent */
+		if (fds[i] < 0 && (call || (kick && s->paused)))
+			continue; /* a call fd may be absent, a paused ring has no kick */
 		if (fds[i] < 0)
 			return "a descriptor is missing";
 		for (unsigned j = 0; j < i; j++) {
@@ -180,13 +229,57 @@ static const char *state_bad(struct vsxu_vu *vu, const struct vsxu_vu_state *s)
 		seen[q->index] = true;
 		if (!q->num || q->num > vu->queue_max || (q->num & (q->num - 1)))
 			return "a ring size the device does not accept";
-		if (!is_eventfd(q->kick_fd) || (q->call_fd >= 0 && !is_eventfd(q->call_fd)))
+		if ((q->kick_fd >= 0 && !is_eventfd(q->kick_fd)) ||
+		    (q->call_fd >= 0 && !is_eventfd(q->call_fd)))
 			return "a kick or call descriptor is not an eventfd";
 	}
 	return NULL;
 }
 
 /* ---- Adoption ---- */
+
+/* The watch on the front-end's connection. */
+static int watch_conn(struct vsxu_vu *vu)
+{
+	vsx__set_nonblock(vu->conn_fd, true);
+	vu->conn_w = vu->loop->watch(vu->loop->ctx, vu->conn_fd, VSXU_EV_READ,
+				     vsxu_vu__conn_cb, vu);
+	return vu->conn_w ? 0 : -ENOMEM;
+}
+
+/*
+ * @s paused, its memory mapped: each ring as GET_VRING_BASE left it in the
+ * old process (placed, at its base, its stop recorded), stopped; the
+ * device paused at the features it stopped with. Nothing starts: the
+ * front-end's cont does, compared with the stop as the old process would
+ * have compared it (vu_start_how).
+ */
+static int adopt_paused(struct vsxu_vu *vu, const struct vsxu_vu_state *s)
+{
+	for (unsigned i = 0; i < s->nqueues; i++) {
+		const struct vsxu_vu_queue_state *qs = &s->queue[i];
+		struct vu_queue *q = &vu->q[qs->index];
+
+		q->vq.num = qs->num;
+		if (vsxu_vu__place_ring(vu, q, qs->desc, qs->avail, qs->used)) {
+			vsxu_vu__log(vu, "vhost-user: cannot adopt the paused device on %s: "
+				    "ring %u outside guest memory", vu->path, qs->index);
+			return -EINVAL;
+		}
+		q->vq.last_avail = (uint16_t)qs->base;
+		q->vq.started = false;
+		q->vq.enabled = !(vu->features & (1ull << VU_F_PROTOCOL_FEATURES));
+		q->stop_valid = true;
+		q->stop_base = (uint16_t)qs->base;
+		q->stop_num = qs->num;
+		q->stop_desc = qs->desc;
+		q->stop_avail = qs->avail;
+		q->stop_used = qs->used;
+	}
+	vu->paused = true;
+	vu->stop_features = vu->features;
+	return watch_conn(vu);
+}
 
 int vsxu_vu_adopt(struct vsxu_vu *vu, const struct vsxu_vu_state *s)
 {
@@ -240,6 +333,12 @@ int vsxu_vu_adopt(struct vsxu_vu *vu, const struct vsxu_vu_state *s)
 	}
 	for (unsigned i = 0; i < vu->nq; i++)
 		vsxu_vu__apply_features(vu, &vu->q[i].vq);
+	if (s->paused) {
+		err = adopt_paused(vu, s);
+		if (err)
+			goto fail;
+		return 0;
+	}
 	for (unsigned i = 0; i < s->nqueues; i++) {
 		const struct vsxu_vu_queue_state *qs = &s->queue[i];
 		struct vu_queue *q = &vu->q[qs->index];
@@ -268,13 +367,9 @@ int vsxu_vu_adopt(struct vsxu_vu *vu, const struct vsxu_vu_state *s)
 		q->vq.enabled = qs->enabled ||
 				!(vu->features & (1ull << VU_F_PROTOCOL_FEATURES));
 	}
-	vsx__set_nonblock(vu->conn_fd, true);
-	vu->conn_w = vu->loop->watch(vu->loop->ctx, vu->conn_fd, VSXU_EV_READ,
-				     vsxu_vu__conn_cb, vu);
-	if (!vu->conn_w) {
-		err = -ENOMEM;
+	err = watch_conn(vu);
+	if (err)
 		goto fail;
-	}
 	vsxu_vu__update(vu, -1);
 	return 0;
 
