@@ -5,11 +5,13 @@
  * read from standard input, so that control.test can drive live
  * connections without QEMU.
  *
- *   fake_guest [-I] [-D] VHOST_SOCKET
+ *   fake_guest [-I] [-D] [-Q SIZE] VHOST_SOCKET
  *
  * -I: no indirect descriptors (every RX buffer is two descriptors on the
  * ring, so that a shrunk file leaves the ring and takes the buffers).
  * -D: the descriptor tables at the top of guest memory (drv_opts.desc_top).
+ * -Q SIZE: the virtqueues' size (default 256): SIZE RX buffers of 4096
+ * bytes, so that what a sibling sends beyond them waits in vsxd.
  *
  * Every command line gets one answer line on standard output,
  * "N ok ..." or "N err ...", N being the command's number (1, 2, ...).
@@ -38,6 +40,8 @@
  *   wait-closed        wait until the connection ended (an RST, or
  *                      SHUTDOWN both ways: we answered with an RST)
  *   state              the guest's view of the connection
+ *   rxhold 1|0         stop (1) or go on (0) reading the RX queue: what
+ *                      comes once its buffers are full waits in vsxd
  *   pause, resume      QEMU's stop and cont (drv_pause, drv_resume)
  *   break              a TX avail index no ring can hold: vsxd marks the
  *                      device broken
@@ -138,6 +142,7 @@ static int rawfd = -1, rawl = -1;       /* plain sockets, when used */
 static uint64_t host_rx, host_tx;
 static unsigned cmd_no;
 static bool shrunk;             /* fault: guest memory is not ours to touch */
+static bool rx_held;            /* rxhold: the RX queue is not read */
 
 /* Payload byte @off of direction @seed (1: guest to host, 2: host to guest). */
 static uint8_t pat(unsigned seed, uint64_t off)
@@ -281,7 +286,8 @@ static void service(int ms)
 	struct virtio_vsock_hdr h;
 	int n;
 
-	if (shrunk) {           /* nothing of guest memory is ours now */
+	/* shrunk: nothing of guest memory is ours now; rx_held: rxhold */
+	if (shrunk || rx_held) {
 		if (ms)
 			poll(NULL, 0, ms);
 		return;
@@ -676,6 +682,9 @@ static void command(char *line)
 	} else if (!strcmp(verb, "state")) {
 		service(0);
 		print_state();
+	} else if (!strcmp(verb, "rxhold")) {
+		rx_held = v != 0;
+		answer(true, "rxhold=%d", rx_held);
 	} else if (!strcmp(verb, "pause")) {
 		rc = drv_pause(d);
 		answer(rc == 0, "rc=%d", rc);
@@ -836,13 +845,18 @@ int main(int argc, char **argv)
 			o.no_indirect = true;
 		else if (!strcmp(argv[1], "-D"))
 			o.desc_top = true;
-		else
+		else if (!strcmp(argv[1], "-Q") && argc > 3) {
+			o.queue_size = (unsigned)strtoul(argv[2], NULL, 0);
+			argv++;
+			argc--;
+		} else {
 			break;
+		}
 		argv++;
 		argc--;
 	}
 	if (argc != 2) {
-		fprintf(stderr, "usage: fake_guest [-I] [-D] VHOST_SOCKET <COMMANDS\n");
+		fprintf(stderr, "usage: fake_guest [-I] [-D] [-Q SIZE] VHOST_SOCKET <COMMANDS\n");
 		return 2;
 	}
 	rc = drv_open(argv[1], &o, &d);

@@ -131,7 +131,7 @@ try:
          "mismatch"),
         ("a state record of version 99", "version",
          "the new process refused: the state is unusable: state record version 99, "
-         "this vsxd reads 1 to 2"),
+         "this vsxd reads 1 to 3"),
         ("a state record whose connection is in no state (checksum right)", "badconn",
          "the new process refused: the state is unusable: state record VM 0: bad "
          "connection state"),

@@ -68,8 +68,8 @@ def log_text():
 
 
 def record_v1(buf):
-    """The state record @buf (version 2, daemon/state.h) as the release
-    before wrote it: version 1, connections by their addresses."""
+    """The state record @buf (version 3, daemon/state.h) as an earlier
+    release wrote it: version 1, connections by their addresses."""
     import struct
     import zlib
     length, nvms = struct.unpack_from("<I", buf, 12)[0], struct.unpack_from("<I", buf, 20)[0]
@@ -95,6 +95,7 @@ def record_v1(buf):
                 off += 4 + qlen
                 nends = struct.unpack_from("<I", buf, off)[0]
                 off += 4 + 5 * nends
+            off = sstr(off) + 9     # version 3: twin_vm, twin_id, eom_pending
     assert off == length, (off, length)
     return (buf[:8] + struct.pack("<III", 1, 32 + len(body), zlib.crc32(body)) +
             buf[20:32] + body)
