@@ -20,6 +20,10 @@
 #              (SHUTDOWN both ways, RST) and a new pair carries data
 #   gone       a handoff to a process whose vsxd.conf has no VM b: guest
 #              a's half has no twin: a gets an RST, vsxd logs why
+#   store      vsxd under a stand-in for systemd's file descriptor store
+#              (tests/daemon/fdstore.py, not systemd): a new pair, bytes
+#              held both ways, SIGTERM and a start with the store
+#              (systemctl restart): the pair goes on, every byte arrives
 #
 #   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
 import json
@@ -31,6 +35,7 @@ import sys
 
 SRC = os.path.join(os.environ.get("srcdir", "."), "tests", "daemon")
 sys.path.insert(0, SRC)
+import fdstore  # noqa: E402
 import vsxdtest  # noqa: E402
 from vsxdtest import Guest, check, wait_for  # noqa: E402
 T = vsxdtest.Setup("sibhandoff")
@@ -86,10 +91,22 @@ def alive(g):
     return g.cmd("backend") and g.line.endswith("alive=1")
 
 
+def held_both_ways(what):
+    """Both guests stop reading and send N bytes each: vsxd holds bytes
+    for either."""
+    ok = (ga.cmd("rxhold 1") and gb.cmd("rxhold 1") and
+          ga.cmd("gsend %d" % N) and gb.cmd("gsend %d" % N))
+    q = [c.get("queued", 0) for c in ctl_json("list")]
+    return check("%s: both guests sent %d bytes the other does not read: vsxd holds "
+                 "bytes for either (%s)" % (what, N, q),
+                 ok and len(q) == 2 and all(x > 0 for x in q))
+
+
 write_conf(2)
 vsxd = subprocess.Popen([VSXD, "--config", conf], stdout=log, stderr=log)
 ga = gb = None
 pid = None
+svc = None
 try:
     check("vsxd serves (control socket up)", wait_for(lambda: status().get("pid")))
     pid = status().get("pid")
@@ -110,13 +127,8 @@ try:
     # ---- pair: three handoffs, the thread layout changed each time ----
     for n, threads in enumerate((2, 1, 2)):
         gen = n + 2
-        ok = (ga.cmd("rxhold 1") and gb.cmd("rxhold 1") and
-              ga.cmd("gsend %d" % N) and gb.cmd("gsend %d" % N))
+        held_both_ways("handoff %d" % (n + 1))
         sent += N
-        q = [c.get("queued", 0) for c in ctl_json("list")]
-        check("handoff %d: both guests sent %d bytes the other does not read: vsxd "
-              "holds bytes for either (%s)" % (n + 1, N, q),
-              ok and len(q) == 2 and all(x > 0 for x in q))
         write_conf(threads)
         rc, out = upgrade()
         st = status()
@@ -168,6 +180,46 @@ try:
           "its twin (vm b, connection " in text and "was not handed over: it ends "
           "(RST to the guest)" in text)
     check("guest a's front-end still served", alive(ga))
+
+    # ---- store: systemctl restart under the file descriptor store ----
+    for g in (ga, gb):
+        g.close()
+    ga = gb = None
+    os.kill(int(pid), signal.SIGTERM)
+    wait_for(lambda: not status().get("pid"))
+    pid = None
+    write_conf(2)
+    svc = fdstore.Service([VSXD, "--config", conf], os.path.join(tmp, "notify"),
+                          store_max=64, log=log)
+    print("service manager: the stand-in of tests/daemon/fdstore.py (not systemd)")
+    svc.start()
+    check("store: vsxd READY=1 under the stand-in", svc.wait(lambda: svc.ready))
+    ga = Guest(FG, vhost["a"], "-Q", "32")
+    gb = Guest(FG, vhost["b"], "-Q", "32")
+    ok = (ga.line == "0 ok cid=3" and gb.line == "0 ok cid=4" and
+          gb.cmd("listen 7002") and ga.cmd("gconnect 7002 4") and
+          ga.cmd("gsend 1000") and gb.cmd("grecv 1000"))
+    check("store: a new pair", ok)
+    ids = sorted(c.get("conn") for c in ctl_json("list"))
+    held_both_ways("store")
+    starts = svc.starts
+    svc.restart()
+    up = svc.wait(lambda: svc.starts > starts and svc.ready)
+    st = status()
+    check("store: SIGTERM, started again with the store: start-mode restarted, "
+          "2 connections kept", up and svc.stopped_rc == 0 and
+          st.get("start_mode") == "restarted" and
+          str(st.get("recovery_conns_kept")) == "2", str(st))
+    now = sorted(c.get("conn") for c in ctl_json("list"))
+    check("store: the pair under its ids %s" % now, now == ids, str(now))
+    ok = (ga.cmd("rxhold 0") and gb.cmd("rxhold 0") and
+          ga.cmd("grecv %d" % N) and gb.cmd("grecv %d" % (N + 1000)) and
+          ga.cmd("gsend 5000") and gb.cmd("grecv %d" % (N + 6000)) and
+          gb.cmd("gsend 5000") and ga.cmd("grecv %d" % (N + 5000)))
+    check("store: every byte held arrives both ways, and the pair goes on", ok)
+    check("store: no RST, both front-ends on the same connection",
+          ga.cmd("state") and "open=1" in ga.line and alive(ga) and alive(gb),
+          ga.line)
     check("no sanitizer report in vsxd's log",
           not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
                                             "runtime error:")))
@@ -175,6 +227,8 @@ finally:
     for g in (ga, gb):
         if g:
             g.close()
+    if svc:
+        svc.close()
     if pid:
         try:
             os.kill(int(pid), signal.SIGTERM)
