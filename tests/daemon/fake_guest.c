@@ -30,7 +30,12 @@
  *                      pattern a guest sends (gsend), so RW is checked
  *                      against that one
  *   gsend N [PKT]      send N payload bytes (within the credit) in packets
- *                      of PKT bytes (default 4096, at most 65536)
+ *                      of PKT bytes (default 4096, at most 65536); on a
+ *                      SEQPACKET connection each packet is a message (EOM)
+ *   seqpacket SIZE     gconnect makes SEQPACKET connections from now on
+ *                      (0: STREAM again), and every message received on
+ *                      one must end at a multiple of SIZE bytes (grecv
+ *                      fails otherwise)
  *   grecv TOTAL        wait until TOTAL bytes were received in all
  *   gcredit            send a CREDIT_UPDATE (our fwd_cnt)
  *   gshut FLAGS        send SHUTDOWN with FLAGS (1 rcv, 2 send)
@@ -106,6 +111,8 @@
 #define GUEST_PORT_BASE 40000
 
 struct gconn {
+	uint16_t type;            /* VIRTIO_VSOCK_TYPE_* */
+	uint64_t msgs;            /* SEQPACKET: messages received (EOM) */
 	bool open, responded, rst;
 	uint64_t pcid;            /* the peer: the host or a sibling VM */
 	uint32_t lport, pport;
@@ -122,6 +129,7 @@ static struct drv *d;
 static uint64_t cid;
 static uint32_t listen_port, next_gport = GUEST_PORT_BASE;
 static uint64_t peer_cid = VSOCK_CID_HOST; /* gconnect's default (peer) */
+static uint32_t seq_msg;        /* seqpacket: gconnect's type, message size */
 static struct gconn g;
 static vsx_sock *hs, *hl;
 /* Host sockets a new hconnect, haccept or hlisten replaced: left as they
@@ -178,7 +186,7 @@ static struct virtio_vsock_hdr ghdr(uint16_t op, uint32_t flags, uint32_t len,
 		.src_port = htole32(lport),
 		.dst_port = htole32(pport),
 		.len = htole32(len),
-		.type = htole16(VIRTIO_VSOCK_TYPE_STREAM),
+		.type = htole16(g.type),
 		.op = htole16(op),
 		.flags = htole32(flags),
 		.buf_alloc = htole32(g.buf_alloc),
@@ -210,6 +218,7 @@ static void conn_start(uint64_t pcid, uint32_t lport, uint32_t pport)
 	g.lport = lport;
 	g.pport = pport;
 	g.buf_alloc = GUEST_BUF;
+	g.type = VIRTIO_VSOCK_TYPE_STREAM;
 }
 
 static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
@@ -228,6 +237,7 @@ static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
 			return;
 		}
 		conn_start(src_cid, dst_port, src_port);
+		g.type = le16toh(h->type);
 		g.open = true;
 		g.first_buf = le32toh(h->buf_alloc);
 		g.peer_buf = le32toh(h->buf_alloc);
@@ -255,6 +265,12 @@ static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
 				g.bad = true;
 		g.rx += (uint64_t)len;
 		g.fwd_cnt += (uint32_t)len;     /* read at once */
+		if (g.type == VIRTIO_VSOCK_TYPE_SEQPACKET &&
+		    (le32toh(h->flags) & VIRTIO_VSOCK_SEQ_EOM)) {
+			g.msgs++;
+			if (seq_msg && g.rx % seq_msg)
+				g.bad = true;   /* a message end where none was */
+		}
 		if (g.fwd_cnt - g.last_fwd_sent > g.buf_alloc / 2)
 			gsend_conn(VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0);
 		break;
@@ -493,10 +509,10 @@ static void print_state(void)
 {
 	answer(true, "open=%d lport=%u pport=%u rx=%llu tx=%llu buf_alloc=%u fwd_cnt=%u "
 	       "peer_buf=%u peer_fwd=%u first_buf=%u updates=%u last_update_buf=%u "
-	       "rst=%d shut=%u bad=%d", g.open, g.lport, g.pport,
+	       "rst=%d shut=%u bad=%d msgs=%llu", g.open, g.lport, g.pport,
 	       (unsigned long long)g.rx, (unsigned long long)g.tx, g.buf_alloc, g.fwd_cnt,
 	       g.peer_buf, g.peer_fwd, g.first_buf, g.updates, g.last_update_buf, g.rst,
-	       g.shut, g.bad);
+	       g.shut, g.bad, (unsigned long long)g.msgs);
 }
 
 static void gsend_cmd(uint64_t n, uint64_t pkt)
@@ -529,7 +545,8 @@ static void gsend_cmd(uint64_t n, uint64_t pkt)
 			k = credit;
 		for (i = 0; i < k; i++)
 			buf[i] = pat(1, g.tx + i);
-		if (gsend_conn(VIRTIO_VSOCK_OP_RW, 0, buf, k) < 0) {
+		if (gsend_conn(VIRTIO_VSOCK_OP_RW, g.type == VIRTIO_VSOCK_TYPE_SEQPACKET ?
+			       VIRTIO_VSOCK_SEQ_EOM : 0, buf, k) < 0) {
 			answer(false, "drv_send failed");
 			return;
 		}
@@ -639,6 +656,8 @@ static void command(char *line)
 		answer(true, "cid=%llu", v);
 	} else if (!strcmp(verb, "gconnect")) {
 		conn_start(b ? strtoull(b, NULL, 0) : peer_cid, next_gport++, (uint32_t)v);
+		if (seq_msg)
+			g.type = VIRTIO_VSOCK_TYPE_SEQPACKET;
 		gsend_conn(VIRTIO_VSOCK_OP_REQUEST, 0, NULL, 0);
 		if (WAIT_FOR(g.responded || g.rst) && g.responded)
 			answer(true, "lport=%u buf=%u", g.lport, g.first_buf);
@@ -682,6 +701,9 @@ static void command(char *line)
 	} else if (!strcmp(verb, "state")) {
 		service(0);
 		print_state();
+	} else if (!strcmp(verb, "seqpacket")) {
+		seq_msg = (uint32_t)v;
+		answer(true, "seqpacket=%u", seq_msg);
 	} else if (!strcmp(verb, "rxhold")) {
 		rx_held = v != 0;
 		answer(true, "rxhold=%d", rx_held);

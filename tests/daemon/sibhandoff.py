@@ -18,6 +18,12 @@
 #              disconnect (both front-ends answer on the same vhost-user
 #              connection); after the last one the pair ends as any
 #              (SHUTDOWN both ways, RST) and a new pair carries data
+#   seqpacket  a SEQPACKET pair, 40 messages of 3000 bytes each way per
+#              round (one per RX buffer: 8 wait in vsxd; 80 in all stay
+#              within the credit the guests saw at the start): bytes held
+#              both ways across two handoffs (2 threads, then 1): every
+#              byte arrives and every message ends where it ended (the
+#              fake guest checks each end)
 #   gone       a handoff to a process whose vsxd.conf has no VM b: guest
 #              a's half has no twin: a gets an RST, vsxd logs why
 #   store      vsxd under a stand-in for systemd's file descriptor store
@@ -166,6 +172,40 @@ try:
           ga.cmd("gsend 10000") and gb.cmd("grecv 10000") and
           gb.cmd("gsend 10000") and ga.cmd("grecv 10000"))
     check("a new pair carries data both ways", ok)
+    ok = ga.cmd("gshut 3") and ga.cmd("wait-rst") and gb.cmd("wait-closed")
+    check("it ends as any", ok)
+
+    # ---- seqpacket: message ends kept ----
+    M, K = 3000, 40
+    ok = (ga.cmd("seqpacket %d" % M) and gb.cmd("seqpacket %d" % M) and
+          gb.cmd("listen 7003") and ga.cmd("gconnect 7003 4"))
+    check("a SEQPACKET pair", ok)
+    ids = sorted(c.get("conn") for c in ctl_json("list"))
+    got = 0
+    for n, threads in enumerate((2, 1)):
+        what = "seqpacket handoff %d" % (n + 1)
+        ok = (ga.cmd("rxhold 1") and gb.cmd("rxhold 1") and
+              ga.cmd("gsend %d %d" % (K * M, M)) and gb.cmd("gsend %d %d" % (K * M, M)))
+        got += K * M
+        q = [c.get("queued", 0) for c in ctl_json("list")]
+        check("%s: both guests sent %d messages of %d bytes the other does not read: "
+              "vsxd holds bytes for either (%s)" % (what, K, M, q),
+              ok and len(q) == 2 and all(x > 0 for x in q))
+        write_conf(threads)
+        rc, out = upgrade()
+        st = status()
+        pid = st.get("pid") or pid
+        check("%s to a process with %d worker thread%s: 2 connections kept"
+              % (what, threads, "s" if threads > 1 else ""),
+              rc == 0 and "2 connections kept" in out, out)
+        now = sorted(c.get("conn") for c in ctl_json("list"))
+        check("%s: the pair under its ids %s" % (what, now), now == ids, str(now))
+        ok = (ga.cmd("rxhold 0") and gb.cmd("rxhold 0") and
+              ga.cmd("grecv %d" % got) and gb.cmd("grecv %d" % got) and
+              ga.cmd("state") and ("msgs=%d" % (got // M)) in ga.line and
+              gb.cmd("state") and ("msgs=%d" % (got // M)) in gb.line)
+        check("%s: each guest reads every byte, %d messages, each ending where it "
+              "ended" % (what, got // M), ok, ga.line + " " + gb.line)
 
     # ---- gone: the twin's VM is not in the new process ----
     write_conf(2, with_b=False)

@@ -369,10 +369,12 @@ unsigned vsxb_router_pair_kept(struct vsxb_router *r, unsigned *ended)
 		x = e->vm->sh != t->vm->sh;
 		a = sibkeep_half(e, x);
 		b = a ? sibkeep_half(t, x) : NULL;
-		if (a && b && x && vsxb__xsib_join(a, b, e->k.eom_pending, t->k.eom_pending) < 0)
-			b = (vsxb__conn_kill(b), NULL);
-		else if (a && b && !x)
+		if (a && b && x && vsxb__xsib_join(a, b, e->k.eom_pending, t->k.eom_pending) < 0) {
+			vsxb__conn_kill(b);
+			b = NULL;
+		} else if (a && b && !x) {
 			vsxb__sib_join(a, b, e->k.eom_pending, t->k.eom_pending);
+		}
 		if (!a || !b) {
 			if (a)
 				vsxb__conn_kill(a);
