@@ -24,6 +24,11 @@
 #              both ways across two handoffs (2 threads, then 1): every
 #              byte arrives and every message ends where it ended (the
 #              fake guest checks each end)
+#   badtwin    a handoff to a stand-in (handoff_prog.py, mode twin) that
+#              makes one half name a connection its twin's VM does not
+#              have, then runs vsxd: the pair ends, an RST to each guest,
+#              a line for each half saying why (vm a's twin is not in the
+#              state; vm b's twin does not name it back)
 #   gone       a handoff to a process whose vsxd.conf has no VM b: guest
 #              a's half has no twin: a gets an RST, vsxd logs why
 #   store      vsxd under a stand-in for systemd's file descriptor store
@@ -81,9 +86,9 @@ def threads_of():
     return {v.get("vm"): v.get("thread") for v in ctl_json("vms")}
 
 
-def upgrade():
-    r = subprocess.run([VSXCTL, "-c", ctl, "upgrade"], capture_output=True, text=True,
-                       timeout=60)
+def upgrade(*args):
+    r = subprocess.run([VSXCTL, "-c", ctl, "upgrade"] + list(args), capture_output=True,
+                       text=True, timeout=60)
     return r.returncode, (r.stdout + r.stderr).strip()
 
 
@@ -108,8 +113,13 @@ def held_both_ways(what):
                  ok and len(q) == 2 and all(x > 0 for x in q))
 
 
+# the stand-in for a new vsxd that spoils the twin (it runs $HANDOFF_VSXD)
+twin_prog = os.path.join(tmp, "handoff-twin")
+shutil.copy(os.path.join(SRC, "handoff_prog.py"), twin_prog)
+os.chmod(twin_prog, 0o755)
 write_conf(2)
-vsxd = subprocess.Popen([VSXD, "--config", conf], stdout=log, stderr=log)
+vsxd = subprocess.Popen([VSXD, "--config", conf], stdout=log, stderr=log,
+                        env=dict(os.environ, HANDOFF_VSXD=VSXD))
 ga = gb = None
 pid = None
 svc = None
@@ -206,6 +216,23 @@ try:
               gb.cmd("state") and ("msgs=%d" % (got // M)) in gb.line)
         check("%s: each guest reads every byte, %d messages, each ending where it "
               "ended" % (what, got // M), ok, ga.line + " " + gb.line)
+
+    # ---- badtwin: a record whose halves do not name each other ----
+    write_conf(2)
+    rc, out = upgrade("--exec", twin_prog)
+    st = status()
+    pid = st.get("pid") or pid
+    check("a handoff whose record spoils the twin: exit 0, 0 connections kept, "
+          "2 ended", rc == 0 and "0 connections kept, 2 connections ended" in out, out)
+    check("both guests get an RST", ga.cmd("wait-rst") and gb.cmd("wait-rst"))
+    text = log_text()
+    check("vsxd logs why, for each half: vm a's names a twin the state does not "
+          "hold, vm b's twin does not name it back",
+          "its twin is not in the state: it ends (RST to the guest)" in text and
+          "its twin in the state does not match it: it ends (RST to the guest)" in text)
+    ok = (gb.cmd("seqpacket 0") and ga.cmd("seqpacket 0") and gb.cmd("listen 7004") and
+          ga.cmd("gconnect 7004 4") and ga.cmd("gsend 1000") and gb.cmd("grecv 1000"))
+    check("a new pair", ok)
 
     # ---- gone: the twin's VM is not in the new process ----
     write_conf(2, with_b=False)
