@@ -597,8 +597,10 @@ static void xsib_release(struct conn *c)
  * what waits for its guest: its queue, then the DATA records the other
  * half sent that this thread has not applied yet, as xsib_apply would
  * deliver them (each packet's end kept). CREDIT records are superseded
- * by the other half's own counters, which its record keeps; a pair with
- * anything else on the way (an OK, SHUTDOWN, RST, CLOSE) is not kept. */
+ * by the other half's own counters, which its record keeps; a
+ * CREDIT_REQUEST on the way is one owed to this guest (k->ctrl); a pair
+ * with anything else on the way (an OK, SHUTDOWN, RST, CLOSE) is not
+ * kept. */
 static int xsib_keep(const struct conn *c, struct vsxb_conn_keep *k)
 {
 	const struct xsib_peer *x = xp(c);
@@ -620,21 +622,23 @@ static int xsib_keep(const struct conn *c, struct vsxb_conn_keep *k)
 		if (rec->what == XR_DATA) {
 			more += rec->len;
 			more_ends++;
-		} else if (rec->what != XR_CREDIT) {
+		} else if (rec->what != XR_CREDIT && rec->what != XR_CREDIT_REQ) {
 			return 0;
 		}
 	}
 	err = vsxb__sib_keep_q(c, k, more, more_ends);
 	if (err)
 		return err;
-	for (rec = q->head->next; rec && takes; rec = rec->next) {
+	for (rec = q->head->next; rec; rec = rec->next) {
 		uint8_t *dst = (uint8_t *)k->q;
 		struct vsxb_msg_end *ends = (struct vsxb_msg_end *)k->ends;
 		uint32_t last = k->nends ? ends[k->nends - 1].end : 0;
 		unsigned fl = rec->flags & (VIRTIO_VSOCK_SEQ_EOM | VIRTIO_VSOCK_SEQ_EOR);
 
-		if (rec->what != XR_DATA)
-			continue;
+		if (rec->what == XR_CREDIT_REQ)
+			k->ctrl |= C_CREDIT_REQUEST;
+		if (rec->what != XR_DATA || !takes)
+			continue;   /* (nobody would read it) */
 		if (!rec->len) {
 			/* an empty packet ends the open message, if any */
 			if (c->type != VIRTIO_VSOCK_TYPE_SEQPACKET ||
