@@ -471,7 +471,7 @@ static int conn_bytes(const struct vsxb_conn_keep *k, struct vsxd_state_bytes *b
 int vsxd_state_conn_whole(struct vsxd_state_conn *c, const struct vsxb_conn_keep *k)
 {
 	vsxd_state_conn_from_info(c, k->ci);
-	if (k->fd < 0)
+	if (k->fd < 0 && !k->sibling)
 		return 0;  /* ends in the next process */
 	c->flags |= VSXD_CONN_WHOLE |
 		    (k->advertised ? VSXD_CONN_ADVERTISED : 0) |
@@ -495,6 +495,15 @@ int vsxd_state_conn_whole(struct vsxd_state_conn *c, const struct vsxb_conn_keep
 	c->peer_buf_alloc = k->peer_buf_alloc;
 	c->peer_fwd_cnt = k->peer_fwd_cnt;
 	c->tx_cnt = k->tx_cnt;
+	if (k->sibling) {
+		/* its twin's record holds the rest of the pair; the bytes
+		 * here are those for this half's guest */
+		c->peer = VSXD_PEER_SIBLING;
+		snprintf(c->twin_vm, sizeof(c->twin_vm), "%s", k->twin_vm);
+		c->twin_id = k->twin_id;
+		c->eom_pending = k->eom_pending & 3;
+		return conn_bytes(k, &c->to_guest_q);
+	}
 	snprintf(c->host_fd, sizeof(c->host_fd), "conn.%llu.host", (unsigned long long)k->id);
 	return conn_bytes(k, &c->to_host_q);
 }
@@ -783,9 +792,43 @@ static struct vsxb_conn_addr conn_addr(const struct vsxd_state_conn *c)
 	};
 }
 
+/* A sibling half @c of @v that can go on: held whole, established, and
+ * its twin in the record names it back, the addresses mirrored. NULL, or
+ * why not (it ends). */
+static const char *sibling_bad(const struct vsxd_fdstore *fs, const struct vsxd_state_vm *v,
+			       const struct vsxd_state_conn *c)
+{
+	const struct vsxd_state_vm *tv = NULL;
+
+	if (fs->prev.version < 3 || !(c->flags & VSXD_CONN_WHOLE) || !*c->twin_vm)
+		return "the state holds no twin for it";
+	if (c->guest_cid != v->cid || c->state != VSXB_CONN_ESTABLISHED ||
+	    c->timer != VSXD_TIMER_NONE || c->to_host_q.len)
+		return "the state holds it half done";
+	for (unsigned i = 0; i < fs->prev.nvms && !tv; i++)
+		if (!strcmp(fs->prev.vms[i].name, c->twin_vm))
+			tv = &fs->prev.vms[i];
+	if (!tv || tv == v)
+		return "its twin's VM is not in the state";
+	for (unsigned i = 0; i < tv->nconns; i++) {
+		const struct vsxd_state_conn *t = &tv->conns[i];
+
+		if (t->id != c->twin_id)
+			continue;
+		if (t->peer != VSXD_PEER_SIBLING || !(t->flags & VSXD_CONN_WHOLE) ||
+		    strcmp(t->twin_vm, v->name) || t->twin_id != c->id ||
+		    t->guest_cid != tv->cid || t->peer_cid != v->cid ||
+		    c->peer_cid != tv->cid || t->peer_port != c->guest_port ||
+		    c->peer_port != t->guest_port || t->type != c->type)
+			return "its twin in the state does not match it";
+		return NULL;
+	}
+	return "its twin is not in the state";
+}
+
 /* @v's connections: those the record holds whole with their host socket
- * into @keep (returns how many; their sockets taken), the rest into
- * @rst (*@nrst), which end with an RST. */
+ * (or their sibling twin) into @keep (returns how many; their sockets
+ * taken), the rest into @rst (*@nrst), which end with an RST. */
 static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm *v,
 			    struct vsxb_conn_addr *rst, struct vsxb_conn_keep *keep,
 			    unsigned *nrst)
@@ -797,8 +840,24 @@ static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm 
 	for (unsigned i = 0; i < v->nconns; i++) {
 		const struct vsxd_state_conn *c = &v->conns[i];
 		struct vsxb_conn_keep *k = &keep[nk];
+		const struct vsxd_state_bytes *q = &c->to_host_q;
+		const char *sbad = NULL;
 		int fd = -1;
 
+		if (c->peer == VSXD_PEER_SIBLING && fs->prev.version >= 3 &&
+		    (c->flags & VSXD_CONN_WHOLE)) {
+			/* a pair: made again with its twin (backend.h) */
+			sbad = sibling_bad(fs, v, c);
+			if (sbad) {
+				fs_log(fs, LOG_ERR, "vm %s: sibling connection %llu: %s: it "
+				       "ends (RST to the guest)", v->name,
+				       (unsigned long long)c->id, sbad);
+				rst[(*nrst)++] = conn_addr(c);
+				continue;
+			}
+			q = &c->to_guest_q;
+			goto keep;
+		}
 		/* a host socket, named once, of a socket kind */
 		if (fs->prev.version >= 2 && (c->flags & VSXD_CONN_WHOLE) && *c->host_fd &&
 		    c->guest_cid == v->cid && c->state != VSXB_CONN_CONNECTING &&
@@ -814,6 +873,7 @@ static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm 
 			rst[(*nrst)++] = conn_addr(c);
 			continue;
 		}
+keep:
 		*k = (struct vsxb_conn_keep){
 			.id = c->id, .type = (int)c->type, .state = (int)c->state,
 			.guest_port = c->guest_port, .peer_cid = c->peer_cid,
@@ -833,22 +893,25 @@ static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm 
 			.credit_req_sent = c->flags & VSXD_CONN_CREDIT_REQ_SENT,
 			.msg_open = c->flags & VSXD_CONN_MSG_OPEN,
 			.to_guest = c->to_guest, .from_guest = c->from_guest,
-			.fd = fd, .q = c->to_host_q.data, .qlen = c->to_host_q.len,
+			.fd = fd, .q = q->data, .qlen = q->len,
+			.sibling = fd < 0, .twin_id = c->twin_id,
+			.eom_pending = c->eom_pending,
 		};
 		snprintf(k->tag, sizeof(k->tag), "%.*s", (int)sizeof(k->tag) - 1, c->tag);
-		if (c->to_host_q.nends) {
-			struct vsxb_msg_end *e = calloc(c->to_host_q.nends, sizeof(*e));
+		snprintf(k->twin_vm, sizeof(k->twin_vm), "%s", c->twin_vm);
+		if (q->nends) {
+			struct vsxb_msg_end *e = calloc(q->nends, sizeof(*e));
 
 			if (!e) {
-				close(fd);  /* ends, as below */
+				if (fd >= 0)
+					close(fd);  /* ends, as below */
 				rst[(*nrst)++] = conn_addr(c);
 				continue;
 			}
-			for (unsigned j = 0; j < c->to_host_q.nends; j++)
-				e[j] = (struct vsxb_msg_end){ c->to_host_q.ends[j].end,
-							      c->to_host_q.ends[j].flags };
+			for (unsigned j = 0; j < q->nends; j++)
+				e[j] = (struct vsxb_msg_end){ q->ends[j].end, q->ends[j].flags };
 			k->ends = e;
-			k->nends = c->to_host_q.nends;
+			k->nends = q->nends;
 		}
 		nk++;
 	}
@@ -946,6 +1009,25 @@ fail:
 	}
 	fs_log(fs, LOG_ERR, "vm %s: cannot recover its device (%s): it starts fresh, "
 	       "its front-end connection closed (QEMU sees its back-end go)", name, why);
+}
+
+void vsxd_fdstore_pair(struct vsxd_fdstore *fs, struct vsxb_router *r)
+{
+	unsigned pairs, ended = 0;
+
+	if (!fs || !fs->have_prev)
+		return;
+	pairs = vsxb_router_pair_kept(r, &ended);
+	if (!pairs && !ended)
+		return;
+	pthread_mutex_lock(&fs->lock);
+	/* the adoptions counted each half as kept */
+	fs->info.conns_kept -= ended < fs->info.conns_kept ? ended : fs->info.conns_kept;
+	fs->info.conns_ended += ended;
+	pthread_mutex_unlock(&fs->lock);
+	fs_log(fs, LOG_NOTICE, "%u sibling pair%s made again between the adopted "
+	       "devices, %u %s ended (RST to the guest)", pairs, pairs == 1 ? "" : "s",
+	       ended, ended == 1 ? "half" : "halves");
 }
 
 /* Is @name kept in the store by a passed descriptor? */
@@ -1087,6 +1169,8 @@ static int keep_conn(const struct vsxb_conn_keep *k, void *arg)
 	    (*c->host_fd && store_fd(w->fs, c->host_fd, k->fd) < 0)) {
 		free(c->to_host_q.data);
 		free(c->to_host_q.ends);
+		free(c->to_guest_q.data);
+		free(c->to_guest_q.ends);
 		vsxd_state_conn_from_info(c, k->ci);
 	}
 	return 0;
@@ -1107,6 +1191,8 @@ static void keep_conns(struct vsxd_fdstore *fs, struct vsxb_vm *const *vms, size
 			for (unsigned j = 0; j < w.n; j++) {
 				free(w.conns[j].to_host_q.data);
 				free(w.conns[j].to_host_q.ends);
+				free(w.conns[j].to_guest_q.data);
+				free(w.conns[j].to_guest_q.ends);
 			}
 			free(w.conns);
 			continue;

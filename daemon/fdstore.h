@@ -36,6 +36,11 @@ int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstor
 void vsxd_fdstore_adopt(struct vsxd_fdstore *fs, struct vsxb_vm *vm, const char *name,
 			uint64_t cid);
 
+/* Every configured VM was adopted: the sibling pairs the adoptions kept
+ * are made again between the two devices (vsxb_router_pair_kept), with a
+ * log line for those; the halves whose twin did not come end (RST). */
+void vsxd_fdstore_pair(struct vsxd_fdstore *fs, struct vsxb_router *r);
+
 /* Every configured VM was created: close what no VM took, drop from the
  * store what is nobody's now, write the state record. */
 void vsxd_fdstore_ready(struct vsxd_fdstore *fs);

@@ -1163,6 +1163,7 @@ int main(int argc, char **argv)
 		if (d.hold_accept)
 			vsxb_vm_accept_start(d.vms[i]);
 	}
+	vsxd_fdstore_pair(d.fdstore, d.router);
 	cfd = vsxd_fdstore_take(d.fdstore, "counters");
 	vsxd_fdstore_ready(d.fdstore);
 	r = vsxd_fwds_new(d.base, d.router, backend_log, &d.fwds);

@@ -80,30 +80,33 @@ static bool printable(const char *s)
 	return true;
 }
 
-/* The message ends of a queue: seqpacket only, increasing, inside it. */
-static const char *bytes_bad(const struct vsxd_state_bytes *b, unsigned type)
+/* The message ends of a queue: seqpacket only (and a sibling stream's
+ * packet ends: @packets), increasing, inside it. */
+static const char *bytes_bad(const struct vsxd_state_bytes *b, unsigned type, bool packets)
 {
 	uint32_t prev = 0;
 
 	if (b->len > VSXD_STATE_MAX_LEN || (b->len && !b->data))
 		return "queued byte count out of range";
-	if (b->nends && (type != 2 || !b->ends))
+	if (b->nends && ((type != 2 && !packets) || !b->ends))
 		return "message ends in a stream's queue";
 	if (b->nends > b->len)
 		return "more message ends than queued bytes";
 	for (unsigned i = 0; i < b->nends; i++) {
 		if (b->ends[i].end <= prev || b->ends[i].end > b->len)
 			return "message end out of order or past the queue";
-		if (b->ends[i].flags != 1 && b->ends[i].flags != 3)
+		if ((b->ends[i].flags != 1 && b->ends[i].flags != 3) ||
+		    (type != 2 && b->ends[i].flags != 1))
 			return "bad message end flags";
 		prev = b->ends[i].end;
 	}
 	return NULL;
 }
 
-/* What version 2 adds to a connection (version 1: the type alone). */
+/* What version 2 and 3 add to a connection (version 1: the type alone). */
 static const char *conn_bad(const struct vsxd_state_conn *c, unsigned version)
 {
+	bool sib = c->peer == VSXD_PEER_SIBLING;
 	const char *bad;
 
 	if (c->type != 1 && c->type != 2)
@@ -126,10 +129,19 @@ static const char *conn_bad(const struct vsxd_state_conn *c, unsigned version)
 		return "bad host socket FDNAME";
 	if (!printable(c->tag))
 		return "bad connection tag";
-	bad = bytes_bad(&c->to_host_q, c->type);
+	bad = bytes_bad(&c->to_host_q, c->type, false);
 	if (!bad)
-		bad = bytes_bad(&c->to_guest_q, c->type);
-	return bad;
+		bad = bytes_bad(&c->to_guest_q, c->type, sib && version >= 3);
+	if (bad || version < 3)
+		return bad;
+	if (*c->twin_vm && (!sib || !vm_name_ok(c->twin_vm)))
+		return "bad sibling twin";
+	if (!*c->twin_vm && c->twin_id)
+		return "bad sibling twin";
+	if (c->eom_pending && ((c->eom_pending != 1 && c->eom_pending != 3) ||
+			       !sib || c->type != 2))
+		return "bad pending message end";
+	return NULL;
 }
 
 /* ---- Checks shared by both directions ---- */
@@ -255,6 +267,13 @@ static void put_conn2(struct wr *w, const struct vsxd_state_conn *c)
 	put_bytes(w, &c->to_guest_q);
 }
 
+static void put_conn3(struct wr *w, const struct vsxd_state_conn *c)
+{
+	put_str(w, c->twin_vm);
+	put_le(w, c->twin_id, 8);
+	put_le(w, c->eom_pending, 1);
+}
+
 static void put_vm(struct wr *w, const struct vsxd_state_vm *v, unsigned version)
 {
 	put_str(w, v->name);
@@ -300,6 +319,8 @@ static void put_vm(struct wr *w, const struct vsxd_state_vm *v, unsigned version
 		put_le(w, c->type, 1);
 		if (version >= 2)
 			put_conn2(w, c);
+		if (version >= 3)
+			put_conn3(w, c);
 	}
 }
 
@@ -475,9 +496,17 @@ static void get_conn2(struct rd *r, struct vsxd_state_conn *c)
 	get_bytes(r, &c->to_guest_q);
 }
 
+static void get_conn3(struct rd *r, struct vsxd_state_conn *c)
+{
+	get_str(r, c->twin_vm, sizeof(c->twin_vm));
+	c->twin_id = get_le(r, 8);
+	c->eom_pending = get_le(r, 1);
+}
+
 static int get_vm(struct rd *r, struct vsxd_state_vm *v, unsigned version)
 {
-	size_t conn_min = version >= 2 ? VSXD_STATE_V2_CONN : VSXD_STATE_V1_CONN;
+	size_t conn_min = version >= 3 ? VSXD_STATE_V3_CONN :
+			  version >= 2 ? VSXD_STATE_V2_CONN : VSXD_STATE_V1_CONN;
 	unsigned vflags;
 	const char *bad;
 
@@ -553,6 +582,8 @@ static int get_vm(struct rd *r, struct vsxd_state_vm *v, unsigned version)
 		c->type = get_le(r, 1);
 		if (version >= 2)
 			get_conn2(r, c);
+		if (version >= 3)
+			get_conn3(r, c);
 		if (r->err)
 			break;
 	}

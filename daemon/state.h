@@ -7,17 +7,19 @@
  * process needs to go on with them (state, credit counters, shutdown
  * bits, the bytes vsxd held for either side, the host socket's FDNAME);
  * from version 3, a device its VM paused (QEMU stop): its rings stopped,
- * each where GET_VRING_BASE left it.
+ * each where GET_VRING_BASE left it, and a sibling connection's twin (the
+ * other VM's half of the pair), so that a pair goes on too.
  *
  * The descriptors are named, not numbered: the record refers to each one
  * by the FDNAME it was stored under (sd_pid_notify_with_fds(3)), and the
  * new process gets them back with those names in $LISTEN_FDNAMES.
  *
  * Format, version 3 (version 2 is the same but for the VM flags, 0 there,
- * and each ring's base, absent there; version 1 is version 2 but for the
- * connection record, which stops after its type byte; all three are read,
- * VSXD_STATE_VERSION is written); every integer little-endian, a "str" is
- * a u8 length then that many bytes (no NUL):
+ * each ring's base, absent there, and the connection record, which stops
+ * after its queues; version 1 is version 2 but for the connection record,
+ * which stops after its type byte; all three are read, VSXD_STATE_VERSION
+ * is written); every integer little-endian, a "str" is a u8 length then
+ * that many bytes (no NUL):
  *
  *   header, 32 bytes
  *     0  magic       8 bytes "VSXDSTAT"
@@ -83,12 +85,24 @@
  *       str tag        who made it (a forward's name), may be empty
  *       2 byte queues, to_host then to_guest: the payload vsxd held for
  *                      that side (to_host: written to no socket yet;
- *                      to_guest: waiting for the guest's RX buffers),
+ *                      to_guest: waiting for the guest's RX buffers; a
+ *                      sibling's are the other guest's bytes, in its
+ *                      twin's to_host, and its to_host is empty),
  *                      each u32 len, len bytes, u32 nends, nends times
  *                      u32 end (the offset just past a message's last
  *                      byte, increasing, at most len), u8 flags (1 EOM,
- *                      3 EOM and EOR); nends is 0 for a stream
- *   and nothing after the last one.
+ *                      3 EOM and EOR); nends is 0 for a stream, but for
+ *                      a sibling's to_guest from version 3, where each
+ *                      end (flags 1) is where one of the other guest's
+ *                      packets ended (version 2 stops here), then
+ *       str twin_vm    peer 2, held whole: the VM of the twin, the other
+ *                      half of the pair (empty: none, it ends)
+ *       u64 twin_id    the twin's connection id in that VM (0 with none)
+ *       u8 eom_pending a seqpacket sibling: an empty message end still
+ *                      owed to the guest (0 none, 1 EOM, 3 EOM and EOR)
+ *   and nothing after the last one. A pair goes on when both halves are
+ *   held whole and name each other, their addresses mirrored (each one's
+ *   peer_cid the other VM's cid, the ports crossed, one type).
  *
  * FDNAMEs follow systemd's rule (1-255 printable ASCII bytes, no ':').
  * The decoder trusts nothing: a short, long, corrupted (crc) record, an
@@ -108,6 +122,7 @@
 #define VSXD_STATE_VERSION 3u     /* written; 1 and 2 are read too */
 #define VSXD_STATE_V1_CONN 33u     /* bytes of a version 1 connection */
 #define VSXD_STATE_V2_CONN 115u    /* at least, in version 2 */
+#define VSXD_STATE_V3_CONN 125u    /* at least, in version 3 */
 #define VSXD_STATE_HDR 32u
 #define VSXD_STATE_MAX_LEN (64u << 20)
 #define VSXD_STATE_MAX_VMS 4096u
@@ -183,6 +198,10 @@ struct vsxd_state_conn {
 	char host_fd[VSXD_FDNAME_MAX + 1];  /* "": none */
 	char tag[VSXD_FDNAME_MAX + 1];
 	struct vsxd_state_bytes to_host_q, to_guest_q;
+	/* Version 3; "", 0, 0 in a connection of an earlier one */
+	char twin_vm[VSXD_STATE_NAME_MAX + 1];  /* "": no twin */
+	uint64_t twin_id;
+	unsigned eom_pending;             /* 0, 1 EOM, 3 EOM and EOR */
 };
 
 struct vsxd_state_vm {
@@ -213,9 +232,9 @@ bool vsxd_fdname_ok(const char *s);
 /* Bytes vsxd_state_encode writes for @s. */
 size_t vsxd_state_size(const struct vsxd_state *s);
 
-/* Write @s into @buf (@cap bytes), as version @s->version (1 leaves out
- * what version 2 added, 1 and 2 what version 3 added: a paused VM cannot
- * be written in them). Returns the length written, -ENOSPC
+/* Write @s into @buf (@cap bytes), as version @s->version (an earlier
+ * one leaves out what the later ones added: a paused VM cannot be written
+ * in 1 or 2). Returns the length written, -ENOSPC
  * when @cap is too small (nothing is written), -EINVAL when @s breaks one
  * of the format's limits (the decoder would refuse it). */
 long vsxd_state_encode(const struct vsxd_state *s, void *buf, size_t cap);

@@ -309,9 +309,18 @@ def state_conn2(i, seq, peer=1, host_fd=None):
     return b
 
 
-def state_vm(name, nconns, nq=2, nreg=1, version=2, peer=1, paused=False):
+def state_conn3(i, peer, twin):
+    """What version 3 adds: a sibling's twin (connection i + 1 of VM
+    @twin), a pending message end on a seqpacket one."""
+    if peer != 2 or not twin:
+        return sstr("") + struct.pack("<QB", 0, 0)
+    return sstr(twin) + struct.pack("<QB", i + 1, 3 if i & 1 else 0)
+
+
+def state_vm(name, nconns, nq=2, nreg=1, version=3, peer=1, twin="", paused=False):
     """A VM record; version 3 adds the paused flag and each ring's base
-    (a paused VM's rings stopped: no kick, disabled, at their base)."""
+    (a paused VM's rings stopped: no kick, disabled, at their base) and
+    each connection's twin."""
     b = sstr(name) + sstr("vm.%s.conn" % name) + struct.pack("<QQQ", 3, 0x130000000, 0x203)
     b += struct.pack("<BBHI", nreg, nq, 1 if paused else 0, nconns)
     for i in range(nreg):
@@ -329,10 +338,12 @@ def state_vm(name, nconns, nq=2, nreg=1, version=2, peer=1, paused=False):
         b += struct.pack("<QQQIIB", i + 1, 3, 2, 1024 + i, 5000, 1 + seq)
         if version >= 2:
             b += state_conn2(i, seq, peer)
+        if version >= 3:
+            b += state_conn3(i, peer, twin)
     return b
 
 
-def state_rec(vms, gen=1, version=2):
+def state_rec(vms, gen=1, version=3):
     import zlib
     body = b"".join(vms)
     hdr = struct.pack("<8sIIIIQ", b"VSXDSTAT", version, 32 + len(body),
@@ -344,8 +355,8 @@ put("state", "empty", b"\x01" + state_rec([]))
 put("state", "one_vm", b"\x01" + state_rec([state_vm("web", 3)], gen=7))
 put("state", "two_vms", b"\x01" + state_rec([state_vm("a", 0, nq=3, nreg=8),
                                               state_vm("cid5", 40, nq=1)]))
-put("state", "siblings", b"\x01" + state_rec([state_vm("a", 8, peer=2),
-                                               state_vm("b", 8, peer=2)]))
+put("state", "siblings", b"\x01" + state_rec([state_vm("a", 8, peer=2, twin="b"),
+                                               state_vm("b", 8, peer=2, twin="a")]))
 put("state", "resealed", b"\x00" + state_rec([state_vm("web", 2)]))
 put("state", "version4", b"\x01" + state_rec([state_vm("web", 1)], version=4))
 # version 3: a paused VM (its rings stopped) next to a running one
@@ -353,6 +364,12 @@ put("state", "v3_paused", b"\x01" + state_rec([state_vm("web", 3, version=3, pau
                                                 state_vm("db", 2, version=3)], version=3))
 put("state", "v3_resealed", b"\x00" + state_rec([state_vm("web", 2, version=3,
                                                            paused=True)], version=3))
+# the release before's records (version 2: no sibling twins)
+put("state", "v2_one_vm", b"\x01" + state_rec([state_vm("web", 3, version=2)], gen=7,
+                                               version=2))
+put("state", "v2_siblings", b"\x01" + state_rec([state_vm("a", 8, peer=2, version=2),
+                                                  state_vm("b", 8, peer=2, version=2)],
+                                                 version=2))
 put("state", "truncated", b"\x01" + state_rec([state_vm("web", 5)])[:-7])
 # the release before's records (connections by their addresses)
 put("state", "v1_one_vm", b"\x01" + state_rec([state_vm("web", 3, version=1)], gen=7,
@@ -361,9 +378,11 @@ put("state", "v1_two_vms", b"\x01" + state_rec([state_vm("a", 0, nq=3, nreg=8, v
                                                  state_vm("cid5", 40, nq=1, version=1)],
                                                 version=1))
 put("state", "v1_resealed", b"\x00" + state_rec([state_vm("web", 2, version=1)], version=1))
-# a version 2 body under a version 1 header, and the other way round
-put("state", "v2_as_v1", b"\x00" + state_rec([state_vm("web", 2)], version=1))
-put("state", "v1_as_v2", b"\x00" + state_rec([state_vm("web", 2, version=1)]))
+# a version 2 body under a version 1 header, and the other way round; a
+# version 3 body under a version 2 header
+put("state", "v2_as_v1", b"\x00" + state_rec([state_vm("web", 2, version=2)], version=1))
+put("state", "v1_as_v2", b"\x00" + state_rec([state_vm("web", 2, version=1)], version=2))
+put("state", "v3_as_v2", b"\x00" + state_rec([state_vm("web", 2)], version=2))
 
 
 # the counters record (state.h; first byte bit 1), 12 counters, 16 reasons

@@ -5,11 +5,13 @@
  * read from standard input, so that control.test can drive live
  * connections without QEMU.
  *
- *   fake_guest [-I] [-D] VHOST_SOCKET
+ *   fake_guest [-I] [-D] [-Q SIZE] VHOST_SOCKET
  *
  * -I: no indirect descriptors (every RX buffer is two descriptors on the
  * ring, so that a shrunk file leaves the ring and takes the buffers).
  * -D: the descriptor tables at the top of guest memory (drv_opts.desc_top).
+ * -Q SIZE: the virtqueues' size (default 256): SIZE RX buffers of 4096
+ * bytes, so that what a sibling sends beyond them waits in vsxd.
  *
  * Every command line gets one answer line on standard output,
  * "N ok ..." or "N err ...", N being the command's number (1, 2, ...).
@@ -28,7 +30,12 @@
  *                      pattern a guest sends (gsend), so RW is checked
  *                      against that one
  *   gsend N [PKT]      send N payload bytes (within the credit) in packets
- *                      of PKT bytes (default 4096, at most 65536)
+ *                      of PKT bytes (default 4096, at most 65536); on a
+ *                      SEQPACKET connection each packet is a message (EOM)
+ *   seqpacket SIZE     gconnect makes SEQPACKET connections from now on
+ *                      (0: STREAM again), and every message received on
+ *                      one must end at a multiple of SIZE bytes (grecv
+ *                      fails otherwise)
  *   grecv TOTAL        wait until TOTAL bytes were received in all
  *   gcredit            send a CREDIT_UPDATE (our fwd_cnt)
  *   gshut FLAGS        send SHUTDOWN with FLAGS (1 rcv, 2 send)
@@ -38,6 +45,8 @@
  *   wait-closed        wait until the connection ended (an RST, or
  *                      SHUTDOWN both ways: we answered with an RST)
  *   state              the guest's view of the connection
+ *   rxhold 1|0         stop (1) or go on (0) reading the RX queue: what
+ *                      comes once its buffers are full waits in vsxd
  *   pause, resume      QEMU's stop and cont (drv_pause, drv_resume)
  *   break              a TX avail index no ring can hold: vsxd marks the
  *                      device broken
@@ -102,6 +111,8 @@
 #define GUEST_PORT_BASE 40000
 
 struct gconn {
+	uint16_t type;            /* VIRTIO_VSOCK_TYPE_* */
+	uint64_t msgs;            /* SEQPACKET: messages received (EOM) */
 	bool open, responded, rst;
 	uint64_t pcid;            /* the peer: the host or a sibling VM */
 	uint32_t lport, pport;
@@ -118,6 +129,7 @@ static struct drv *d;
 static uint64_t cid;
 static uint32_t listen_port, next_gport = GUEST_PORT_BASE;
 static uint64_t peer_cid = VSOCK_CID_HOST; /* gconnect's default (peer) */
+static uint32_t seq_msg;        /* seqpacket: gconnect's type, message size */
 static struct gconn g;
 static vsx_sock *hs, *hl;
 /* Host sockets a new hconnect, haccept or hlisten replaced: left as they
@@ -138,6 +150,7 @@ static int rawfd = -1, rawl = -1;       /* plain sockets, when used */
 static uint64_t host_rx, host_tx;
 static unsigned cmd_no;
 static bool shrunk;             /* fault: guest memory is not ours to touch */
+static bool rx_held;            /* rxhold: the RX queue is not read */
 
 /* Payload byte @off of direction @seed (1: guest to host, 2: host to guest). */
 static uint8_t pat(unsigned seed, uint64_t off)
@@ -173,7 +186,7 @@ static struct virtio_vsock_hdr ghdr(uint16_t op, uint32_t flags, uint32_t len,
 		.src_port = htole32(lport),
 		.dst_port = htole32(pport),
 		.len = htole32(len),
-		.type = htole16(VIRTIO_VSOCK_TYPE_STREAM),
+		.type = htole16(g.type),
 		.op = htole16(op),
 		.flags = htole32(flags),
 		.buf_alloc = htole32(g.buf_alloc),
@@ -205,6 +218,7 @@ static void conn_start(uint64_t pcid, uint32_t lport, uint32_t pport)
 	g.lport = lport;
 	g.pport = pport;
 	g.buf_alloc = GUEST_BUF;
+	g.type = VIRTIO_VSOCK_TYPE_STREAM;
 }
 
 static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
@@ -223,6 +237,7 @@ static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
 			return;
 		}
 		conn_start(src_cid, dst_port, src_port);
+		g.type = le16toh(h->type);
 		g.open = true;
 		g.first_buf = le32toh(h->buf_alloc);
 		g.peer_buf = le32toh(h->buf_alloc);
@@ -250,6 +265,12 @@ static void handle(struct virtio_vsock_hdr *h, const uint8_t *data, int len)
 				g.bad = true;
 		g.rx += (uint64_t)len;
 		g.fwd_cnt += (uint32_t)len;     /* read at once */
+		if (g.type == VIRTIO_VSOCK_TYPE_SEQPACKET &&
+		    (le32toh(h->flags) & VIRTIO_VSOCK_SEQ_EOM)) {
+			g.msgs++;
+			if (seq_msg && g.rx % seq_msg)
+				g.bad = true;   /* a message end where none was */
+		}
 		if (g.fwd_cnt - g.last_fwd_sent > g.buf_alloc / 2)
 			gsend_conn(VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0);
 		break;
@@ -281,7 +302,8 @@ static void service(int ms)
 	struct virtio_vsock_hdr h;
 	int n;
 
-	if (shrunk) {           /* nothing of guest memory is ours now */
+	/* shrunk: nothing of guest memory is ours now; rx_held: rxhold */
+	if (shrunk || rx_held) {
 		if (ms)
 			poll(NULL, 0, ms);
 		return;
@@ -487,10 +509,10 @@ static void print_state(void)
 {
 	answer(true, "open=%d lport=%u pport=%u rx=%llu tx=%llu buf_alloc=%u fwd_cnt=%u "
 	       "peer_buf=%u peer_fwd=%u first_buf=%u updates=%u last_update_buf=%u "
-	       "rst=%d shut=%u bad=%d", g.open, g.lport, g.pport,
+	       "rst=%d shut=%u bad=%d msgs=%llu", g.open, g.lport, g.pport,
 	       (unsigned long long)g.rx, (unsigned long long)g.tx, g.buf_alloc, g.fwd_cnt,
 	       g.peer_buf, g.peer_fwd, g.first_buf, g.updates, g.last_update_buf, g.rst,
-	       g.shut, g.bad);
+	       g.shut, g.bad, (unsigned long long)g.msgs);
 }
 
 static void gsend_cmd(uint64_t n, uint64_t pkt)
@@ -523,7 +545,8 @@ static void gsend_cmd(uint64_t n, uint64_t pkt)
 			k = credit;
 		for (i = 0; i < k; i++)
 			buf[i] = pat(1, g.tx + i);
-		if (gsend_conn(VIRTIO_VSOCK_OP_RW, 0, buf, k) < 0) {
+		if (gsend_conn(VIRTIO_VSOCK_OP_RW, g.type == VIRTIO_VSOCK_TYPE_SEQPACKET ?
+			       VIRTIO_VSOCK_SEQ_EOM : 0, buf, k) < 0) {
 			answer(false, "drv_send failed");
 			return;
 		}
@@ -633,6 +656,8 @@ static void command(char *line)
 		answer(true, "cid=%llu", v);
 	} else if (!strcmp(verb, "gconnect")) {
 		conn_start(b ? strtoull(b, NULL, 0) : peer_cid, next_gport++, (uint32_t)v);
+		if (seq_msg)
+			g.type = VIRTIO_VSOCK_TYPE_SEQPACKET;
 		gsend_conn(VIRTIO_VSOCK_OP_REQUEST, 0, NULL, 0);
 		if (WAIT_FOR(g.responded || g.rst) && g.responded)
 			answer(true, "lport=%u buf=%u", g.lport, g.first_buf);
@@ -676,6 +701,12 @@ static void command(char *line)
 	} else if (!strcmp(verb, "state")) {
 		service(0);
 		print_state();
+	} else if (!strcmp(verb, "seqpacket")) {
+		seq_msg = (uint32_t)v;
+		answer(true, "seqpacket=%u", seq_msg);
+	} else if (!strcmp(verb, "rxhold")) {
+		rx_held = v != 0;
+		answer(true, "rxhold=%d", rx_held);
 	} else if (!strcmp(verb, "pause")) {
 		rc = drv_pause(d);
 		answer(rc == 0, "rc=%d", rc);
@@ -836,13 +867,18 @@ int main(int argc, char **argv)
 			o.no_indirect = true;
 		else if (!strcmp(argv[1], "-D"))
 			o.desc_top = true;
-		else
+		else if (!strcmp(argv[1], "-Q") && argc > 3) {
+			o.queue_size = (unsigned)strtoul(argv[2], NULL, 0);
+			argv++;
+			argc--;
+		} else {
 			break;
+		}
 		argv++;
 		argc--;
 	}
 	if (argc != 2) {
-		fprintf(stderr, "usage: fake_guest [-I] [-D] VHOST_SOCKET <COMMANDS\n");
+		fprintf(stderr, "usage: fake_guest [-I] [-D] [-Q SIZE] VHOST_SOCKET <COMMANDS\n");
 		return 2;
 	}
 	rc = drv_open(argv[1], &o, &d);

@@ -13,6 +13,9 @@
 #   version   make the record's version 99
 #   badconn   the first connection's state 9 (version 2 or 3), the checksum
 #             made right again: only the field check can refuse it
+#   twin      the first connection's twin_id +1000 (version 3: a sibling
+#             half naming a connection its twin's VM does not have), the
+#             checksum made right again (sibhandoff.py)
 import os
 import signal
 import sys
@@ -37,7 +40,7 @@ elif mode == "corrupt":
     os.pwrite(state, bytes([b[0] ^ 0xFF]), 40)
 elif mode == "version":
     os.pwrite(state, (99).to_bytes(4, "little"), 8)
-elif mode == "badconn":
+elif mode in ("badconn", "twin"):
     import struct
     import zlib
     buf = bytearray(os.pread(state, 64 << 20, 0))
@@ -52,8 +55,17 @@ elif mode == "badconn":
         off = sstr(off + 32)
     for _ in range(nq):
         off = sstr(sstr(off + 28)) + (2 if version >= 3 else 0)  # v3: the ring's base
-    if nconns:
+    if nconns and mode == "twin":
+        off = sstr(sstr(off + 33 + 8 + 4 + 36 + 16))   # host_fd, tag
+        for _q in range(2):                 # to_host, to_guest
+            qlen = struct.unpack_from("<I", buf, off)[0]
+            off += 4 + qlen
+            off += 4 + 5 * struct.unpack_from("<I", buf, off)[0]
+        off = sstr(off)                     # twin_vm
+        struct.pack_into("<Q", buf, off, struct.unpack_from("<Q", buf, off)[0] + 1000)
+    elif nconns:
         buf[off + 33] = 9                   # the state byte after the type
+    if nconns:
         struct.pack_into("<I", buf, 16, zlib.crc32(bytes(buf[32:length])))
         os.pwrite(state, bytes(buf[:length]), 0)
 os.execv(os.environ["HANDOFF_VSXD"], [os.environ["HANDOFF_VSXD"]] + sys.argv[1:])

@@ -84,7 +84,7 @@ def log_text():
 
 def record_v1(buf):
     """The state record @buf (version 3 of running VMs, daemon/state.h) as
-    the release before last wrote it: version 1, connections by their
+    an earlier release wrote it: version 1, connections by their
     addresses, no ring bases."""
     import struct
     import zlib
@@ -114,6 +114,7 @@ def record_v1(buf):
                 off += 4 + qlen
                 nends = struct.unpack_from("<I", buf, off)[0]
                 off += 4 + 5 * nends
+            off = sstr(off) + 9     # version 3: twin_vm, twin_id, eom_pending
     assert off == length, (off, length)
     return (buf[:8] + struct.pack("<III", 1, 32 + len(body), zlib.crc32(body)) +
             buf[20:32] + body)

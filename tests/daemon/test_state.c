@@ -2,7 +2,8 @@
  * vsxd's restart state record (daemon/state.c, format in state.h): a
  * record read back is the one written; every truncation, every flipped
  * byte, another version, a bad name or count is refused by value with a
- * reason, never read as something else.
+ * reason, never read as something else; the records of the releases
+ * before (versions 1 and 2) read.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,12 +30,14 @@ static struct vsxd_state_conn conns[3] = {
 	  .peer_buf_alloc = 65536, .peer_fwd_cnt = 17, .tx_cnt = 4000,
 	  .to_guest = 4000, .from_guest = 1ull << 33, .host_fd = "conn.7.host",
 	  .tag = "ssh-in", .to_host_q = { sizeof(held) - 1, held, 0, NULL } },
-	/* a seqpacket sibling connection with messages for the guest */
+	/* a seqpacket sibling connection with messages for the guest, its
+	 * twin connection 11 of VM db-2 */
 	{ .id = 9, .guest_cid = 3, .peer_cid = 4, .guest_port = 40000,
 	  .peer_port = 22, .type = 2, .state = 2,
 	  .flags = VSXD_CONN_WHOLE | VSXD_CONN_MSG_OPEN | VSXD_CONN_GUEST_INITIATED,
 	  .peer = VSXD_PEER_SIBLING, .buf_alloc = 4096, .peer_buf_alloc = 4096,
-	  .to_guest_q = { sizeof(msgs) - 1, msgs, 3, msg_ends } },
+	  .to_guest_q = { sizeof(msgs) - 1, msgs, 3, msg_ends },
+	  .twin_vm = "db-2", .twin_id = 11, .eom_pending = 3 },
 	/* still connecting, its timer running */
 	{ .id = 1ull << 40, .guest_cid = 3, .peer_cid = 2, .guest_port = 1,
 	  .peer_port = 0xffffffffu, .type = 1, .state = 1, .ctrl = 1,
@@ -146,10 +149,22 @@ static void same_conn(const struct vsxd_state_conn *a, const struct vsxd_state_c
 	cr_assert_str_eq(a->tag, b->tag);
 	same_bytes(&a->to_host_q, &b->to_host_q);
 	same_bytes(&a->to_guest_q, &b->to_guest_q);
+	if (version < 3) {
+		/* version 2 names no twin */
+		cr_assert_str_empty(b->twin_vm);
+		cr_assert_eq(b->twin_id, 0);
+		cr_assert_eq(b->eom_pending, 0);
+		return;
+	}
+	cr_assert_str_eq(a->twin_vm, b->twin_vm);
+	cr_assert_eq(a->twin_id, b->twin_id);
+	cr_assert_eq(a->eom_pending, b->eom_pending);
 }
 
 static void same_vm(const struct vsxd_state_vm *a, const struct vsxd_state_vm *b)
 {
+	unsigned version = 3;
+
 	cr_assert_str_eq(a->name, b->name);
 	cr_assert_str_eq(a->conn, b->conn);
 	cr_assert_eq(a->cid, b->cid);
@@ -172,7 +187,7 @@ static void same_vm(const struct vsxd_state_vm *a, const struct vsxd_state_vm *b
 	}
 	cr_assert_eq(a->nconns, b->nconns);
 	for (unsigned i = 0; i < a->nconns; i++)
-		same_conn(&a->conns[i], &b->conns[i], 2);
+		same_conn(&a->conns[i], &b->conns[i], version);
 }
 
 /* Recompute length and crc after editing an encoded record. */
@@ -378,6 +393,84 @@ Test(state, version_1_reads)
 	vsxd_state_clear(&d);
 	free(buf2);
 	free(buf);
+}
+
+/* The record the release before wrote (version 2: no sibling twins)
+ * reads, and its sibling ends as it did (no twin); a stream sibling's
+ * packet ends are version 3's. */
+Test(state, version_2_reads)
+{
+	struct vsxd_state s, d;
+	struct vsxd_state_vm vms[2];
+	struct vsxd_state_conn c[3];
+	char why[128] = "";
+	uint8_t *buf, *buf3;
+	size_t len, len3;
+
+	sample(&s, vms);
+	s.version = 2;
+	buf = encode(&s, &len);
+	cr_assert_eq(buf[8], 2);
+	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(d.version, 2);
+	cr_assert_eq(d.vms[0].nconns, 3);
+	for (unsigned i = 0; i < 3; i++)
+		same_conn(&conns[i], &d.vms[0].conns[i], 2);
+	vsxd_state_clear(&d);
+	s.version = 0;
+	buf3 = encode(&s, &len3);
+	/* 10 bytes more per connection, and the twin's name */
+	cr_assert_eq(len3, len + 3 * (VSXD_STATE_V3_CONN - VSXD_STATE_V2_CONN) + 4);
+	free(buf3);
+	free(buf);
+	/* a stream sibling's queue keeps its packet ends from version 3 on */
+	memcpy(c, conns, sizeof(c));
+	vms[0].conns = c;
+	c[1].type = 1;
+	c[1].eom_pending = 0;
+	c[1].flags &= ~VSXD_CONN_MSG_OPEN;
+	c[1].to_guest_q.nends = 1;          /* { 3, EOM } */
+	buf = encode(&s, &len);
+	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
+	same_conn(&c[1], &d.vms[0].conns[1], 3);
+	vsxd_state_clear(&d);
+	free(buf);
+	s.version = 2;
+	cr_assert_eq(vsxd_state_encode(&s, why, sizeof(why)), -EINVAL);
+}
+
+/* A sibling's twin: a VM name, on a sibling only; a pending message end
+ * on a seqpacket sibling only. */
+Test(state, sibling_twin_values)
+{
+	struct vsxd_state s;
+	struct vsxd_state_vm vms[2];
+	struct vsxd_state_conn c[3];
+	char big[64];
+
+	memcpy(c, conns, sizeof(c));
+	sample(&s, vms);
+	vms[0].conns = c;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -ENOSPC);
+	strcpy(c[1].twin_vm, "db:2");
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	strcpy(c[1].twin_vm, "");                /* an id without its VM */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	c[1].twin_id = 0;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -ENOSPC);
+	strcpy(c[0].twin_vm, "db-2");            /* a host connection's twin */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	strcpy(c[0].twin_vm, "");
+	c[1].eom_pending = 2;                    /* EOR without EOM */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	c[1].eom_pending = 1;
+	c[1].type = 1;                           /* on a stream */
+	c[1].to_guest_q.nends = 0;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	c[1].eom_pending = 0;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -ENOSPC);
+	c[1].to_guest_q.nends = 2;               /* { 6, EOM and EOR } */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
 }
 
 /* A version 1 record written by hand, as the release before wrote it:

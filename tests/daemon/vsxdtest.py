@@ -48,11 +48,11 @@ def wait_for(cond, secs=10.0):
 
 
 class Guest:
-    """fake_guest (@fg) on the vhost-user socket @vhost, on pipes: one
-    command, one answer."""
+    """fake_guest (@fg, with options @opts) on the vhost-user socket
+    @vhost, on pipes: one command, one answer."""
 
-    def __init__(self, fg, vhost):
-        self.p = subprocess.Popen([fg, vhost], stdin=subprocess.PIPE,
+    def __init__(self, fg, vhost, *opts):
+        self.p = subprocess.Popen([fg] + list(opts) + [vhost], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True, bufsize=1)
         self.line = self.p.stdout.readline().strip()   # "0 ok cid=3"
         self.n = 0

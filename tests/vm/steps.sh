@@ -1,6 +1,6 @@
 # shellcheck shell=sh disable=SC2154,SC2034 # $W, $peer, $log are the test's; $hw is read by it
 # The steps the vsxd-lifecycle guest tests share (restart.test, upgrade.test,
-# upgrade-fail.test), sourced after common.sh. They use the test's $W (its
+# upgrade-fail.test, upgrade-sib.test), sourced after common.sh. They use the test's $W (its
 # temporary directory), $peer (vsx_peer), $pids (what cleanup kills) and
 # $log (vsxd's log).
 #

@@ -305,6 +305,12 @@ struct vsxb_peer_ops {
 	/* Optional: take over @fd for a guest-initiated connection still
 	 * CONNECTING (vsxb_router_conn_attach_fd; NULL: -ENOENT). */
 	int (*attach_fd)(struct conn *c, int fd);
+	/* Optional: at a freeze (vsxb_vm_foreach_keep), what the peer keeps
+	 * of @c for another process: a sibling half fills @k's twin, sets
+	 * k->sibling and puts the bytes for its guest into k->q and k->ends
+	 * (malloc'ed: the caller frees them). 0 (k->sibling false: it ends),
+	 * or -ENOMEM. */
+	int (*keep)(const struct conn *c, struct vsxb_conn_keep *k);
 };
 
 struct conn {
@@ -452,6 +458,9 @@ struct vsxb_vm {
 	struct vsxb_conn_addr *rst;
 	unsigned rst_n, rst_next;
 	struct vsxu_timer *rst_timer;
+	/* adopted with sibling halves waiting for their twins: the guest's
+	 * TX is not read until vsxb_router_pair_kept made them (device.c) */
+	bool tx_hold;
 
 	/* The hybrid listener (uds.c) and host ports (peer_host.c) */
 	int lfd;
@@ -567,6 +576,9 @@ struct vsxb_router {
 	uint64_t next_serial;        /* vsxb_vm.serial (control thread) */
 	struct vsxb_park *park;
 	unsigned stop_depth;         /* control thread only */
+
+	/* Sibling halves adopted, waiting for their twins (restart.c) */
+	struct vsxb_sibkeep *sibkeep;
 };
 
 /* ---- Credit arithmetic and wire order (every room) ---- */

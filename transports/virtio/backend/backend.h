@@ -459,14 +459,24 @@ int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st);
  * connection of a VM whole: what vsxctl shows (@ci) and the rest of its
  * state. @fd >= 0: a host socket connection that can go on in another
  * process (established or closing, no timer running, nothing half done:
- * vsxb_vm_adopt recreates it from this); -1: it cannot (a sibling pair,
- * one still connecting, draining, lingering), the other process ends it
- * with an RST. @fd stays @vm's; @q (@qlen bytes for the host socket, with
- * @nends seqpacket message ends) is valid during the callback only.
+ * vsxb_vm_adopt recreates it from this); -1: it cannot (one still
+ * connecting, draining, lingering), the other process ends it with an
+ * RST. @fd stays @vm's; @q (@qlen bytes for the host socket, with @nends
+ * seqpacket message ends) is valid during the callback only.
+ *
+ * A half of an established sibling pair has @sibling set (and @fd -1): it
+ * names its twin, the other VM's half (@twin_vm, @twin_id), and @q holds
+ * the other guest's bytes vsxd keeps for this half's guest, with the end
+ * of each of the other guest's packets (a message's end, EOM and EOR, for
+ * a seqpacket; a packet's, EOM, for a stream: peer_sib.h), and
+ * @eom_pending an empty message end still owed to this guest. The new
+ * process makes the pair again once both halves are adopted
+ * (vsxb_router_pair_kept).
  */
 #define VSXB_KEEP_HOST_EOF     0x1u  /* the host shut its sending side */
 #define VSXB_KEEP_HOST_WR_SHUT 0x2u  /* we shut the socket's sending side */
 #define VSXB_KEEP_HOST_WR_DEAD 0x4u  /* the host takes no more data */
+#define VSXB_KEEP_NAME_MAX 65        /* a VM's name, NUL included */
 
 struct vsxb_conn_keep {
 	const struct vsxb_conn_info *ci;  /* NULL in what vsxb_vm_adopt takes */
@@ -490,6 +500,10 @@ struct vsxb_conn_keep {
 		unsigned flags;           /* VIRTIO_VSOCK_SEQ_EOM (| _EOR) */
 	} *ends;
 	unsigned nends;
+	bool sibling;
+	char twin_vm[VSXB_KEEP_NAME_MAX];   /* the twin's VM's name */
+	uint64_t twin_id;
+	unsigned eom_pending;
 };
 
 typedef int (*vsxb_keep_cb)(const struct vsxb_conn_keep *k, void *arg);
@@ -507,11 +521,22 @@ int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg);
  * TRANSPORT_RESET goes to the guest when one was kept; the connection ids
  * of the router go on past theirs. A connection that cannot be made again
  * (a limit, no memory, an address taken twice) gets an RST and its socket
- * is closed; *@kept counts those kept. */
+ * is closed; *@kept counts those kept, sibling halves included: those
+ * wait (copied) for vsxb_router_pair_kept, and the device reads nothing
+ * from its guest until then. */
 int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 		       const struct vsxb_conn_addr *conns, unsigned n,
 		       const struct vsxb_conn_keep *keep, unsigned nkeep,
 		       unsigned *kept);
+
+/* Once every device of a handoff is adopted: each sibling half an
+ * adoption kept is joined to its twin (same thread or across threads,
+ * wherever the two VMs run now), with its counters and queued bytes; a
+ * half whose twin is not there (its VM gone or not adopted, a record that
+ * does not match) ends with an RST to its guest and a log line. Then the
+ * devices that waited read their guests' packets. Returns the pairs made;
+ * *@ended counts the halves that ended (may be NULL). */
+unsigned vsxb_router_pair_kept(struct vsxb_router *r, unsigned *ended);
 
 /*
  * Counters of one VM since it was created (vsxd's metrics), and what it

@@ -288,7 +288,9 @@ static void vm_tx_run(struct vsxb_vm *vm)
 	int n;
 
 	vm->tx_more = false;
-	while (vm->live && !vm->paused && !vm->broken) {
+	/* (tx_hold: an adopted device's sibling halves are not made yet:
+	 * restart.c runs this once they are) */
+	while (vm->live && !vm->paused && !vm->broken && !vm->tx_hold) {
 		n = vsxb__ring_tx_pop(vm, &why);
 		if (n < 0) {
 			vsxb__vm_broken(vm, why);

@@ -60,4 +60,14 @@ void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 		      const struct virtio_vsock_hdr *h);
 
+/* A sibling pair kept across a live handoff (restart.c): each half made
+ * again on its VM (NULL: no memory), the counters and queue restart.c's,
+ * then the two joined: on one thread (peer_sibling.c, @eom_*: the empty
+ * message ends still owed to each guest) or across two (peer_xsib.c: 0,
+ * or -ENOMEM). */
+struct conn *vsxb__sib_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k);
+void vsxb__sib_join(struct conn *a, struct conn *b, unsigned eom_a, unsigned eom_b);
+struct conn *vsxb__xsib_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k);
+int vsxb__xsib_join(struct conn *a, struct conn *b, unsigned eom_a, unsigned eom_b);
+
 #endif

@@ -39,5 +39,16 @@ int vsxb__sib_deliver(struct conn *b, const struct iovec *iov, unsigned n,
 /* The hooks of the receiving half (struct vsxb_peer_ops, backend-int.h) */
 int vsxb__sib_emit(struct conn *b);
 bool vsxb__sib_pending(const struct conn *c);
+/* A kept half (ops->keep): @c's queue into k->q and k->ends (malloc'ed),
+ * with room for @more bytes and @more_ends ends after it. -ENOMEM. */
+int vsxb__sib_keep_q(const struct conn *c, struct vsxb_conn_keep *k, size_t more,
+		     unsigned more_ends);
+/* A kept half (@k's addresses) made again on @vm with @ops, its queue
+ * keeping packet ends; NULL: no memory. */
+struct conn *vsxb__sib_half_new(struct vsxb_vm *vm, const struct vsxb_conn_keep *k,
+				const struct vsxb_peer_ops *ops);
+/* @k names @twin as its other half. */
+void vsxb__sib_keep_twin(struct vsxb_conn_keep *k, const struct conn *twin,
+			 unsigned eom_pending);
 
 #endif

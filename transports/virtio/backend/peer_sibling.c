@@ -31,7 +31,9 @@
  * vsxb__sib_deliver, vsxb__sib_emit, vsxb__sib_pending).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "peer_sib.h"
 
@@ -387,6 +389,73 @@ static void sib_gone(struct conn *c)
 	vsxb__conn_kill(c);
 }
 
+/* ---- Kept across a live handoff (restart.c) ---- */
+
+int vsxb__sib_keep_q(const struct conn *c, struct vsxb_conn_keep *k, size_t more,
+		     unsigned more_ends)
+{
+	/* a stream's queue has an end per packet: at most one per byte */
+	size_t cap = c->q.bytes + more, nends = c->q.bytes + more_ends;
+	uint8_t *q = malloc(cap ? cap : 1);
+	struct vsxb_msg_end *ends = malloc((nends ? nends : 1) * sizeof(*ends));
+
+	if (!q || !ends) {
+		free(q);
+		free(ends);
+		return -ENOMEM;
+	}
+	k->qlen = (uint32_t)vsxb__txq_copy(&c->q, q, ends, &k->nends);
+	k->q = q;
+	k->ends = ends;
+	return 0;
+}
+
+void vsxb__sib_keep_twin(struct vsxb_conn_keep *k, const struct conn *twin,
+			 unsigned eom_pending)
+{
+	k->sibling = true;
+	snprintf(k->twin_vm, sizeof(k->twin_vm), "%s", twin->vm->name);
+	k->twin_id = twin->id;
+	k->eom_pending = eom_pending;
+}
+
+/* An established pair goes on in the next process: this half names the
+ * other, and keeps what waits for its guest. */
+static int sib_keep(const struct conn *c, struct vsxb_conn_keep *k)
+{
+	const struct conn *p = sp(c)->other;
+
+	if (!p || p->dead || c->state != VSXB_CONN_ESTABLISHED ||
+	    p->state != VSXB_CONN_ESTABLISHED)
+		return 0;
+	vsxb__sib_keep_twin(k, p, sp(c)->eom_pending);
+	return vsxb__sib_keep_q(c, k, 0, 0);
+}
+
+struct conn *vsxb__sib_half_new(struct vsxb_vm *vm, const struct vsxb_conn_keep *k,
+				const struct vsxb_peer_ops *ops)
+{
+	struct conn *c = vsxb__conn_new(vm, ops, (uint16_t)k->type, k->guest_port,
+				       k->peer_cid, k->peer_port);
+
+	if (c)
+		vsxb__sib_keep_bounds(c);
+	return c;
+}
+
+struct conn *vsxb__sib_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k)
+{
+	return vsxb__sib_half_new(vm, k, &sib_ops);
+}
+
+void vsxb__sib_join(struct conn *a, struct conn *b, unsigned eom_a, unsigned eom_b)
+{
+	sp(a)->other = b;
+	sp(b)->other = a;
+	sp(a)->eom_pending = eom_a;
+	sp(b)->eom_pending = eom_b;
+}
+
 /* What this connection's guest sent that waits for the other guest. */
 static const struct txq *sib_queue(const struct conn *c)
 {
@@ -414,4 +483,5 @@ static const struct vsxb_peer_ops sib_ops = {
 	.release = sib_unlink,
 	/* Control */
 	.queue = sib_queue,
+	.keep = sib_keep,
 };

@@ -591,6 +591,110 @@ static void xsib_release(struct conn *c)
 	x->l = NULL;
 }
 
+/* ---- Kept across a live handoff (restart.c) ---- */
+
+/* At a freeze (both threads parked): this half names the other, and keeps
+ * what waits for its guest: its queue, then the DATA records the other
+ * half sent that this thread has not applied yet, as xsib_apply would
+ * deliver them (each packet's end kept). CREDIT records are superseded
+ * by the other half's own counters, which its record keeps; a
+ * CREDIT_REQUEST on the way is one owed to this guest (k->ctrl); a pair
+ * with anything else on the way (an OK, SHUTDOWN, RST, CLOSE) is not
+ * kept. */
+static int xsib_keep(const struct conn *c, struct vsxb_conn_keep *k)
+{
+	const struct xsib_peer *x = xp(c);
+	const struct xring *q;
+	const struct conn *p;
+	const struct xrec *rec;
+	size_t more = 0;
+	unsigned more_ends = 0, eom = x->s.eom_pending;
+	bool takes = vsxb__conn_takes_data(c);
+	int err;
+
+	if (!x->l || x->detached || c->state != VSXB_CONN_ESTABLISHED)
+		return 0;
+	p = x->l->half[!x->side];
+	if (!p || p->dead || p->state != VSXB_CONN_ESTABLISHED || xp(p)->detached)
+		return 0;
+	q = &x->l->ring[x->side];
+	for (rec = q->head->next; rec; rec = rec->next) {
+		if (rec->what == XR_DATA) {
+			more += rec->len;
+			more_ends++;
+		} else if (rec->what != XR_CREDIT && rec->what != XR_CREDIT_REQ) {
+			return 0;
+		}
+	}
+	err = vsxb__sib_keep_q(c, k, more, more_ends);
+	if (err)
+		return err;
+	for (rec = q->head->next; rec; rec = rec->next) {
+		uint8_t *dst = (uint8_t *)k->q;
+		struct vsxb_msg_end *ends = (struct vsxb_msg_end *)k->ends;
+		uint32_t last = k->nends ? ends[k->nends - 1].end : 0;
+		unsigned fl = rec->flags & (VIRTIO_VSOCK_SEQ_EOM | VIRTIO_VSOCK_SEQ_EOR);
+
+		if (rec->what == XR_CREDIT_REQ)
+			k->ctrl |= C_CREDIT_REQUEST;
+		if (rec->what != XR_DATA || !takes)
+			continue;   /* (nobody would read it) */
+		if (!rec->len) {
+			/* an empty packet ends the open message, if any */
+			if (c->type != VIRTIO_VSOCK_TYPE_SEQPACKET ||
+			    !(fl & VIRTIO_VSOCK_SEQ_EOM) || !rec->msg_open)
+				continue;
+			if (k->qlen > last)
+				ends[k->nends++] = (struct vsxb_msg_end){ k->qlen, fl };
+			else if (!k->qlen && !eom)
+				eom = fl;
+			continue;
+		}
+		memcpy(dst + k->qlen, rec->data, rec->len);
+		k->qlen += rec->len;
+		if (c->type == VIRTIO_VSOCK_TYPE_STREAM)
+			fl = VIRTIO_VSOCK_SEQ_EOM;   /* the packet's end */
+		if (fl & VIRTIO_VSOCK_SEQ_EOM)
+			ends[k->nends++] = (struct vsxb_msg_end){ k->qlen, fl };
+	}
+	vsxb__sib_keep_twin(k, p, eom);
+	return 0;
+}
+
+struct conn *vsxb__xsib_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k)
+{
+	return vsxb__sib_half_new(vm, k, &xsib_ops);
+}
+
+int vsxb__xsib_join(struct conn *a, struct conn *b, unsigned eom_a, unsigned eom_b)
+{
+	struct xsib_link *l = link_new(a->vm, b->vm);   /* a reference per half */
+	struct conn *half[2] = { a, b };
+	unsigned eom[2] = { eom_a, eom_b };
+
+	if (!l)
+		return -ENOMEM;
+	for (unsigned s = 0; s < 2; s++) {
+		struct xsib_peer *x = xp(half[s]);
+		const struct conn *o = half[!s];
+
+		l->half[s] = half[s];
+		x->l = l;
+		x->side = s;
+		x->s.eom_pending = eom[s];
+		/* each guest's values as its half has them: nothing is on
+		 * the way between the two any more */
+		x->xknown = true;
+		x->xbuf = o->peer_buf_alloc;
+		x->xfwd = o->peer_fwd_cnt;
+		x->sbuf = half[s]->peer_buf_alloc;
+		x->sfwd = half[s]->peer_fwd_cnt;
+	}
+	xsib_publish(a);
+	xsib_publish(b);
+	return 0;
+}
+
 /* A sibling on another thread: peer_sibling.c's receiving half, fed by
  * the other half's records. */
 static const struct vsxb_peer_ops xsib_ops = {
@@ -614,4 +718,5 @@ static const struct vsxb_peer_ops xsib_ops = {
 	.release = xsib_release,
 	/* Control */
 	.queue = xsib_queue,
+	.keep = xsib_keep,
 };

@@ -6,7 +6,9 @@
  * An adopted device starts with the connections a live handoff kept
  * (vsxb_vm_foreach_keep in the old process, vsxb_vm_adopt_keep in the
  * new: host socket connections, made again before the device runs, so
- * that what the guest queued meanwhile finds them), and no other: those
+ * that what the guest queued meanwhile finds them; sibling pairs, made
+ * again by vsxb_router_pair_kept once both VMs are adopted, the devices
+ * reading nothing from their guests until then), and no other: those
  * of a crashed process are gone with its host sockets (host programs saw
  * EOF when it died). The guest still has them, and one that only waits to
  * read would wait for ever: each one the old process's state named and
@@ -15,6 +17,7 @@
  * from a timer as it drains, so the data path does not change.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,8 +131,16 @@ int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg)
 		k.to_guest = c->to_guest;
 		k.from_guest = c->from_guest;
 		memcpy(k.tag, c->tag, sizeof(k.tag));
-		/* the bytes a host socket has not taken yet (c->q: for a
-		 * sibling they are the other guest's, which ends with it) */
+		if (k.fd < 0 && c->ops->keep) {
+			/* a sibling half: the bytes for its guest */
+			rc = c->ops->keep(c, &k);
+			if (!rc)
+				rc = cb(&k, arg);
+			free((void *)k.q);
+			free((void *)k.ends);
+			continue;
+		}
+		/* the bytes a host socket has not taken yet */
 		q = malloc(qn);
 		ends = malloc(qn * sizeof(*ends));
 		if (!q || !ends) {
@@ -179,22 +190,14 @@ static void vm_adopted_paused(struct vsxb_vm *vm)
 	vsxb__device_event(vm, true);
 }
 
-/* @k's connection made again on @vm (its socket taken), or NULL. */
-static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k)
+/* @k's counters and queue onto @c, made again: 0, or -EINVAL (the
+ * queue's ends do not fit it), -ENOMEM. */
+static int keep_apply(struct conn *c, const struct vsxb_conn_keep *k)
 {
-	struct conn *c = NULL;
 	struct iovec v;
 	uint32_t at = 0;
 	int err = 0;
 
-	if (k->fd < 0 || (k->type != VIRTIO_VSOCK_TYPE_STREAM &&
-			  k->type != VIRTIO_VSOCK_TYPE_SEQPACKET) ||
-	    k->peer_cid != VSOCK_CID_HOST ||
-	    vsxb__conn_find(vm, k->guest_port, k->peer_cid, k->peer_port))
-		goto fail;
-	c = vsxb__host_restore(vm, k);
-	if (!c)
-		goto fail;
 	c->id = k->id;
 	c->state = k->state;
 	c->guest_initiated = k->guest_initiated;
@@ -232,7 +235,23 @@ static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep
 					       i < k->nends ? k->ends[i].flags : 0);
 		at = end;
 	}
-	if (err || vsxb__host_attach(c, k->fd) < 0) {
+	return err;
+}
+
+/* @k's connection made again on @vm (its socket taken), or NULL. */
+static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k)
+{
+	struct conn *c = NULL;
+
+	if (k->fd < 0 || (k->type != VIRTIO_VSOCK_TYPE_STREAM &&
+			  k->type != VIRTIO_VSOCK_TYPE_SEQPACKET) ||
+	    k->peer_cid != VSOCK_CID_HOST ||
+	    vsxb__conn_find(vm, k->guest_port, k->peer_cid, k->peer_port))
+		goto fail;
+	c = vsxb__host_restore(vm, k);
+	if (!c)
+		goto fail;
+	if (keep_apply(c, k) < 0 || vsxb__host_attach(c, k->fd) < 0) {
 		vsxb__conn_kill(c);   /* closes the socket */
 		return NULL;
 	}
@@ -240,6 +259,192 @@ static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep
 fail:
 	close(k->fd);
 	return NULL;
+}
+
+/* ---- Sibling pairs kept across a live handoff ---- */
+
+/* A sibling half an adoption kept, waiting for its twin's adoption. */
+struct vsxb_sibkeep {
+	struct vsxb_sibkeep *next;
+	struct vsxb_vm *vm;          /* (vsxb__restart_free drops its own) */
+	struct vsxb_conn_keep k;     /* q and ends copied (owned) */
+	bool done;
+};
+
+static void sibkeep_free(struct vsxb_sibkeep *e)
+{
+	free((void *)e->k.q);
+	free((void *)e->k.ends);
+	free(e);
+}
+
+/* @k, copied, waits on @r for its twin. -ENOMEM. */
+static int sibkeep_add(struct vsxb_vm *vm, const struct vsxb_conn_keep *k)
+{
+	struct vsxb_sibkeep *e = calloc(1, sizeof(*e));
+	uint8_t *q = malloc(k->qlen ? k->qlen : 1);
+	struct vsxb_msg_end *ends = malloc((k->nends ? k->nends : 1) * sizeof(*ends));
+
+	if (!e || !q || !ends) {
+		free(e);
+		free(q);
+		free(ends);
+		return -ENOMEM;
+	}
+	if (k->qlen)
+		memcpy(q, k->q, k->qlen);
+	if (k->nends)
+		memcpy(ends, k->ends, k->nends * sizeof(*ends));
+	e->vm = vm;
+	e->k = *k;
+	e->k.ci = NULL;
+	e->k.fd = -1;
+	e->k.q = q;
+	e->k.ends = ends;
+	e->k.twin_vm[sizeof(e->k.twin_vm) - 1] = '\0';
+	e->next = vm->r->sibkeep;
+	vm->r->sibkeep = e;
+	return 0;
+}
+
+/* Are @a and @b the two halves of one pair, and can it go on here? */
+static bool sibkeep_twins(const struct vsxb_sibkeep *a, const struct vsxb_sibkeep *b)
+{
+	return a != b && !b->done && a->vm != b->vm &&
+	       !strcmp(a->k.twin_vm, b->vm->name) && a->k.twin_id == b->k.id &&
+	       !strcmp(b->k.twin_vm, a->vm->name) && b->k.twin_id == a->k.id &&
+	       a->k.peer_cid == b->vm->cid && b->k.peer_cid == a->vm->cid &&
+	       a->k.peer_port == b->k.guest_port && b->k.peer_port == a->k.guest_port &&
+	       a->k.type == b->k.type && vsxb__share_group(a->vm, b->vm);
+}
+
+/* A half made again on its VM, its counters and queue restored. */
+static struct conn *sibkeep_half(struct vsxb_sibkeep *e, bool xthread)
+{
+	struct vsxb_vm *vm = e->vm;
+	struct conn *c;
+
+	if (!vm->live || vm->broken || vm->freeing ||
+	    (e->k.type != VIRTIO_VSOCK_TYPE_STREAM &&
+	     e->k.type != VIRTIO_VSOCK_TYPE_SEQPACKET) ||
+	    vsxb__conn_find(vm, e->k.guest_port, e->k.peer_cid, e->k.peer_port))
+		return NULL;
+	c = xthread ? vsxb__xsib_restore(vm, &e->k) : vsxb__sib_restore(vm, &e->k);
+	if (c && keep_apply(c, &e->k) < 0) {
+		vsxb__conn_kill(c);
+		c = NULL;
+	}
+	return c;
+}
+
+/* One RST more for @vm's adoption to send (rst_cb). */
+static void rst_add(struct vsxb_vm *vm, const struct vsxb_conn_keep *k)
+{
+	struct vsxb_conn_addr *n;
+
+	if (!vm->rst_timer)
+		return;   /* (no memory for it at adoption: the guest's timeouts) */
+	n = realloc(vm->rst, (vm->rst_n + 1) * sizeof(*n));
+	if (!n)
+		return;
+	vm->rst = n;
+	vm->rst[vm->rst_n++] = (struct vsxb_conn_addr){
+		.guest_cid = vm->cid, .peer_cid = k->peer_cid,
+		.guest_port = k->guest_port, .peer_port = k->peer_port, .type = k->type,
+	};
+	vm->sh->loop->timer_arm(vm->rst_timer, 0);
+}
+
+static void sibkeep_end(struct vsxb_sibkeep *e, const char *why)
+{
+	vsxb__log(e->vm->r, VSXB_LOG_ERR, "vm %s: sibling connection %llu: %s: it ends "
+		 "(RST to the guest)", e->vm->name, (unsigned long long)e->k.id, why);
+	rst_add(e->vm, &e->k);
+}
+
+/* @c made again: what was owed to its guest goes out. */
+static void sibkeep_go(struct conn *c)
+{
+	if (c->ctrl || c->shut_pending || c->q.bytes || (c->ops->pending && c->ops->pending(c)))
+		vsxb__conn_schedule(c);
+	/* the other guest's credit as it is now (across threads, news of
+	 * it may have been on the way) */
+	vsxb__conn_credit_check(c);
+	/* OPEN for the record and the log, not counted again (the counters
+	 * go on from the earlier process's: daemon/counters.h) */
+	vsxb__conn_reopened(c);
+	vsxb__vm_touch(c->vm);
+}
+
+unsigned vsxb_router_pair_kept(struct vsxb_router *r, unsigned *ended)
+{
+	struct vsxb_sibkeep *e, *t, *next;
+	struct vsxb_list *n;
+	unsigned pairs = 0, gone = 0;
+
+	vsxb__world_stop(r);
+	for (e = r->sibkeep; e; e = e->next) {
+		struct conn *a = NULL, *b = NULL;
+		bool x;
+
+		if (e->done)
+			continue;
+		e->done = true;
+		for (t = r->sibkeep; t && !sibkeep_twins(e, t); t = t->next)
+			;
+		if (!t) {
+			char why[160];
+
+			snprintf(why, sizeof(why), "its twin (vm %s, connection %llu) was "
+				 "not handed over", *e->k.twin_vm ? e->k.twin_vm : "?",
+				 (unsigned long long)e->k.twin_id);
+			sibkeep_end(e, why);
+			gone++;
+			continue;
+		}
+		t->done = true;
+		x = e->vm->sh != t->vm->sh;
+		a = sibkeep_half(e, x);
+		b = a ? sibkeep_half(t, x) : NULL;
+		if (a && b && x && vsxb__xsib_join(a, b, e->k.eom_pending, t->k.eom_pending) < 0) {
+			vsxb__conn_kill(b);
+			b = NULL;
+		} else if (a && b && !x) {
+			vsxb__sib_join(a, b, e->k.eom_pending, t->k.eom_pending);
+		}
+		if (!a || !b) {
+			if (a)
+				vsxb__conn_kill(a);
+			sibkeep_end(e, "it cannot be made again");
+			sibkeep_end(t, "it cannot be made again");
+			gone += 2;
+			continue;
+		}
+		sibkeep_go(a);
+		sibkeep_go(b);
+		pairs++;
+	}
+	for (e = r->sibkeep; e; e = next) {
+		next = e->next;
+		sibkeep_free(e);
+	}
+	r->sibkeep = NULL;
+	/* the guests' packets now find their connections: the TX ring is
+	 * read on the VM's own thread, as after a budget ran out */
+	for (n = r->vms.next; n != &r->vms; n = n->next) {
+		struct vsxb_vm *vm = vsxb_container_of(n, struct vsxb_vm, node);
+
+		if (!vm->tx_hold)
+			continue;
+		vm->tx_hold = false;
+		vm->tx_more = true;
+		if (vm->resume)
+			vm->sh->loop->timer_arm(vm->resume, 0);
+	}
+	vsxb__world_start(r);
+	if (ended)
+		*ended = gone;
+	return pairs;
 }
 
 void vsxb_router_ids_past(struct vsxb_router *r, uint64_t id)
@@ -267,7 +472,7 @@ int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 	const struct vsxu_loop *l = vm->sh->loop;
 	struct vsxb_conn_addr *copy = NULL;
 	struct conn **made = NULL;
-	unsigned nmade = 0;
+	unsigned nmade = 0, nsib = 0;
 	uint64_t next = 0;
 	int err;
 
@@ -281,7 +486,8 @@ int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 			/* the descriptors are taken whatever the result */
 			vsxu_vu_state_close(st);
 			for (unsigned i = 0; i < nkeep; i++)
-				close(keep[i].fd);
+				if (keep[i].fd >= 0)
+					close(keep[i].fd);
 			free(copy);
 			free(made);
 			return -ENOMEM;
@@ -294,7 +500,20 @@ int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 	/* Before the device starts: what the guest queued on them meanwhile
 	 * is theirs, not a stranger's to be answered with an RST. */
 	for (unsigned i = 0; i < nkeep; i++) {
-		struct conn *c = keep_restore(vm, &keep[i]);
+		struct conn *c;
+
+		if (keep[i].sibling) {
+			/* made with its twin, once that one's VM is adopted too */
+			if (sibkeep_add(vm, &keep[i]) == 0) {
+				nsib++;
+				if (keep[i].id >= next)
+					next = keep[i].id + 1;
+				continue;
+			}
+			c = NULL;
+		} else {
+			c = keep_restore(vm, &keep[i]);
+		}
 
 		if (c) {
 			made[nmade++] = c;
@@ -311,7 +530,8 @@ int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 	/* ids go on past the kept ones: vsxctl never shows one twice */
 	if (next)
 		vsxb_router_ids_past(r, next - 1);
-	vm->keep_conns = nmade > 0;
+	vm->keep_conns = nmade + nsib > 0;
+	vm->tx_hold = nsib > 0;
 	err = vsxu_vu_adopt(vm->vu, st);
 	/* paused: no start came; the device is held as its stop left it */
 	if (!err && st->paused)
@@ -333,7 +553,7 @@ int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 		vsxb__conn_reopened(made[i]);
 	}
 	if (!err && kept)
-		*kept = nmade;
+		*kept = nmade + nsib;
 	if (err && nmade)
 		vsxb__round(vm->sh);
 	if (!err && n && vm->rst_timer) {
@@ -354,6 +574,17 @@ int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 
 void vsxb__restart_free(struct vsxb_vm *vm)
 {
+	struct vsxb_sibkeep **pp = &vm->r->sibkeep, *e;
+
+	/* its halves waiting for a twin: the twin finds none */
+	while ((e = *pp)) {
+		if (e->vm == vm) {
+			*pp = e->next;
+			sibkeep_free(e);
+		} else {
+			pp = &e->next;
+		}
+	}
 	if (vm->rst_timer)
 		vm->sh->loop->timer_free(vm->rst_timer);
 	vm->rst_timer = NULL;
