@@ -161,9 +161,10 @@ static void same_conn(const struct vsxd_state_conn *a, const struct vsxd_state_c
 	cr_assert_eq(a->eom_pending, b->eom_pending);
 }
 
-static void same_vm(const struct vsxd_state_vm *a, const struct vsxd_state_vm *b)
+/* @b read from a record of @version */
+static void same_vm_as(const struct vsxd_state_vm *a, const struct vsxd_state_vm *b,
+		       unsigned version)
 {
-	unsigned version = 3;
 
 	cr_assert_str_eq(a->name, b->name);
 	cr_assert_str_eq(a->conn, b->conn);
@@ -188,6 +189,11 @@ static void same_vm(const struct vsxd_state_vm *a, const struct vsxd_state_vm *b
 	cr_assert_eq(a->nconns, b->nconns);
 	for (unsigned i = 0; i < a->nconns; i++)
 		same_conn(&a->conns[i], &b->conns[i], version);
+}
+
+static void same_vm(const struct vsxd_state_vm *a, const struct vsxd_state_vm *b)
+{
+	same_vm_as(a, b, 3);
 }
 
 /* Recompute length and crc after editing an encoded record. */
@@ -419,8 +425,8 @@ Test(state, version_2_reads)
 	vsxd_state_clear(&d);
 	s.version = 0;
 	buf3 = encode(&s, &len3);
-	/* 10 bytes more per connection, and the twin's name */
-	cr_assert_eq(len3, len + 3 * (VSXD_STATE_V3_CONN - VSXD_STATE_V2_CONN) + 4);
+	/* 10 bytes more per connection, the twin's name, 2 per ring */
+	cr_assert_eq(len3, len + 3 * (VSXD_STATE_V3_CONN - VSXD_STATE_V2_CONN) + 4 + 2 * 3);
 	free(buf3);
 	free(buf);
 	/* a stream sibling's queue keeps its packet ends from version 3 on */
@@ -717,6 +723,142 @@ Test(state, resealed_bad_connections_are_refused)
 	free(buf);
 }
 
+/* VM web-1 of sample() as QEMU's stop leaves it: rings stopped where
+ * GET_VRING_BASE left them, no kick, disabled; the call eventfds kept. */
+static void pause_vm(struct vsxd_state_vm *v)
+{
+	v->paused = true;
+	for (unsigned i = 0; i < v->nqueues; i++) {
+		v->queue[i].enabled = false;
+		v->queue[i].kick[0] = '\0';
+		v->queue[i].base = 0xfff0u + i;
+	}
+}
+
+/* Version 3: a paused VM reads back as written, next to a running one. */
+Test(state, paused_vm_round_trip)
+{
+	struct vsxd_state s, d;
+	struct vsxd_state_vm vms[2];
+	char why[128] = "";
+	uint8_t *buf;
+	size_t len;
+
+	sample(&s, vms);
+	pause_vm(&vms[0]);
+	buf = encode(&s, &len);
+	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(d.version, 3);
+	cr_assert(d.vms[0].paused);
+	cr_assert_not(d.vms[1].paused);
+	cr_assert_eq(d.vms[0].queue[1].base, 0xfff1u);
+	cr_assert_str_empty(d.vms[0].queue[0].kick);
+	same_vm(&vms[0], &d.vms[0]);
+	same_vm(&vms[1], &d.vms[1]);
+	vsxd_state_clear(&d);
+	free(buf);
+}
+
+/* A paused VM's record says what QEMU's stop leaves, and nothing else;
+ * versions 1 and 2 cannot say it. */
+Test(state, bad_paused_vms_are_refused)
+{
+	struct vsxd_state s;
+	struct vsxd_state_vm vms[2];
+	char big[64];
+
+	sample(&s, vms);
+	vms[0].nconns = 0;
+	pause_vm(&vms[0]);
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -ENOSPC);
+	strcpy(vms[0].queue[1].kick, "vm.web-1.kick1");   /* a started ring */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	vms[0].queue[1].kick[0] = '\0';
+	vms[0].queue[0].enabled = true;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	vms[0].queue[0].enabled = false;
+	vms[0].queue[0].base = 0x10000;                    /* past a u16 */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	vms[0].queue[0].base = 7;
+	s.version = 2;
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	s.version = 0;
+	vms[1].queue[0].base = 1;                          /* a running VM's */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+	vms[1].queue[0].base = 0;
+	vms[1].queue[0].kick[0] = '\0';                    /* no kick, running */
+	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
+}
+
+/* The VM flags edited into records with their crc made right: a running
+ * VM's record (kicks) that claims paused, an unknown flag, and any flag
+ * in version 2, where they were reserved. */
+Test(state, resealed_vm_flags_are_refused)
+{
+	struct vsxd_state s;
+	struct vsxd_state_vm vms[2];
+	char why[128];
+	uint8_t *buf;
+	size_t len, flags = 32 + 6 + 14 + 8 + 16 + 2;
+
+	sample(&s, vms);
+	vms[0].nconns = 0;
+	vms[1].nconns = 0;
+	buf = encode(&s, &len);
+	buf[flags] = 1;
+	reseal(buf, len);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "VM 0: a paused VM with a started ring"), "%s", why);
+	buf[flags] = 2;
+	reseal(buf, len);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "unknown VM flags"), "%s", why);
+	buf[flags] = 0;
+	reseal(buf, len);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), 0, "%s", why);
+	free(buf);
+
+	s.version = 2;
+	buf = encode(&s, &len);
+	cr_assert_eq(buf[8], 2);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), 0, "%s", why);
+	buf[flags] = 1;
+	reseal(buf, len);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "reserved bits set"), "%s", why);
+	free(buf);
+}
+
+/* The record the release before wrote (version 2: no VM flags, no ring
+ * bases) reads, and writes again to the same bytes. */
+Test(state, version_2_vms_read)
+{
+	struct vsxd_state s, d;
+	struct vsxd_state_vm vms[2];
+	char why[128] = "";
+	uint8_t *buf, *buf2;
+	size_t len, len2;
+
+	sample(&s, vms);
+	s.version = 2;
+	buf = encode(&s, &len);
+	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(d.version, 2);
+	same_vm_as(&vms[0], &d.vms[0], 2);
+	same_vm_as(&vms[1], &d.vms[1], 2);
+	buf2 = encode(&d, &len2);
+	cr_assert_eq(len2, len);
+	cr_assert_eq(memcmp(buf, buf2, len), 0);
+	free(buf2);
+	/* version 3 adds 2 bytes per ring, and to each connection its twin */
+	s.version = 0;
+	buf2 = encode(&s, &len2);
+	cr_assert_eq(len2, len + 2 * 3 + 3 * (VSXD_STATE_V3_CONN - VSXD_STATE_V2_CONN) + 4);
+	vsxd_state_clear(&d);
+	free(buf2);
+	free(buf);
+}
+
 /* ---- The counters record ---- */
 
 static void counters_sample(struct vsxd_counters *c, struct vsxd_counters_vm vms[2])
@@ -781,23 +923,6 @@ Test(counters, round_trip)
 {
 	struct vsxd_counters c, d;
 	struct vsxd_counters_vm vms[2];
-/* VM web-1 of sample() as QEMU's stop leaves it: rings stopped where
- * GET_VRING_BASE left them, no kick, disabled; the call eventfds kept. */
-static void pause_vm(struct vsxd_state_vm *v)
-{
-	v->paused = true;
-	for (unsigned i = 0; i < v->nqueues; i++) {
-		v->queue[i].enabled = false;
-		v->queue[i].kick[0] = '\0';
-		v->queue[i].base = 0xfff0u + i;
-	}
-}
-
-/* Version 3: a paused VM reads back as written, next to a running one. */
-Test(state, paused_vm_round_trip)
-{
-	struct vsxd_state s, d;
-	struct vsxd_state_vm vms[2];
 	char why[128] = "";
 	uint8_t *buf;
 	size_t len;
@@ -938,118 +1063,4 @@ Test(counters, bad_values_are_refused_by_value)
 	counters_sample(&c, vms);
 	c.nreasons = VSXD_COUNTERS_MAX + 1;
 	cr_assert_eq(vsxd_counters_encode(&c, NULL, 0), -EINVAL);
-}
-	sample(&s, vms);
-	pause_vm(&vms[0]);
-	buf = encode(&s, &len);
-	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
-	cr_assert_eq(d.version, 3);
-	cr_assert(d.vms[0].paused);
-	cr_assert_not(d.vms[1].paused);
-	cr_assert_eq(d.vms[0].queue[1].base, 0xfff1u);
-	cr_assert_str_empty(d.vms[0].queue[0].kick);
-	same_vm(&vms[0], &d.vms[0]);
-	same_vm(&vms[1], &d.vms[1]);
-	vsxd_state_clear(&d);
-	free(buf);
-}
-
-/* A paused VM's record says what QEMU's stop leaves, and nothing else;
- * versions 1 and 2 cannot say it. */
-Test(state, bad_paused_vms_are_refused)
-{
-	struct vsxd_state s;
-	struct vsxd_state_vm vms[2];
-	char big[64];
-
-	sample(&s, vms);
-	vms[0].nconns = 0;
-	pause_vm(&vms[0]);
-	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -ENOSPC);
-	strcpy(vms[0].queue[1].kick, "vm.web-1.kick1");   /* a started ring */
-	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
-	vms[0].queue[1].kick[0] = '\0';
-	vms[0].queue[0].enabled = true;
-	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
-	vms[0].queue[0].enabled = false;
-	vms[0].queue[0].base = 0x10000;                    /* past a u16 */
-	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
-	vms[0].queue[0].base = 7;
-	s.version = 2;
-	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
-	s.version = 0;
-	vms[1].queue[0].base = 1;                          /* a running VM's */
-	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
-	vms[1].queue[0].base = 0;
-	vms[1].queue[0].kick[0] = '\0';                    /* no kick, running */
-	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
-}
-
-/* The VM flags edited into records with their crc made right: a running
- * VM's record (kicks) that claims paused, an unknown flag, and any flag
- * in version 2, where they were reserved. */
-Test(state, resealed_vm_flags_are_refused)
-{
-	struct vsxd_state s;
-	struct vsxd_state_vm vms[2];
-	char why[128];
-	uint8_t *buf;
-	size_t len, flags = 32 + 6 + 14 + 8 + 16 + 2;
-
-	sample(&s, vms);
-	vms[0].nconns = 0;
-	vms[1].nconns = 0;
-	buf = encode(&s, &len);
-	buf[flags] = 1;
-	reseal(buf, len);
-	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
-	cr_assert(strstr(why, "VM 0: a paused VM with a started ring"), "%s", why);
-	buf[flags] = 2;
-	reseal(buf, len);
-	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
-	cr_assert(strstr(why, "unknown VM flags"), "%s", why);
-	buf[flags] = 0;
-	reseal(buf, len);
-	cr_assert_eq(decode(buf, len, why, sizeof(why)), 0, "%s", why);
-	free(buf);
-
-	s.version = 2;
-	buf = encode(&s, &len);
-	cr_assert_eq(buf[8], 2);
-	cr_assert_eq(decode(buf, len, why, sizeof(why)), 0, "%s", why);
-	buf[flags] = 1;
-	reseal(buf, len);
-	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
-	cr_assert(strstr(why, "reserved bits set"), "%s", why);
-	free(buf);
-}
-
-/* The record the release before wrote (version 2: no VM flags, no ring
- * bases) reads, and writes again to the same bytes. */
-Test(state, version_2_reads)
-{
-	struct vsxd_state s, d;
-	struct vsxd_state_vm vms[2];
-	char why[128] = "";
-	uint8_t *buf, *buf2;
-	size_t len, len2;
-
-	sample(&s, vms);
-	s.version = 2;
-	buf = encode(&s, &len);
-	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
-	cr_assert_eq(d.version, 2);
-	same_vm(&vms[0], &d.vms[0]);
-	same_vm(&vms[1], &d.vms[1]);
-	buf2 = encode(&d, &len2);
-	cr_assert_eq(len2, len);
-	cr_assert_eq(memcmp(buf, buf2, len), 0);
-	free(buf2);
-	/* version 3 adds 2 bytes per ring */
-	s.version = 0;
-	buf2 = encode(&s, &len2);
-	cr_assert_eq(len2, len + 2 * 3);
-	vsxd_state_clear(&d);
-	free(buf2);
-	free(buf);
 }
