@@ -8,9 +8,10 @@
 #   failed       vsxctl upgrade to a program that exits at once, one that
 #                dies of SIGSEGV after reading the state, one that says
 #                nothing (killed after vsxd's 10 s), a state whose checksum
-#                fails, one of version 99 and one whose connection has a
-#                bad state with its checksum right (the new vsxd refuses
-#                them):
+#                fails, one of version 99, one whose connection has a
+#                bad state and one that says the running device is paused
+#                (kicks and all), both with their checksum right (the new
+#                vsxd refuses them):
 #                vsxctl exits non-zero saying why, the same vsxd serves on,
 #                the connection carries on, the front-end never sees its
 #                back-end go, it holds as many descriptors as before;
@@ -69,7 +70,8 @@ log = open(log_path, "w")
 
 # the stand-ins for a new vsxd: copies of handoff_prog.py named by mode
 progs = {}
-for mode in ("slow", "crash", "exit", "hang", "corrupt", "version", "badconn"):
+for mode in ("slow", "crash", "exit", "hang", "corrupt", "version", "badconn",
+             "badpaused"):
     progs[mode] = os.path.join(tmp, "handoff-" + mode)
     shutil.copy(os.path.join(SRC, "handoff_prog.py"), progs[mode])
     os.chmod(progs[mode], 0o755)
@@ -147,6 +149,9 @@ try:
         ("a state record whose connection is in no state (checksum right)", "badconn",
          "the new process refused: the state is unusable: state record VM 0: bad "
          "connection state"),
+        ("a state record that says a running device is paused (checksum right)",
+         "badpaused", "the new process refused: the state is unusable: state record "
+         "VM 0: a paused VM with a started ring"),
         ("a program that never answers", "hang",
          "the new process did not say it serves within 10000 ms: killed"),
     ]
@@ -171,8 +176,8 @@ try:
     nfds = len(os.listdir("/proc/%s/fd" % pid0))
     check("after the failed handoffs vsxd holds as many descriptors as before "
           "(%d, %d)" % (nfds0, nfds), nfds == nfds0)
-    check("metrics: vsxd_handoffs_failed_total 6",
-          "vsxd_handoffs_failed_total 6" in metric_lines())
+    check("metrics: vsxd_handoffs_failed_total 7",
+          "vsxd_handoffs_failed_total 7" in metric_lines())
     check("after the failed handoffs the connection ends cleanly (%d bytes to the "
           "guest, %d from it, all checked)" % (h2g, g2h),
           guest.cmd("gshut 3") and guest.cmd("wait-rst") and guest.cmd("hclose"))

@@ -16,6 +16,8 @@
 #   twin      the first connection's twin_id +1000 (version 3: a sibling
 #             half naming a connection its twin's VM does not have), the
 #             checksum made right again (sibhandoff.py)
+#   badpaused the first VM's paused flag set on its running device's
+#             record (its rings have kicks), the checksum made right again
 import os
 import signal
 import sys
@@ -40,6 +42,16 @@ elif mode == "corrupt":
     os.pwrite(state, bytes([b[0] ^ 0xFF]), 40)
 elif mode == "version":
     os.pwrite(state, (99).to_bytes(4, "little"), 8)
+elif mode == "badpaused":
+    import struct
+    import zlib
+    buf = bytearray(os.pread(state, 64 << 20, 0))
+    length = struct.unpack_from("<I", buf, 12)[0]
+    off = 32 + 1 + buf[32]
+    off += 1 + buf[off] + 24                 # VM 0: name, conn, cid, features
+    buf[off + 2] |= 1                        # its flags: paused
+    struct.pack_into("<I", buf, 16, zlib.crc32(bytes(buf[32:length])))
+    os.pwrite(state, bytes(buf[:length]), 0)
 elif mode in ("badconn", "twin"):
     import struct
     import zlib
