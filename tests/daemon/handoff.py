@@ -273,7 +273,7 @@ try:
     check("new connections both ways after the handoff", both_ways(guest, 8000))
     m = metric_lines()
     want_m = ["vsxd_generation 2", 'vsxd_start_mode{mode="handed-over"} 1',
-              "vsxd_handoff_listeners 4", "vsxd_handoffs_failed_total 6"]
+              "vsxd_handoff_listeners 4", "vsxd_handoffs_failed_total 7"]
     check("the metrics endpoint answers (its listener handed over): %s"
           % ", ".join(want_m), all(w in m for w in want_m),
           str([l for l in m if l.startswith("vsxd_") and "handoff" in l or
