@@ -50,25 +50,6 @@ void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
 			 uint64_t guest_cid, const struct vsxu_vu_state *st, bool held);
 void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev);
 
-/* Fill @v (its name set) from the device state @st, naming each
- * descriptor vm.NAME.* (fdstore.c) and giving it with its name to
- * @store, which returns 0 or a negative errno (the first one stops the
- * fill and is returned). Regions that share a file share its name. */
-struct vsxd_state_vm;
-int vsxd_state_vm_fill(struct vsxd_state_vm *v, const struct vsxu_vu_state *st,
-		       int (*store)(void *arg, const char *name, int fd), void *arg);
-
-/* @sc from what the backend shows of a connection: its addresses, state,
- * shutdown bits, peer kind and the counters vsxctl shows (not
- * VSXD_CONN_WHOLE: vsxd_handoff's freeze adds the rest). */
-struct vsxd_state_conn;
-void vsxd_state_conn_from_info(struct vsxd_state_conn *sc,
-			       const struct vsxb_conn_info *ci);
-/* @sc whole from a connection at a freeze (VSXD_CONN_WHOLE, its host
- * socket named conn.ID.host) when @k->fd says it can go on, else as
- * vsxd_state_conn_from_info. 0 or -ENOMEM (the queued bytes are copied). */
-int vsxd_state_conn_whole(struct vsxd_state_conn *sc, const struct vsxb_conn_keep *k);
-
 /* The highest connection id the earlier process's state names (0: none). */
 uint64_t vsxd_fdstore_max_conn_id(struct vsxd_fdstore *fs);
 

@@ -49,9 +49,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fdstore.h"
 #include "handoff.h"
 #include "state.h"
+#include "state_live.h"
 #include "util.h"
 #include "vhost-user/vhost_user.h"
 

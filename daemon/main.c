@@ -80,6 +80,7 @@
 #include "control.h"
 #include "counters.h"
 #include "fdstore.h"
+#include "logging.h"
 #include "handoff.h"
 #include "vhost-user/loop-event.h"
 #include "forward.h"
@@ -90,168 +91,6 @@
 
 #define EXIT_USAGE 2
 #define EXIT_IN_USE 3
-#define DEFAULT_LOG_LEVEL LOG_INFO
-
-/* ---- Logging ---- */
-
-/* Read by the worker threads too (their backend's log lines): atomics,
- * changed only by log_setup at start and reload. */
-static struct {
-	int target;     /* enum vsxd_log_target */
-	int level;      /* highest priority logged */
-} logst = { VSXD_LOG_STDERR, DEFAULT_LOG_LEVEL };
-
-#define LOGST(f) __atomic_load_n(&logst.f, __ATOMIC_RELAXED)
-
-static const char *prio_prefix(int prio)
-{
-	switch (prio) {
-	case LOG_EMERG:
-	case LOG_ALERT:
-	case LOG_CRIT:
-	case LOG_ERR:
-		return "error: ";
-	case LOG_WARNING:
-		return "warning: ";
-	case LOG_DEBUG:
-		return "debug: ";
-	default:
-		return "";
-	}
-}
-
-static void log_msg(int prio, const char *msg)
-{
-	if (prio > LOGST(level))
-		return;
-	if (LOGST(target) == VSXD_LOG_SYSLOG)
-		syslog(prio, "%s", msg);
-	else
-		fprintf(stderr, "vsxd: %s%s\n", prio_prefix(prio), msg);
-}
-
-__attribute__((format(printf, 2, 3)))
-static void vlog(int prio, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	if (prio > LOGST(level))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	log_msg(prio, msg);
-}
-
-/* A fatal start-up error: always on stderr (the caller is waiting for our
- * exit status there), and in syslog too when logging goes there. */
-static char fatal_msg[256];   /* the last one: a refused handoff says it */
-
-__attribute__((format(printf, 1, 2)))
-static void fatal(const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	snprintf(fatal_msg, sizeof(fatal_msg), "%.255s", msg);
-	fprintf(stderr, "vsxd: %s\n", msg);
-	if (logst.target == VSXD_LOG_SYSLOG)
-		syslog(LOG_ERR, "%s", msg);
-}
-
-static void log_setup(const struct vsxd_config *cfg)
-{
-	int target = cfg->log_target == VSXD_UNSET ? VSXD_LOG_STDERR : cfg->log_target;
-
-	if (target == VSXD_LOG_SYSLOG && logst.target != VSXD_LOG_SYSLOG)
-		openlog("vsxd", LOG_PID, LOG_DAEMON);
-	else if (target != VSXD_LOG_SYSLOG && logst.target == VSXD_LOG_SYSLOG)
-		closelog();
-	__atomic_store_n(&logst.target, target, __ATOMIC_RELAXED);
-	__atomic_store_n(&logst.level, cfg->log_level == VSXD_UNSET ? DEFAULT_LOG_LEVEL
-								  : cfg->log_level,
-			 __ATOMIC_RELAXED);
-}
-
-static void backend_log(void *arg, int prio, const char *msg)
-{
-	log_msg(prio, msg);
-}
-
-/* ---- Connection events: one structured line each (vsxd(8), LOGGING) ---- */
-
-static const char *port_str(uint32_t port, char *buf, size_t len)
-{
-	if (port == VSXB_PORT_UNKNOWN)
-		return "-";
-	snprintf(buf, len, "%u", port);
-	return buf;
-}
-
-static void conn_event_log(void *arg, const struct vsxb_conn_event *ev)
-{
-	const struct vsxb_conn_info *ci = &ev->ci;
-	char msg[512], gp[16], pp[16];
-	int prio = LOG_INFO, n;
-
-	/* the restart state names the connections a crash would end */
-	vsxd_fdstore_conn(arg, ev);
-	if (ev->log_suppressed)
-		return;
-	if (ev->reason == VSXB_REASON_LIMIT)
-		prio = LOG_WARNING;
-	if (prio > LOGST(level))
-		return;
-	n = snprintf(msg, sizeof(msg), "conn %s id=%llu vm=%s type=%s guest=%llu:%s "
-		     "peer=%llu:%s origin=%s", vsxb_conn_event_name(ev->type),
-		     (unsigned long long)ci->id, ci->vm ? ci->vm : "-",
-		     ci->type == 2 ? "seqpacket" : "stream",
-		     (unsigned long long)ci->guest_cid, port_str(ci->guest_port, gp, sizeof(gp)),
-		     (unsigned long long)ci->peer_cid, port_str(ci->peer_port, pp, sizeof(pp)),
-		     ev->origin ? ev->origin : "-");
-	if (ev->type != VSXB_CONN_EV_OPEN && n > 0 && (size_t)n < sizeof(msg))
-		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " reason=%s",
-			      vsxb_conn_reason_name(ev->reason));
-	if (ev->err && n > 0 && (size_t)n < sizeof(msg))
-		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " errno=%d", ev->err);
-	if (ev->limit && n > 0 && (size_t)n < sizeof(msg))
-		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " limit=%s",
-			      vsxb_limit_name(ev->limit));
-	if ((ev->type == VSXB_CONN_EV_CLOSE || ev->type == VSXB_CONN_EV_RESET) && n > 0 &&
-	    (size_t)n < sizeof(msg))
-		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " to-guest=%llu "
-			      "from-guest=%llu duration-ms=%llu",
-			      (unsigned long long)ci->to_guest_bytes,
-			      (unsigned long long)ci->from_guest_bytes,
-			      (unsigned long long)ev->duration_ms);
-	if (ev->suppressed && n > 0 && (size_t)n < sizeof(msg))
-		snprintf(msg + n, sizeof(msg) - (size_t)n, " suppressed=%llu",
-			 (unsigned long long)ev->suppressed);
-	log_msg(prio, msg);
-}
-
-/* libevent's own warnings */
-static void libevent_log(int severity, const char *msg)
-{
-	switch (severity) {
-	case EVENT_LOG_DEBUG:
-		log_msg(LOG_DEBUG, msg);
-		break;
-	case EVENT_LOG_MSG:
-		log_msg(LOG_INFO, msg);
-		break;
-	case EVENT_LOG_WARN:
-		log_msg(LOG_WARNING, msg);
-		break;
-	default:
-		log_msg(LOG_ERR, msg);
-		break;
-	}
-}
 
 /* ---- systemd readiness: sd_notify(3), a no-op without $NOTIFY_SOCKET ---- */
 
@@ -267,7 +106,7 @@ static void notify(const char *fmt, ...)
 	va_end(ap);
 	r = sd_notify(0, state);
 	if (r < 0)
-		vlog(LOG_WARNING, "sd_notify: %s", strerror(-r));
+		vsxd_vlog(LOG_WARNING, "sd_notify: %s", strerror(-r));
 }
 
 /* RELOADING=1 carries the time it began, as Type=notify-reload (systemd
@@ -410,7 +249,7 @@ static void check_print(const struct vsxd_opts *opts, const struct vsxd_config *
 	printf("  log %s\n  log-level %s\n",
 	       cfg->log_target == VSXD_LOG_SYSLOG ? "syslog" : "stderr",
 	       vsxd_log_level_name(cfg->log_level != VSXD_UNSET ? cfg->log_level
-								 : DEFAULT_LOG_LEVEL));
+								 : VSXD_DEFAULT_LOG_LEVEL));
 	for (l = 0; l < VSXD_LIMIT_N; l++)
 		print_limit(cfg, l);
 	printf("configuration OK: %zu VM%s, %zu forward%s\n", cfg->n_vms,
@@ -454,7 +293,7 @@ static int vm_dirs(const struct vsxd_vm *vm, bool has_gid, uint32_t gid)
 		r = vsx__mkdir_parents(paths[i], has_gid ? 0750 : 0755,
 				       has_gid ? (gid_t)gid : VSX__GID_KEEP);
 		if (r < 0) {
-			vlog(LOG_ERR, "%s: cannot create the directory of %s: %s",
+			vsxd_vlog(LOG_ERR, "%s: cannot create the directory of %s: %s",
 			     vm_label(vm, label, sizeof(label)), paths[i], strerror(-r));
 			return r;
 		}
@@ -500,9 +339,9 @@ static int vm_start(struct vsxd *d, const struct vsxd_config *cfg, const struct 
 	}
 	if (vm->n_forward_listen) {
 		r = vsxd_vlisten_new(d->base, *out, vm->forward_listen,
-				     vm->n_forward_listen, backend_log, vl, &bad);
+				     vm->n_forward_listen, vsxd_backend_log, vl, &bad);
 		if (r < 0) {
-			vlog(LOG_ERR, "%s: forward-listen %u: %s",
+			vsxd_vlog(LOG_ERR, "%s: forward-listen %u: %s",
 			     vm_label(vm, label, sizeof(label)), bad, strerror(-r));
 			vm_stop(d, *out);
 			*out = NULL;
@@ -510,15 +349,15 @@ static int vm_start(struct vsxd *d, const struct vsxd_config *cfg, const struct 
 		}
 	}
 	if (vc.forward)
-		vlog(LOG_INFO, "%s: guest-cid %llu, vhost-user socket %s, forward-cid %u, "
+		vsxd_vlog(LOG_INFO, "%s: guest-cid %llu, vhost-user socket %s, forward-cid %u, "
 		     "%zu forward-listen port%s", vm_label(vm, label, sizeof(label)),
 		     (unsigned long long)vm->guest_cid, vm->socket_path, vm->forward_cid,
 		     vm->n_forward_listen, vm->n_forward_listen == 1 ? "" : "s");
 	else
-		vlog(LOG_INFO, "%s: guest-cid %llu, vhost-user socket %s, uds-path %s",
+		vsxd_vlog(LOG_INFO, "%s: guest-cid %llu, vhost-user socket %s, uds-path %s",
 		     vm_label(vm, label, sizeof(label)), (unsigned long long)vm->guest_cid,
 		     vm->socket_path, vm->uds_path);
-	vlog(LOG_DEBUG, "%s: tx-buffer-size %u, queue-size %u, groups %s, thread w%d, "
+	vsxd_vlog(LOG_DEBUG, "%s: tx-buffer-size %u, queue-size %u, groups %s, thread w%d, "
 	     "socket-mode %04o, socket group %s", vm_label(vm, label, sizeof(label)),
 	     vm->tx_buffer_size ? vm->tx_buffer_size : VSXB_DEFAULT_BUF_ALLOC,
 	     vm->queue_size ? vm->queue_size : VSXB_DEFAULT_QUEUE_SIZE,
@@ -578,10 +417,10 @@ static void set_buffer(struct vsxb_vm *vm, const struct vsxd_vm *cfg)
 		bytes = VSXB_DEFAULT_BUF_ALLOC;
 	r = vsxb_vm_set_default_buffer(vm, bytes);
 	if (r < 0)
-		vlog(LOG_ERR, "%s: cannot set tx-buffer-size %u: %s",
+		vsxd_vlog(LOG_ERR, "%s: cannot set tx-buffer-size %u: %s",
 		     vm_label(cfg, label, sizeof(label)), bytes, strerror(-r));
 	else
-		vlog(LOG_INFO, "%s: tx-buffer-size %u for new connections",
+		vsxd_vlog(LOG_INFO, "%s: tx-buffer-size %u for new connections",
 		     vm_label(cfg, label, sizeof(label)), bytes);
 }
 
@@ -607,11 +446,11 @@ static void perm_update(const struct vsxd_config *oc, const struct vsxd_vm *ov,
 			continue;
 		if (lchown(paths[i], (uid_t)-1, ng ? (gid_t)ngid : getegid()) < 0 ||
 		    chmod(paths[i], nm) < 0)
-			vlog(LOG_ERR, "%s: %s: cannot set socket-mode %04o, group %u: %s",
+			vsxd_vlog(LOG_ERR, "%s: %s: cannot set socket-mode %04o, group %u: %s",
 			     vm_label(nv, label, sizeof(label)), paths[i], nm,
 			     ng ? ngid : (uint32_t)getegid(), strerror(errno));
 	}
-	vlog(LOG_INFO, "%s: sockets now mode %04o, group %u",
+	vsxd_vlog(LOG_INFO, "%s: sockets now mode %04o, group %u",
 	     vm_label(nv, label, sizeof(label)), nm, ng ? ngid : (uint32_t)getegid());
 }
 
@@ -636,7 +475,7 @@ static int limits_apply(struct vsxd *d, const struct vsxd_config *cfg)
 
 	r = vsxb_router_set_limits(d->router, &l);
 	if (r < 0)
-		vlog(LOG_ERR, "cannot apply the limits: %s", strerror(-r));
+		vsxd_vlog(LOG_ERR, "cannot apply the limits: %s", strerror(-r));
 	vsxu_evloop_set_poll(&d->ev, (unsigned)cfg->limits[VSXD_LIMIT_POLL_US]);
 	vsxd_workers_set_poll(d->workers, (unsigned)cfg->limits[VSXD_LIMIT_POLL_US]);
 	/* (workers already running stay: a VM never moves) */
@@ -657,7 +496,7 @@ static int metrics_apply(struct vsxd *d, const char *addr, struct vsxd_err *err)
 		.workers = d->workers,
 		.start = &start,
 		.handoffs_failed = &d->handoffs_failed,
-		.log = backend_log,
+		.log = vsxd_backend_log,
 	};
 	struct vsxd_metrics *m = NULL;
 	int r;
@@ -671,7 +510,7 @@ static int metrics_apply(struct vsxd *d, const char *addr, struct vsxd_err *err)
 			return r;
 	}
 	if (d->metrics && !addr)
-		vlog(LOG_INFO, "metrics on %s: stopped", vsxd_metrics_addr(d->metrics));
+		vsxd_vlog(LOG_INFO, "metrics on %s: stopped", vsxd_metrics_addr(d->metrics));
 	vsxd_metrics_free(d->metrics);
 	d->metrics = m;
 	return 0;
@@ -706,14 +545,14 @@ static void reload(struct vsxd *d)
 	int r;
 
 	if (!d->opts.config_file) {
-		vlog(LOG_INFO, "SIGHUP: no --config file, nothing to reload");
+		vsxd_vlog(LOG_INFO, "SIGHUP: no --config file, nothing to reload");
 		return;
 	}
 	notify_reloading();
-	vlog(LOG_INFO, "SIGHUP: reloading %s", d->opts.config_file);
+	vsxd_vlog(LOG_INFO, "SIGHUP: reloading %s", d->opts.config_file);
 	r = load_config(&d->opts, &nc, &err);
 	if (r < 0) {
-		vlog(LOG_ERR, "reload failed, keeping the running configuration: %s",
+		vsxd_vlog(LOG_ERR, "reload failed, keeping the running configuration: %s",
 		     err.msg);
 		goto out;
 	}
@@ -721,7 +560,7 @@ static void reload(struct vsxd *d)
 	nvls = calloc(nc.n_vms ? nc.n_vms : 1, sizeof(*nvls));
 	kept = calloc(d->cfg.n_vms ? d->cfg.n_vms : 1, sizeof(*kept));
 	if (!nvms || !nvls || !kept) {
-		vlog(LOG_ERR, "reload failed: out of memory");
+		vsxd_vlog(LOG_ERR, "reload failed: out of memory");
 		goto out;
 	}
 
@@ -746,7 +585,7 @@ static void reload(struct vsxd *d)
 	for (i = 0; i < d->cfg.n_vms; i++) {
 		if (kept[i] || !d->vms[i])
 			continue;
-		vlog(LOG_INFO, "%s: removed",
+		vsxd_vlog(LOG_INFO, "%s: removed",
 		     vm_label(&d->cfg.vms[i], label, sizeof(label)));
 		vsxd_vlisten_free(d->vls[i]);
 		d->vls[i] = NULL;
@@ -760,7 +599,7 @@ static void reload(struct vsxd *d)
 			continue;
 		r = vm_start(d, &nc, &nc.vms[j], &nvms[j], &nvls[j]);
 		if (r < 0) {
-			vlog(LOG_ERR, "%s: cannot start: %s",
+			vsxd_vlog(LOG_ERR, "%s: cannot start: %s",
 			     vm_label(&nc.vms[j], label, sizeof(label)), start_error(r, false));
 			failed++;
 		} else {
@@ -770,15 +609,15 @@ static void reload(struct vsxd *d)
 
 	r = vsxd_fwds_apply(d->fwds, &nc, false, &err);
 	if (r < 0)
-		vlog(LOG_ERR, "reload: forwards: %s", err.msg);
+		vsxd_vlog(LOG_ERR, "reload: forwards: %s", err.msg);
 	else if (r > 0)
-		vlog(LOG_ERR, "reload: %d forward%s failed to start (tried again at the "
+		vsxd_vlog(LOG_ERR, "reload: %d forward%s failed to start (tried again at the "
 		     "next reload)", r, r == 1 ? "" : "s");
 	if (nc.control_path && (!d->cfg.control_path ||
 				strcmp(nc.control_path, d->cfg.control_path)))
-		vlog(LOG_WARNING, "a new control socket path takes effect on restart");
+		vsxd_vlog(LOG_WARNING, "a new control socket path takes effect on restart");
 	if (metrics_apply(d, nc.metrics, &err) < 0) {
-		vlog(LOG_ERR, "reload: %s; keeping %s", err.msg, d->metrics ?
+		vsxd_vlog(LOG_ERR, "reload: %s; keeping %s", err.msg, d->metrics ?
 		     vsxd_metrics_addr(d->metrics) : "no metrics endpoint");
 		/* what runs stays what the configuration says */
 		free(nc.metrics);
@@ -787,8 +626,8 @@ static void reload(struct vsxd *d)
 	}
 	if (d->control && vsxd_control_set_allowed(d->control, nc.control_allow_uids,
 						   nc.n_control_allow_uids) < 0)
-		vlog(LOG_ERR, "control-allow-uid: out of memory, keeping the old list");
-	log_setup(&nc);
+		vsxd_vlog(LOG_ERR, "control-allow-uid: out of memory, keeping the old list");
+	vsxd_log_setup(&nc);
 
 	vsxd_config_free(&d->cfg);
 	d->cfg = nc;
@@ -799,7 +638,7 @@ static void reload(struct vsxd *d)
 	free(d->vls);
 	d->vls = nvls;
 	nvls = NULL;
-	vlog(LOG_INFO, "reloaded: %zu VMs (%zu added, %zu removed, %zu failed)",
+	vsxd_vlog(LOG_INFO, "reloaded: %zu VMs (%zu added, %zu removed, %zu failed)",
 	     d->cfg.n_vms - failed, added, removed, failed);
 	ok = failed == 0 && r == 0;    /* r: the forwards' */
 out:
@@ -834,11 +673,11 @@ static void counters_continue(struct vsxd *d, int fd)
 
 	close(fd);
 	if (r < 0) {
-		vlog(LOG_WARNING, "counters record unusable (%s): counting from 0", why);
+		vsxd_vlog(LOG_WARNING, "counters record unusable (%s): counting from 0", why);
 		return;
 	}
 	vsxd_counters_add(&w, &c);
-	vlog(LOG_INFO, "counters: going on from the earlier process's (%u VM%s)",
+	vsxd_vlog(LOG_INFO, "counters: going on from the earlier process's (%u VM%s)",
 	     c.nvms, c.nvms == 1 ? "" : "s");
 	vsxd_counters_clear(&c);
 }
@@ -855,7 +694,7 @@ static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep,
 		.router = d->router,
 		.vms = d->vms,
 		.n_vms = d->cfg.n_vms,
-		.log = backend_log,
+		.log = vsxd_backend_log,
 	};
 	const struct vsxd_counted w = counted(d);
 	int r;
@@ -868,13 +707,13 @@ static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep,
 	vsxd_fdstore_info(d->fdstore, &start);
 	o.generation = start.generation;
 	o.counted = &w;
-	vlog(LOG_NOTICE, "upgrade: handing over to %s", o.exec);
+	vsxd_vlog(LOG_NOTICE, "upgrade: handing over to %s", o.exec);
 	r = vsxd_handoff_run(&o, rep, why, whylen);
 	if (r < 0) {
 		__atomic_add_fetch(&d->handoffs_failed, 1, __ATOMIC_RELAXED);
-		vlog(LOG_ERR, "upgrade to %s failed, serving on: %s", o.exec, why);
+		vsxd_vlog(LOG_ERR, "upgrade to %s failed, serving on: %s", o.exec, why);
 	} else {
-		vlog(LOG_NOTICE, "upgrade: pid %d serves now (%u VM%s, %u listener%s, %u "
+		vsxd_vlog(LOG_NOTICE, "upgrade: pid %d serves now (%u VM%s, %u listener%s, %u "
 		     "connection%s kept, %u ended): exiting", rep->pid, rep->vms,
 		     rep->vms == 1 ? "" : "s", rep->listeners, rep->listeners == 1 ? "" : "s",
 		     rep->conns_kept, rep->conns_kept == 1 ? "" : "s", rep->conns_ended);
@@ -889,7 +728,7 @@ static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep,
 static void upgraded(void *arg)
 {
 	(void)arg;
-	if (logst.target == VSXD_LOG_SYSLOG)
+	if (vsxd_log_to_syslog())
 		closelog();
 	_exit(EXIT_SUCCESS);
 }
@@ -904,7 +743,7 @@ static int control_start(struct vsxd *d)
 		.path = path,
 		.allow_uids = d->cfg.control_allow_uids,
 		.n_allow_uids = d->cfg.n_control_allow_uids,
-		.log = backend_log,
+		.log = vsxd_backend_log,
 		.fwds = d->fwds,
 		.evloop = &d->ev,
 		.workers = d->workers,
@@ -918,15 +757,15 @@ static int control_start(struct vsxd *d)
 	vsxd_fdstore_info(d->fdstore, &start);
 	r = vsxd_control_new(d->base, d->router, &o, &d->control);
 	if (r == 0) {
-		vlog(LOG_INFO, "control socket %s", path);
+		vsxd_vlog(LOG_INFO, "control socket %s", path);
 		return 0;
 	}
 	d->control = NULL;
 	if (d->cfg.control_path) {
-		fatal("control socket %s: %s", path, start_error(r, true));
+		vsxd_fatal("control socket %s: %s", path, start_error(r, true));
 		return r;
 	}
-	vlog(LOG_WARNING, "control socket %s: %s; running without one (give --control "
+	vsxd_vlog(LOG_WARNING, "control socket %s: %s; running without one (give --control "
 	     "PATH)", path, start_error(r, true));
 	return 0;
 }
@@ -948,11 +787,11 @@ static void raise_nofile(void)
 	was = rl.rlim_cur;
 	rl.rlim_cur = rl.rlim_max;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
-		vlog(LOG_WARNING, "cannot raise the open-file limit from %llu: %s",
+		vsxd_vlog(LOG_WARNING, "cannot raise the open-file limit from %llu: %s",
 		     (unsigned long long)was, strerror(errno));
 		return;
 	}
-	vlog(LOG_DEBUG, "open-file limit raised from %llu to %llu",
+	vsxd_vlog(LOG_DEBUG, "open-file limit raised from %llu to %llu",
 	     (unsigned long long)was, (unsigned long long)rl.rlim_cur);
 }
 
@@ -977,27 +816,27 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 			int cfd = vsxd_counters_save(&w);
 
 			if (cfd < 0)
-				vlog(LOG_WARNING, "SIGTERM: cannot save the counters (%s): "
+				vsxd_vlog(LOG_WARNING, "SIGTERM: cannot save the counters (%s): "
 				     "the next process counts from 0", strerror(-cfd));
 			if (cfd >= 0 && vsxd_fdstore_put(d->fdstore, "counters", cfd) < 0)
-				vlog(LOG_WARNING, "SIGTERM: the counters are not stored: "
+				vsxd_vlog(LOG_WARNING, "SIGTERM: the counters are not stored: "
 				     "the next process counts from 0");
 			if (cfd >= 0)
 				close(cfd);
 		}
 		kept = vsxd_fdstore_keep(d->fdstore, d->vms, d->cfg.n_vms);
 		if (kept >= 0) {
-			vlog(LOG_NOTICE, "SIGTERM: the devices and %d listening socket%s stay "
+			vsxd_vlog(LOG_NOTICE, "SIGTERM: the devices and %d listening socket%s stay "
 			     "in the file descriptor store for the next start (a stop "
 			     "closes them): exiting", kept, kept == 1 ? "" : "s");
 			notify("STOPPING=1\nSTATUS=exiting, state kept");
-			if (logst.target == VSXD_LOG_SYSLOG)
+			if (vsxd_log_to_syslog())
 				closelog();
 			_exit(EXIT_SUCCESS);
 		}
 		vsxb_router_thaw(d->router);
 	}
-	vlog(LOG_INFO, "%s: exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	vsxd_vlog(LOG_INFO, "%s: exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	notify("STOPPING=1\nSTATUS=exiting");
 	event_base_loopbreak(d->base);
 }
@@ -1106,36 +945,36 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	log_setup(&d.cfg);
-	event_set_log_callback(libevent_log);
+	vsxd_log_setup(&d.cfg);
+	event_set_log_callback(vsxd_libevent_log);
 	raise_nofile();
 
 	d.base = event_base_new();
 	if (!d.base) {
-		fatal("cannot create the event loop");
+		vsxd_fatal("cannot create the event loop");
 		goto out;
 	}
 	vsxu_evloop_init(&d.ev, d.base);
-	r = vsxb_router_new(&d.ev.loop, backend_log, NULL, &d.router);
+	r = vsxb_router_new(&d.ev.loop, vsxd_backend_log, NULL, &d.router);
 	if (r < 0) {
-		fatal("cannot create the router: %s", strerror(-r));
+		vsxd_fatal("cannot create the router: %s", strerror(-r));
 		goto out;
 	}
-	if (vsxd_fdstore_open(backend_log, NULL, &d.fdstore) < 0) {
-		fatal("out of memory");
+	if (vsxd_fdstore_open(vsxd_backend_log, NULL, &d.fdstore) < 0) {
+		vsxd_fatal("out of memory");
 		goto out;
 	}
 	d.handoff_fd = vsxd_handoff_fd();
 	d.hold_accept = vsx__inherit_pending();
 	if (vsxd_fdstore_refusal(d.fdstore))
 		goto out;
-	vsxb_router_set_conn_events(d.router, conn_event_log, d.fdstore);
+	vsxb_router_set_conn_events(d.router, vsxd_conn_event_log, d.fdstore);
 	vsxb_router_set_device_events(d.router, vsxd_fdstore_device, d.fdstore);
 	vsxu_evloop_set_poller(&d.ev, poll_rings, d.router);
 	/* workers post host-port requests to this thread */
 	if (vsxu_evloop_enable_post(&d.ev) < 0 ||
 	    vsxd_workers_new(d.router, &d.workers) < 0) {
-		fatal("out of memory");
+		vsxd_fatal("out of memory");
 		goto out;
 	}
 	if (limits_apply(&d, &d.cfg) < 0)
@@ -1143,7 +982,7 @@ int main(int argc, char **argv)
 	d.vms = calloc(d.cfg.n_vms ? d.cfg.n_vms : 1, sizeof(*d.vms));
 	d.vls = calloc(d.cfg.n_vms ? d.cfg.n_vms : 1, sizeof(*d.vls));
 	if (!d.vms || !d.vls || signals_setup(&d) < 0) {
-		fatal("out of memory");
+		vsxd_fatal("out of memory");
 		goto out;
 	}
 	/* before any VM runs: new connections never take a kept one's id */
@@ -1152,7 +991,7 @@ int main(int argc, char **argv)
 		r = vm_start(&d, &d.cfg, &d.cfg.vms[i], &d.vms[i], &d.vls[i]);
 		if (r < 0) {
 			vm_label(&d.cfg.vms[i], label, sizeof(label));
-			fatal("%s: cannot start: %s", label, start_error(r, false));
+			vsxd_fatal("%s: cannot start: %s", label, start_error(r, false));
 			d.exit_code = start_status(r);
 			goto out;
 		}
@@ -1166,14 +1005,14 @@ int main(int argc, char **argv)
 	vsxd_fdstore_pair(d.fdstore, d.router);
 	cfd = vsxd_fdstore_take(d.fdstore, "counters");
 	vsxd_fdstore_ready(d.fdstore);
-	r = vsxd_fwds_new(d.base, d.router, backend_log, &d.fwds);
+	r = vsxd_fwds_new(d.base, d.router, vsxd_backend_log, &d.fwds);
 	if (r < 0) {
-		fatal("cannot set up forwards: %s", strerror(-r));
+		vsxd_fatal("cannot set up forwards: %s", strerror(-r));
 		goto out;
 	}
 	r = vsxd_fwds_apply(d.fwds, &d.cfg, true, &err);
 	if (r < 0) {
-		fatal("%s", err.msg);
+		vsxd_fatal("%s", err.msg);
 		d.exit_code = start_status(r);
 		goto out;
 	}
@@ -1186,7 +1025,7 @@ int main(int argc, char **argv)
 	}
 	r = metrics_apply(&d, d.cfg.metrics, &err);
 	if (r < 0) {
-		fatal("%s", err.msg);
+		vsxd_fatal("%s", err.msg);
 		d.exit_code = start_status(r);
 		goto out;
 	}
@@ -1196,7 +1035,7 @@ int main(int argc, char **argv)
 		unsigned unused = vsx__inherit_close_unused();
 
 		if (unused)
-			vlog(LOG_INFO, "%u inherited listening socket%s the configuration no "
+			vsxd_vlog(LOG_INFO, "%u inherited listening socket%s the configuration no "
 			     "longer names closed", unused, unused == 1 ? "" : "s");
 	}
 	if (d.handoff_fd >= 0) {
@@ -1207,11 +1046,11 @@ int main(int argc, char **argv)
 				     vsx__inherit_taken(), start.conns_kept);
 		d.handoff_fd = -1;
 	}
-	vlog(LOG_INFO, "vsxd %s: serving %zu VM%s", PACKAGE_VERSION, d.cfg.n_vms,
+	vsxd_vlog(LOG_INFO, "vsxd %s: serving %zu VM%s", PACKAGE_VERSION, d.cfg.n_vms,
 	     d.cfg.n_vms == 1 ? "" : "s");
 	notify("READY=1\nSTATUS=serving %zu VM%s", d.cfg.n_vms, d.cfg.n_vms == 1 ? "" : "s");
 	if (vsxu_evloop_run(&d.ev) < 0) {
-		vlog(LOG_ERR, "the event loop failed");
+		vsxd_vlog(LOG_ERR, "the event loop failed");
 		goto out;
 	}
 	d.exit_code = EXIT_SUCCESS;
@@ -1221,13 +1060,13 @@ out:
 		 * cleanup here: it would unlink its socket paths) */
 		const char *why = vsxd_fdstore_refusal(d.fdstore);
 
-		vsxd_handoff_refuse(d.handoff_fd, why ? why : *fatal_msg ? fatal_msg
+		vsxd_handoff_refuse(d.handoff_fd, why ? why : *vsxd_fatal_msg() ? vsxd_fatal_msg()
 							: "start-up failed (see its log)");
 		_exit(EXIT_FAILURE);
 	}
 	daemon_free(&d);
 	libevent_global_shutdown();
-	if (logst.target == VSXD_LOG_SYSLOG)
+	if (vsxd_log_to_syslog())
 		closelog();
 	return d.exit_code;
 }
