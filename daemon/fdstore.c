@@ -686,6 +686,7 @@ static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm 
 		struct vsxb_conn_keep *k = &keep[nk];
 		const struct vsxd_state_bytes *q = &c->to_host_q;
 		const char *sbad = NULL;
+		bool hybrid = false;
 		int fd = -1;
 
 		if (c->peer == VSXD_PEER_SIBLING && fs->prev.version >= 3 &&
@@ -702,10 +703,16 @@ static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm 
 			q = &c->to_guest_q;
 			goto keep;
 		}
-		/* a host socket, named once, of a socket kind */
+		/* a host socket, named once, of a socket kind: established or
+		 * closing with no timer, or a hybrid program waiting for its
+		 * "OK" (connecting, its connect timeout running) */
+		hybrid = c->state == VSXB_CONN_CONNECTING && c->timer == VSXD_TIMER_CONNECT &&
+			 !(c->flags & VSXD_CONN_GUEST_INITIATED) && c->peer == VSXD_PEER_HOST &&
+			 c->type == 1 && !c->to_host_q.len;
 		if (fs->prev.version >= 2 && (c->flags & VSXD_CONN_WHOLE) && *c->host_fd &&
-		    c->guest_cid == v->cid && c->state != VSXB_CONN_CONNECTING &&
-		    c->timer == VSXD_TIMER_NONE && !c->to_guest_q.len)
+		    c->guest_cid == v->cid && !c->to_guest_q.len &&
+		    (hybrid || (c->state != VSXB_CONN_CONNECTING &&
+				c->timer == VSXD_TIMER_NONE)))
 			fd = take_fd(fs, c->host_fd, false);
 		if (fd >= 0 && (fstat(fd, &sb) < 0 || !S_ISSOCK(sb.st_mode))) {
 			fs_log(fs, LOG_ERR, "vm %s: connection %llu: %s is not a socket: "
@@ -728,7 +735,9 @@ keep:
 			.shut_pending = c->shut_pending, .ctrl = c->ctrl,
 			.host_flags = (c->flags & VSXD_CONN_HOST_EOF ? VSXB_KEEP_HOST_EOF : 0) |
 				(c->flags & VSXD_CONN_HOST_WR_SHUT ? VSXB_KEEP_HOST_WR_SHUT : 0) |
-				(c->flags & VSXD_CONN_HOST_WR_DEAD ? VSXB_KEEP_HOST_WR_DEAD : 0),
+				(c->flags & VSXD_CONN_HOST_WR_DEAD ? VSXB_KEEP_HOST_WR_DEAD : 0) |
+				(hybrid ? VSXB_KEEP_HOST_HYBRID : 0),
+			.timer_ms = hybrid ? c->timer_ms : 0,
 			.buf_alloc = c->buf_alloc, .rx_cnt = c->rx_cnt, .fwd_cnt = c->fwd_cnt,
 			.last_fwd_sent = c->last_fwd_sent, .last_buf_sent = c->last_buf_sent,
 			.rx_limit = c->rx_limit, .peer_buf_alloc = c->peer_buf_alloc,

@@ -72,7 +72,10 @@
  *                      reply, 16 credit request, 32 rst)
  *       u8 peer        1 host socket, 2 sibling VM, 3 host kernel vsock
  *       u8 timer       0 none, 1 connect, 2 linger, 3 drain
- *       u32 timer_ms   what was left of the timer (0 with timer 0)
+ *       u32 timer_ms   what was left of the timer (0 with timer 0); a
+ *                      connection held whole while connecting (state 1,
+ *                      timer 1, not guest-initiated, peer 1) is a hybrid
+ *                      program's waiting for its "OK": it goes on
  *       u32 buf_alloc, rx_cnt, fwd_cnt, last_fwd_sent, last_buf_sent,
  *           rx_limit, peer_buf_alloc, peer_fwd_cnt, tx_cnt
  *                      the credit counters both ways (backend-int.h,

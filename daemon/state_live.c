@@ -146,6 +146,11 @@ int vsxd_state_conn_whole(struct vsxd_state_conn *c, const struct vsxb_conn_keep
 		    (k->host_flags & VSXB_KEEP_HOST_WR_SHUT ? VSXD_CONN_HOST_WR_SHUT : 0) |
 		    (k->host_flags & VSXB_KEEP_HOST_WR_DEAD ? VSXD_CONN_HOST_WR_DEAD : 0);
 	c->state = (unsigned)k->state;
+	if (k->host_flags & VSXB_KEEP_HOST_HYBRID) {
+		/* a hybrid program's "OK" owed: its connect timeout runs on */
+		c->timer = VSXD_TIMER_CONNECT;
+		c->timer_ms = k->timer_ms;
+	}
 	c->guest_shut = k->guest_shut & 3;
 	c->host_shut = k->host_shut & 3;
 	c->shut_pending = k->shut_pending & 3;

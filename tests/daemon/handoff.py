@@ -27,6 +27,10 @@
 #                start-mode handed-over, generation 2, 4 listeners; the
 #                same front-end connection serves on (no setup again) and
 #                new connections work both ways
+#   owed OK      a hybrid program whose CONNECT the guest has not answered
+#                at the freeze: kept connecting under its id, the guest's
+#                answer reaches the new process, the program gets its OK,
+#                data both ways
 #   again        vsxctl upgrade without --exec (the program vsxd was
 #                started as), generation 3, with a connection open: it
 #                goes on in the new process (data both ways, every byte
@@ -38,7 +42,7 @@
 #                id; the guest shuts its sending side (the host reads EOF)
 #                and it stays half-closed across the next handoff; a
 #                guest-initiated connection across the last one
-#   paused       generation 7: QEMU's stop (GET_VRING_BASE on each ring),
+#   paused       generation 8: QEMU's stop (GET_VRING_BASE on each ring),
 #                a connection open and the host sending while the VM is
 #                stopped, then vsxctl upgrade: exit 0, one connection
 #                kept; the new process holds the VM paused (vsxctl vms)
@@ -56,6 +60,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 SRC = os.path.join(os.environ.get("srcdir", "."), "tests", "daemon")
@@ -102,19 +107,27 @@ def both_ways(g, port):
 
 
 # the service manager's end of $NOTIFY_SOCKET: the old process names the
-# new one the unit's main process (MAINPID=) before it exits
+# new one the unit's main process (MAINPID=) before it exits. Read all
+# along, as systemd does: a full queue blocks the sender's sd_notify (each
+# handoff sends a few, and the socket queues 10 by default)
 nsock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 nsock.bind(os.path.join(tmp, "notify"))
-nsock.setblocking(False)
+notes = []
+
+
+def _read_notifications():
+    while True:
+        try:
+            notes.append(nsock.recv(4096).decode())
+        except OSError:
+            return
+
+
+threading.Thread(target=_read_notifications, daemon=True).start()
 
 
 def notifications():
-    got = []
-    while True:
-        try:
-            got.append(nsock.recv(4096).decode())
-        except BlockingIOError:
-            return got
+    return list(notes)
 
 
 env = dict(os.environ, HANDOFF_VSXD=VSXD, NOTIFY_SOCKET=os.path.join(tmp, "notify"))
@@ -225,9 +238,10 @@ try:
           st.get("start_mode") == "handed-over" and str(st.get("generation")) == "2" and
           str(st.get("handed_over_listeners")) == "4", str(st))
     check("the pid vsxctl printed is the new process's", "pid %s:" % final_pid in out, out)
-    sent = notifications()
+    told = wait_for(lambda: any(("MAINPID=%s\n" % final_pid) in m
+                                for m in notifications()), 5)
     check("the old process told the service manager MAINPID=%s" % final_pid,
-          any(("MAINPID=%s\n" % final_pid) in m for m in sent), str(sent[-3:]))
+          told, str(notifications()[-3:]))
     try:
         line = hyb.recv(64).decode()
     except OSError as e:
@@ -376,6 +390,53 @@ try:
           guest.cmd("gsend 3000") and guest.cmd("hrecv 3000") and
           guest.cmd("hsend 2000") and guest.cmd("grecv 2000") and
           guest.cmd("gshut 3") and guest.cmd("wait-rst") and guest.cmd("hclose"))
+    # a hybrid program waiting for its "OK" at the freeze: vsxd sent the
+    # guest its REQUEST, which the fake guest does not read (rxhold) until
+    # after the handoff
+    def pat(seed, n):
+        return bytes(((i * 131 + seed * 17) ^ (i >> 9)) & 0xff for i in range(n))
+    ok = guest.cmd("listen 5400") and guest.cmd("rxhold 1")
+    hyb = socket.socket(socket.AF_UNIX)
+    hyb.settimeout(15)
+    hyb.connect(uds)
+    hyb.sendall(b"CONNECT 5400\n")
+    ok = ok and wait_for(lambda: [c for c in conns() if c.get("state") == "connecting"])
+    cl = conns()
+    check("a hybrid program's CONNECT: vsxd lists its connection connecting, no "
+          "\"OK\" yet", ok and len(cl) == 1, str(cl))
+    hid = cl[0].get("conn") if len(cl) == 1 else None
+    good, out, pid = upgrade_to(7)
+    final_pid = pid or final_pid
+    check("upgrade while the program waits for its \"OK\": generation 7, the "
+          "connection kept", good, out)
+    cl = conns()
+    check("the new process lists it, still connecting, under the same id",
+          len(cl) == 1 and cl[0].get("conn") == hid and
+          cl[0].get("state") == "connecting", str(cl))
+    # the guest reads the REQUEST and answers
+    ok = guest.cmd("rxhold 0") and guest.cmd("state")
+    try:
+        line = hyb.recv(64).decode()
+    except OSError as e:
+        line = str(e)
+    check("the guest's answer reaches the new process: the program gets its OK",
+          ok and line.startswith("OK "), line)
+    try:
+        hyb.sendall(pat(2, 6000))
+        ok = guest.cmd("grecv 6000") and guest.cmd("gsend 5000")
+        got = b""
+        while ok and len(got) < 5000:
+            d = hyb.recv(5000 - len(got))
+            if not d:
+                break
+            got += d
+    except OSError as e:
+        ok, got = False, str(e).encode()
+    check("then data both ways, every byte checked (6000 to the guest, 5000 from "
+          "it)", ok and got == pat(1, 5000), "%d bytes" % len(got))
+    hyb.close()
+    check("it ends as any: the program closes, the guest sees the end",
+          guest.cmd("wait-closed"))
     check("the same front-end through all of it", guest.cmd("backend") and
           guest.line.endswith("alive=1"))
 
@@ -394,9 +455,9 @@ try:
           "vsxctl vms says paused", ok and vm_paused() == "1", str(vm_paused()))
     check("paused: the host sends 3000 bytes while the VM is stopped",
           guest.cmd("hsend 3000"))
-    good, out, pid = upgrade_to(7)
+    good, out, pid = upgrade_to(8)
     final_pid = pid or final_pid
-    check("paused: vsxctl upgrade exits 0, generation 7, 1 connection kept",
+    check("paused: vsxctl upgrade exits 0, generation 8, 1 connection kept",
           good, out)
     check("paused: the new process holds the VM paused (vsxctl vms)",
           vm_paused() == "1", str(vm_paused()))

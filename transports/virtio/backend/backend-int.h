@@ -363,6 +363,7 @@ struct conn {
 	struct vsxu_timer *timer;
 	enum conn_timer_kind tkind;
 	bool theld;                  /* tkind waits for the VM's resume */
+	uint64_t tdue_ms;            /* when tkind fires (vsx__now_ms; 0: held) */
 	char tag[VSXB_TAG_MAX];       /* vsxb_conn_info.tag ("": none) */
 
 	/* Events (backend.h): OPEN reported, the first decisive end cause. */

@@ -458,10 +458,13 @@ int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st);
  * Connections kept across a live handoff (restart.c). At a freeze, each
  * connection of a VM whole: what vsxctl shows (@ci) and the rest of its
  * state. @fd >= 0: a host socket connection that can go on in another
- * process (established or closing, no timer running, nothing half done:
- * vsxb_vm_adopt recreates it from this); -1: it cannot (one still
- * connecting, draining, lingering), the other process ends it with an
- * RST. @fd stays @vm's; @q (@qlen bytes for the host socket, with @nends
+ * process (established or closing with no timer running, or a hybrid
+ * program's connection whose "OK" is owed: the guest has its REQUEST,
+ * VSXB_KEEP_HOST_HYBRID, its connect timer @timer_ms from its end;
+ * vsxb_vm_adopt recreates it from this); -1: it cannot (anything else
+ * half done: a guest's connect to a host socket in progress, data a
+ * program sent before its "OK", draining, lingering), the other process
+ * ends it with an RST. @fd stays @vm's; @q (@qlen bytes for the host socket, with @nends
  * seqpacket message ends) is valid during the callback only.
  *
  * A half of an established sibling pair has @sibling set (and @fd -1): it
@@ -476,6 +479,8 @@ int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st);
 #define VSXB_KEEP_HOST_EOF     0x1u  /* the host shut its sending side */
 #define VSXB_KEEP_HOST_WR_SHUT 0x2u  /* we shut the socket's sending side */
 #define VSXB_KEEP_HOST_WR_DEAD 0x4u  /* the host takes no more data */
+#define VSXB_KEEP_HOST_HYBRID  0x8u  /* CONNECTING: "OK <port>" owed to the
+					program when the guest answers */
 #define VSXB_KEEP_NAME_MAX 65        /* a VM's name, NUL included */
 
 struct vsxb_conn_keep {
@@ -492,6 +497,8 @@ struct vsxb_conn_keep {
 	bool advertised, credit_req_sent, msg_open;
 	uint64_t to_guest, from_guest;
 	char tag[VSXB_TAG_MAX];
+	unsigned timer_ms;                /* CONNECTING: what is left of the
+					     connect timeout (0: none) */
 	int fd;
 	const uint8_t *q;
 	uint32_t qlen;

@@ -139,6 +139,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "util.h"
 
 #define MEM_FAULT "guest memory fault (SIGBUS: the file behind guest memory shrank)"
 
@@ -588,6 +589,7 @@ void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms)
 			l->timer_disarm(c->timer);
 		c->tkind = kind;
 		c->theld = true;
+		c->tdue_ms = 0;
 		return;
 	}
 	if (!c->timer) {
@@ -596,7 +598,19 @@ void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms)
 			return; /* unbounded wait rather than a failure: logged */
 	}
 	c->tkind = kind;
+	c->tdue_ms = vsx__now_ms() + ms;
 	l->timer_arm(c->timer, ms);
+}
+
+unsigned vsxb__conn_timer_left(const struct conn *c, unsigned full)
+{
+	uint64_t now = vsx__now_ms();
+
+	if (c->tkind == T_NONE)
+		return 0;
+	if (c->theld || !c->tdue_ms)
+		return full;     /* held: armed again whole at the resume */
+	return c->tdue_ms > now ? (unsigned)(c->tdue_ms - now) : 1;
 }
 
 void vsxb__conn_kill(struct conn *c)

@@ -77,6 +77,9 @@ void vsxb__conn_shutdown(struct conn *c, unsigned flags);
 /* Put @c on its VM's RX schedule (or serve it right away). */
 void vsxb__conn_schedule(struct conn *c);
 void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
+/* What is left of @c's timer, in ms (at least 1 while one runs; @full
+ * for one held until the VM resumes; 0: none). */
+unsigned vsxb__conn_timer_left(const struct conn *c, unsigned full);
 void vsxb__conn_credit_check(struct conn *c);
 /* The guest side of @c is over (its RST, or ours is out): ops->gone. */
 void vsxb__conn_gone(struct conn *c);

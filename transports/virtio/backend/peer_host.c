@@ -1073,11 +1073,19 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 	if (c->ops != &host_ops && c->ops != &vsock_ops)
 		return -1;
 	h = hp(c);
-	/* what is half done (a connect, an "OK" owed, data before the
-	 * answer, a drain, a timer) is not carried over: it ends */
-	if (h->fd < 0 || c->dead || c->draining || c->tkind != T_NONE || h->pending ||
-	    h->hybrid || h->early || c->state == VSXB_CONN_CONNECTING ||
+	if (h->fd < 0 || c->dead || c->draining || h->pending || h->early ||
 	    c->peer_cid != VSOCK_CID_HOST)
+		return -1;
+	/* a hybrid program waiting for its "OK": the guest has the REQUEST
+	 * (or gets it from the next process), its answer goes there */
+	if (c->state == VSXB_CONN_CONNECTING && h->hybrid && c->tkind == T_CONNECT &&
+	    !c->guest_initiated && c->ops == &host_ops) {
+		*flags = VSXB_KEEP_HOST_HYBRID;
+		return h->fd;
+	}
+	/* what else is half done (a connect, data before the answer, a
+	 * drain, a timer) is not carried over: it ends */
+	if (c->tkind != T_NONE || h->hybrid || c->state == VSXB_CONN_CONNECTING)
 		return -1;
 	*flags = (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
 		 (h->wr_shut ? VSXB_KEEP_HOST_WR_SHUT : 0) |
@@ -1095,6 +1103,7 @@ struct conn *vsxb__host_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep 
 	hp(c)->eof = k->host_flags & VSXB_KEEP_HOST_EOF;
 	hp(c)->wr_shut = k->host_flags & VSXB_KEEP_HOST_WR_SHUT;
 	hp(c)->wr_dead = k->host_flags & VSXB_KEEP_HOST_WR_DEAD;
+	hp(c)->hybrid = k->host_flags & VSXB_KEEP_HOST_HYBRID;
 	return c;
 }
 

@@ -131,6 +131,8 @@ int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg)
 		k.to_guest = c->to_guest;
 		k.from_guest = c->from_guest;
 		memcpy(k.tag, c->tag, sizeof(k.tag));
+		if (c->state == VSXB_CONN_CONNECTING)
+			k.timer_ms = vsxb__conn_timer_left(c, vm->r->lim.connect_ms);
 		if (k.fd < 0 && c->ops->keep) {
 			/* a sibling half: the bytes for its guest */
 			rc = c->ops->keep(c, &k);
@@ -255,6 +257,11 @@ static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep
 		vsxb__conn_kill(c);   /* closes the socket */
 		return NULL;
 	}
+	/* a hybrid program's "OK" owed: the guest's answer has what was
+	 * left of the connect timeout to come */
+	if (c->state == VSXB_CONN_CONNECTING)
+		vsxb__conn_timer(c, T_CONNECT, k->timer_ms ? k->timer_ms
+							   : vm->r->lim.connect_ms);
 	return c;
 fail:
 	close(k->fd);
@@ -549,8 +556,10 @@ int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 			made[i]->ops->sync(made[i]);
 		/* OPEN again for vsxd's record of them (fdstore.c) and its
 		 * log; not counted again: the counters go on from the
-		 * earlier process's (daemon/counters.h) */
-		vsxb__conn_reopened(made[i]);
+		 * earlier process's (daemon/counters.h). One still
+		 * connecting opens when the guest answers, as any. */
+		if (made[i]->state != VSXB_CONN_CONNECTING)
+			vsxb__conn_reopened(made[i]);
 	}
 	if (!err && kept)
 		*kept = nmade + nsib;
