@@ -393,8 +393,6 @@ try:
     # a hybrid program waiting for its "OK" at the freeze: vsxd sent the
     # guest its REQUEST, which the fake guest does not read (rxhold) until
     # after the handoff
-    def pat(seed, n):
-        return bytes(((i * 131 + seed * 17) ^ (i >> 9)) & 0xff for i in range(n))
     ok = guest.cmd("listen 5400") and guest.cmd("rxhold 1")
     hyb = socket.socket(socket.AF_UNIX)
     hyb.settimeout(15)
@@ -422,7 +420,7 @@ try:
     check("the guest's answer reaches the new process: the program gets its OK",
           ok and line.startswith("OK "), line)
     try:
-        hyb.sendall(pat(2, 6000))
+        hyb.sendall(vsxdtest.pattern(2, 6000))
         ok = guest.cmd("grecv 6000") and guest.cmd("gsend 5000")
         got = b""
         while ok and len(got) < 5000:
@@ -433,7 +431,7 @@ try:
     except OSError as e:
         ok, got = False, str(e).encode()
     check("then data both ways, every byte checked (6000 to the guest, 5000 from "
-          "it)", ok and got == pat(1, 5000), "%d bytes" % len(got))
+          "it)", ok and got == vsxdtest.pattern(1, 5000), "%d bytes" % len(got))
     hyb.close()
     check("it ends as any: the program closes, the guest sees the end",
           guest.cmd("wait-closed"))

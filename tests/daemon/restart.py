@@ -30,7 +30,10 @@
 #                the new process takes them back (start-mode restarted,
 #                the counters going on where they were): same front-end,
 #                the connection goes on both ways (every byte checked), its
-#                socket leaves the store, new ones work both ways
+#                socket leaves the store, new ones work both ways; again
+#                while a hybrid program waits for its OK (the guest has
+#                not read the REQUEST): kept, the guest's answer gives it
+#                its OK from the new process, data both ways
 #   paused       QEMU's stop (GET_VRING_BASE on each ring): the device
 #                stays in the store without its kick eventfds (the record
 #                says paused); SIGTERM then a start with the store: the
@@ -51,6 +54,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -327,6 +331,7 @@ try:
     check("restart: the same front-end connection serves on (no setup again)",
           guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
     check("restart: new connections both ways", both_ways(guest, 5600, "restart"))
+
     st = status()
     check("restart: vsxctl status: start-mode restarted, generation %d, 3 listeners "
           "taken back" % (gen + 1), st.get("start_mode") == "restarted" and
@@ -335,6 +340,45 @@ try:
     check("restart: the listeners left the store once taken back",
           svc.wait(lambda: not [n for n in svc.names() if n.startswith("listen.")]),
           str(svc.names()))
+
+    # ---- systemctl restart while a hybrid program waits for its OK ----
+    ok = guest.cmd("listen 5700") and guest.cmd("rxhold 1")
+    hyb = socket.socket(socket.AF_UNIX)
+    hyb.settimeout(15)
+    hyb.connect(uds)
+    hyb.sendall(b"CONNECT 5700\n")
+    ok = ok and svc.wait(lambda: str(status().get("conns")) == "1")
+    starts = svc.starts
+    svc.restart()
+    up = svc.wait(lambda: svc.starts > starts and svc.ready)
+    check("restart while a program waits for its OK (the guest has not read the "
+          "REQUEST): vsxd exited 0, started again, the connection kept",
+          ok and up and svc.stopped_rc == 0 and
+          "restarted: device resumed on its vhost-user connection, 1 connection kept"
+          in log_text().rsplit("restarting (systemctl restart)", 1)[-1])
+    ok = guest.cmd("rxhold 0") and guest.cmd("state")
+    try:
+        line = hyb.recv(64).decode()
+    except OSError as e:
+        line = str(e)
+    check("the guest's answer reaches the new process: the program gets its OK",
+          ok and line.startswith("OK "), line)
+    try:
+        hyb.sendall(vsxdtest.pattern(2, 3000))
+        ok = guest.cmd("grecv 3000") and guest.cmd("gsend 2000")
+        got = b""
+        while ok and len(got) < 2000:
+            d = hyb.recv(2000 - len(got))
+            if not d:
+                break
+            got += d
+    except OSError as e:
+        ok, got = False, str(e).encode()
+    check("then data both ways, every byte checked", ok and got == vsxdtest.pattern(1, 2000),
+          "%d bytes" % len(got))
+    hyb.close()
+    check("it ends as any: the program closes, the guest sees the end",
+          guest.cmd("wait-closed"))
 
     # ---- a paused VM: systemctl restart, then a crash ----
     running = {"vm.web.kick0", "vm.web.kick1"}

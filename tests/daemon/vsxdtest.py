@@ -160,3 +160,9 @@ def metric_values(addr):
             except ValueError:
                 pass
     return out
+
+
+def pattern(seed, n):
+    """The bytes fake_guest sends and checks (its pat()): @seed 2 from the
+    host, 1 from the guest, @n bytes from the start of a connection."""
+    return bytes(((i * 131 + seed * 17) ^ (i >> 9)) & 0xff for i in range(n))
