@@ -16,3 +16,9 @@ void batch_flush(struct conn *c)
 	if (c->ops->flush)
 		c->ops->flush(c);
 }
+
+void conn_log(struct conn *c)
+{
+	if (c->ops->log)
+		c->ops->log(c);
+}
