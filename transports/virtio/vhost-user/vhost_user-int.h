@@ -102,5 +102,12 @@ int vsxu_vu__map_region(struct vsxu_vu *vu, const char *what, unsigned i, int fd
 void vsxu_vu__disconnect(struct vsxu_vu *vu);
 /* Unmap guest memory and close its files. */
 void vsxu_vu__mem_clear(struct vsxu_vu *vu);
+/* (vhost_user_queues.c) */
+void vsxu_vu__flush_all(struct vsxu_vu *vu);
+void vsxu_vu__unwatch_kick(struct vsxu_vu *vu, struct vu_queue *q);
+void vsxu_vu__reset_device(struct vsxu_vu *vu);
+void vsxu_vu__stop(struct vsxu_vu *vu, bool resumable);
+void vsxu_vu__queue_reset(struct vsxu_vu *vu, struct vu_queue *q);
+int vsxu_vu__map_ring(struct vsxu_vu *vu, struct vu_queue *q);
 
 #endif
