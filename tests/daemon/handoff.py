@@ -393,12 +393,8 @@ try:
     # a hybrid program waiting for its "OK" at the freeze: vsxd sent the
     # guest its REQUEST, which the fake guest does not read (rxhold) until
     # after the handoff
-    ok = guest.cmd("listen 5400") and guest.cmd("rxhold 1")
-    hyb = socket.socket(socket.AF_UNIX)
-    hyb.settimeout(15)
-    hyb.connect(uds)
-    hyb.sendall(b"CONNECT 5400\n")
-    ok = ok and wait_for(lambda: [c for c in conns() if c.get("state") == "connecting"])
+    hyb = vsxdtest.hybrid_waiting(guest, uds, 5400)
+    ok = hyb and wait_for(lambda: [c for c in conns() if c.get("state") == "connecting"])
     cl = conns()
     check("a hybrid program's CONNECT: vsxd lists its connection connecting, no "
           "\"OK\" yet", ok and len(cl) == 1, str(cl))
@@ -411,30 +407,10 @@ try:
     check("the new process lists it, still connecting, under the same id",
           len(cl) == 1 and cl[0].get("conn") == hid and
           cl[0].get("state") == "connecting", str(cl))
-    # the guest reads the REQUEST and answers
-    ok = guest.cmd("rxhold 0") and guest.cmd("state")
-    try:
-        line = hyb.recv(64).decode()
-    except OSError as e:
-        line = str(e)
-    check("the guest's answer reaches the new process: the program gets its OK",
-          ok and line.startswith("OK "), line)
-    try:
-        hyb.sendall(vsxdtest.pattern(2, 6000))
-        ok = guest.cmd("grecv 6000") and guest.cmd("gsend 5000")
-        got = b""
-        while ok and len(got) < 5000:
-            d = hyb.recv(5000 - len(got))
-            if not d:
-                break
-            got += d
-    except OSError as e:
-        ok, got = False, str(e).encode()
-    check("then data both ways, every byte checked (6000 to the guest, 5000 from "
-          "it)", ok and got == vsxdtest.pattern(1, 5000), "%d bytes" % len(got))
-    hyb.close()
-    check("it ends as any: the program closes, the guest sees the end",
-          guest.cmd("wait-closed"))
+    line, ok = vsxdtest.hybrid_answered(guest, hyb, 6000, 5000) if hyb else ("", False)
+    check("the guest answers the new process: the program gets its OK, then data "
+          "both ways (6000 bytes to the guest, 5000 from it, every byte checked), "
+          "the end seen", line.startswith("OK ") and ok, line)
     check("the same front-end through all of it", guest.cmd("backend") and
           guest.line.endswith("alive=1"))
 

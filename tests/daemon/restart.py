@@ -54,7 +54,6 @@ import os
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -342,12 +341,8 @@ try:
           str(svc.names()))
 
     # ---- systemctl restart while a hybrid program waits for its OK ----
-    ok = guest.cmd("listen 5700") and guest.cmd("rxhold 1")
-    hyb = socket.socket(socket.AF_UNIX)
-    hyb.settimeout(15)
-    hyb.connect(uds)
-    hyb.sendall(b"CONNECT 5700\n")
-    ok = ok and svc.wait(lambda: str(status().get("conns")) == "1")
+    hyb = vsxdtest.hybrid_waiting(guest, uds, 5700)
+    ok = hyb and svc.wait(lambda: str(status().get("conns")) == "1")
     starts = svc.starts
     svc.restart()
     up = svc.wait(lambda: svc.starts > starts and svc.ready)
@@ -356,29 +351,10 @@ try:
           ok and up and svc.stopped_rc == 0 and
           "restarted: device resumed on its vhost-user connection, 1 connection kept"
           in log_text().rsplit("restarting (systemctl restart)", 1)[-1])
-    ok = guest.cmd("rxhold 0") and guest.cmd("state")
-    try:
-        line = hyb.recv(64).decode()
-    except OSError as e:
-        line = str(e)
-    check("the guest's answer reaches the new process: the program gets its OK",
-          ok and line.startswith("OK "), line)
-    try:
-        hyb.sendall(vsxdtest.pattern(2, 3000))
-        ok = guest.cmd("grecv 3000") and guest.cmd("gsend 2000")
-        got = b""
-        while ok and len(got) < 2000:
-            d = hyb.recv(2000 - len(got))
-            if not d:
-                break
-            got += d
-    except OSError as e:
-        ok, got = False, str(e).encode()
-    check("then data both ways, every byte checked", ok and got == vsxdtest.pattern(1, 2000),
-          "%d bytes" % len(got))
-    hyb.close()
-    check("it ends as any: the program closes, the guest sees the end",
-          guest.cmd("wait-closed"))
+    line, ok = vsxdtest.hybrid_answered(guest, hyb, 3000, 2000) if hyb else ("", False)
+    check("the guest answers the new process: the program gets its OK, then data "
+          "both ways (3000 bytes to the guest, 2000 from it, every byte checked), "
+          "the end seen", line.startswith("OK ") and ok, line)
 
     # ---- a paused VM: systemctl restart, then a crash ----
     running = {"vm.web.kick0", "vm.web.kick1"}

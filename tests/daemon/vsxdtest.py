@@ -1,6 +1,7 @@
 # What the python bodies of tests/daemon's vsxd tests share (restart.py,
 # handoff.py): the check lines, the fake guest on pipes, vsxctl status,
-# new connections both ways.
+# new connections both ways, the fake guest's byte pattern, a hybrid
+# program waiting for its OK.
 import json
 import os
 import socket
@@ -166,3 +167,38 @@ def pattern(seed, n):
     """The bytes fake_guest sends and checks (its pat()): @seed 2 from the
     host, 1 from the guest, @n bytes from the start of a connection."""
     return bytes(((i * 131 + seed * 17) ^ (i >> 9)) & 0xff for i in range(n))
+
+
+def hybrid_waiting(guest, uds, port):
+    """A program that wrote CONNECT @port to @uds and waits for its OK,
+    which the guest (listening on @port) cannot give yet: it reads nothing
+    (rxhold) until hybrid_answered. The program's socket, or None."""
+    if not (guest.cmd("listen %d" % port) and guest.cmd("rxhold 1")):
+        return None
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(15)
+    s.connect(uds)
+    s.sendall(b"CONNECT %d\n" % port)
+    return s
+
+
+def hybrid_answered(guest, s, to_guest, from_guest):
+    """The guest reads again and answers the program of hybrid_waiting (@s),
+    then @to_guest bytes go to the guest and @from_guest come back, every
+    byte checked, and the program closes. (the OK line, True if the data
+    went both ways and the guest saw the end)"""
+    ok = guest.cmd("rxhold 0") and guest.cmd("state")
+    got = b""
+    try:
+        line = s.recv(64).decode()
+        s.sendall(pattern(2, to_guest))
+        ok = ok and guest.cmd("grecv %d" % to_guest) and guest.cmd("gsend %d" % from_guest)
+        while ok and len(got) < from_guest:
+            d = s.recv(from_guest - len(got))
+            if not d:
+                break
+            got += d
+    except OSError as e:
+        line, ok = str(e), False
+    s.close()
+    return line, ok and got == pattern(1, from_guest) and guest.cmd("wait-closed")
