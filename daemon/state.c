@@ -938,19 +938,22 @@ static long fd_slurp(int fd, const char *what, uint8_t **out, char *why, size_t 
 	return (long)n;
 }
 
+/* @buf (malloc'ed, freed here) holding a record of @n bytes, or the
+ * encoder's error @n, into a new memfd. */
+static int encoded_memfd(const char *name, uint8_t *buf, long n)
+{
+	int fd = n < 0 ? (int)n : bytes_memfd(name, buf, (size_t)n);
+
+	free(buf);
+	return fd;
+}
+
 int vsxd_state_memfd(const struct vsxd_state *s)
 {
 	size_t len = vsxd_state_size(s);
 	uint8_t *buf = malloc(len);
-	long n;
-	int fd;
 
-	if (!buf)
-		return -ENOMEM;
-	n = vsxd_state_encode(s, buf, len);
-	fd = n < 0 ? (int)n : bytes_memfd("vsxd-state", buf, (size_t)n);
-	free(buf);
-	return fd;
+	return encoded_memfd("vsxd-state", buf, buf ? vsxd_state_encode(s, buf, len) : -ENOMEM);
 }
 
 int vsxd_state_read(int fd, struct vsxd_state *out, char *why, size_t whylen)
@@ -960,9 +963,7 @@ int vsxd_state_read(int fd, struct vsxd_state *out, char *why, size_t whylen)
 	int r;
 
 	memset(out, 0, sizeof(*out));
-	if (n < 0)
-		return (int)n;
-	r = vsxd_state_decode(buf, (size_t)n, out, why, whylen);
+	r = n < 0 ? (int)n : vsxd_state_decode(buf, (size_t)n, out, why, whylen);
 	free(buf);
 	return r;
 }
@@ -971,15 +972,9 @@ int vsxd_counters_memfd(const struct vsxd_counters *c)
 {
 	size_t len = vsxd_counters_size(c);
 	uint8_t *buf = malloc(len);
-	long n;
-	int fd;
 
-	if (!buf)
-		return -ENOMEM;
-	n = vsxd_counters_encode(c, buf, len);
-	fd = n < 0 ? (int)n : bytes_memfd("vsxd-counters", buf, (size_t)n);
-	free(buf);
-	return fd;
+	return encoded_memfd("vsxd-counters", buf,
+			     buf ? vsxd_counters_encode(c, buf, len) : -ENOMEM);
 }
 
 int vsxd_counters_read(int fd, struct vsxd_counters *out, char *why, size_t whylen)
@@ -989,9 +984,7 @@ int vsxd_counters_read(int fd, struct vsxd_counters *out, char *why, size_t whyl
 	int r;
 
 	memset(out, 0, sizeof(*out));
-	if (n < 0)
-		return (int)n;
-	r = vsxd_counters_decode(buf, (size_t)n, out, why, whylen);
+	r = n < 0 ? (int)n : vsxd_counters_decode(buf, (size_t)n, out, why, whylen);
 	free(buf);
 	return r;
 }
