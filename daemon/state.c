@@ -341,6 +341,18 @@ static void put_all(struct wr *w, const struct vsxd_state *s)
 		put_vm(w, &s->vms[i], version_of(s));
 }
 
+/* A written record's length (@len) and CRC-32 of its bytes from @from on,
+ * at offsets 12 and 16 of its header (both records' layout). */
+static void seal(uint8_t *p, size_t len, size_t from)
+{
+	uint32_t crc = vsxd_crc32(p + from, len - from);
+
+	for (unsigned i = 0; i < 4; i++) {
+		p[12 + i] = (uint8_t)(len >> (8 * i));
+		p[16 + i] = (uint8_t)(crc >> (8 * i));
+	}
+}
+
 size_t vsxd_state_size(const struct vsxd_state *s)
 {
 	struct wr w = { 0 };
@@ -353,8 +365,6 @@ long vsxd_state_encode(const struct vsxd_state *s, void *buf, size_t cap)
 {
 	size_t len = vsxd_state_size(s);
 	struct wr w = { .p = buf, .cap = cap };
-	uint8_t *p = buf;
-	uint32_t crc;
 
 	if (s->nvms > VSXD_STATE_MAX_VMS || (s->nvms && !s->vms) ||
 	    len > VSXD_STATE_MAX_LEN || version_of(s) > VSXD_STATE_VERSION)
@@ -366,11 +376,7 @@ long vsxd_state_encode(const struct vsxd_state *s, void *buf, size_t cap)
 	if (len > cap)
 		return -ENOSPC;
 	put_all(&w, s);
-	for (unsigned i = 0; i < 4; i++)
-		p[12 + i] = (uint8_t)(len >> (8 * i));
-	crc = vsxd_crc32(p + VSXD_STATE_HDR, len - VSXD_STATE_HDR);
-	for (unsigned i = 0; i < 4; i++)
-		p[16 + i] = (uint8_t)(crc >> (8 * i));
+	seal(buf, len, VSXD_STATE_HDR);
 	return (long)len;
 }
 
@@ -758,9 +764,7 @@ size_t vsxd_counters_size(const struct vsxd_counters *c)
 long vsxd_counters_encode(const struct vsxd_counters *c, void *buf, size_t cap)
 {
 	struct wr w = { .p = buf, .cap = cap };
-	uint8_t *p = buf;
 	size_t len;
-	uint32_t crc;
 
 	if (c->nvms > VSXD_STATE_MAX_VMS || (c->nvms && !c->vms) ||
 	    c->nreasons > VSXD_COUNTERS_MAX)
@@ -774,11 +778,7 @@ long vsxd_counters_encode(const struct vsxd_counters *c, void *buf, size_t cap)
 	if (len > cap)
 		return -ENOSPC;
 	put_counters(&w, c);
-	for (unsigned i = 0; i < 4; i++)
-		p[12 + i] = (uint8_t)(len >> (8 * i));
-	crc = vsxd_crc32(p + 20, len - 20);
-	for (unsigned i = 0; i < 4; i++)
-		p[16 + i] = (uint8_t)(crc >> (8 * i));
+	seal(buf, len, 20);
 	return (long)len;
 }
 
