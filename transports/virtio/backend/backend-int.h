@@ -503,6 +503,22 @@ struct vsxb_vm {
 	uint64_t refuse_suppressed;  /* since the last one to log */
 };
 
+/* @vm's device runs its front-end's rings from now on (op_start; an
+ * adoption of a paused device, restart.c): its queues, what was
+ * negotiated, a fresh session's budgets. */
+static inline void vsxb__vm_rings_taken(struct vsxb_vm *vm)
+{
+	vm->rxq = vsxu_vu_queue(vm->vu, VSOCK_VQ_RX);
+	vm->txq = vsxu_vu_queue(vm->vu, VSOCK_VQ_TX);
+	vm->evq = vsxu_vu_queue(vm->vu, VSOCK_VQ_EVENT);
+	vm->seqpacket = vsxu_vu_features(vm->vu) & (1ull << VIRTIO_VSOCK_F_SEQPACKET);
+	vm->live = true;
+	vm->broken = false;
+	vm->log_budget = VSXB_LOG_BUDGET;
+	vm->orphan_n = 0;
+	vm->orphan_head = 0;
+}
+
 /* ---- Shards and the router ---- */
 
 /*

@@ -467,13 +467,11 @@ static void op_start(void *dev, enum vsxu_vu_start how)
 {
 	struct vsxb_vm *vm = dev;
 	struct vsxu_vq *q[VSOCK_NUM_QUEUES];
-	uint64_t features;
 	unsigned i;
 
 	if (vm->freeing)
 		return;
 	malloc_tune();
-	features = vsxu_vu_features(vm->vu);
 	for (i = 0; i < VSOCK_NUM_QUEUES; i++)
 		q[i] = vsxu_vu_queue(vm->vu, i);
 	if (vm->paused) {
@@ -491,15 +489,7 @@ static void op_start(void *dev, enum vsxu_vu_start how)
 		}
 		vm_reset_paused(vm, how == VSXU_VU_START_BAD);
 	}
-	vm->rxq = q[VSOCK_VQ_RX];
-	vm->txq = q[VSOCK_VQ_TX];
-	vm->evq = q[VSOCK_VQ_EVENT];
-	vm->seqpacket = features & (1ull << VIRTIO_VSOCK_F_SEQPACKET);
-	vm->live = true;
-	vm->broken = false;
-	vm->log_budget = VSXB_LOG_BUDGET;
-	vm->orphan_n = 0;
-	vm->orphan_head = 0;
+	vsxb__vm_rings_taken(vm);
 	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device started (cid %llu%s)", vm->name,
 		 (unsigned long long)vm->cid, vm->seqpacket ? ", seqpacket" : "");
 	if (how == VSXU_VU_START_BAD) {

@@ -170,15 +170,7 @@ int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg)
  */
 static void vm_adopted_paused(struct vsxb_vm *vm)
 {
-	vm->rxq = vsxu_vu_queue(vm->vu, VSOCK_VQ_RX);
-	vm->txq = vsxu_vu_queue(vm->vu, VSOCK_VQ_TX);
-	vm->evq = vsxu_vu_queue(vm->vu, VSOCK_VQ_EVENT);
-	vm->seqpacket = vsxu_vu_features(vm->vu) & (1ull << VIRTIO_VSOCK_F_SEQPACKET);
-	vm->live = true;
-	vm->broken = false;
-	vm->log_budget = VSXB_LOG_BUDGET;
-	vm->orphan_n = 0;
-	vm->orphan_head = 0;
+	vsxb__vm_rings_taken(vm);
 	vm->rx_pushed = false;
 	/* (as op_start's: the event is the front-end's, when it has one) */
 	vm->event_pending = !vm->keep_conns;
