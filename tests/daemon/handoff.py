@@ -77,9 +77,7 @@ log = open(log_path, "w")
 progs = {}
 for mode in ("slow", "crash", "exit", "hang", "corrupt", "version", "badconn",
              "badpaused"):
-    progs[mode] = os.path.join(tmp, "handoff-" + mode)
-    shutil.copy(os.path.join(SRC, "handoff_prog.py"), progs[mode])
-    os.chmod(progs[mode], 0o755)
+    progs[mode] = vsxdtest.handoff_stand_in(tmp, mode)
 
 
 def status():
