@@ -190,6 +190,7 @@ static int keep_apply(struct conn *c, const struct vsxb_conn_keep *k)
 	c->guest_shut = k->guest_shut;
 	c->host_shut = k->host_shut;
 	c->shut_pending = k->shut_pending;
+	c->ctrl = k->ctrl;
 	c->cr = k->cr;
 	c->advertised = k->advertised;
 	c->credit_req_sent = k->credit_req_sent;
