@@ -738,10 +738,7 @@ keep:
 				(c->flags & VSXD_CONN_HOST_WR_DEAD ? VSXB_KEEP_HOST_WR_DEAD : 0) |
 				(hybrid ? VSXB_KEEP_HOST_HYBRID : 0),
 			.timer_ms = hybrid ? c->timer_ms : 0,
-			.buf_alloc = c->buf_alloc, .rx_cnt = c->rx_cnt, .fwd_cnt = c->fwd_cnt,
-			.last_fwd_sent = c->last_fwd_sent, .last_buf_sent = c->last_buf_sent,
-			.rx_limit = c->rx_limit, .peer_buf_alloc = c->peer_buf_alloc,
-			.peer_fwd_cnt = c->peer_fwd_cnt, .tx_cnt = c->tx_cnt,
+			.cr = c->cr,
 			.advertised = c->flags & VSXD_CONN_ADVERTISED,
 			.credit_req_sent = c->flags & VSXD_CONN_CREDIT_REQ_SENT,
 			.msg_open = c->flags & VSXD_CONN_MSG_OPEN,

@@ -78,9 +78,9 @@
  *                      program's waiting for its "OK": it goes on
  *       u32 buf_alloc, rx_cnt, fwd_cnt, last_fwd_sent, last_buf_sent,
  *           rx_limit, peer_buf_alloc, peer_fwd_cnt, tx_cnt
- *                      the credit counters both ways (backend-int.h,
- *                      struct conn): ours, what the guest last saw of
- *                      them, the guest's, what we sent it
+ *                      the credit counters both ways (backend.h,
+ *                      struct vsxb_credit): ours, what the guest last
+ *                      saw of them, the guest's, what we sent it
  *       u64 to_guest, u64 from_guest   payload bytes moved so far
  *       str host_fd    FDNAME of the host socket handed over with the
  *                      record (peer 1 and 3 only; empty: none, the
@@ -120,6 +120,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "backend/backend.h"
 
 #define VSXD_STATE_MAGIC "VSXDSTAT"
 #define VSXD_STATE_VERSION 3u     /* written; 1 and 2 are read too */
@@ -195,8 +197,7 @@ struct vsxd_state_conn {
 	unsigned peer;                    /* enum vsxd_state_peer */
 	unsigned timer;                   /* enum vsxd_state_timer */
 	uint32_t timer_ms;
-	uint32_t buf_alloc, rx_cnt, fwd_cnt, last_fwd_sent, last_buf_sent,
-		 rx_limit, peer_buf_alloc, peer_fwd_cnt, tx_cnt;
+	struct vsxb_credit cr;            /* the backend's, as it was */
 	uint64_t to_guest, from_guest;
 	char host_fd[VSXD_FDNAME_MAX + 1];  /* "": none */
 	char tag[VSXD_FDNAME_MAX + 1];

@@ -101,10 +101,10 @@ void vsxd_state_conn_from_info(struct vsxd_state_conn *sc,
 	sc->host_shut = ci->host_shut & 3;
 	sc->peer = !strcmp(ci->peer_kind, "sibling") ? VSXD_PEER_SIBLING :
 		   !strcmp(ci->peer_kind, "vsock") ? VSXD_PEER_VSOCK : VSXD_PEER_HOST;
-	sc->buf_alloc = ci->buf_alloc;
-	sc->fwd_cnt = ci->fwd_cnt;
-	sc->peer_buf_alloc = ci->peer_buf_alloc;
-	sc->peer_fwd_cnt = ci->peer_fwd_cnt;
+	sc->cr.buf_alloc = ci->buf_alloc;
+	sc->cr.fwd_cnt = ci->fwd_cnt;
+	sc->cr.peer_buf_alloc = ci->peer_buf_alloc;
+	sc->cr.peer_fwd_cnt = ci->peer_fwd_cnt;
 	sc->to_guest = ci->to_guest_bytes;
 	sc->from_guest = ci->from_guest_bytes;
 	/* a tag is printable ASCII (backend.h), cut to what a str holds */
@@ -156,15 +156,7 @@ int vsxd_state_conn_whole(struct vsxd_state_conn *c, const struct vsxb_conn_keep
 	c->shut_pending = k->shut_pending & 3;
 	c->ctrl = k->ctrl & 0x3f;
 	c->peer = k->vsock ? VSXD_PEER_VSOCK : VSXD_PEER_HOST;
-	c->buf_alloc = k->buf_alloc;
-	c->rx_cnt = k->rx_cnt;
-	c->fwd_cnt = k->fwd_cnt;
-	c->last_fwd_sent = k->last_fwd_sent;
-	c->last_buf_sent = k->last_buf_sent;
-	c->rx_limit = k->rx_limit;
-	c->peer_buf_alloc = k->peer_buf_alloc;
-	c->peer_fwd_cnt = k->peer_fwd_cnt;
-	c->tx_cnt = k->tx_cnt;
+	c->cr = k->cr;
 	if (k->sibling) {
 		/* its twin's record holds the rest of the pair; the bytes
 		 * here are those for this half's guest */

@@ -43,12 +43,14 @@
 #                and it stays half-closed across the next handoff; a
 #                guest-initiated connection across the last one
 #   paused       generation 8: QEMU's stop (GET_VRING_BASE on each ring),
-#                a connection open and the host sending while the VM is
+#                a connection open, the host sending and its buffer set
+#                (set-buffer: a CREDIT_UPDATE owed) while the VM is
 #                stopped, then vsxctl upgrade: exit 0, one connection
 #                kept; the new process holds the VM paused (vsxctl vms)
 #                and says so; at cont (the fake guest's resume: the
 #                rings set up again where they stopped) the bytes sent
-#                meanwhile arrive, the connection carries on both ways,
+#                meanwhile arrive, the new process sends the CREDIT_UPDATE
+#                owed, the connection carries on both ways,
 #                every byte checked, on the same front-end connection,
 #                and new connections work both ways
 #
@@ -77,9 +79,7 @@ log = open(log_path, "w")
 progs = {}
 for mode in ("slow", "crash", "exit", "hang", "corrupt", "version", "badconn",
              "badpaused"):
-    progs[mode] = os.path.join(tmp, "handoff-" + mode)
-    shutil.copy(os.path.join(SRC, "handoff_prog.py"), progs[mode])
-    os.chmod(progs[mode], 0o755)
+    progs[mode] = vsxdtest.handoff_stand_in(tmp, mode)
 
 
 def status():
@@ -429,6 +429,14 @@ try:
           "vsxctl vms says paused", ok and vm_paused() == "1", str(vm_paused()))
     check("paused: the host sends 3000 bytes while the VM is stopped",
           guest.cmd("hsend 3000"))
+    # a CREDIT_UPDATE owed to the guest at the freeze (no RX buffer while
+    # stopped): the new process sends it
+    cl = conns()
+    pcid = cl[0].get("conn") if len(cl) == 1 else None
+    check("paused: vsxctl set-buffer --rx 300000 while the VM is stopped (the "
+          "guest cannot be told yet)", pcid is not None and subprocess.run(
+              [VSXCTL, "-c", ctl, "set-buffer", str(pcid), "--rx", "300000"],
+              capture_output=True).returncode == 0, str(cl))
     good, out, pid = upgrade_to(8)
     final_pid = pid or final_pid
     check("paused: vsxctl upgrade exits 0, generation 8, 1 connection kept",
@@ -442,6 +450,8 @@ try:
     check("paused: cont (the rings set up again where they stopped): the 3000 "
           "bytes sent meanwhile arrive, every byte checked",
           guest.cmd("resume") and guest.cmd("grecv 7000"))
+    check("paused: the CREDIT_UPDATE owed at the freeze comes from the new "
+          "process (buf_alloc 300000)", guest.cmd("wait-credit 300000"), guest.line)
     check("paused: the new process resumed it: vsxctl vms not paused, its log "
           "says resumed", vm_paused() == "0" and
           "vm web: device resumed after" in log_text(), str(vm_paused()))

@@ -42,42 +42,18 @@ elif mode == "corrupt":
     os.pwrite(state, bytes([b[0] ^ 0xFF]), 40)
 elif mode == "version":
     os.pwrite(state, (99).to_bytes(4, "little"), 8)
-elif mode == "badpaused":
+elif mode in ("badpaused", "badconn", "twin"):
     import struct
-    import zlib
+    import staterec                        # (copied beside this file)
     buf = bytearray(os.pread(state, 64 << 20, 0))
-    length = struct.unpack_from("<I", buf, 12)[0]
-    off = 32 + 1 + buf[32]
-    off += 1 + buf[off] + 24                 # VM 0: name, conn, cid, features
-    buf[off + 2] |= 1                        # its flags: paused
-    struct.pack_into("<I", buf, 16, zlib.crc32(bytes(buf[32:length])))
-    os.pwrite(state, bytes(buf[:length]), 0)
-elif mode in ("badconn", "twin"):
-    import struct
-    import zlib
-    buf = bytearray(os.pread(state, 64 << 20, 0))
-    version, length = struct.unpack_from("<II", buf, 8)
-
-    def sstr(o):
-        return o + 1 + buf[o]
-    off = sstr(sstr(32)) + 24               # VM 0: name, conn, cid, features
-    nreg, nq, _r, nconns = struct.unpack_from("<BBHI", buf, off)
-    off += 8
-    for _ in range(nreg):
-        off = sstr(off + 32)
-    for _ in range(nq):
-        off = sstr(sstr(off + 28)) + (2 if version >= 3 else 0)  # v3: the ring's base
-    if nconns and mode == "twin":
-        off = sstr(sstr(off + 33 + 8 + 4 + 36 + 16))   # host_fd, tag
-        for _q in range(2):                 # to_host, to_guest
-            qlen = struct.unpack_from("<I", buf, off)[0]
-            off += 4 + qlen
-            off += 4 + 5 * struct.unpack_from("<I", buf, off)[0]
-        off = sstr(off)                     # twin_vm
-        struct.pack_into("<Q", buf, off, struct.unpack_from("<Q", buf, off)[0] + 1000)
-    elif nconns:
-        buf[off + 33] = 9                   # the state byte after the type
-    if nconns:
-        struct.pack_into("<I", buf, 16, zlib.crc32(bytes(buf[32:length])))
-        os.pwrite(state, bytes(buf[:length]), 0)
+    vm = staterec.walk(buf).vms[0]
+    if mode == "badpaused":
+        buf[vm.flags] |= 1                  # its flags: paused
+    elif vm.conns and mode == "twin":
+        c = vm.conns[0]
+        struct.pack_into("<Q", buf, c.twin_id, struct.unpack_from("<Q", buf, c.twin_id)[0] + 1000)
+    elif vm.conns:
+        buf[vm.conns[0].state] = 9
+    if mode == "badpaused" or vm.conns:
+        os.pwrite(state, staterec.seal(buf), 0)
 os.execv(os.environ["HANDOFF_VSXD"], [os.environ["HANDOFF_VSXD"]] + sys.argv[1:])

@@ -60,6 +60,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.environ.get("srcdir", "."), "tests", "daemon"))
 import fdstore  # noqa: E402
+import staterec  # noqa: E402
 import vsxdtest  # noqa: E402
 from vsxdtest import Guest, check  # noqa: E402
 
@@ -89,38 +90,16 @@ def record_v1(buf):
     """The state record @buf (version 3 of running VMs, daemon/state.h) as
     an earlier release wrote it: version 1, connections by their
     addresses, no ring bases."""
-    import struct
-    import zlib
-    length, nvms = struct.unpack_from("<I", buf, 12)[0], struct.unpack_from("<I", buf, 20)[0]
-    assert buf[8] == 3
-    body, off = b"", 32
-
-    def sstr(o):
-        return o + 1 + buf[o]
-    for _ in range(nvms):
-        start = off
-        off = sstr(sstr(off)) + 24
-        nreg, nq, _r, nconns = struct.unpack_from("<BBHI", buf, off)
-        off += 8
-        for _ in range(nreg):
-            off = sstr(off + 32)
-        body += buf[start:off]
-        for _ in range(nq):
-            end = sstr(sstr(off + 28))
-            body += buf[off:end]
-            off = end + 2       # (the ring's base: 0 in a running VM)
-        for _ in range(nconns):
-            body += buf[off:off + 33]
-            off = sstr(sstr(off + 33 + 8 + 4 + 36 + 16))
-            for _q in range(2):
-                qlen = struct.unpack_from("<I", buf, off)[0]
-                off += 4 + qlen
-                nends = struct.unpack_from("<I", buf, off)[0]
-                off += 4 + 5 * nends
-            off = sstr(off) + 9     # version 3: twin_vm, twin_id, eom_pending
-    assert off == length, (off, length)
-    return (buf[:8] + struct.pack("<III", 1, 32 + len(body), zlib.crc32(body)) +
-            buf[20:32] + body)
+    rec = staterec.walk(buf)
+    assert rec.version == 3
+    body = b""
+    for v in rec.vms:
+        body += buf[v.start:v.queues_at]
+        for q_start, q_end in v.queues:
+            body += buf[q_start:q_end]      # (the ring's base: 0 in a running VM)
+        for c in v.conns:
+            body += buf[c.start:c.start + staterec.V1_CONN]
+    return staterec.make(1, rec.nvms, rec.generation, body)
 
 
 def both_ways(g, port, tag):

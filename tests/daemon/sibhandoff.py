@@ -114,9 +114,7 @@ def held_both_ways(what):
 
 
 # the stand-in for a new vsxd that spoils the twin (it runs $HANDOFF_VSXD)
-twin_prog = os.path.join(tmp, "handoff-twin")
-shutil.copy(os.path.join(SRC, "handoff_prog.py"), twin_prog)
-os.chmod(twin_prog, 0o755)
+twin_prog = vsxdtest.handoff_stand_in(tmp, "twin")
 write_conf(2)
 vsxd = subprocess.Popen([VSXD, "--config", conf], stdout=log, stderr=log,
                         env=dict(os.environ, HANDOFF_VSXD=VSXD))

@@ -25,9 +25,9 @@ static struct vsxd_state_conn conns[3] = {
 	  .peer_port = 5000, .type = 1, .state = 3,
 	  .flags = VSXD_CONN_WHOLE | VSXD_CONN_ADVERTISED, .guest_shut = 2,
 	  .host_shut = 0, .shut_pending = 0, .ctrl = 4, .peer = VSXD_PEER_HOST,
-	  .buf_alloc = 262144, .rx_cnt = 0xfffffff0u, .fwd_cnt = 0xfffffff0u - 29,
-	  .last_fwd_sent = 100, .last_buf_sent = 262144, .rx_limit = 0x3fff0,
-	  .peer_buf_alloc = 65536, .peer_fwd_cnt = 17, .tx_cnt = 4000,
+	  .cr = { .buf_alloc = 262144, .rx_cnt = 0xfffffff0u, .fwd_cnt = 0xfffffff0u - 29,
+		  .last_fwd_sent = 100, .last_buf_sent = 262144, .rx_limit = 0x3fff0,
+		  .peer_buf_alloc = 65536, .peer_fwd_cnt = 17, .tx_cnt = 4000 },
 	  .to_guest = 4000, .from_guest = 1ull << 33, .host_fd = "conn.7.host",
 	  .tag = "ssh-in", .to_host_q = { sizeof(held) - 1, held, 0, NULL } },
 	/* a seqpacket sibling connection with messages for the guest, its
@@ -35,7 +35,7 @@ static struct vsxd_state_conn conns[3] = {
 	{ .id = 9, .guest_cid = 3, .peer_cid = 4, .guest_port = 40000,
 	  .peer_port = 22, .type = 2, .state = 2,
 	  .flags = VSXD_CONN_WHOLE | VSXD_CONN_MSG_OPEN | VSXD_CONN_GUEST_INITIATED,
-	  .peer = VSXD_PEER_SIBLING, .buf_alloc = 4096, .peer_buf_alloc = 4096,
+	  .peer = VSXD_PEER_SIBLING, .cr = { .buf_alloc = 4096, .peer_buf_alloc = 4096 },
 	  .to_guest_q = { sizeof(msgs) - 1, msgs, 3, msg_ends },
 	  .twin_vm = "db-2", .twin_id = 11, .eom_pending = 3 },
 	/* still connecting, its timer running */
@@ -119,7 +119,7 @@ static void same_conn(const struct vsxd_state_conn *a, const struct vsxd_state_c
 		cr_assert_eq(b->state, 0);
 		cr_assert_eq(b->flags, 0);
 		cr_assert_eq(b->peer, 0);
-		cr_assert_eq(b->rx_cnt, 0);
+		cr_assert_eq(b->cr.rx_cnt, 0);
 		cr_assert_str_empty(b->host_fd);
 		same_bytes(&none, &b->to_host_q);
 		same_bytes(&none, &b->to_guest_q);
@@ -134,15 +134,15 @@ static void same_conn(const struct vsxd_state_conn *a, const struct vsxd_state_c
 	cr_assert_eq(a->peer, b->peer);
 	cr_assert_eq(a->timer, b->timer);
 	cr_assert_eq(a->timer_ms, b->timer_ms);
-	cr_assert_eq(a->buf_alloc, b->buf_alloc);
-	cr_assert_eq(a->rx_cnt, b->rx_cnt);
-	cr_assert_eq(a->fwd_cnt, b->fwd_cnt);
-	cr_assert_eq(a->last_fwd_sent, b->last_fwd_sent);
-	cr_assert_eq(a->last_buf_sent, b->last_buf_sent);
-	cr_assert_eq(a->rx_limit, b->rx_limit);
-	cr_assert_eq(a->peer_buf_alloc, b->peer_buf_alloc);
-	cr_assert_eq(a->peer_fwd_cnt, b->peer_fwd_cnt);
-	cr_assert_eq(a->tx_cnt, b->tx_cnt);
+	cr_assert_eq(a->cr.buf_alloc, b->cr.buf_alloc);
+	cr_assert_eq(a->cr.rx_cnt, b->cr.rx_cnt);
+	cr_assert_eq(a->cr.fwd_cnt, b->cr.fwd_cnt);
+	cr_assert_eq(a->cr.last_fwd_sent, b->cr.last_fwd_sent);
+	cr_assert_eq(a->cr.last_buf_sent, b->cr.last_buf_sent);
+	cr_assert_eq(a->cr.rx_limit, b->cr.rx_limit);
+	cr_assert_eq(a->cr.peer_buf_alloc, b->cr.peer_buf_alloc);
+	cr_assert_eq(a->cr.peer_fwd_cnt, b->cr.peer_fwd_cnt);
+	cr_assert_eq(a->cr.tx_cnt, b->cr.tx_cnt);
 	cr_assert_eq(a->to_guest, b->to_guest);
 	cr_assert_eq(a->from_guest, b->from_guest);
 	cr_assert_str_eq(a->host_fd, b->host_fd);

@@ -1,9 +1,11 @@
 # What the python bodies of tests/daemon's vsxd tests share (restart.py,
-# handoff.py): the check lines, the fake guest on pipes, vsxctl status,
-# new connections both ways, the fake guest's byte pattern, a hybrid
-# program waiting for its OK.
+# handoff.py, sibhandoff.py): the check lines, the fake guest on pipes,
+# vsxctl status, new connections both ways, the fake guest's byte
+# pattern, a hybrid program waiting for its OK, the stand-ins for a new
+# vsxd of a live handoff. (The state record's walker is staterec.py.)
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -138,6 +140,18 @@ class Setup:
             f.write("[daemon]\ncontrol = %s\nmetrics = tcp:%s\n\n[vm web]\n"
                     "guest-cid = 3\nsocket = %s\nuds-path = %s\n"
                     % (self.ctl, self.metrics, self.vhost, self.uds))
+
+
+def handoff_stand_in(tmp, mode):
+    """tests/daemon/handoff_prog.py copied into @tmp as handoff-@mode (it
+    does what @mode says, then runs $HANDOFF_VSXD), with staterec.py, which
+    it imports, beside it: the copy's path, for vsxctl upgrade --exec."""
+    src = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(tmp, "handoff-" + mode)
+    shutil.copy(os.path.join(src, "handoff_prog.py"), path)
+    os.chmod(path, 0o755)
+    shutil.copy(os.path.join(src, "staterec.py"), tmp)
+    return path
 
 
 def metric_lines(addr):

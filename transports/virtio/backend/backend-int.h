@@ -279,7 +279,7 @@ struct vsxb_peer_ops {
 	/* Credit */
 	/* Optional: the fwd_cnt and buf_alloc to announce (NULL: ours). */
 	void (*window)(const struct conn *c, uint32_t *fwd, uint32_t *buf);
-	/* Optional: c->buf_alloc was set (vsxb_router_conn_set_buffer). */
+	/* Optional: c->cr.buf_alloc was set (vsxb_router_conn_set_buffer). */
 	void (*set_buffer)(struct conn *c);
 
 	/* Ends */
@@ -333,17 +333,8 @@ struct conn {
 	unsigned shut_pending;       /* SHUTDOWN flags still to send */
 	unsigned ctrl;               /* C_* waiting for an RX buffer */
 
-	/* Credit (wrapping u32 counters of payload bytes) */
-	uint32_t buf_alloc;          /* ours (a cap for sibling connections) */
-	uint32_t rx_cnt;             /* received from the guest */
-	uint32_t fwd_cnt;            /* of those, consumed (given to the host) */
-	uint32_t last_fwd_sent;      /* fwd_cnt / buf_alloc the guest last saw */
-	uint32_t last_buf_sent;
-	uint32_t rx_limit;           /* furthest rx_cnt the guest was allowed */
-	bool advertised;             /* rx_limit is valid */
-	uint32_t peer_buf_alloc;     /* the guest's */
-	uint32_t peer_fwd_cnt;
-	uint32_t tx_cnt;             /* sent to the guest */
+	struct vsxb_credit cr;       /* (backend.h) */
+	bool advertised;             /* cr.rx_limit is valid */
 	bool credit_req_sent;        /* asked once; cleared when credit moves */
 	bool credit_stalled;         /* counted in credit_stalls; cleared when credit moves */
 	bool msg_open;               /* seq: the guest's current message has bytes */
@@ -628,22 +619,22 @@ static inline void vsxb__conn_window(const struct conn *c, uint32_t *fwd,
 		c->ops->window(c, fwd, buf);
 		return;
 	}
-	*fwd = c->fwd_cnt;
-	*buf = c->buf_alloc;
+	*fwd = c->cr.fwd_cnt;
+	*buf = c->cr.buf_alloc;
 }
 
 /* What we may still send to the guest. */
 static inline uint32_t vsxb__conn_peer_free(const struct conn *c)
 {
-	uint32_t inflight = c->tx_cnt - c->peer_fwd_cnt;
+	uint32_t inflight = c->cr.tx_cnt - c->cr.peer_fwd_cnt;
 
-	return inflight >= c->peer_buf_alloc ? 0 : c->peer_buf_alloc - inflight;
+	return inflight >= c->cr.peer_buf_alloc ? 0 : c->cr.peer_buf_alloc - inflight;
 }
 
 /* What the guest may still send us, by the furthest limit we announced. */
 static inline uint32_t vsxb__conn_rx_room(const struct conn *c)
 {
-	int32_t room = (int32_t)(c->rx_limit - c->rx_cnt);
+	int32_t room = (int32_t)(c->cr.rx_limit - c->cr.rx_cnt);
 
 	return c->advertised && room > 0 ? (uint32_t)room : 0;
 }

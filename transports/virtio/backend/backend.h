@@ -483,6 +483,21 @@ int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st);
 					program when the guest answers */
 #define VSXB_KEEP_NAME_MAX 65        /* a VM's name, NUL included */
 
+/* A connection's credit both ways (wrapping u32 counters of payload
+ * bytes): the connection holds it (backend-int.h, struct conn), and a kept
+ * one and vsxd's state record (daemon/state.h) carry it whole. */
+struct vsxb_credit {
+	uint32_t buf_alloc;          /* ours (a cap for sibling connections) */
+	uint32_t rx_cnt;             /* received from the guest */
+	uint32_t fwd_cnt;            /* of those, consumed (given to the host) */
+	uint32_t last_fwd_sent;      /* fwd_cnt / buf_alloc the guest last saw */
+	uint32_t last_buf_sent;
+	uint32_t rx_limit;           /* furthest rx_cnt the guest was allowed */
+	uint32_t peer_buf_alloc;     /* the guest's */
+	uint32_t peer_fwd_cnt;
+	uint32_t tx_cnt;             /* sent to the guest */
+};
+
 struct vsxb_conn_keep {
 	const struct vsxb_conn_info *ci;  /* NULL in what vsxb_vm_adopt takes */
 	uint64_t id;
@@ -492,8 +507,7 @@ struct vsxb_conn_keep {
 	uint32_t peer_port;
 	bool guest_initiated, vsock;
 	unsigned guest_shut, host_shut, shut_pending, ctrl, host_flags;
-	uint32_t buf_alloc, rx_cnt, fwd_cnt, last_fwd_sent, last_buf_sent, rx_limit,
-		 peer_buf_alloc, peer_fwd_cnt, tx_cnt;
+	struct vsxb_credit cr;
 	bool advertised, credit_req_sent, msg_open;
 	uint64_t to_guest, from_guest;
 	char tag[VSXB_TAG_MAX];

@@ -157,9 +157,9 @@ static int conn_emit(struct conn *c);
 static void conn_adv(const struct conn *c, uint32_t *fwd, uint32_t *buf)
 {
 	vsxb__conn_window(c, fwd, buf);
-	if (c->advertised && (int32_t)(*fwd + *buf - c->rx_limit) < 0 &&
-	    (int32_t)(c->rx_limit - *fwd) > 0)
-		*buf = c->rx_limit - *fwd;
+	if (c->advertised && (int32_t)(*fwd + *buf - c->cr.rx_limit) < 0 &&
+	    (int32_t)(c->cr.rx_limit - *fwd) > 0)
+		*buf = c->cr.rx_limit - *fwd;
 }
 
 /* A header from us (the peer) to the guest, in CPU order; records what
@@ -180,9 +180,9 @@ static void conn_hdr(struct conn *c, struct virtio_vsock_hdr *h, uint16_t op,
 	h->flags = flags;
 	h->buf_alloc = buf;
 	h->fwd_cnt = fwd;
-	c->last_fwd_sent = fwd;
-	c->last_buf_sent = buf;
-	c->rx_limit = fwd + buf;
+	c->cr.last_fwd_sent = fwd;
+	c->cr.last_buf_sent = buf;
+	c->cr.rx_limit = fwd + buf;
 	c->advertised = true;
 }
 
@@ -198,7 +198,7 @@ static void rx_put(struct conn *c, unsigned i, uint32_t len, unsigned flags)
 	conn_hdr(c, &h, VIRTIO_VSOCK_OP_RW, flags, len);
 	vsxb__ring_rx_push(vm, i, &h);
 	vsxb__vm_touch(vm);
-	c->tx_cnt += len;
+	c->cr.tx_cnt += len;
 	c->to_guest += len;
 	vm->ct.to_guest_bytes += len;
 }
@@ -279,16 +279,16 @@ static bool rx_send_hdr(struct vsxb_vm *vm, struct virtio_vsock_hdr *h)
 static bool rx_ctrl(struct conn *c, uint16_t op, uint32_t flags)
 {
 	struct virtio_vsock_hdr h;
-	uint32_t fwd = c->last_fwd_sent, buf = c->last_buf_sent, lim = c->rx_limit;
+	uint32_t fwd = c->cr.last_fwd_sent, buf = c->cr.last_buf_sent, lim = c->cr.rx_limit;
 	bool adv = c->advertised;
 
 	conn_hdr(c, &h, op, flags, 0);
 	if (rx_send_hdr(c->vm, &h))
 		return true;
 	/* Not sent: the guest learnt nothing. */
-	c->last_fwd_sent = fwd;
-	c->last_buf_sent = buf;
-	c->rx_limit = lim;
+	c->cr.last_fwd_sent = fwd;
+	c->cr.last_buf_sent = buf;
+	c->cr.rx_limit = lim;
 	c->advertised = adv;
 	return false;
 }
@@ -512,9 +512,9 @@ struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 	c->guest_port = guest_port;
 	c->peer_cid = peer_cid;
 	c->peer_port = peer_port;
-	c->buf_alloc = vsxb__buf_cap(vm->r, vm->buf_default);
-	c->rx_cnt = c->fwd_cnt = c->tx_cnt = vm->r->counter_base;
-	c->last_fwd_sent = c->peer_fwd_cnt = vm->r->counter_base;
+	c->cr.buf_alloc = vsxb__buf_cap(vm->r, vm->buf_default);
+	c->cr.rx_cnt = c->cr.fwd_cnt = c->cr.tx_cnt = vm->r->counter_base;
+	c->cr.last_fwd_sent = c->cr.peer_fwd_cnt = vm->r->counter_base;
 	vsxb__txq_init(&c->q, type == VIRTIO_VSOCK_TYPE_SEQPACKET);
 	c->q.pool = &vm->pool;
 	vsxb_list_add_tail(&vm->conns, &c->node);
@@ -746,7 +746,7 @@ static bool credit_news(const struct conn *c)
 	uint32_t fwd, buf;
 
 	conn_adv(c, &fwd, &buf);
-	return fwd != c->last_fwd_sent || buf != c->last_buf_sent;
+	return fwd != c->cr.last_fwd_sent || buf != c->cr.last_buf_sent;
 }
 
 void vsxb__conn_credit_check(struct conn *c)
@@ -762,10 +762,10 @@ void vsxb__conn_credit_check(struct conn *c)
 	 * its credit at its own buf_alloc ("vsock/virtio: cap TX credit to
 	 * local buffer size"), so it stalls at the smaller of the two windows:
 	 * with ours larger, waiting for ours to run low would deadlock. */
-	win = c->last_buf_sent;
-	if (c->peer_buf_alloc && c->peer_buf_alloc < win)
-		win = c->peer_buf_alloc;
-	seen = (int64_t)win - (uint32_t)(c->rx_cnt - c->last_fwd_sent);
+	win = c->cr.last_buf_sent;
+	if (c->cr.peer_buf_alloc && c->cr.peer_buf_alloc < win)
+		win = c->cr.peer_buf_alloc;
+	seen = (int64_t)win - (uint32_t)(c->cr.rx_cnt - c->cr.last_fwd_sent);
 	if (seen < VSOCK_MAX_PKT_PAYLOAD)
 		vsxb__conn_ctrl(c, C_CREDIT_UPDATE);
 }

@@ -318,7 +318,7 @@ void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci)
 	uint32_t fwd, buf, held;
 
 	vsxb__conn_window(c, &fwd, &buf);
-	held = c->rx_cnt - fwd;
+	held = c->cr.rx_cnt - fwd;
 
 	memset(ci, 0, sizeof(*ci));
 	ci->id = c->id;
@@ -337,8 +337,8 @@ void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci)
 	ci->from_guest_bytes = c->from_guest;
 	ci->buf_alloc = buf;
 	ci->fwd_cnt = fwd;
-	ci->peer_buf_alloc = c->peer_buf_alloc;
-	ci->peer_fwd_cnt = c->peer_fwd_cnt;
+	ci->peer_buf_alloc = c->cr.peer_buf_alloc;
+	ci->peer_fwd_cnt = c->cr.peer_fwd_cnt;
 	ci->tx_free = vsxb__conn_peer_free(c);
 	ci->rx_free = held < buf ? buf - held : 0;
 	ci->queued = q ? (uint32_t)q->bytes : 0;

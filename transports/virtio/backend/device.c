@@ -108,12 +108,12 @@ static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsxu_vq_elem 
 		goto bad;
 	}
 	/* The edge we announced last is the limit (it never moved back). */
-	if (!c->advertised || (int32_t)(c->rx_cnt + h->len - c->rx_limit) > 0) {
+	if (!c->advertised || (int32_t)(c->cr.rx_cnt + h->len - c->cr.rx_limit) > 0) {
 		vsxb__vm_warn(vm, "RW beyond the credit given (port %u: %u bytes, "
 			     "room %u)", h->src_port, h->len, vsxb__conn_rx_room(c));
 		goto bad;
 	}
-	c->rx_cnt += h->len;
+	c->cr.rx_cnt += h->len;
 	c->from_guest += h->len;
 	vm->ct.from_guest_bytes += h->len;
 	if (c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
@@ -246,9 +246,9 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsxu_vq_elem *e)
 
 	moved = false;
 	if (h.op != VIRTIO_VSOCK_OP_REQUEST && h.op != VIRTIO_VSOCK_OP_RST) {
-		moved = c->peer_buf_alloc != h.buf_alloc || c->peer_fwd_cnt != h.fwd_cnt;
-		c->peer_buf_alloc = h.buf_alloc;
-		c->peer_fwd_cnt = h.fwd_cnt;
+		moved = c->cr.peer_buf_alloc != h.buf_alloc || c->cr.peer_fwd_cnt != h.fwd_cnt;
+		c->cr.peer_buf_alloc = h.buf_alloc;
+		c->cr.peer_fwd_cnt = h.fwd_cnt;
 	}
 	switch (h.op) {
 	case VIRTIO_VSOCK_OP_REQUEST:

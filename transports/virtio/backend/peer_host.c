@@ -136,7 +136,7 @@ void vsxb__host_close(struct conn *c)
 static void host_wr_gone(struct conn *c)
 {
 	hp(c)->wr_dead = true;
-	c->fwd_cnt += (uint32_t)c->q.bytes;
+	c->cr.fwd_cnt += (uint32_t)c->q.bytes;
 	vsxb__txq_clear(&c->q);
 	vsxb__conn_shutdown(c, VIRTIO_VSOCK_SHUTDOWN_RCV);
 	vsxb__host_sync(c);
@@ -249,7 +249,7 @@ static void host_after_flush(struct conn *c)
 	/* An unfinished message the guest will never finish is dropped. */
 	if (c->q.seq && c->q.bytes && c->q.bytes == c->q.open &&
 	    (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND || c->draining)) {
-		c->fwd_cnt += (uint32_t)c->q.bytes;
+		c->cr.fwd_cnt += (uint32_t)c->q.bytes;
 		vsxb__txq_clear(&c->q);
 	}
 	if (!c->q.bytes) {
@@ -278,7 +278,7 @@ static void host_flush(struct conn *c)
 	if (c->dead)
 		return;
 	if (hp(c)->fd < 0 || hp(c)->wr_dead) {
-		c->fwd_cnt += (uint32_t)c->q.bytes;
+		c->cr.fwd_cnt += (uint32_t)c->q.bytes;
 		vsxb__txq_clear(&c->q);
 		host_after_flush(c);
 		return;
@@ -315,7 +315,7 @@ static void host_flush(struct conn *c)
 	}
 	if (c->dead)
 		return;
-	c->fwd_cnt += total;
+	c->cr.fwd_cnt += total;
 	host_after_flush(c);
 }
 
@@ -324,7 +324,7 @@ static void host_queue(struct conn *c, const struct iovec *iov, unsigned n,
 		       size_t len, unsigned flags)
 {
 	struct vsxb_vm *vm = c->vm;
-	int32_t room = (int32_t)(c->rx_limit - c->rx_cnt);
+	int32_t room = (int32_t)(c->cr.rx_limit - c->cr.rx_cnt);
 
 	if (vsxb__conn_enqueue(c, iov, n, len, room > 0 ? (size_t)room : 0,
 			       flags) == -ENOMEM) {
@@ -345,7 +345,7 @@ void vsxb__host_rw(struct conn *c, struct iovec *iov, unsigned niov, uint32_t le
 
 	if (hp(c)->fd < 0 || hp(c)->wr_dead || hp(c)->wr_shut) {
 		/* Nobody will read it: consumed on arrival, credit flows. */
-		c->fwd_cnt += len;
+		c->cr.fwd_cnt += len;
 		vsxb__conn_credit_check(c);
 		return;
 	}
@@ -360,12 +360,12 @@ void vsxb__host_rw(struct conn *c, struct iovec *iov, unsigned niov, uint32_t le
 				return;
 			if (rc < 0) {
 				/* the host stopped reading: dropped, consumed */
-				c->fwd_cnt += (uint32_t)len;
+				c->cr.fwd_cnt += (uint32_t)len;
 				vsxb__conn_credit_check(c);
 				return;
 			}
 			if (rc == 1) {
-				c->fwd_cnt += (uint32_t)len;
+				c->cr.fwd_cnt += (uint32_t)len;
 				host_after_flush(c);
 				return;
 			}
@@ -387,11 +387,11 @@ void vsxb__host_rw(struct conn *c, struct iovec *iov, unsigned niov, uint32_t le
 			return;
 		if (hp(c)->wr_dead) {
 			/* the host stopped reading: dropped, consumed */
-			c->fwd_cnt += (uint32_t)len;
+			c->cr.fwd_cnt += (uint32_t)len;
 			vsxb__conn_credit_check(c);
 			return;
 		}
-		c->fwd_cnt += (uint32_t)w;
+		c->cr.fwd_cnt += (uint32_t)w;
 	}
 	if (w < len)
 		host_queue(c, iov, niov, len - w, 0);
@@ -445,7 +445,7 @@ static void host_eof(struct conn *c)
 		/* Fully gone: nothing we queue will ever be read. */
 		vsxb__conn_why(c, VSXB_REASON_HOST_CLOSED, 0);
 		hp(c)->wr_dead = true;
-		c->fwd_cnt += (uint32_t)c->q.bytes;
+		c->cr.fwd_cnt += (uint32_t)c->q.bytes;
 		vsxb__txq_clear(&c->q);
 		vsxb__host_close(c);
 		vsxb__conn_shutdown(c, VSXB_SHUT_BOTH);
@@ -535,10 +535,10 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 			return host_read_error(c, errno);
 		return EMIT_MORE;
 	}
-	if ((size_t)m > c->peer_buf_alloc) {
+	if ((size_t)m > c->cr.peer_buf_alloc) {
 		vsxb__vm_warn(vm, "connection %llu: host message of %zd bytes exceeds the "
 			     "guest's buffer (%u): reset", (unsigned long long)c->id, m,
-			     c->peer_buf_alloc);
+			     c->cr.peer_buf_alloc);
 		vsxb__conn_why(c, VSXB_REASON_ERROR, EMSGSIZE);
 		vsxb__conn_reset(c, false);
 		return EMIT_DONE;
@@ -715,12 +715,12 @@ void vsxb__host_size_sndbuf(struct conn *c)
 	socklen_t len = sizeof(domain);
 
 	if (hp(c)->fd < 0 ||
-	    c->buf_alloc > INT32_MAX / 2 ||
+	    c->cr.buf_alloc > INT32_MAX / 2 ||
 	    getsockopt(hp(c)->fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0 ||
 	    domain != AF_UNIX)
 		return;
 	len = sizeof(cur);
-	want = (int)c->buf_alloc;
+	want = (int)c->cr.buf_alloc;
 	/* the kernel doubles what it is given (for its bookkeeping) and
 	 * reports the doubled figure */
 	if (getsockopt(hp(c)->fd, SOL_SOCKET, SO_SNDBUF, &cur, &len) < 0 || cur >= 2 * want)
@@ -808,8 +808,8 @@ static struct conn *host_guest_new(struct vsxb_vm *vm, const struct vsxb_peer_op
 		return NULL;
 	}
 	c->guest_initiated = true;
-	c->peer_buf_alloc = h->buf_alloc;
-	c->peer_fwd_cnt = h->fwd_cnt;
+	c->cr.peer_buf_alloc = h->buf_alloc;
+	c->cr.peer_fwd_cnt = h->fwd_cnt;
 	return c;
 }
 
@@ -961,8 +961,8 @@ void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 		return;
 	}
 	c->guest_initiated = true;
-	c->peer_buf_alloc = h->buf_alloc;
-	c->peer_fwd_cnt = h->fwd_cnt;
+	c->cr.peer_buf_alloc = h->buf_alloc;
+	c->cr.peer_fwd_cnt = h->fwd_cnt;
 	memcpy(c->tag, p->tag, sizeof(c->tag));
 	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
 	if (vm->sh->foreign) {

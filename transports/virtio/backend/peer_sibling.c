@@ -108,12 +108,12 @@ void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 	a->guest_initiated = true;
 	vsxb__sib_keep_bounds(a);
 	vsxb__sib_keep_bounds(b);
-	a->buf_alloc = vsxb__sib_cap(vm);
-	b->buf_alloc = vsxb__sib_cap(to);
+	a->cr.buf_alloc = vsxb__sib_cap(vm);
+	b->cr.buf_alloc = vsxb__sib_cap(to);
 	sp(a)->other = b;
 	sp(b)->other = a;
-	a->peer_buf_alloc = h->buf_alloc;
-	a->peer_fwd_cnt = h->fwd_cnt;
+	a->cr.peer_buf_alloc = h->buf_alloc;
+	a->cr.peer_fwd_cnt = h->fwd_cnt;
 	vsxb__conn_timer(b, T_CONNECT, vm->r->lim.connect_ms);
 	vsxb__conn_ctrl(b, C_REQUEST);
 	return;
@@ -248,7 +248,7 @@ static void sib_relay(struct conn *a, const struct iovec *iov, unsigned n,
 		      uint32_t len, unsigned flags)
 {
 	struct conn *b = sp(a)->other;
-	int32_t room = (int32_t)(a->rx_limit - a->rx_cnt);
+	int32_t room = (int32_t)(a->cr.rx_limit - a->cr.rx_cnt);
 
 	if (!b)
 		return; /* nobody will read it */
@@ -364,8 +364,8 @@ static void sib_window(const struct conn *c, uint32_t *fwd, uint32_t *buf)
 {
 	const struct conn *p = sp(c)->other;
 
-	*fwd = p ? p->peer_fwd_cnt : c->last_fwd_sent;
-	*buf = p ? vsxb_u32min(p->peer_buf_alloc, c->buf_alloc) : c->last_buf_sent;
+	*fwd = p ? p->cr.peer_fwd_cnt : c->cr.last_fwd_sent;
+	*buf = p ? vsxb_u32min(p->cr.peer_buf_alloc, c->cr.buf_alloc) : c->cr.last_buf_sent;
 }
 
 static void sib_close(struct conn *c)

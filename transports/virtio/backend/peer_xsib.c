@@ -243,8 +243,8 @@ static void xsib_send_credit(struct conn *c, enum xrec_what what)
 	struct xsib_peer *x = xp(c);
 	struct xrec *rec;
 
-	if (what == XR_CREDIT && x->sbuf == c->peer_buf_alloc &&
-	    x->sfwd == c->peer_fwd_cnt)
+	if (what == XR_CREDIT && x->sbuf == c->cr.peer_buf_alloc &&
+	    x->sfwd == c->cr.peer_fwd_cnt)
 		return;
 	rec = rec_new(what, 0);
 	if (!rec) {
@@ -252,8 +252,8 @@ static void xsib_send_credit(struct conn *c, enum xrec_what what)
 		vsxb__conn_reset(c, false);
 		return;
 	}
-	rec->buf = x->sbuf = c->peer_buf_alloc;
-	rec->fwd = x->sfwd = c->peer_fwd_cnt;
+	rec->buf = x->sbuf = c->cr.peer_buf_alloc;
+	rec->fwd = x->sfwd = c->cr.peer_fwd_cnt;
 	xsib_send(c, rec);
 }
 
@@ -326,7 +326,7 @@ static void xsib_make(struct xsib_link *l, struct xrec *m)
 	xp(c)->xbuf = m->buf;
 	xp(c)->xfwd = m->fwd;
 	l->half[1] = c;
-	c->buf_alloc = vsxb__sib_cap(vm);
+	c->cr.buf_alloc = vsxb__sib_cap(vm);
 	vsxb__conn_timer(c, T_CONNECT, vm->r->lim.connect_ms);
 	vsxb__conn_ctrl(c, C_REQUEST);
 	return;
@@ -446,9 +446,9 @@ void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 	xp(c)->l = l;
 	l->half[0] = c;
 	c->guest_initiated = true;
-	c->buf_alloc = vsxb__sib_cap(vm);
-	c->peer_buf_alloc = h->buf_alloc;
-	c->peer_fwd_cnt = h->fwd_cnt;
+	c->cr.buf_alloc = vsxb__sib_cap(vm);
+	c->cr.peer_buf_alloc = h->buf_alloc;
+	c->cr.peer_fwd_cnt = h->fwd_cnt;
 	m->buf = xp(c)->sbuf = h->buf_alloc;
 	m->fwd = xp(c)->sfwd = h->fwd_cnt;
 	m->from = vm;
@@ -465,7 +465,7 @@ void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 static void xsib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 		    unsigned flags)
 {
-	int32_t room = (int32_t)(a->rx_limit - a->rx_cnt);
+	int32_t room = (int32_t)(a->cr.rx_limit - a->cr.rx_cnt);
 	struct xrec *rec;
 
 	if (xp(a)->detached)
@@ -531,8 +531,8 @@ static void xsib_window(const struct conn *c, uint32_t *fwd, uint32_t *buf)
 	const struct xsib_peer *x = xp(c);
 	bool known = x->xknown && !x->detached;
 
-	*fwd = known ? x->xfwd : c->last_fwd_sent;
-	*buf = known ? vsxb_u32min(x->xbuf, c->buf_alloc) : c->last_buf_sent;
+	*fwd = known ? x->xfwd : c->cr.last_fwd_sent;
+	*buf = known ? vsxb_u32min(x->xbuf, c->cr.buf_alloc) : c->cr.last_buf_sent;
 }
 
 static void xsib_close(struct conn *c)
@@ -685,10 +685,10 @@ int vsxb__xsib_join(struct conn *a, struct conn *b, unsigned eom_a, unsigned eom
 		/* each guest's values as its half has them: nothing is on
 		 * the way between the two any more */
 		x->xknown = true;
-		x->xbuf = o->peer_buf_alloc;
-		x->xfwd = o->peer_fwd_cnt;
-		x->sbuf = half[s]->peer_buf_alloc;
-		x->sfwd = half[s]->peer_fwd_cnt;
+		x->xbuf = o->cr.peer_buf_alloc;
+		x->xfwd = o->cr.peer_fwd_cnt;
+		x->sbuf = half[s]->cr.peer_buf_alloc;
+		x->sfwd = half[s]->cr.peer_fwd_cnt;
 	}
 	xsib_publish(a);
 	xsib_publish(b);

@@ -271,7 +271,7 @@ static struct conn *conn_by_id(struct vsxb_router *r, uint64_t id)
  * above the peers, not in the connection API they call back. */
 static void conn_set_buffer(struct conn *c, uint32_t bytes)
 {
-	c->buf_alloc = bytes;
+	c->cr.buf_alloc = bytes;
 	if (c->ops->set_buffer)
 		c->ops->set_buffer(c);
 	if (c->state != VSXB_CONN_CONNECTING)
