@@ -21,20 +21,29 @@
 #include "../daemon/state.h"
 #include "fuzz.h"
 
+/* A right length and crc (of the bytes from @from on) into the header of
+ * the record @buf (@n bytes), as every record has them. */
+static void reseal(uint8_t *buf, size_t n, size_t from)
+{
+	uint32_t crc;
+
+	if (n < VSXD_STATE_HDR)
+		return;
+	crc = vsxd_crc32(buf + from, n - from);
+	for (unsigned i = 0; i < 4; i++) {
+		buf[12 + i] = (uint8_t)(n >> (8 * i));
+		buf[16 + i] = (uint8_t)(crc >> (8 * i));
+	}
+}
+
 static void counters(uint8_t *buf, size_t n, bool seal)
 {
 	struct vsxd_counters c, d;
 	uint8_t *out;
 	long len;
 
-	if (seal && n >= VSXD_STATE_HDR) {
-		uint32_t crc = vsxd_crc32(buf + 20, n - 20);
-
-		for (unsigned i = 0; i < 4; i++) {
-			buf[12 + i] = (uint8_t)(n >> (8 * i));
-			buf[16 + i] = (uint8_t)(crc >> (8 * i));
-		}
-	}
+	if (seal)
+		reseal(buf, n, 20);
 	if (vsxd_counters_decode(buf, n, &c, NULL, 0) != 0)
 		return;
 	len = (long)vsxd_counters_size(&c);
@@ -59,14 +68,8 @@ static void relays(uint8_t *buf, size_t n, bool seal)
 	uint8_t *out;
 	long len;
 
-	if (seal && n >= VSXD_STATE_HDR) {
-		uint32_t crc = vsxd_crc32(buf + 20, n - 20);
-
-		for (unsigned i = 0; i < 4; i++) {
-			buf[12 + i] = (uint8_t)(n >> (8 * i));
-			buf[16 + i] = (uint8_t)(crc >> (8 * i));
-		}
-	}
+	if (seal)
+		reseal(buf, n, 20);
 	if (vsxd_relays_decode(buf, n, &c, NULL, 0) != 0)
 		return;
 	len = (long)vsxd_relays_size(&c);
@@ -114,14 +117,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(buf);
 		return 0;
 	}
-	if (!(data[0] & 1) && n >= VSXD_STATE_HDR) {
-		uint32_t crc = vsxd_crc32(buf + VSXD_STATE_HDR, n - VSXD_STATE_HDR);
-
-		for (unsigned i = 0; i < 4; i++) {
-			buf[12 + i] = (uint8_t)(n >> (8 * i));
-			buf[16 + i] = (uint8_t)(crc >> (8 * i));
-		}
-	}
+	if (!(data[0] & 1))
+		reseal(buf, n, VSXD_STATE_HDR);
 	if (vsxd_state_decode(buf, n, &s, NULL, 0) == 0) {
 		len = vsxd_state_encode(&s, NULL, 0);
 		if (len != -ENOSPC)
