@@ -456,7 +456,7 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 			fs->st.failed++;
 			goto drop;
 		}
-		rl = vsxd__relay_new(f, client);
+		rl = vsxd__relay_new(f, 0, client);
 		if (!rl) {
 			close(sp[1]);
 			goto drop;
@@ -469,7 +469,7 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 		vsxd__relay_start(rl);
 		return;
 	}
-	rl = vsxd__relay_new(f, client);
+	rl = vsxd__relay_new(f, 0, client);
 	if (!rl) {
 		if (wait_id)
 			fs->port_failed = true;  /* inside port_cb: refused there */
