@@ -34,7 +34,8 @@
  * written; the relay ends when both directions have ended, or at the first
  * error on either socket, which closes both. Relays have ids from the
  * router's sequence, so vsxctl list/show/close treat them like engine
- * connections.
+ * connections. An established relay goes on in the next process across
+ * a handoff or a restart under a store (relay_keep.c).
  *
  * Reload (vsxd_fwds_apply): a forward equal to a running one keeps its
  * listener and its connections; a removed one closes its listener, its

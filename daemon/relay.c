@@ -7,7 +7,8 @@
  * an EOF is passed on with shutdown(SHUT_WR) once what came before it is
  * written; the relay ends when both directions have ended, or at the
  * first error on either socket, which closes both. Setting relays up
- * (listen sides, connects, workers) is forward.c's.
+ * (listen sides, connects, workers) is forward.c's; handing them to the
+ * next process, relay_keep.c's.
  */
 #include <errno.h>
 #include <stdio.h>

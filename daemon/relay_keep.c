@@ -58,9 +58,8 @@ static unsigned side_kind(const struct side *s)
 	return 0;
 }
 
-/* @rl into @e, its sockets through @put: 0, or it cannot go on. */
-static int relay_save(struct relay *rl, struct vsxd_state_relay *e, vsxd_fd_put_fn put,
-		      void *arg)
+/* @rl into @e: 0, or it cannot go on. */
+static int relay_fill(struct relay *rl, struct vsxd_state_relay *e)
 {
 	if ((rl->state != RL_ESTABLISHED && rl->state != RL_CLOSING) ||
 	    !rl->b[0].buf || !rl->b[1].buf)
@@ -83,9 +82,6 @@ static int relay_save(struct relay *rl, struct vsxd_state_relay *e, vsxd_fd_put_
 			.len = (uint32_t)b->len, .data = (uint8_t *)b->buf + b->off,
 		};
 	}
-	for (unsigned k = 0; k < 2; k++)
-		if (put(arg, e->fd[k], rl->s[k].fd) < 0)
-			return -EIO;
 	return 0;
 }
 
@@ -94,6 +90,7 @@ int vsxd_fwds_save(struct vsxd_fwds *fs, vsxd_fd_put_fn put, void *arg, unsigned
 {
 	struct vsxd_relays rs = { 0 };
 	struct relay *rl;
+	size_t len;
 	int fd;
 
 	*kept = *ended = 0;
@@ -104,12 +101,24 @@ int vsxd_fwds_save(struct vsxd_fwds *fs, vsxd_fd_put_fn put, void *arg, unsigned
 		*ended = fs->nrelays;
 		return -ENOMEM;
 	}
+	len = vsxd_relays_size(&rs);
 	for (rl = fs->relays.next; rl != &fs->relays; rl = rl->next) {
-		if (rs.nrelays < VSXD_RELAYS_MAX &&
-		    relay_save(rl, &rs.relays[rs.nrelays], put, arg) == 0)
-			rs.nrelays++;
-		else
-			rs.nended++;
+		struct vsxd_state_relay *e = &rs.relays[rs.nrelays];
+		struct vsxd_relays one = { .nrelays = 1, .relays = e };
+		size_t elen;
+
+		rs.nended++;
+		if (rs.nrelays == VSXD_RELAYS_MAX || relay_fill(rl, e) < 0)
+			continue;
+		/* what does not fit in a record ends (at 64 MiB: 500 relays
+		 * holding all they can) */
+		elen = vsxd_relays_size(&one) - VSXD_STATE_HDR;
+		if (len + elen > VSXD_STATE_MAX_LEN || put(arg, e->fd[0], rl->s[0].fd) < 0 ||
+		    put(arg, e->fd[1], rl->s[1].fd) < 0)
+			continue;
+		rs.nended--;
+		rs.nrelays++;
+		len += elen;
 	}
 	/* (the bytes are the relays': the record only points at them) */
 	fd = vsxd_relays_memfd(&rs);

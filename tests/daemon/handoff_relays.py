@@ -14,7 +14,8 @@
 #   threads 1    the same, handed to a new process on --threads 1
 #   corrupt      the relays record spoiled on its way (its checksum
 #                fails): the new process says so and serves on, the relays
-#                end (their peers read EOF), a new connection works
+#                end (their clients see the connection end), a new
+#                connection works
 #   renamed      a new process whose forward has another name: each relay
 #                ends with a line saying why (vsxctl upgrade: 2 connections
 #                ended), a new connection works

@@ -13,7 +13,7 @@
 #                arrives, checked, both ways, with the EOFs; the forward's
 #                counters do not count them twice; a new connection works
 #   crash        the same, but SIGKILL: no relay is kept (their clients
-#                read EOF), a new connection works
+#                see the connection end), a new connection works
 #
 #   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
 import os
