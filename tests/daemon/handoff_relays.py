@@ -12,6 +12,10 @@
 #                both ways, with the EOFs; a new connection through the
 #                forward works
 #   threads 1    the same, handed to a new process on --threads 1
+#   hybrid       the same through a second forward whose target is hybrid
+#                vsock (connect=unix:PATH:PORT, a listener of the test's
+#                that answers CONNECT): vsxd's side a libvsx socket, passed
+#                as its plain socket and wrapped again
 #   corrupt      the relays record spoiled on its way (its checksum
 #                fails): the new process says so and serves on, the relays
 #                end (their clients see the connection end), a new
@@ -37,8 +41,10 @@ from vsxdtest import check, wait_for  # noqa: E402
 T = vsxdtest.Setup("handoffrelays")
 VSXD, VSXCTL, tmp, ctl = T.vsxd, T.vsxctl, T.tmp, T.ctl
 log = open(T.log_path, "w")
-port = vsxdtest.free_port()
+port, hport = vsxdtest.free_port(), vsxdtest.free_port()
 target = relaykeep.Target(os.path.join(tmp, "target.sock"))
+# a second forward whose target is hybrid vsock (vsxd's side a libvsx socket)
+htarget = relaykeep.Target(os.path.join(tmp, "hybrid.sock"), hybrid=True)
 
 # new vsxds: on one worker thread; one that spoils the relays record first
 threads1 = os.path.join(tmp, "vsxd-threads-1")
@@ -80,16 +86,21 @@ def upgrade(*args):
 
 env = dict(os.environ, HANDOFF_VSXD=VSXD)
 vsxd = subprocess.Popen([VSXD, "--config", T.conf, "--forward",
-                         relaykeep.forward_spec(port, os.path.join(tmp, "target.sock"))],
+                         relaykeep.forward_spec(port, os.path.join(tmp, "target.sock")),
+                         "--forward",
+                         relaykeep.forward_spec(hport, os.path.join(tmp, "hybrid.sock") +
+                                                ":1024", "hybrid")],
                         stdout=log, stderr=log, env=env)
 pid = None
 try:
     check("vsxd serves (control socket up)", wait_for(lambda: status().get("pid")))
     pid = status().get("pid")
     relaykeep.new_conn(port, target, "before any handoff")
-    for what, args, gen in (("upgrade", [], 2),
-                            ("upgrade to a vsxd on --threads 1", ["--exec", threads1], 3)):
-        got = relaykeep.mid_transfer(VSXCTL, ctl, port, target)
+    for what, args, gen, p, t in (
+            ("upgrade", [], 2, port, target),
+            ("upgrade to a vsxd on --threads 1", ["--exec", threads1], 3, port, target),
+            ("upgrade, the target hybrid vsock (a libvsx side)", [], 4, hport, htarget)):
+        got = relaykeep.mid_transfer(VSXCTL, ctl, p, t)
         rc, out = upgrade(*args)
         st = status()
         check("%s: exit 0, generation %d, \"2 connections kept, 0 connections "
@@ -102,7 +113,7 @@ try:
               str(st.get("recovery_conns_kept")) == "2", str(st))
         if got:
             relaykeep.after(VSXCTL, ctl, got[0], got[1], what, log_text())
-        relaykeep.new_conn(port, target, what)
+        relaykeep.new_conn(p, t, what)
     cmdline = open("/proc/%s/cmdline" % pid).read().split("\0")
     check("the new process runs on --threads 1 (%s)" % " ".join(cmdline[1:]),
           "--threads" in cmdline and str(status().get("threads")) == "1")
@@ -111,8 +122,8 @@ try:
     got = relaykeep.mid_transfer(VSXCTL, ctl, port, target)
     rc, out = upgrade("--exec", spoil)
     st = status()
-    check("a spoiled relays record: the handoff goes through (exit 0), generation 4",
-          rc == 0 and str(st.get("generation")) == "4", out + " " + str(st))
+    check("a spoiled relays record: the handoff goes through (exit 0), generation 5",
+          rc == 0 and str(st.get("generation")) == "5", out + " " + str(st))
     pid = st.get("pid") or pid
     check("a spoiled relays record: the new process says so",
           "relays record unusable (relays record checksum mismatch): the relays of "
@@ -128,7 +139,7 @@ try:
     rc, out = upgrade("--exec", renamed)
     st = status()
     check("the forward renamed in the new process: exit 0, \"0 connections kept, 2 "
-          "connections ended\"", rc == 0 and str(st.get("generation")) == "5" and
+          "connections ended\"", rc == 0 and str(st.get("generation")) == "6" and
           "0 connections kept, 2 connections ended" in out, out)
     pid = st.get("pid") or pid
     for i in (got[1] if got else []):
@@ -155,6 +166,7 @@ finally:
         wait_for(lambda: not os.path.exists("/proc/%s" % pid) or
                  open("/proc/%s/stat" % pid).read().split()[2] == "Z", 5)
     target.close()
+    htarget.close()
     log.close()
     if vsxdtest.failures:
         sys.stdout.write("---- vsxd's log ----\n" + open(T.log_path).read())

@@ -13,22 +13,34 @@ import threading
 from vsxdtest import check, wait_for
 
 
-def forward_spec(port, path):
-    return "listen=tcp:127.0.0.1:%d,connect=unix:%s,name=relayed" % (port, path)
+def forward_spec(port, path, name="relayed"):
+    return "listen=tcp:127.0.0.1:%d,connect=unix:%s,name=%s" % (port, path, name)
 
 
 class Target:
-    """The forward's connect side: a plain Unix listener at @path."""
+    """The forward's connect side: a plain Unix listener at @path; with
+    @hybrid, a hybrid vsock one (connect=unix:PATH:PORT: vsxd's side is a
+    libvsx socket), which answers each CONNECT with OK."""
 
-    def __init__(self, path):
+    def __init__(self, path, hybrid=False):
         self.s = socket.socket(socket.AF_UNIX)
         self.s.bind(path)
         self.s.listen(16)
         self.s.settimeout(15)
+        self.hybrid = hybrid
 
     def accept(self):
         c, _ = self.s.accept()
         c.settimeout(60)
+        if self.hybrid:
+            line = b""
+            while not line.endswith(b"\n"):
+                d = c.recv(1)
+                if not d:
+                    break
+                line += d
+            if line.startswith(b"CONNECT "):
+                c.sendall(b"OK 1024\n")
         return c
 
     def close(self):
