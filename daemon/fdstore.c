@@ -115,9 +115,12 @@ static int store_fd(struct vsxd_fdstore *fs, const char *name, int fd)
 	struct stat st;
 	int r;
 
-	/* files cannot be polled for a hang-up: FDPOLL=0 says so (sd_notify(3)) */
+	/* files cannot be polled for a hang-up: FDPOLL=0 says so (sd_notify(3));
+	 * nor may a relay's socket be dropped for one: shut down both ways
+	 * (the peer's EOF in, ours out), it still has bytes to write */
 	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s%s", name,
-		 fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? "\nFDPOLL=0" : "");
+		 (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) || !strncmp(name, "relay.", 6)
+		 ? "\nFDPOLL=0" : "");
 	r = sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
 	if (r <= 0) {
 		fs_log(fs, LOG_WARNING, "file descriptor store: cannot store %s: %s", name,
@@ -896,8 +899,9 @@ static bool name_kept(const struct vsxd_fdstore *fs, const char *name)
  * descriptors no record names (another program's, or a store holding
  * more than vsxd put in it). Already said elsewhere: an unusable record
  * (everything starts fresh), a configured VM whose device could not be
- * taken, and a kept connection's socket (conn.ID.host) left over from a
- * connection that ended.
+ * taken, a kept connection's socket (conn.ID.host) left over from a
+ * connection that ended, and the relays record and a relay's sockets
+ * (relay_keep.c says why they were not taken).
  */
 static void log_unused(struct vsxd_fdstore *fs)
 {
@@ -932,8 +936,8 @@ static void log_unused(struct vsxd_fdstore *fs)
 				       p->name + 3, k, k == 1 ? "" : "s");
 			continue;
 		}
-		if (p->name && !strncmp(p->name, "conn.", 5))
-			continue;
+		if (p->name && (!strncmp(p->name, "conn.", 5) || !strncmp(p->name, "relay", 5)))
+			continue;   /* (said by whoever did not take it) */
 		n++;
 		if (off < sizeof(list))
 			off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s",
@@ -991,6 +995,14 @@ void vsxd_fdstore_info(struct vsxd_fdstore *fs, struct vsxd_start_info *out)
 {
 	pthread_mutex_lock(&fs->lock);
 	*out = fs->info;
+	pthread_mutex_unlock(&fs->lock);
+}
+
+void vsxd_fdstore_relays(struct vsxd_fdstore *fs, unsigned kept, unsigned ended)
+{
+	pthread_mutex_lock(&fs->lock);
+	fs->info.conns_kept += kept;
+	fs->info.conns_ended += ended;
 	pthread_mutex_unlock(&fs->lock);
 }
 

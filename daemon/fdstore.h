@@ -58,6 +58,10 @@ void vsxd_fdstore_forget(struct vsxd_fdstore *fs, const char *name);
 
 void vsxd_fdstore_info(struct vsxd_fdstore *fs, struct vsxd_start_info *out);
 
+/* The relays of forwards an earlier process handed over: @kept went on,
+ * @ended did not; counted with the connections (vsxd_start_info). */
+void vsxd_fdstore_relays(struct vsxd_fdstore *fs, unsigned kept, unsigned ended);
+
 /* Started by a live handoff (handoff.c) and a device could not be taken:
  * why (the handoff is refused, the old process serves on); else NULL. */
 const char *vsxd_fdstore_refusal(struct vsxd_fdstore *fs);

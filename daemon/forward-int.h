@@ -132,13 +132,17 @@ static inline void vsxd__flog(struct vsxd_fwds *fs, int prio, const char *fmt, .
 /* A relay's state as vsxctl list shows it. */
 const char *vsxd__rl_state(int s);
 /* A new relay of @f (state RL_CONNECTING, no sides yet) in fs->relays,
- * with an id from the router's sequence; NULL when out of memory. */
-struct relay *vsxd__relay_new(struct fwd *f, const char *client);
+ * with id @id (0: the next of the router's sequence); NULL when out of
+ * memory. */
+struct relay *vsxd__relay_new(struct fwd *f, uint64_t id, const char *client);
 /* Close both sides of @rl and free it; @why (NULL: done) goes in its
  * "closed" log line. What forward.c set up for it (a job, a connect, an
  * engine connection waiting) is forward.c's to end first (relay_end). */
 void vsxd__relay_free(struct relay *rl, const char *why);
 /* Both sides are there: start moving bytes. */
 void vsxd__relay_start(struct relay *rl);
+/* A relay an earlier process handed over (relay_keep.c), its sides and
+ * buffers (b[], FWD_BUF each, the bytes held from offset 0) set: go on. */
+void vsxd__relay_resume(struct relay *rl);
 
 #endif /* VSXD_FORWARD_INT_H */

@@ -34,7 +34,8 @@
  * written; the relay ends when both directions have ended, or at the first
  * error on either socket, which closes both. Relays have ids from the
  * router's sequence, so vsxctl list/show/close treat them like engine
- * connections.
+ * connections. An established relay goes on in the next process across
+ * a handoff or a restart under a store (relay_keep.c).
  *
  * Reload (vsxd_fwds_apply): a forward equal to a running one keeps its
  * listener and its connections; a removed one closes its listener, its
@@ -456,7 +457,7 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 			fs->st.failed++;
 			goto drop;
 		}
-		rl = vsxd__relay_new(f, client);
+		rl = vsxd__relay_new(f, 0, client);
 		if (!rl) {
 			close(sp[1]);
 			goto drop;
@@ -469,7 +470,7 @@ static void client_new(struct fwd *f, int fd, vsx_sock *vs, uint64_t wait_id,
 		vsxd__relay_start(rl);
 		return;
 	}
-	rl = vsxd__relay_new(f, client);
+	rl = vsxd__relay_new(f, 0, client);
 	if (!rl) {
 		if (wait_id)
 			fs->port_failed = true;  /* inside port_cb: refused there */

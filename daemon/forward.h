@@ -7,8 +7,9 @@
  * [,allow=CIDS][,auth=psk:PATH][,name=NAME]" and [forward NAME] keys into
  * struct vsxd_forward, writing one message into a struct vsxd_err on
  * failure, and touches nothing else. The run-time part (forward.c, with
- * the relay data path in relay.c; both in libvsxd) runs forwards on
- * vsxd's libevent loop over the backend's router.
+ * the relay data path in relay.c and the relays that go on across a
+ * handoff in relay_keep.c; all in libvsxd) runs forwards on vsxd's
+ * libevent loop over the backend's router.
  *
  * Ownership: every char * in these structs is heap memory owned by the
  * struct that holds it (vsxd_fwd_free releases it).
@@ -152,5 +153,42 @@ void vsxd_fwds_stats(const struct vsxd_fwds *fs, struct vsxd_fwd_stats *out);
 /* Add @add's totals (accepted, denied, failed, auth_failures) to @fs's:
  * what an earlier process counted (a handoff, a restart). On vsxd's loop. */
 void vsxd_fwds_add_stats(struct vsxd_fwds *fs, const struct vsxd_fwd_stats *add);
+
+/* ---- Relays across a handoff or a restart (relay_keep.c) ---- */
+
+struct vsxd_relays_in;
+
+/* Pass descriptor @fd (still the caller's) on under @name: 0 or a
+ * negative errno. */
+typedef int (*vsxd_fd_put_fn)(void *arg, const char *name, int fd);
+/* The descriptor passed under @name, now the caller's; -1: none. */
+typedef int (*vsxd_fd_take_fn)(void *arg, const char *name);
+
+/*
+ * vsxd's loop stopped for good (a handoff, SIGTERM under a store): each
+ * relay established now into a relays record (state.h), returned as a
+ * memfd, its two sockets passed through @put as relay.ID.0 and
+ * relay.ID.1 (they stay @fs's); *@kept counts those, *@ended the relays
+ * that end (still connecting, a side that cannot go on). -ENOENT: no
+ * relay; another negative errno: no record (every relay ends).
+ */
+int vsxd_fwds_save(struct vsxd_fwds *fs, vsxd_fd_put_fn put, void *arg, unsigned *kept,
+		   unsigned *ended);
+
+/* The new process, before any VM runs: the relays record passed as @fd
+ * (closed here; -1: none) and each relay's sockets, taken through @take.
+ * NULL: none, or a record that cannot be read (logged: they end). */
+struct vsxd_relays_in *vsxd_relays_in_take(int fd, vsxd_fd_take_fn take, void *arg,
+					   vsxd_fwd_log_fn log);
+/* The highest relay id of @in (0: none): new connection ids go past it. */
+uint64_t vsxd_relays_in_max_id(const struct vsxd_relays_in *in);
+/* The forwards run: each relay of @in goes on in its forward, found by
+ * name, with its id and the bytes it held; one that cannot ends with a
+ * log line. *@kept and *@ended (the earlier process's included) count
+ * them. Frees @in. On vsxd's loop. */
+void vsxd_fwds_adopt(struct vsxd_fwds *fs, struct vsxd_relays_in *in, unsigned *kept,
+		     unsigned *ended);
+/* @in not adopted (start-up failed): its sockets closed, freed. */
+void vsxd_relays_in_free(struct vsxd_relays_in *in);
 
 #endif /* VSXD_FORWARD_H */

@@ -18,7 +18,9 @@
  *    process is named listen.K (the new process matches them by address:
  *    util.h, inherited listeners); the record is a memfd named state,
  *    and the counters vsxd shows go along in one named counters (the
- *    counters record of state.h), so that they continue.
+ *    counters record of state.h), so that they continue; the relays of
+ *    the forwards established now in one named relays (the relays record
+ *    of state.h, relay_keep.c), their sockets as relay.ID.0 and .1.
  * 3. The new process gets them as systemd passes its store
  *    (sd_listen_fds_with_names(3): $LISTEN_FDS descriptors from 3 on,
  *    $LISTEN_FDNAMES, $LISTEN_PID), and $VSXD_HANDOFF_FD, the write end
@@ -49,6 +51,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "forward.h"
 #include "handoff.h"
 #include "state.h"
 #include "state_live.h"
@@ -364,7 +367,8 @@ int vsxd_handoff_run(const struct vsxd_handoff_opts *o, struct vsxd_handoff_repo
 {
 	struct vsxd_state s = { .generation = o->generation };
 	int lfds[MAX_LISTENERS], *copies = NULL, pfd[2] = { -1, -1 }, ack = -1;
-	int state = -1, cnt = -1, nl, r;
+	int state = -1, cnt = -1, rly = -1, nl, r;
+	unsigned rkept, rended;
 	struct fdl l = { 0 };
 	char **env = NULL, *pid_slot = NULL, name[32];
 	pid_t pid;
@@ -403,6 +407,19 @@ int vsxd_handoff_run(const struct vsxd_handoff_opts *o, struct vsxd_handoff_repo
 		r = fdl_add(&l, "state", state);
 	else
 		r = state;
+	if (r == 0 && o->fwds) {
+		/* (the relays' sockets stay this process's until it exits) */
+		rly = vsxd_fwds_save(o->fwds, fdl_add, &l, &rkept, &rended);
+		if (rly >= 0) {
+			r = fdl_add(&l, "relays", rly);
+		} else if (rly != -ENOENT && o->log) {
+			char msg[128];
+
+			snprintf(msg, sizeof(msg), "upgrade: cannot save the relays of forwards "
+				 "(%s): they end", strerror(-rly));
+			o->log(NULL, VSXB_LOG_WARNING, msg);
+		}
+	}
 	if (r == 0 && o->counted) {
 		cnt = vsxd_counters_save(o->counted);
 		if (cnt >= 0)
@@ -467,6 +484,8 @@ int vsxd_handoff_run(const struct vsxd_handoff_opts *o, struct vsxd_handoff_repo
 	close(pfd[0]);
 	if (cnt >= 0)
 		close(cnt);
+	if (rly >= 0)
+		close(rly);
 	child_env_free(env, &l);
 	fdl_free(&l);
 	vsxd_state_clear(&s);
@@ -487,6 +506,8 @@ fail:
 		close(state);
 	if (cnt >= 0)
 		close(cnt);
+	if (rly >= 0)
+		close(rly);
 	child_env_free(env, &l);
 	fdl_free(&l);
 	vsxd_state_clear(&s);

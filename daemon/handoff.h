@@ -11,6 +11,8 @@
 #include "backend/backend.h"
 #include "counters.h"
 
+struct vsxd_fwds;
+
 #define VSXD_HANDOFF_TIMEOUT_MS 10000  /* the new process must say it serves */
 #define VSXD_HANDOFF_ENV "VSXD_HANDOFF_FD" /* the descriptor it says it on */
 
@@ -27,13 +29,17 @@ struct vsxd_handoff_opts {
 	 * passed as "counters" (counters.h); NULL: not passed (the new
 	 * process counts from 0). */
 	const struct vsxd_counted *counted;
+	/* The forwards, whose established relays go on (relay_keep.c:
+	 * "relays" and relay.ID.0/1); NULL: they end. */
+	struct vsxd_fwds *fwds;
 };
 
 struct vsxd_handoff_report {
 	int pid;                       /* the new process */
 	unsigned vms;                  /* devices handed over */
-	unsigned conns_ended;          /* connections that end (RST, EOF) */
-	unsigned conns_kept;           /* connections that go on */
+	unsigned conns_ended;          /* connections that end (RST, EOF),
+					  relays of forwards included */
+	unsigned conns_kept;           /* connections that go on, relays too */
 	unsigned listeners;            /* listening sockets handed over */
 	unsigned fds;                  /* descriptors in all */
 };

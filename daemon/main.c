@@ -133,6 +133,8 @@ struct vsxd {
 	struct vsxd_workers *workers;  /* the VMs' threads (workers.c) */
 	struct vsxd_control *control;  /* NULL: no control socket */
 	struct vsxd_fwds *fwds;        /* forward.c: the running forwards */
+	struct vsxd_relays_in *relays; /* relays an earlier process handed
+					  over, until the forwards run */
 	struct vsxd_metrics *metrics;  /* NULL: no metrics endpoint */
 	struct vsxd_fdstore *fdstore;  /* restarts (fdstore.c) */
 	struct vsxd_opts opts;         /* the command line, kept for reloads */
@@ -695,6 +697,7 @@ static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep,
 		.vms = d->vms,
 		.n_vms = d->cfg.n_vms,
 		.log = vsxd_backend_log,
+		.fwds = d->fwds,
 	};
 	const struct vsxd_counted w = counted(d);
 	int r;
@@ -795,6 +798,35 @@ static void raise_nofile(void)
 	     (unsigned long long)was, (unsigned long long)rl.rlim_cur);
 }
 
+static int relay_put(void *arg, const char *name, int fd)
+{
+	return vsxd_fdstore_put(arg, name, fd);
+}
+
+static int relay_take(void *arg, const char *name)
+{
+	return vsxd_fdstore_take(arg, name);
+}
+
+/* SIGTERM under a store: the established relays of the forwards, their
+ * sockets and the relays record, into the store (relay_keep.c). */
+static void relays_store(struct vsxd *d)
+{
+	unsigned kept, ended;
+	int rfd = vsxd_fwds_save(d->fwds, relay_put, d->fdstore, &kept, &ended);
+
+	if (rfd == -ENOENT)
+		return;
+	if (rfd < 0 || vsxd_fdstore_put(d->fdstore, "relays", rfd) < 0)
+		vsxd_vlog(LOG_WARNING, "SIGTERM: the relays of forwards are not stored (%s): "
+			  "they end", strerror(rfd < 0 ? -rfd : EIO));
+	else
+		vsxd_vlog(LOG_INFO, "SIGTERM: %u relay%s of forwards stored to go on, %u "
+			  "end", kept, kept == 1 ? "" : "s", ended);
+	if (rfd >= 0)
+		close(rfd);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct vsxd *d = arg;
@@ -823,6 +855,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 				     "the next process counts from 0");
 			if (cfd >= 0)
 				close(cfd);
+			relays_store(d);
 		}
 		kept = vsxd_fdstore_keep(d->fdstore, d->vms, d->cfg.n_vms);
 		if (kept >= 0) {
@@ -865,6 +898,7 @@ static void daemon_free(struct vsxd *d)
 	}
 	vsxd_metrics_free(d->metrics);      /* before what it looks at */
 	vsxd_control_free(d->control);
+	vsxd_relays_in_free(d->relays);
 	vsxd_fwds_free(d->fwds);            /* before the router it uses */
 	for (i = 0; d->vls && i < d->cfg.n_vms; i++)
 		vsxd_vlisten_free(d->vls[i]); /* before their VMs */
@@ -985,8 +1019,12 @@ int main(int argc, char **argv)
 		vsxd_fatal("out of memory");
 		goto out;
 	}
-	/* before any VM runs: new connections never take a kept one's id */
+	/* before any VM runs: new connections never take a kept one's id (nor
+	 * a kept relay's) */
+	d.relays = vsxd_relays_in_take(vsxd_fdstore_take(d.fdstore, "relays"), relay_take,
+				       d.fdstore, vsxd_backend_log);
 	vsxb_router_ids_past(d.router, vsxd_fdstore_max_conn_id(d.fdstore));
+	vsxb_router_ids_past(d.router, vsxd_relays_in_max_id(d.relays));
 	for (i = 0; i < d.cfg.n_vms; i++) {
 		r = vm_start(&d, &d.cfg, &d.cfg.vms[i], &d.vms[i], &d.vls[i]);
 		if (r < 0) {
@@ -1015,6 +1053,13 @@ int main(int argc, char **argv)
 		vsxd_fatal("%s", err.msg);
 		d.exit_code = start_status(r);
 		goto out;
+	}
+	{
+		unsigned kept, ended;
+
+		vsxd_fwds_adopt(d.fwds, d.relays, &kept, &ended);
+		d.relays = NULL;
+		vsxd_fdstore_relays(d.fdstore, kept, ended);
 	}
 	if (cfd >= 0)
 		counters_continue(&d, cfd);

@@ -7,7 +7,8 @@
  * an EOF is passed on with shutdown(SHUT_WR) once what came before it is
  * written; the relay ends when both directions have ended, or at the
  * first error on either socket, which closes both. Setting relays up
- * (listen sides, connects, workers) is forward.c's.
+ * (listen sides, connects, workers) is forward.c's; handing them to the
+ * next process, relay_keep.c's.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -69,7 +70,7 @@ void vsxd__relay_free(struct relay *rl, const char *why)
 	free(rl);
 }
 
-struct relay *vsxd__relay_new(struct fwd *f, const char *client)
+struct relay *vsxd__relay_new(struct fwd *f, uint64_t id, const char *client)
 {
 	struct vsxd_fwds *fs = f->fs;
 	struct relay *rl = calloc(1, sizeof(*rl));
@@ -77,7 +78,7 @@ struct relay *vsxd__relay_new(struct fwd *f, const char *client)
 	if (!rl)
 		return NULL;
 	rl->f = f;
-	rl->id = vsxb_router_new_id(fs->r);
+	rl->id = id ? id : vsxb_router_new_id(fs->r);
 	rl->state = RL_CONNECTING;
 	rl->s[0].fd = rl->s[1].fd = rl->cfd = -1;
 	snprintf(rl->client, sizeof(rl->client), "%s", client);
@@ -241,5 +242,19 @@ void vsxd__relay_start(struct relay *rl)
 		   rl->f->cfg.name, (unsigned long long)rl->id, rl->client,
 		   rl->f->cfg.connect.text, rl->auth ? " (authenticated)" : "");
 	relay_pump(rl);
+}
+
+void vsxd__relay_resume(struct relay *rl)
+{
+	rl->state = rl->b[0].shut || rl->b[1].shut ? RL_CLOSING : RL_ESTABLISHED;
+	vsxd__flog(rl->f->fs, LOG_INFO, "forward %s: conn=%llu %s -> %s: handed over, goes "
+		   "on (%u bytes held to the target, %u to the client)%s", rl->f->cfg.name,
+		   (unsigned long long)rl->id, rl->client, rl->f->cfg.connect.text,
+		   (unsigned)rl->b[0].len, (unsigned)rl->b[1].len,
+		   rl->auth ? " (authenticated)" : "");
+	/* watched, not pumped: until the loop runs (after a handoff's new
+	 * process said it serves), no byte is taken from a socket the old
+	 * process may still go on with */
+	relay_watch(rl);
 }
 

@@ -4,7 +4,8 @@
  * The writer is vsxd itself, the reader a later vsxd: but the record sits
  * in a memfd that outlived a crash, so the reader treats it as outside
  * input (fuzz/fuzz_state.c). Every read is bounds-checked through one
- * cursor; the first failure sticks and names what was wrong.
+ * cursor (state-int.h, shared with the relays record of state_relays.c);
+ * the first failure sticks and names what was wrong.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "state.h"
+#include "state-int.h"
 
 /* ---- CRC-32 ---- */
 
@@ -198,36 +200,6 @@ static const char *vm_bad(const struct vsxd_state_vm *v, unsigned version)
 
 /* ---- Encoding ---- */
 
-struct wr {
-	uint8_t *p;
-	size_t n, cap;
-};
-
-static void put(struct wr *w, const void *v, size_t n)
-{
-	/* (an empty queue has no buffer: no memcpy from NULL) */
-	if (w->p && n && w->n + n <= w->cap)
-		memcpy(w->p + w->n, v, n);
-	w->n += n;
-}
-
-static void put_le(struct wr *w, uint64_t v, unsigned bytes)
-{
-	uint8_t b[8];
-
-	for (unsigned i = 0; i < bytes; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
-	put(w, b, bytes);
-}
-
-static void put_str(struct wr *w, const char *s)
-{
-	size_t n = strlen(s);
-
-	put_le(w, n, 1);
-	put(w, s, n);
-}
-
 static void put_bytes(struct wr *w, const struct vsxd_state_bytes *b)
 {
 	put_le(w, b->len, 4);
@@ -341,9 +313,7 @@ static void put_all(struct wr *w, const struct vsxd_state *s)
 		put_vm(w, &s->vms[i], version_of(s));
 }
 
-/* A written record's length (@len) and CRC-32 of its bytes from @from on,
- * at offsets 12 and 16 of its header (both records' layout). */
-static void seal(uint8_t *p, size_t len, size_t from)
+void vsxd__seal(uint8_t *p, size_t len, size_t from)
 {
 	uint32_t crc = vsxd_crc32(p + from, len - from);
 
@@ -376,78 +346,11 @@ long vsxd_state_encode(const struct vsxd_state *s, void *buf, size_t cap)
 	if (len > cap)
 		return -ENOSPC;
 	put_all(&w, s);
-	seal(buf, len, VSXD_STATE_HDR);
+	vsxd__seal(buf, len, VSXD_STATE_HDR);
 	return (long)len;
 }
 
 /* ---- Decoding ---- */
-
-struct rd {
-	const uint8_t *p;
-	size_t n, off;
-	const char *err;      /* first failure */
-};
-
-static uint64_t get_le(struct rd *r, unsigned bytes)
-{
-	uint64_t v = 0;
-
-	if (r->err)
-		return 0;
-	if (r->n - r->off < bytes) {
-		r->err = "record truncated";
-		return 0;
-	}
-	for (unsigned i = 0; i < bytes; i++)
-		v |= (uint64_t)r->p[r->off + i] << (8 * i);
-	r->off += bytes;
-	return v;
-}
-
-/* A str into @dst (@max bytes, NUL included). */
-static void get_str(struct rd *r, char *dst, size_t max)
-{
-	size_t n = get_le(r, 1);
-
-	dst[0] = '\0';
-	if (r->err)
-		return;
-	if (n >= max) {
-		r->err = "string too long";
-		return;
-	}
-	if (r->n - r->off < n) {
-		r->err = "record truncated";
-		return;
-	}
-	memcpy(dst, r->p + r->off, n);
-	dst[n] = '\0';
-	if (memchr(dst, '\0', n))
-		r->err = "NUL inside a string";
-	r->off += n;
-}
-
-/* @n bytes into a new buffer: the length was checked against what is left
- * first, so a count in a short record allocates nothing. */
-static uint8_t *get_raw(struct rd *r, size_t n)
-{
-	uint8_t *p;
-
-	if (r->err || !n)
-		return NULL;
-	if (r->n - r->off < n) {
-		r->err = "record truncated";
-		return NULL;
-	}
-	p = malloc(n);
-	if (!p) {
-		r->err = "out of memory";
-		return NULL;
-	}
-	memcpy(p, r->p + r->off, n);
-	r->off += n;
-	return p;
-}
 
 static void get_bytes(struct rd *r, struct vsxd_state_bytes *b)
 {
@@ -603,10 +506,7 @@ static int get_vm(struct rd *r, struct vsxd_state_vm *v, unsigned version)
 	return 0;
 }
 
-static void why_set(char *why, size_t whylen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void why_set(char *why, size_t whylen, const char *fmt, ...)
+void vsxd__why_set(char *why, size_t whylen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -626,7 +526,7 @@ int vsxd_state_decode(const void *buf, size_t len, struct vsxd_state *out,
 
 	memset(out, 0, sizeof(*out));
 	if (len < VSXD_STATE_HDR || memcmp(buf, VSXD_STATE_MAGIC, 8)) {
-		why_set(why, whylen, "not a state record (%zu bytes, no magic)", len);
+		vsxd__why_set(why, whylen, "not a state record (%zu bytes, no magic)", len);
 		return -EBADMSG;
 	}
 	r.off = 8;
@@ -636,32 +536,32 @@ int vsxd_state_decode(const void *buf, size_t len, struct vsxd_state *out,
 	nvms = get_le(&r, 4);
 	out->generation = get_le(&r, 8);
 	if (version < 1 || version > VSXD_STATE_VERSION) {
-		why_set(why, whylen, "state record version %u, this vsxd reads 1 to %u",
+		vsxd__why_set(why, whylen, "state record version %u, this vsxd reads 1 to %u",
 			version, VSXD_STATE_VERSION);
 		out->generation = 0;
 		return -EPROTONOSUPPORT;
 	}
 	if (length < VSXD_STATE_HDR || length > len || length > VSXD_STATE_MAX_LEN) {
-		why_set(why, whylen, "state record length %u, %zu bytes present",
+		vsxd__why_set(why, whylen, "state record length %u, %zu bytes present",
 			length, len);
 		out->generation = 0;
 		return -EBADMSG;
 	}
 	r.n = length;
 	if (vsxd_crc32(r.p + VSXD_STATE_HDR, length - VSXD_STATE_HDR) != crc) {
-		why_set(why, whylen, "state record checksum mismatch");
+		vsxd__why_set(why, whylen, "state record checksum mismatch");
 		out->generation = 0;
 		return -EBADMSG;
 	}
 	if (nvms > VSXD_STATE_MAX_VMS || nvms > (length - VSXD_STATE_HDR) / 40) {
-		why_set(why, whylen, "state record names %u VMs", nvms);
+		vsxd__why_set(why, whylen, "state record names %u VMs", nvms);
 		out->generation = 0;
 		return -EBADMSG;
 	}
 	if (nvms) {
 		out->vms = calloc(nvms, sizeof(*out->vms));
 		if (!out->vms) {
-			why_set(why, whylen, "out of memory");
+			vsxd__why_set(why, whylen, "out of memory");
 			out->generation = 0;
 			return -ENOMEM;
 		}
@@ -670,12 +570,12 @@ int vsxd_state_decode(const void *buf, size_t len, struct vsxd_state *out,
 		out->nvms = i + 1;
 		err = get_vm(&r, &out->vms[i], version);
 		if (err) {
-			why_set(why, whylen, "state record VM %u: %s", i, r.err);
+			vsxd__why_set(why, whylen, "state record VM %u: %s", i, r.err);
 			goto fail;
 		}
 		for (unsigned j = 0; j < i; j++) {
 			if (!strcmp(out->vms[j].name, out->vms[i].name)) {
-				why_set(why, whylen, "state record names VM %s twice",
+				vsxd__why_set(why, whylen, "state record names VM %s twice",
 					out->vms[i].name);
 				err = -EBADMSG;
 				goto fail;
@@ -683,7 +583,7 @@ int vsxd_state_decode(const void *buf, size_t len, struct vsxd_state *out,
 		}
 	}
 	if (r.off != length) {
-		why_set(why, whylen, "state record has %zu bytes after its last VM",
+		vsxd__why_set(why, whylen, "state record has %zu bytes after its last VM",
 			length - r.off);
 		err = -EBADMSG;
 		goto fail;
@@ -778,7 +678,7 @@ long vsxd_counters_encode(const struct vsxd_counters *c, void *buf, size_t cap)
 	if (len > cap)
 		return -ENOSPC;
 	put_counters(&w, c);
-	seal(buf, len, 20);
+	vsxd__seal(buf, len, 20);
 	return (long)len;
 }
 
@@ -792,7 +692,7 @@ int vsxd_counters_decode(const void *buf, size_t len, struct vsxd_counters *out,
 
 	memset(out, 0, sizeof(*out));
 	if (len < VSXD_STATE_HDR || memcmp(buf, VSXD_COUNTERS_MAGIC, 8)) {
-		why_set(why, whylen, "not a counters record (%zu bytes, no magic)", len);
+		vsxd__why_set(why, whylen, "not a counters record (%zu bytes, no magic)", len);
 		return -EBADMSG;
 	}
 	r.off = 8;
@@ -804,24 +704,24 @@ int vsxd_counters_decode(const void *buf, size_t len, struct vsxd_counters *out,
 	nreasons = get_le(&r, 2);
 	reserved = get_le(&r, 4);
 	if (version != VSXD_COUNTERS_VERSION) {
-		why_set(why, whylen, "counters record version %u, this vsxd reads %u",
+		vsxd__why_set(why, whylen, "counters record version %u, this vsxd reads %u",
 			version, VSXD_COUNTERS_VERSION);
 		return -EPROTONOSUPPORT;
 	}
 	if (length < VSXD_STATE_HDR || length > len || length > VSXD_STATE_MAX_LEN) {
-		why_set(why, whylen, "counters record length %u, %zu bytes present",
+		vsxd__why_set(why, whylen, "counters record length %u, %zu bytes present",
 			length, len);
 		return -EBADMSG;
 	}
 	r.n = length;
 	if (vsxd_crc32(r.p + 20, length - 20) != crc) {
-		why_set(why, whylen, "counters record checksum mismatch");
+		vsxd__why_set(why, whylen, "counters record checksum mismatch");
 		return -EBADMSG;
 	}
 	/* each VM takes at least 34 bytes (a name, four counters) */
 	if (reserved || nglobals > VSXD_COUNTERS_MAX || nreasons > VSXD_COUNTERS_MAX ||
 	    nvms > VSXD_STATE_MAX_VMS || nvms > (length - VSXD_STATE_HDR) / 34) {
-		why_set(why, whylen, "counters record counts out of range (%u globals, "
+		vsxd__why_set(why, whylen, "counters record counts out of range (%u globals, "
 			"%u reasons, %u VMs)", nglobals, nreasons, nvms);
 		return -EBADMSG;
 	}
@@ -833,7 +733,7 @@ int vsxd_counters_decode(const void *buf, size_t len, struct vsxd_counters *out,
 	}
 	out->nreasons = nreasons;
 	if (nvms && !(out->vms = calloc(nvms, sizeof(*out->vms)))) {
-		why_set(why, whylen, "out of memory");
+		vsxd__why_set(why, whylen, "out of memory");
 		memset(out, 0, sizeof(*out));
 		return -ENOMEM;
 	}
@@ -858,12 +758,12 @@ int vsxd_counters_decode(const void *buf, size_t len, struct vsxd_counters *out,
 		for (unsigned k = 0; k < nreasons; k++)
 			v->refused[k] = get_le(&r, 8);
 		if (r.err)
-			why_set(why, whylen, "counters record VM %u: %s", i, r.err);
+			vsxd__why_set(why, whylen, "counters record VM %u: %s", i, r.err);
 	}
 	if (r.err)
 		goto fail;
 	if (r.off != length) {
-		why_set(why, whylen, "counters record has %zu bytes after its last VM",
+		vsxd__why_set(why, whylen, "counters record has %zu bytes after its last VM",
 			length - r.off);
 		goto fail;
 	}
@@ -905,9 +805,7 @@ static int bytes_memfd(const char *name, const void *buf, size_t len)
 	return r < 0 ? r : fd;
 }
 
-/* What the file @fd holds, in *@out (malloc'ed): its length, or a
- * negative errno with a reason in @why. */
-static long fd_slurp(int fd, const char *what, uint8_t **out, char *why, size_t whylen)
+long vsxd__record_slurp(int fd, const char *what, uint8_t **out, char *why, size_t whylen)
 {
 	struct stat st;
 	uint8_t *buf;
@@ -915,22 +813,22 @@ static long fd_slurp(int fd, const char *what, uint8_t **out, char *why, size_t 
 
 	*out = NULL;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		why_set(why, whylen, "the descriptor of the %s is not a file", what);
+		vsxd__why_set(why, whylen, "the descriptor of the %s is not a file", what);
 		return -EINVAL;
 	}
 	if (st.st_size > (off_t)VSXD_STATE_MAX_LEN) {
-		why_set(why, whylen, "the %s takes %lld bytes, more than a record can",
+		vsxd__why_set(why, whylen, "the %s takes %lld bytes, more than a record can",
 			what, (long long)st.st_size);
 		return -EFBIG;
 	}
 	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
 	if (!buf) {
-		why_set(why, whylen, "out of memory");
+		vsxd__why_set(why, whylen, "out of memory");
 		return -ENOMEM;
 	}
 	n = pread(fd, buf, (size_t)st.st_size, 0);
 	if (n < 0) {
-		why_set(why, whylen, "reading the %s: %s", what, strerror(errno));
+		vsxd__why_set(why, whylen, "reading the %s: %s", what, strerror(errno));
 		free(buf);
 		return -EIO;
 	}
@@ -938,9 +836,7 @@ static long fd_slurp(int fd, const char *what, uint8_t **out, char *why, size_t 
 	return (long)n;
 }
 
-/* @buf (malloc'ed, freed here) holding a record of @n bytes, or the
- * encoder's error @n, into a new memfd. */
-static int encoded_memfd(const char *name, uint8_t *buf, long n)
+int vsxd__record_memfd(const char *name, uint8_t *buf, long n)
 {
 	int fd = n < 0 ? (int)n : bytes_memfd(name, buf, (size_t)n);
 
@@ -953,13 +849,13 @@ int vsxd_state_memfd(const struct vsxd_state *s)
 	size_t len = vsxd_state_size(s);
 	uint8_t *buf = malloc(len);
 
-	return encoded_memfd("vsxd-state", buf, buf ? vsxd_state_encode(s, buf, len) : -ENOMEM);
+	return vsxd__record_memfd("vsxd-state", buf, buf ? vsxd_state_encode(s, buf, len) : -ENOMEM);
 }
 
 int vsxd_state_read(int fd, struct vsxd_state *out, char *why, size_t whylen)
 {
 	uint8_t *buf;
-	long n = fd_slurp(fd, "state record", &buf, why, whylen);
+	long n = vsxd__record_slurp(fd, "state record", &buf, why, whylen);
 	int r;
 
 	memset(out, 0, sizeof(*out));
@@ -973,14 +869,14 @@ int vsxd_counters_memfd(const struct vsxd_counters *c)
 	size_t len = vsxd_counters_size(c);
 	uint8_t *buf = malloc(len);
 
-	return encoded_memfd("vsxd-counters", buf,
+	return vsxd__record_memfd("vsxd-counters", buf,
 			     buf ? vsxd_counters_encode(c, buf, len) : -ENOMEM);
 }
 
 int vsxd_counters_read(int fd, struct vsxd_counters *out, char *why, size_t whylen)
 {
 	uint8_t *buf;
-	long n = fd_slurp(fd, "counters record", &buf, why, whylen);
+	long n = vsxd__record_slurp(fd, "counters record", &buf, why, whylen);
 	int r;
 
 	memset(out, 0, sizeof(*out));

@@ -335,17 +335,113 @@ int vsxd_counters_decode(const void *buf, size_t len, struct vsxd_counters *out,
 
 void vsxd_counters_clear(struct vsxd_counters *c);
 
+/*
+ * ---- The relays record ----
+ *
+ * What a live handoff and a SIGTERM under a store pass on of the relays
+ * of vsxd's own forwards (forward-int.h, struct relay; vsxd(8) UPGRADING
+ * VSXD) besides the state (descriptor "relays", a memfd of its own, so
+ * that the state record's format stays as it is): each relay established
+ * at the freeze, with the bytes it held each way, its two sockets passed
+ * as relay.ID.0 (the client's) and relay.ID.1 (the target's). A crash
+ * passes none. Integers little-endian, a "str" as above:
+ *
+ *   header, 32 bytes
+ *     0  magic       8 bytes "VSXDRLYS"
+ *     8  version     u32, VSXD_RELAYS_VERSION
+ *    12  length      u32, the whole record, header included
+ *    16  crc         u32, CRC-32 of bytes 20 .. length (all that
+ *                    follows it)
+ *    20  nrelays     u32, at most VSXD_RELAYS_MAX
+ *    24  nended      u32, the writer's relays that end (not held: still
+ *                    connecting, or a side that cannot go on), for the
+ *                    reader's counts
+ *    28  reserved    u32, 0
+ *   nrelays relay entries, each
+ *     u32 elen       bytes of the entry after this field; a later
+ *                    release may add fields at the end of an entry
+ *                    (keeping the version): a reader skips what follows
+ *                    the fields it knows
+ *     u64 id         the relay's connection id (not 0), each once
+ *     str forward    its forward's name (1-64 printable bytes)
+ *     str client     the listen side's client as vsxctl list shows it
+ *                    (no NUL)
+ *     u8 flags       bit 0: the libvsx side was authenticated; others 0
+ *     2 sides, the client's then the target's, each
+ *       u8 kind      1 a plain socket (TCP, Unix, a socketpair to an
+ *                    engine connection), 2 a libvsx socket the reader
+ *                    wraps again (vsx_adopt: kernel vsock, hybrid)
+ *       str fd       FDNAME of its socket, handed over with the record;
+ *                    each name once
+ *     2 directions, client to target then target to client, each
+ *       u8 flags     bit 0 eof: the source sent EOF; bit 1 shut: passed
+ *                    on (only after eof, with nothing held); others 0
+ *       u64 bytes    written to the destination so far
+ *       u32 len      bytes held, read from the source and not yet
+ *                    written (at most VSXD_RELAY_HELD_MAX), then them
+ *   and nothing after the last one.
+ */
+#define VSXD_RELAYS_MAGIC "VSXDRLYS"
+#define VSXD_RELAYS_VERSION 1u
+#define VSXD_RELAYS_MAX 65536u
+#define VSXD_RELAY_HELD_MAX (64u << 10)
+
+enum vsxd_relay_side {
+	VSXD_RELAY_PLAIN = 1,
+	VSXD_RELAY_LIBVSX,
+};
+
+struct vsxd_relay_dir {
+	bool eof, shut;
+	uint64_t bytes;
+	uint32_t len;
+	uint8_t *data;                    /* len bytes (malloc'ed) */
+};
+
+struct vsxd_state_relay {
+	uint64_t id;
+	char forward[VSXD_STATE_NAME_MAX + 1];
+	char client[VSXD_FDNAME_MAX + 1];
+	bool auth;
+	unsigned kind[2];                 /* enum vsxd_relay_side */
+	char fd[2][VSXD_FDNAME_MAX + 1];
+	struct vsxd_relay_dir dir[2];
+};
+
+struct vsxd_relays {
+	unsigned nended;
+	unsigned nrelays;
+	struct vsxd_state_relay *relays;  /* nrelays of them (malloc'ed) */
+};
+
+/* Bytes vsxd_relays_encode writes for @rs. */
+size_t vsxd_relays_size(const struct vsxd_relays *rs);
+
+/* Write @rs into @buf (@cap bytes): its length, -ENOSPC (nothing
+ * written), -EINVAL (a value the decoder would refuse). */
+long vsxd_relays_encode(const struct vsxd_relays *rs, void *buf, size_t cap);
+
+/* Read a record of @len bytes: 0 and *@out (free with vsxd_relays_clear),
+ * or -EBADMSG, -EPROTONOSUPPORT, -ENOMEM with a one-line reason in @why.
+ * *@out is empty after a failure. */
+int vsxd_relays_decode(const void *buf, size_t len, struct vsxd_relays *out,
+		       char *why, size_t whylen);
+
+void vsxd_relays_clear(struct vsxd_relays *rs);
+
 /* ---- Records in memfds ---- */
 
-/* @s / @c encoded into a new memfd (close-on-exec, the offset at its
+/* @s / @c / @rs encoded into a new memfd (close-on-exec, the offset at its
  * end), or a negative errno. */
 int vsxd_state_memfd(const struct vsxd_state *s);
 int vsxd_counters_memfd(const struct vsxd_counters *c);
+int vsxd_relays_memfd(const struct vsxd_relays *rs);
 
 /* The record the file @fd holds (read from offset 0, whatever its
- * offset), as vsxd_state_decode / vsxd_counters_decode; also -EINVAL (not
- * a regular file), -EFBIG (longer than a record can be), -EIO. */
+ * offset), as vsxd_state_decode / vsxd_counters_decode / vsxd_relays_decode;
+ * also -EINVAL (not a regular file), -EFBIG (longer than a record can be), -EIO. */
 int vsxd_state_read(int fd, struct vsxd_state *out, char *why, size_t whylen);
 int vsxd_counters_read(int fd, struct vsxd_counters *out, char *why, size_t whylen);
+int vsxd_relays_read(int fd, struct vsxd_relays *out, char *why, size_t whylen);
 
 #endif

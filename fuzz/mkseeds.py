@@ -401,3 +401,33 @@ put("state", "counters", b"\x03" + counters_rec(["web", "db"]))
 put("state", "counters_none", b"\x03" + counters_rec([]))
 put("state", "counters_later", b"\x03" + counters_rec(["web"], nglobals=14, nreasons=20))
 put("state", "counters_resealed", b"\x02" + counters_rec(["web"]))
+
+
+# the relays record (state.h; first byte bit 2): entries with bytes held
+# each way, one half-closed, one a libvsx side; one entry with a later
+# release's field at its end
+def relay_entry(rid, fwd, held0=b"", held1=b"", flags0=0, flags1=0, kind1=1,
+                extra=b""):
+    e = struct.pack("<Q", rid) + sstr(fwd) + sstr("tcp:127.0.0.1:%d" % (40000 + rid))
+    e += bytes([rid & 1])
+    e += bytes([1]) + sstr("relay.%d.0" % rid) + bytes([kind1]) + sstr("relay.%d.1" % rid)
+    for fl, held in ((flags0, held0), (flags1, held1)):
+        e += bytes([fl]) + struct.pack("<QI", 1 << 33, len(held)) + held
+    e += extra
+    return struct.pack("<I", len(e)) + e
+
+
+def relays_rec(entries, nended=0):
+    import zlib
+    rest = struct.pack("<III", len(entries), nended, 0) + b"".join(entries)
+    return (struct.pack("<8sII", b"VSXDRLYS", 1, 20 + len(rest)) +
+            struct.pack("<I", zlib.crc32(rest)) + rest)
+
+
+put("state", "relays", b"\x05" + relays_rec([
+    relay_entry(7, "web", b"x" * 300, b"y" * 65536),
+    relay_entry(9, "tcp:127.0.0.1:5000", b"", b"tail", flags0=3, flags1=1, kind1=2)],
+    nended=2))
+put("state", "relays_none", b"\x05" + relays_rec([], nended=1))
+put("state", "relays_later", b"\x05" + relays_rec([relay_entry(3, "db", extra=b"\0" * 9)]))
+put("state", "relays_resealed", b"\x04" + relays_rec([relay_entry(4, "web", b"abc")]))
