@@ -382,6 +382,7 @@ struct vsxb_engine_stats {
 	uint64_t dropped;         /* guest packets dropped (bad header) */
 	uint64_t orphans_dropped; /* RST replies lost for lack of RX buffers */
 	uint64_t queued_bytes;    /* guest payload bytes that had to be copied */
+	uint64_t sib_wakes;       /* wake-ups owed to siblings' threads (peer_xsib.c) */
 };
 
 /*
@@ -539,8 +540,9 @@ static inline void vsxb__vm_rings_taken(struct vsxb_vm *vm)
  *   one copy); a pair across shards is two halves joined by a link of two
  *   single-producer single-consumer queues of records, one each way,
  *   counted and freed by whichever thread lets go last; a record pushed
- *   to an idle queue posts a wake-up to the other loop (peer_xsib.c,
- *   xsib_ops).
+ *   to an idle queue owes the other loop a wake-up, which the sending
+ *   shard posts once its round ends (struct vsxb_later; peer_xsib.c,
+ *   xsib_ops), so a round that pushes many records wakes it once.
  */
 struct vsxb_shard {
 	struct vsxb_router *r;
@@ -552,6 +554,8 @@ struct vsxb_shard {
 
 	/* Rounds (conn.c): one shard's VMs at a time */
 	struct vsxb_list dirty;       /* VMs touched this round */
+	struct vsxb_list later;       /* struct vsxb_later: posted as the round
+					 ends (vsxb__shard_posts) */
 	int in_round;
 	bool polling;                /* vsxb_router_poll: the loop polls, TX kicks off */
 };
@@ -655,6 +659,18 @@ static inline void vsxb__conn_stall(struct conn *c)
 #define EMIT_NOBUF 2  /* RX buffers ran out */
 
 /* ---- shard.c: shards and world stops (calls nothing) ---- */
+
+/* A callback owed to another thread's loop, posted (loop.h's post) when
+ * the round of the shard that owes it ends, or a world stop does; one
+ * post for whatever the round did meanwhile. Its owner keeps it alive
+ * until @fn ran. */
+struct vsxb_later {
+	struct vsxb_list node;        /* sh->later while owed */
+	const struct vsxu_loop *loop; /* where @fn runs */
+	void (*fn)(void *arg);
+	void *arg;
+};
+
 int vsxb__shards_init(struct vsxb_router *r);
 void vsxb__shards_free(struct vsxb_router *r);
 /* The shard of @loop (NULL: the router's), made on first use; NULL: out
@@ -664,6 +680,12 @@ struct vsxb_shard *vsxb__shard_get(struct vsxb_router *r, const struct vsxu_loop
  * control thread only. */
 void vsxb__world_stop(struct vsxb_router *r);
 void vsxb__world_start(struct vsxb_router *r);
+/* @w is owed by @sh (it is not owed yet: its owner knows), posted by
+ * vsxb__shard_posts. On @sh's thread, or the control thread in a stop. */
+void vsxb__shard_post_later(struct vsxb_shard *sh, struct vsxb_later *w);
+/* Post what @sh owes; one whose post fails (out of memory) stays owed
+ * until the next round or stop. Called as a round ends. */
+void vsxb__shard_posts(struct vsxb_shard *sh);
 
 /* ---- for tests and benchmarks ---- */
 void vsxb__router_set_timeouts(struct vsxb_router *r, unsigned handshake_ms,

@@ -1001,6 +1001,9 @@ void vsxb__round(struct vsxb_shard *sh)
 		vsxb__vm_round(vm);
 	}
 	sh->in_round = 0;
+	/* after every VM's round: one wake-up per other thread's queue the
+	 * round pushed to, however many records it pushed */
+	vsxb__shard_posts(sh);
 }
 
 void vsxb__round_all(struct vsxb_router *r)

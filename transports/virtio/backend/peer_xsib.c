@@ -26,9 +26,11 @@
  *   its guest (window), buf_alloc capped by vsxb__sib_cap() or a
  *   set-buffer on the half. A half sends CREDIT when its guest's values
  *   change.
- * - Wake-up: a record pushed to an empty queue posts one callback to the
- *   other thread's loop (loop.h's post: its eventfd); the callback drains
- *   the queue and ends with the shard's round. No other system call.
+ * - Wake-up: a record pushed to an empty queue owes the other thread's
+ *   loop one callback, posted (loop.h's post: its eventfd) when the
+ *   pushing round ends, so the records of one round cost one wake-up;
+ *   the callback drains the queue and ends with the shard's round. No
+ *   other system call.
  * - Lifetime: the link is counted (each half, a pending MAKE, each posted
  *   wake-up) and freed by whoever lets go last; a half names the other
  *   only through the link, so a VM freed under a pair (a reload, its
@@ -77,6 +79,7 @@ struct xsib_link;
 struct xsib_end {
 	struct xsib_link *l;
 	unsigned side;
+	struct vsxb_later w;         /* the wake-up of side @side's thread */
 };
 
 struct xsib_link {
@@ -152,6 +155,8 @@ static void ring_drain(struct xring *q)
 	ring_init(q);
 }
 
+static void xsib_run(void *arg);
+
 static struct xsib_link *link_new(struct vsxb_vm *a, struct vsxb_vm *b)
 {
 	struct xsib_link *l = calloc(1, sizeof(*l));
@@ -167,7 +172,10 @@ static struct xsib_link *link_new(struct vsxb_vm *a, struct vsxb_vm *b)
 		ring_init(&l->ring[s]);
 		l->serial[s] = l->vm[s]->serial;
 		l->sh[s] = l->vm[s]->sh;
-		l->end[s] = (struct xsib_end){ .l = l, .side = s };
+		l->end[s] = (struct xsib_end){
+			.l = l, .side = s,
+			.w = { .loop = l->sh[s]->loop, .fn = xsib_run, .arg = &l->end[s] },
+		};
 	}
 	return l;
 }
@@ -193,23 +201,23 @@ static struct xrec *rec_new(enum xrec_what what, size_t len)
 	return rec;
 }
 
-static void xsib_run(void *arg);
-
-/* @rec for side @to's thread, woken when its queue was idle. */
-static void link_send(struct xsib_link *l, unsigned to, struct xrec *rec)
+/* @rec for side @to's thread, from @from (side !@to's VM, counted; NULL:
+ * not counted, it may be gone). A queue that
+ * was idle owes that thread a wake-up, posted when this round ends
+ * (vsxb__shard_posts): the records the round pushes meanwhile ride on the
+ * same one. */
+static void link_send(struct xsib_link *l, unsigned to, struct xrec *rec,
+		      struct vsxb_vm *from)
 {
-	const struct vsxu_loop *loop = l->sh[to]->loop;
-
 	ring_push(&l->ring[to], rec);
 	if (__atomic_exchange_n(&l->ring[to].armed, true, __ATOMIC_SEQ_CST))
 		return;
 	__atomic_add_fetch(&l->refs, 1, __ATOMIC_RELAXED);
-	/* (a shard of another thread has post: vsxb__shard_get) */
-	if (!loop->post || loop->post(loop->ctx, xsib_run, &l->end[to]) < 0) {
-		/* out of memory: the next record tries again */
-		__atomic_store_n(&l->ring[to].armed, false, __ATOMIC_SEQ_CST);
-		link_put(l);
-	}
+	/* records to side @to come from side !@to's thread (or the control
+	 * thread in a stop, which posts as the stop ends) */
+	vsxb__shard_post_later(l->sh[!to], &l->end[to].w);
+	if (from)
+		from->st.sib_wakes++;
 }
 
 /* What @c's half does reaches the other half (unless it is gone). */
@@ -221,7 +229,7 @@ static void xsib_send(struct conn *c, struct xrec *rec)
 		free(rec);
 		return;
 	}
-	link_send(x->l, !x->side, rec);
+	link_send(x->l, !x->side, rec, c->vm);
 }
 
 static void xsib_send_op(struct conn *c, enum xrec_what what, unsigned flags)
@@ -270,7 +278,7 @@ static void xsib_detach(struct conn *c)
 	 * gives up (a timeout, or its guest's own RST) */
 	rst = rec_new(XR_RST, 0);
 	if (rst)
-		link_send(x->l, !x->side, rst);
+		link_send(x->l, !x->side, rst, c->vm);
 }
 
 /* @c's queue holds @bytes in @mem: the other half's view follows. */
@@ -336,7 +344,7 @@ refuse: {
 	/* without memory for the answer, A's half never hears: it is
 	 * reset when its guest gives up (or its VM goes) */
 	if (rst)
-		link_send(l, 0, rst);
+		link_send(l, 0, rst, NULL);  /* (B may be gone) */
 	link_put(l);
 	}
 }
@@ -457,7 +465,7 @@ void vsxb__xsib_request(struct vsxb_vm *vm, struct vsxb_vm *to,
 	m->type = h->type;
 	m->guest_port = h->dst_port;
 	m->peer_port = h->src_port;
-	link_send(l, 1, m);
+	link_send(l, 1, m, vm);
 }
 
 /* ---- The hooks ---- */

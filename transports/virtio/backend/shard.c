@@ -47,6 +47,7 @@ static struct vsxb_shard *shard_new(struct vsxb_router *r, const struct vsxu_loo
 	sh->loop = loop;
 	sh->foreign = loop != r->loop;
 	vsxb_list_init(&sh->dirty);
+	vsxb_list_init(&sh->later);
 	vsxb_list_add_tail(&r->shards, &sh->node);
 	return sh;
 }
@@ -74,6 +75,8 @@ void vsxb__shards_free(struct vsxb_router *r)
 							 node);
 
 		vsxb_list_del(&sh->node);
+		/* (a post still owed here failed at the last VM's round:
+		 * the loops it was for may be gone, its owner goes unposted) */
 		free(sh);
 	}
 	if (r->park) {
@@ -158,9 +161,14 @@ void vsxb__world_stop(struct vsxb_router *r)
 void vsxb__world_start(struct vsxb_router *r)
 {
 	struct vsxb_park *p = r->park;
+	struct vsxb_list *n;
 
 	if (!r->stop_depth || --r->stop_depth)
 		return;
+	/* what the stop owes other loops, posted while the shards' own
+	 * threads, which own their lists, are still parked */
+	for (n = r->shards.next; n != &r->shards; n = n->next)
+		vsxb__shard_posts(vsxb_container_of(n, struct vsxb_shard, node));
 	pthread_mutex_lock(&p->mu);
 	p->ended = p->begun;
 	pthread_cond_broadcast(&p->cv);
@@ -169,4 +177,23 @@ void vsxb__world_start(struct vsxb_router *r)
 	while (p->inside)
 		pthread_cond_wait(&p->cv, &p->mu);
 	pthread_mutex_unlock(&p->mu);
+}
+
+void vsxb__shard_post_later(struct vsxb_shard *sh, struct vsxb_later *w)
+{
+	vsxb_list_add_tail(&sh->later, &w->node);
+}
+
+void vsxb__shard_posts(struct vsxb_shard *sh)
+{
+	struct vsxb_list *n, *next;
+
+	for (n = sh->later.next; n != &sh->later; n = next) {
+		struct vsxb_later *w = vsxb_container_of(n, struct vsxb_later, node);
+
+		next = n->next;
+		/* (another thread's loop has post: vsxb__shard_get) */
+		if (w->loop->post && w->loop->post(w->loop->ctx, w->fn, w->arg) == 0)
+			vsxb_list_del(&w->node);
+	}
 }
