@@ -12,8 +12,10 @@
 # peer_sibling.c), VSX_SIB_REPS (3) fresh vsxds each, then the medians and
 # their ratio. VSX_SIB_BEFORE=PATH: the same runs with another vsxd binary
 # too (a build of main, the change's "before"), printed beside.
-# VSX_SIB_PERF=1: perf stat counts vsxd's system calls and context
-# switches over each transfer (per MiB, appended to its line).
+# VSX_SIB_PERF=1: perf stat counts vsxd's system calls, context switches,
+# write(2) calls (wake-ups posted to the other worker and guest
+# notifications) and epoll_wait(2) calls (a loop woken) over each transfer
+# (per MiB, appended to its line).
 #
 # Output lines (on standard output):
 #   sibling vsxd=NAME threads=two|one rep=N bytes=B cpu_s=S s_per_gib=X wall_s=W
@@ -128,7 +130,8 @@ run() {
 	fg b "gconnect 5000"
 	perf_pid=
 	if [ -n "${VSX_SIB_PERF:-}" ]; then
-		perf stat -x, -e raw_syscalls:sys_enter,context-switches -p "$pid" \
+		perf stat -x, -e raw_syscalls:sys_enter,context-switches \
+			-e syscalls:sys_enter_write,syscalls:sys_enter_epoll_wait -p "$pid" \
 			-o "$tmp/perf" 2>/dev/null &
 		perf_pid=$!
 	fi
@@ -145,9 +148,13 @@ run() {
 	if [ -n "$perf_pid" ]; then
 		kill -INT "$perf_pid" 2>/dev/null || :
 		wait "$perf_pid" 2>/dev/null || :
-		perf_note=$(awk -F, -v b="$bytes" '$3 ~ /sys_enter/ { s = $1 }
-			$3 ~ /context-switches/ { c = $1 }
-			END { printf " syscalls_per_mib=%.1f ctxsw_per_mib=%.1f", s / (b / 1048576), c / (b / 1048576) }' "$tmp/perf")
+		perf_note=$(awk -F, -v b="$bytes" '$3 == "raw_syscalls:sys_enter" { s = $1 }
+			$3 == "context-switches" { c = $1 }
+			$3 == "syscalls:sys_enter_write" { w = $1 }
+			$3 == "syscalls:sys_enter_epoll_wait" { e = $1 }
+			END { m = b / 1048576
+				printf " syscalls_per_mib=%.1f ctxsw_per_mib=%.1f writes_per_mib=%.1f epoll_per_mib=%.1f",
+					s / m, c / m, w / m, e / m }' "$tmp/perf")
 	fi
 	for f in a b; do
 		fg_send $f quit
