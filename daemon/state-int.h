@@ -118,6 +118,16 @@ static inline uint8_t *get_raw(struct rd *r, size_t n)
  * at offsets 12 and 16 of its header (every record's layout). */
 void vsxd__seal(uint8_t *p, size_t len, size_t from);
 
+/* The header every record starts with (state.h): @magic (8 bytes), u32
+ * version, u32 length, u32 CRC-32 of the bytes from @crc_from on. 0 with
+ * *@version read and @r over @buf up to the record's length, at offset 20
+ * (where the record's own header fields go on); or -EBADMSG (no magic, a
+ * length out of range, a CRC mismatch) or -EPROTONOSUPPORT (a version
+ * outside @vmin..@vmax) with a reason naming the "@what record" in @why. */
+int vsxd__record_open(struct rd *r, const void *buf, size_t len, const char *magic,
+		      const char *what, unsigned vmin, unsigned vmax, size_t crc_from,
+		      uint32_t *version, char *why, size_t whylen);
+
 /* vsnprintf into @why (@whylen bytes, may be 0). */
 void vsxd__why_set(char *why, size_t whylen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

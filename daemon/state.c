@@ -323,6 +323,43 @@ void vsxd__seal(uint8_t *p, size_t len, size_t from)
 	}
 }
 
+int vsxd__record_open(struct rd *r, const void *buf, size_t len, const char *magic,
+		      const char *what, unsigned vmin, unsigned vmax, size_t crc_from,
+		      uint32_t *version, char *why, size_t whylen)
+{
+	uint32_t length, crc;
+
+	*r = (struct rd){ .p = buf, .n = len };
+	if (len < VSXD_STATE_HDR || memcmp(buf, magic, 8)) {
+		vsxd__why_set(why, whylen, "not a %s record (%zu bytes, no magic)", what, len);
+		return -EBADMSG;
+	}
+	r->off = 8;
+	*version = get_le(r, 4);
+	length = get_le(r, 4);
+	crc = get_le(r, 4);
+	if (*version < vmin || *version > vmax) {
+		if (vmin == vmax)
+			vsxd__why_set(why, whylen, "%s record version %u, this vsxd reads %u",
+				      what, *version, vmax);
+		else
+			vsxd__why_set(why, whylen, "%s record version %u, this vsxd reads %u to %u",
+				      what, *version, vmin, vmax);
+		return -EPROTONOSUPPORT;
+	}
+	if (length < VSXD_STATE_HDR || length > len || length > VSXD_STATE_MAX_LEN) {
+		vsxd__why_set(why, whylen, "%s record length %u, %zu bytes present", what,
+			      length, len);
+		return -EBADMSG;
+	}
+	r->n = length;
+	if (vsxd_crc32(r->p + crc_from, length - crc_from) != crc) {
+		vsxd__why_set(why, whylen, "%s record checksum mismatch", what);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 size_t vsxd_state_size(const struct vsxd_state *s)
 {
 	struct wr w = { 0 };
@@ -520,40 +557,18 @@ void vsxd__why_set(char *why, size_t whylen, const char *fmt, ...)
 int vsxd_state_decode(const void *buf, size_t len, struct vsxd_state *out,
 		      char *why, size_t whylen)
 {
-	struct rd r = { .p = buf, .n = len };
-	uint32_t version, length, crc, nvms;
+	uint32_t version, nvms;
+	struct rd r;
 	int err;
 
 	memset(out, 0, sizeof(*out));
-	if (len < VSXD_STATE_HDR || memcmp(buf, VSXD_STATE_MAGIC, 8)) {
-		vsxd__why_set(why, whylen, "not a state record (%zu bytes, no magic)", len);
-		return -EBADMSG;
-	}
-	r.off = 8;
-	version = get_le(&r, 4);
-	length = get_le(&r, 4);
-	crc = get_le(&r, 4);
+	err = vsxd__record_open(&r, buf, len, VSXD_STATE_MAGIC, "state", 1,
+				VSXD_STATE_VERSION, VSXD_STATE_HDR, &version, why, whylen);
+	if (err)
+		return err;
 	nvms = get_le(&r, 4);
 	out->generation = get_le(&r, 8);
-	if (version < 1 || version > VSXD_STATE_VERSION) {
-		vsxd__why_set(why, whylen, "state record version %u, this vsxd reads 1 to %u",
-			version, VSXD_STATE_VERSION);
-		out->generation = 0;
-		return -EPROTONOSUPPORT;
-	}
-	if (length < VSXD_STATE_HDR || length > len || length > VSXD_STATE_MAX_LEN) {
-		vsxd__why_set(why, whylen, "state record length %u, %zu bytes present",
-			length, len);
-		out->generation = 0;
-		return -EBADMSG;
-	}
-	r.n = length;
-	if (vsxd_crc32(r.p + VSXD_STATE_HDR, length - VSXD_STATE_HDR) != crc) {
-		vsxd__why_set(why, whylen, "state record checksum mismatch");
-		out->generation = 0;
-		return -EBADMSG;
-	}
-	if (nvms > VSXD_STATE_MAX_VMS || nvms > (length - VSXD_STATE_HDR) / 40) {
+	if (nvms > VSXD_STATE_MAX_VMS || nvms > (r.n - VSXD_STATE_HDR) / 40) {
 		vsxd__why_set(why, whylen, "state record names %u VMs", nvms);
 		out->generation = 0;
 		return -EBADMSG;
@@ -582,9 +597,9 @@ int vsxd_state_decode(const void *buf, size_t len, struct vsxd_state *out,
 			}
 		}
 	}
-	if (r.off != length) {
+	if (r.off != r.n) {
 		vsxd__why_set(why, whylen, "state record has %zu bytes after its last VM",
-			length - r.off);
+			r.n - r.off);
 		err = -EBADMSG;
 		goto fail;
 	}
@@ -685,42 +700,24 @@ long vsxd_counters_encode(const struct vsxd_counters *c, void *buf, size_t cap)
 int vsxd_counters_decode(const void *buf, size_t len, struct vsxd_counters *out,
 			 char *why, size_t whylen)
 {
-	struct rd r = { .p = buf, .n = len };
-	uint32_t version, length, crc, nvms, reserved;
+	uint32_t version, nvms, reserved;
 	unsigned nglobals, nreasons;
-	int err = -EBADMSG;
+	struct rd r;
+	int err;
 
 	memset(out, 0, sizeof(*out));
-	if (len < VSXD_STATE_HDR || memcmp(buf, VSXD_COUNTERS_MAGIC, 8)) {
-		vsxd__why_set(why, whylen, "not a counters record (%zu bytes, no magic)", len);
-		return -EBADMSG;
-	}
-	r.off = 8;
-	version = get_le(&r, 4);
-	length = get_le(&r, 4);
-	crc = get_le(&r, 4);
+	err = vsxd__record_open(&r, buf, len, VSXD_COUNTERS_MAGIC, "counters",
+				VSXD_COUNTERS_VERSION, VSXD_COUNTERS_VERSION, 20, &version,
+				why, whylen);
+	if (err)
+		return err;
 	nvms = get_le(&r, 4);
 	nglobals = get_le(&r, 2);
 	nreasons = get_le(&r, 2);
 	reserved = get_le(&r, 4);
-	if (version != VSXD_COUNTERS_VERSION) {
-		vsxd__why_set(why, whylen, "counters record version %u, this vsxd reads %u",
-			version, VSXD_COUNTERS_VERSION);
-		return -EPROTONOSUPPORT;
-	}
-	if (length < VSXD_STATE_HDR || length > len || length > VSXD_STATE_MAX_LEN) {
-		vsxd__why_set(why, whylen, "counters record length %u, %zu bytes present",
-			length, len);
-		return -EBADMSG;
-	}
-	r.n = length;
-	if (vsxd_crc32(r.p + 20, length - 20) != crc) {
-		vsxd__why_set(why, whylen, "counters record checksum mismatch");
-		return -EBADMSG;
-	}
 	/* each VM takes at least 34 bytes (a name, four counters) */
 	if (reserved || nglobals > VSXD_COUNTERS_MAX || nreasons > VSXD_COUNTERS_MAX ||
-	    nvms > VSXD_STATE_MAX_VMS || nvms > (length - VSXD_STATE_HDR) / 34) {
+	    nvms > VSXD_STATE_MAX_VMS || nvms > (r.n - VSXD_STATE_HDR) / 34) {
 		vsxd__why_set(why, whylen, "counters record counts out of range (%u globals, "
 			"%u reasons, %u VMs)", nglobals, nreasons, nvms);
 		return -EBADMSG;
@@ -762,16 +759,16 @@ int vsxd_counters_decode(const void *buf, size_t len, struct vsxd_counters *out,
 	}
 	if (r.err)
 		goto fail;
-	if (r.off != length) {
+	if (r.off != r.n) {
 		vsxd__why_set(why, whylen, "counters record has %zu bytes after its last VM",
-			length - r.off);
+			r.n - r.off);
 		goto fail;
 	}
 	return 0;
 
 fail:
 	vsxd_counters_clear(out);
-	return err;
+	return -EBADMSG;
 }
 
 void vsxd_counters_clear(struct vsxd_counters *c)

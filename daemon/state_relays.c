@@ -182,39 +182,22 @@ static void get_relay(struct rd *r, struct vsxd_state_relay *e)
 int vsxd_relays_decode(const void *buf, size_t len, struct vsxd_relays *out,
 		       char *why, size_t whylen)
 {
-	struct rd r = { .p = buf, .n = len };
-	uint32_t version, length, crc, n, nended, reserved;
+	uint32_t version, n, nended, reserved;
 	const char *bad;
+	struct rd r;
+	int err;
 
 	memset(out, 0, sizeof(*out));
-	if (len < VSXD_STATE_HDR || memcmp(buf, VSXD_RELAYS_MAGIC, 8)) {
-		vsxd__why_set(why, whylen, "not a relays record (%zu bytes, no magic)", len);
-		return -EBADMSG;
-	}
-	r.off = 8;
-	version = get_le(&r, 4);
-	length = get_le(&r, 4);
-	crc = get_le(&r, 4);
+	err = vsxd__record_open(&r, buf, len, VSXD_RELAYS_MAGIC, "relays",
+				VSXD_RELAYS_VERSION, VSXD_RELAYS_VERSION, 20, &version,
+				why, whylen);
+	if (err)
+		return err;
 	n = get_le(&r, 4);
 	nended = get_le(&r, 4);
 	reserved = get_le(&r, 4);
-	if (version != VSXD_RELAYS_VERSION) {
-		vsxd__why_set(why, whylen, "relays record version %u, this vsxd reads %u",
-			      version, VSXD_RELAYS_VERSION);
-		return -EPROTONOSUPPORT;
-	}
-	if (length < VSXD_STATE_HDR || length > len || length > VSXD_STATE_MAX_LEN) {
-		vsxd__why_set(why, whylen, "relays record length %u, %zu bytes present",
-			      length, len);
-		return -EBADMSG;
-	}
-	r.n = length;
-	if (vsxd_crc32(r.p + 20, length - 20) != crc) {
-		vsxd__why_set(why, whylen, "relays record checksum mismatch");
-		return -EBADMSG;
-	}
 	if (reserved || n > VSXD_RELAYS_MAX ||
-	    n > (length - VSXD_STATE_HDR) / (4 + ENTRY_MIN)) {
+	    n > (r.n - VSXD_STATE_HDR) / (4 + ENTRY_MIN)) {
 		vsxd__why_set(why, whylen, "relays record counts out of range (%u relays)", n);
 		return -EBADMSG;
 	}
@@ -232,9 +215,9 @@ int vsxd_relays_decode(const void *buf, size_t len, struct vsxd_relays *out,
 			goto fail;
 		}
 	}
-	if (r.off != length) {
+	if (r.off != r.n) {
 		vsxd__why_set(why, whylen, "relays record has %zu bytes after its last relay",
-			      length - r.off);
+			      r.n - r.off);
 		goto fail;
 	}
 	return 0;
