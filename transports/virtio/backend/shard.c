@@ -186,14 +186,22 @@ void vsxb__shard_post_later(struct vsxb_shard *sh, struct vsxb_later *w)
 
 void vsxb__shard_posts(struct vsxb_shard *sh)
 {
-	struct vsxb_list *n, *next;
+	struct vsxb_list failed, *n;
 
-	for (n = sh->later.next; n != &sh->later; n = next) {
-		struct vsxb_later *w = vsxb_container_of(n, struct vsxb_later, node);
+	vsxb_list_init(&failed);
+	while (!vsxb_list_empty(&sh->later)) {
+		struct vsxb_later *w = vsxb_container_of(sh->later.next, struct vsxb_later, node);
 
-		next = n->next;
+		/* off the list before the post: once posted, @fn may run on its
+		 * thread at once and free what holds @w */
+		vsxb_list_del(&w->node);
 		/* (another thread's loop has post: vsxb__shard_get) */
-		if (w->loop->post && w->loop->post(w->loop->ctx, w->fn, w->arg) == 0)
-			vsxb_list_del(&w->node);
+		if (!w->loop->post || w->loop->post(w->loop->ctx, w->fn, w->arg) < 0)
+			vsxb_list_add_tail(&failed, &w->node);
+	}
+	/* still owed: tried again at the next round or stop */
+	while ((n = failed.next) != &failed) {
+		vsxb_list_del(n);
+		vsxb_list_add_tail(&sh->later, n);
 	}
 }
