@@ -345,6 +345,13 @@ SIB_TEST(queued_when_receiver_lacks_buffers)
 	cr_assert_leq(mem, (size_t)ci[0].queued * 5 / 4 + 4096);
 	g_read(&b, in, len);
 	cr_assert_arr_eq(in, out, len);
+	/* all of it delivered: nothing shown as waiting any more (across
+	 * threads: what A's thread sent, less what B's took, plus B's queue) */
+	hx_sync(&H);
+	cr_assert_eq(hx_conns(&H, 0, ci, 4), 1);
+	cr_assert_eq(ci[0].queued, 0);
+	cr_assert_eq(hx_conn_mem(&H, ci[0].id, &mem), 0);
+	cr_assert_eq(mem, 0);
 	free(out);
 	free(in);
 }

@@ -64,15 +64,30 @@ struct xrec {
 	unsigned char data[];
 };
 
+#define XSIB_LINE 64                 /* a cache line: what one thread writes */
+
 /* Records for one half: single producer (the other half's thread),
  * single consumer (this half's). @head is a consumed record (at first
- * @stub) whose next is the oldest unconsumed one. */
+ * @stub) whose next is the oldest unconsumed one. The consumer's and the
+ * producer's fields sit on lines of their own. */
 struct xring {
-	struct xrec *head;           /* consumer */
-	struct xrec *tail;           /* producer */
+	struct xrec *head __attribute__((aligned(XSIB_LINE)));  /* consumer */
+	struct xrec *tail __attribute__((aligned(XSIB_LINE)));  /* producer */
+	bool armed;                  /* __atomic: a wake-up is posted or owed */
 	struct xrec stub;
-	bool armed;                  /* __atomic: a wake-up is posted */
 };
+
+/* What vsxctl shows of the bytes in flight between the halves, counted by
+ * each side's thread on a line of its own, which only it writes (__atomic
+ * stores; read in a world stop): the data path shares no counter with the
+ * other thread. The payload side s's guest sent that waits for the other
+ * guest is tally[s].sent - tally[!s].took + tally[!s].queued (and the
+ * same for the memory holding it). */
+struct xsib_tally {
+	size_t sent, sent_mem;       /* into records for the other side, ever */
+	size_t took, took_mem;       /* out of the other side's records, ever */
+	size_t queued, queued_mem;   /* the other guest's, in this half's queue */
+} __attribute__((aligned(XSIB_LINE)));
 
 struct xsib_link;
 
@@ -91,10 +106,7 @@ struct xsib_link {
 	uint64_t serial[2];          /* ... checked by serial */
 	struct vsxb_shard *sh[2];    /* side s's loop */
 	struct xsib_end end[2];      /* wake-up arguments */
-	/* What vsxctl shows of each half's queue (__atomic): payload side s's
-	 * guest sent that waits for the other guest, in records or in the
-	 * other half's queue, and the memory holding it */
-	size_t held[2], held_mem[2];
+	struct xsib_tally tally[2];  /* tally[s]: side s's thread's */
 };
 
 /* c->priv of a cross-thread half (sib_peer first: peer_sib.h) */
@@ -118,6 +130,12 @@ static struct xsib_peer *xp(const struct conn *c)
 }
 
 /* ---- The link ---- */
+
+/* @*p += @n, by the one thread that writes @p (others read it). */
+static void tally_add(size_t *p, size_t n)
+{
+	__atomic_store_n(p, *p + n, __ATOMIC_RELAXED);
+}
 
 static void ring_init(struct xring *q)
 {
@@ -159,11 +177,13 @@ static void xsib_run(void *arg);
 
 static struct xsib_link *link_new(struct vsxb_vm *a, struct vsxb_vm *b)
 {
-	struct xsib_link *l = calloc(1, sizeof(*l));
+	/* (its counters' and queues' lines aligned: not calloc's 16 bytes) */
+	struct xsib_link *l = aligned_alloc(XSIB_LINE, sizeof(*l));
 	unsigned s;
 
 	if (!l)
 		return NULL;
+	memset(l, 0, sizeof(*l));
 	l->r = a->r;
 	l->refs = 2;         /* the A half, and the MAKE that becomes the B half */
 	l->vm[0] = a;
@@ -285,13 +305,13 @@ static void xsib_detach(struct conn *c)
 static void xsib_publish_as(struct conn *c, size_t bytes, size_t mem)
 {
 	struct xsib_peer *x = xp(c);
-	unsigned o;
+	struct xsib_tally *t;
 
 	if (!x->l || (x->qbytes == bytes && x->qmem == mem))
 		return;
-	o = !x->side;
-	__atomic_add_fetch(&x->l->held[o], bytes - x->qbytes, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&x->l->held_mem[o], mem - x->qmem, __ATOMIC_RELAXED);
+	t = &x->l->tally[x->side];
+	__atomic_store_n(&t->queued, bytes, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->queued_mem, mem, __ATOMIC_RELAXED);
 	x->qbytes = bytes;
 	x->qmem = mem;
 }
@@ -361,9 +381,8 @@ static void xsib_apply(struct xsib_link *l, unsigned s, struct xrec *rec)
 		return;
 	}
 	if (rec->what == XR_DATA) {
-		__atomic_sub_fetch(&l->held[!s], rec->len, __ATOMIC_RELAXED);
-		__atomic_sub_fetch(&l->held_mem[!s], sizeof(*rec) + rec->len,
-				   __ATOMIC_RELAXED);
+		tally_add(&l->tally[s].took, rec->len);
+		tally_add(&l->tally[s].took_mem, sizeof(*rec) + rec->len);
 	}
 	if (!c)
 		return; /* this half is gone: the other was told */
@@ -493,9 +512,10 @@ static void xsib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 		rec->msg_open = a->msg_open;
 		vsxu_iov_to_buf(iov, n, 0, rec->data, len);
 		if (!xp(a)->detached) {
-			__atomic_add_fetch(&xp(a)->l->held[xp(a)->side], len, __ATOMIC_RELAXED);
-			__atomic_add_fetch(&xp(a)->l->held_mem[xp(a)->side],
-					   sizeof(*rec) + len, __ATOMIC_RELAXED);
+			struct xsib_tally *t = &xp(a)->l->tally[xp(a)->side];
+
+			tally_add(&t->sent, len);
+			tally_add(&t->sent_mem, sizeof(*rec) + len);
 		}
 		xsib_send(a, rec);
 	}
@@ -572,15 +592,23 @@ static int xsib_emit(struct conn *c)
 }
 
 /* What this guest sent that waits for the other guest: in records, or in
- * the other half's queue as it last published it. */
+ * the other half's queue as it last published it (struct xsib_tally). */
 static const struct txq *xsib_queue(const struct conn *c)
 {
 	struct xsib_peer *x = xp(c);
 
+	const struct xsib_tally *me, *other;
+
 	if (!x->l)
 		return NULL;
-	x->shown.bytes = __atomic_load_n(&x->l->held[x->side], __ATOMIC_RELAXED);
-	x->shown.mem = __atomic_load_n(&x->l->held_mem[x->side], __ATOMIC_RELAXED);
+	me = &x->l->tally[x->side];
+	other = &x->l->tally[!x->side];
+	x->shown.bytes = __atomic_load_n(&me->sent, __ATOMIC_RELAXED) -
+			 __atomic_load_n(&other->took, __ATOMIC_RELAXED) +
+			 __atomic_load_n(&other->queued, __ATOMIC_RELAXED);
+	x->shown.mem = __atomic_load_n(&me->sent_mem, __ATOMIC_RELAXED) -
+		       __atomic_load_n(&other->took_mem, __ATOMIC_RELAXED) +
+		       __atomic_load_n(&other->queued_mem, __ATOMIC_RELAXED);
 	return &x->shown;
 }
 
