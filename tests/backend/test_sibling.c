@@ -762,13 +762,18 @@ Test(threads, host_traffic_on_two_threads_and_control)
 
 Test(threads, vm_freed_under_a_pair_across_threads)
 {
+	struct vsxb_engine_stats s0, s1;
 	struct gc a, b;
 	struct pkt *p;
 	int i;
 
 	two_vms_two_threads();
 	sib_open(&a, &b, STREAM, 50300, 6300, 262144);
+	hx_stats(&H, 0, &s0);
 	sib_move(&a, &b, 1u << 20, 73);
+	/* (the records B's thread took went back to carry A's next ones) */
+	hx_stats(&H, 0, &s1);
+	cr_assert_gt(s1.sib_reused, s0.sib_reused, "no record given back was used again");
 	/* B's VM goes (a reload removing it) with A's guest still sending:
 	 * A's half ends, nothing of B's is touched again */
 	hx_vm_free(&H, 1);
