@@ -345,6 +345,13 @@ SIB_TEST(queued_when_receiver_lacks_buffers)
 	cr_assert_leq(mem, (size_t)ci[0].queued * 5 / 4 + 4096);
 	g_read(&b, in, len);
 	cr_assert_arr_eq(in, out, len);
+	/* all of it delivered: nothing shown as waiting any more (across
+	 * threads: what A's thread sent, less what B's took, plus B's queue) */
+	hx_sync(&H);
+	cr_assert_eq(hx_conns(&H, 0, ci, 4), 1);
+	cr_assert_eq(ci[0].queued, 0);
+	cr_assert_eq(hx_conn_mem(&H, ci[0].id, &mem), 0);
+	cr_assert_eq(mem, 0);
 	free(out);
 	free(in);
 }
@@ -755,13 +762,18 @@ Test(threads, host_traffic_on_two_threads_and_control)
 
 Test(threads, vm_freed_under_a_pair_across_threads)
 {
+	struct vsxb_engine_stats s0, s1;
 	struct gc a, b;
 	struct pkt *p;
 	int i;
 
 	two_vms_two_threads();
 	sib_open(&a, &b, STREAM, 50300, 6300, 262144);
+	hx_stats(&H, 0, &s0);
 	sib_move(&a, &b, 1u << 20, 73);
+	/* (the records B's thread took went back to carry A's next ones) */
+	hx_stats(&H, 0, &s1);
+	cr_assert_gt(s1.sib_reused, s0.sib_reused, "no record given back was used again");
 	/* B's VM goes (a reload removing it) with A's guest still sending:
 	 * A's half ends, nothing of B's is touched again */
 	hx_vm_free(&H, 1);

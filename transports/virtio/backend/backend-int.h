@@ -383,6 +383,7 @@ struct vsxb_engine_stats {
 	uint64_t orphans_dropped; /* RST replies lost for lack of RX buffers */
 	uint64_t queued_bytes;    /* guest payload bytes that had to be copied */
 	uint64_t sib_wakes;       /* wake-ups owed to siblings' threads (peer_xsib.c) */
+	uint64_t sib_reused;      /* ... records to them made of one given back */
 };
 
 /*

@@ -54,6 +54,7 @@ struct xrec {
 	unsigned flags;              /* DATA: EOM/EOR; SHUT: SHUTDOWN flags */
 	uint32_t buf, fwd;           /* MAKE, OK, CREDIT: the sender's guest's */
 	uint32_t len;                /* DATA: payload bytes, in @data */
+	uint32_t cap;                /* bytes @data has room for */
 	size_t room;                 /* DATA: how much more the sender may send */
 	bool msg_open;               /* DATA: its message had bytes before */
 	/* MAKE: the B half */
@@ -64,14 +65,47 @@ struct xrec {
 	unsigned char data[];
 };
 
+#define XSIB_LINE 64                 /* a cache line: what one thread writes */
+
 /* Records for one half: single producer (the other half's thread),
  * single consumer (this half's). @head is a consumed record (at first
- * @stub) whose next is the oldest unconsumed one. */
+ * @stub) whose next is the oldest unconsumed one. The consumer's and the
+ * producer's fields sit on lines of their own. */
 struct xring {
-	struct xrec *head;           /* consumer */
-	struct xrec *tail;           /* producer */
+	struct xrec *head __attribute__((aligned(XSIB_LINE)));  /* consumer */
+	struct xrec *tail __attribute__((aligned(XSIB_LINE)));  /* producer */
+	bool armed;                  /* __atomic: a wake-up is posted or owed */
 	struct xrec stub;
-	bool armed;                  /* __atomic: a wake-up is posted */
+};
+
+/* What vsxctl shows of the bytes in flight between the halves, counted by
+ * each side's thread on a line of its own, which only it writes (__atomic
+ * stores; read in a world stop): the data path shares no counter with the
+ * other thread. The payload side s's guest sent that waits for the other
+ * guest is tally[s].sent - tally[!s].took + tally[!s].queued (and the
+ * same for the memory holding it). */
+struct xsib_tally {
+	size_t sent, sent_mem;       /* into records for the other side, ever */
+	size_t took, took_mem;       /* out of the other side's records, ever */
+	size_t queued, queued_mem;   /* the other guest's, in this half's queue */
+} __attribute__((aligned(XSIB_LINE)));
+
+/* Records side s took, given back to side !s to carry its next DATA
+ * (struct xspare, one each way): a record malloc'd on one thread and freed
+ * on the other costs both malloc's slow paths (another thread's arena), so
+ * the one that took it hands it back instead. A queue of the same shape
+ * as struct xring, the other way: side s gives (tail, @given), side !s
+ * takes (head, @taken); at most XSIB_SPARE_MAX bytes of payload room wait
+ * in it, and a record past that, or too small to be worth it, is freed. */
+#define XSIB_SPARE_MAX (128u * 1024)
+#define XSIB_SPARE_MIN 1024u
+
+struct xspare {
+	struct xrec *head __attribute__((aligned(XSIB_LINE)));  /* taker */
+	size_t taken;                /* room taken, ever (the taker's) */
+	struct xrec *tail __attribute__((aligned(XSIB_LINE)));  /* giver */
+	size_t given;                /* room given, ever (the giver's) */
+	struct xrec stub;
 };
 
 struct xsib_link;
@@ -91,10 +125,8 @@ struct xsib_link {
 	uint64_t serial[2];          /* ... checked by serial */
 	struct vsxb_shard *sh[2];    /* side s's loop */
 	struct xsib_end end[2];      /* wake-up arguments */
-	/* What vsxctl shows of each half's queue (__atomic): payload side s's
-	 * guest sent that waits for the other guest, in records or in the
-	 * other half's queue, and the memory holding it */
-	size_t held[2], held_mem[2];
+	struct xsib_tally tally[2];  /* tally[s]: side s's thread's */
+	struct xspare spare[2];      /* spare[s]: what side s took, given back */
 };
 
 /* c->priv of a cross-thread half (sib_peer first: peer_sib.h) */
@@ -119,6 +151,12 @@ static struct xsib_peer *xp(const struct conn *c)
 
 /* ---- The link ---- */
 
+/* @*p += @n, by the one thread that writes @p (others read it). */
+static void tally_add(size_t *p, size_t n)
+{
+	__atomic_store_n(p, *p + n, __ATOMIC_RELAXED);
+}
+
 static void ring_init(struct xring *q)
 {
 	q->stub.next = NULL;
@@ -133,43 +171,102 @@ static void ring_push(struct xring *q, struct xrec *rec)
 	q->tail = rec;
 }
 
-/* The oldest unconsumed record, valid until the next pop, or NULL. */
-static struct xrec *ring_pop(struct xring *q)
+/* The oldest unconsumed record, valid until the next pop, or NULL; the
+ * one this pop let go of (the previous), if it is no stub, in *@done. */
+static struct xrec *ring_pop(struct xring *q, struct xrec **done)
 {
 	struct xrec *h = q->head, *next = __atomic_load_n(&h->next, __ATOMIC_ACQUIRE);
 
+	*done = NULL;
 	if (!next)
 		return NULL;
 	q->head = next;
 	if (h != &q->stub)
-		free(h);
+		*done = h;
 	return next;
 }
 
 static void ring_drain(struct xring *q)
 {
-	while (ring_pop(q))
-		;
+	struct xrec *done;
+
+	while (ring_pop(q, &done))
+		free(done);
 	if (q->head != &q->stub)
 		free(q->head);
 	ring_init(q);
+}
+
+static void spare_init(struct xspare *sp)
+{
+	sp->stub.next = NULL;
+	sp->head = sp->tail = &sp->stub;
+	sp->taken = sp->given = 0;
+}
+
+/* On the giver's thread: @rec (taken, applied) back to the other side, or
+ * freed. */
+static void spare_give(struct xspare *sp, struct xrec *rec)
+{
+	size_t waiting = sp->given - __atomic_load_n(&sp->taken, __ATOMIC_RELAXED);
+
+	if (rec->cap < XSIB_SPARE_MIN || waiting + rec->cap > XSIB_SPARE_MAX) {
+		free(rec);
+		return;
+	}
+	rec->next = NULL;
+	__atomic_store_n(&sp->given, sp->given + rec->cap, __ATOMIC_RELAXED);
+	__atomic_store_n(&sp->tail->next, rec, __ATOMIC_RELEASE);
+	sp->tail = rec;
+}
+
+/* On the taker's thread: a record given back, or NULL. The queue keeps
+ * the last one it let go of as its head (as struct xring does): what
+ * comes out is the head before, once it has a successor. */
+static struct xrec *spare_take(struct xspare *sp)
+{
+	for (;;) {
+		struct xrec *h = sp->head, *next = __atomic_load_n(&h->next, __ATOMIC_ACQUIRE);
+
+		if (!next)
+			return NULL;
+		sp->head = next;
+		if (h != &sp->stub) {
+			__atomic_store_n(&sp->taken, sp->taken + h->cap, __ATOMIC_RELAXED);
+			return h;
+		}
+	}
+}
+
+static void spare_drain(struct xspare *sp)
+{
+	struct xrec *rec;
+
+	while ((rec = spare_take(sp)))
+		free(rec);
+	if (sp->head != &sp->stub)
+		free(sp->head);
+	spare_init(sp);
 }
 
 static void xsib_run(void *arg);
 
 static struct xsib_link *link_new(struct vsxb_vm *a, struct vsxb_vm *b)
 {
-	struct xsib_link *l = calloc(1, sizeof(*l));
+	/* (its counters' and queues' lines aligned: not calloc's 16 bytes) */
+	struct xsib_link *l = aligned_alloc(XSIB_LINE, sizeof(*l));
 	unsigned s;
 
 	if (!l)
 		return NULL;
+	memset(l, 0, sizeof(*l));
 	l->r = a->r;
 	l->refs = 2;         /* the A half, and the MAKE that becomes the B half */
 	l->vm[0] = a;
 	l->vm[1] = b;
 	for (s = 0; s < 2; s++) {
 		ring_init(&l->ring[s]);
+		spare_init(&l->spare[s]);
 		l->serial[s] = l->vm[s]->serial;
 		l->sh[s] = l->vm[s]->sh;
 		l->end[s] = (struct xsib_end){
@@ -186,6 +283,8 @@ static void link_put(struct xsib_link *l)
 		return;
 	ring_drain(&l->ring[0]);
 	ring_drain(&l->ring[1]);
+	spare_drain(&l->spare[0]);
+	spare_drain(&l->spare[1]);
 	free(l);
 }
 
@@ -197,7 +296,27 @@ static struct xrec *rec_new(enum xrec_what what, size_t len)
 	if (rec) {
 		memset(rec, 0, sizeof(*rec));
 		rec->what = what;
+		rec->cap = (uint32_t)len;
 	}
+	return rec;
+}
+
+/* A DATA record of @len payload bytes from @c's half to the other
+ * (side @to): one side @to gave back if it has the room, else a new one. */
+static struct xrec *rec_data(struct conn *c, struct xsib_link *l, unsigned to, size_t len)
+{
+	struct xrec *rec = spare_take(&l->spare[to]);
+	uint32_t cap;
+
+	if (!rec || rec->cap < len) {
+		free(rec);
+		return rec_new(XR_DATA, len);
+	}
+	cap = rec->cap;
+	memset(rec, 0, sizeof(*rec));
+	rec->what = XR_DATA;
+	rec->cap = cap;
+	c->vm->st.sib_reused++;
 	return rec;
 }
 
@@ -285,13 +404,13 @@ static void xsib_detach(struct conn *c)
 static void xsib_publish_as(struct conn *c, size_t bytes, size_t mem)
 {
 	struct xsib_peer *x = xp(c);
-	unsigned o;
+	struct xsib_tally *t;
 
 	if (!x->l || (x->qbytes == bytes && x->qmem == mem))
 		return;
-	o = !x->side;
-	__atomic_add_fetch(&x->l->held[o], bytes - x->qbytes, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&x->l->held_mem[o], mem - x->qmem, __ATOMIC_RELAXED);
+	t = &x->l->tally[x->side];
+	__atomic_store_n(&t->queued, bytes, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->queued_mem, mem, __ATOMIC_RELAXED);
 	x->qbytes = bytes;
 	x->qmem = mem;
 }
@@ -361,9 +480,8 @@ static void xsib_apply(struct xsib_link *l, unsigned s, struct xrec *rec)
 		return;
 	}
 	if (rec->what == XR_DATA) {
-		__atomic_sub_fetch(&l->held[!s], rec->len, __ATOMIC_RELAXED);
-		__atomic_sub_fetch(&l->held_mem[!s], sizeof(*rec) + rec->len,
-				   __ATOMIC_RELAXED);
+		tally_add(&l->tally[s].took, rec->len);
+		tally_add(&l->tally[s].took_mem, sizeof(*rec) + rec->cap);
 	}
 	if (!c)
 		return; /* this half is gone: the other was told */
@@ -416,12 +534,15 @@ static void xsib_run(void *arg)
 	struct xsib_link *l = e->l;
 	struct vsxb_shard *sh = l->sh[e->side];
 	struct xring *q = &l->ring[e->side];
-	struct xrec *rec;
+	struct xrec *rec, *done;
 
 	/* disarmed first: a record pushed from now on posts again */
 	__atomic_store_n(&q->armed, false, __ATOMIC_SEQ_CST);
-	while ((rec = ring_pop(q)))
+	while ((rec = ring_pop(q, &done))) {
+		if (done)
+			spare_give(&l->spare[e->side], done);
 		xsib_apply(l, e->side, rec);
+	}
 	if (l->half[e->side])
 		xsib_publish(l->half[e->side]);
 	link_put(l);
@@ -479,7 +600,7 @@ static void xsib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 	if (xp(a)->detached)
 		return; /* nobody will read it */
 	if (len || ((flags & VIRTIO_VSOCK_SEQ_EOM) && a->msg_open)) {
-		rec = rec_new(XR_DATA, len);
+		rec = rec_data(a, xp(a)->l, !xp(a)->side, len);
 		if (!rec) {
 			vsxb__log(a->vm->r, VSXB_LOG_ERR, "vm %s: connection %llu: out of "
 				 "memory", a->vm->name, (unsigned long long)a->id);
@@ -493,9 +614,10 @@ static void xsib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 		rec->msg_open = a->msg_open;
 		vsxu_iov_to_buf(iov, n, 0, rec->data, len);
 		if (!xp(a)->detached) {
-			__atomic_add_fetch(&xp(a)->l->held[xp(a)->side], len, __ATOMIC_RELAXED);
-			__atomic_add_fetch(&xp(a)->l->held_mem[xp(a)->side],
-					   sizeof(*rec) + len, __ATOMIC_RELAXED);
+			struct xsib_tally *t = &xp(a)->l->tally[xp(a)->side];
+
+			tally_add(&t->sent, len);
+			tally_add(&t->sent_mem, sizeof(*rec) + rec->cap);
 		}
 		xsib_send(a, rec);
 	}
@@ -572,15 +694,23 @@ static int xsib_emit(struct conn *c)
 }
 
 /* What this guest sent that waits for the other guest: in records, or in
- * the other half's queue as it last published it. */
+ * the other half's queue as it last published it (struct xsib_tally). */
 static const struct txq *xsib_queue(const struct conn *c)
 {
 	struct xsib_peer *x = xp(c);
 
+	const struct xsib_tally *me, *other;
+
 	if (!x->l)
 		return NULL;
-	x->shown.bytes = __atomic_load_n(&x->l->held[x->side], __ATOMIC_RELAXED);
-	x->shown.mem = __atomic_load_n(&x->l->held_mem[x->side], __ATOMIC_RELAXED);
+	me = &x->l->tally[x->side];
+	other = &x->l->tally[!x->side];
+	x->shown.bytes = __atomic_load_n(&me->sent, __ATOMIC_RELAXED) -
+			 __atomic_load_n(&other->took, __ATOMIC_RELAXED) +
+			 __atomic_load_n(&other->queued, __ATOMIC_RELAXED);
+	x->shown.mem = __atomic_load_n(&me->sent_mem, __ATOMIC_RELAXED) -
+		       __atomic_load_n(&other->took_mem, __ATOMIC_RELAXED) +
+		       __atomic_load_n(&other->queued_mem, __ATOMIC_RELAXED);
 	return &x->shown;
 }
 
