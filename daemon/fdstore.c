@@ -686,7 +686,7 @@ static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm 
 		struct vsxb_conn_keep *k = &keep[nk];
 		const struct vsxd_state_bytes *q = &c->to_host_q;
 		const char *sbad = NULL;
-		bool hybrid = false;
+		bool hybrid = false, drain = false;
 		int fd = -1;
 
 		if (c->peer == VSXD_PEER_SIBLING && fs->prev.version >= 3 &&
@@ -704,15 +704,19 @@ static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm 
 			goto keep;
 		}
 		/* a host socket, named once, of a socket kind: established or
-		 * closing with no timer, or a hybrid program waiting for its
-		 * "OK" (connecting, its connect timeout running) */
+		 * closing with no timer, a hybrid program waiting for its
+		 * "OK" (connecting, its connect timeout running), or one
+		 * draining what its guest sent (closing, its drain timer
+		 * running) */
 		hybrid = c->state == VSXB_CONN_CONNECTING && c->timer == VSXD_TIMER_CONNECT &&
 			 !(c->flags & VSXD_CONN_GUEST_INITIATED) && c->peer == VSXD_PEER_HOST &&
 			 c->type == 1 && !c->to_host_q.len;
+		drain = c->state == VSXB_CONN_CLOSING && c->timer == VSXD_TIMER_DRAIN &&
+			c->peer != VSXD_PEER_SIBLING && c->to_host_q.len;
 		if (fs->prev.version >= 2 && (c->flags & VSXD_CONN_WHOLE) && *c->host_fd &&
 		    c->guest_cid == v->cid && !c->to_guest_q.len &&
-		    (hybrid || (c->state != VSXB_CONN_CONNECTING &&
-				c->timer == VSXD_TIMER_NONE)))
+		    (hybrid || drain || (c->state != VSXB_CONN_CONNECTING &&
+					 c->timer == VSXD_TIMER_NONE)))
 			fd = take_fd(fs, c->host_fd, false);
 		if (fd >= 0 && (fstat(fd, &sb) < 0 || !S_ISSOCK(sb.st_mode))) {
 			fs_log(fs, LOG_ERR, "vm %s: connection %llu: %s is not a socket: "
@@ -721,7 +725,9 @@ static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm 
 			fd = -1;   /* closed with what nobody took */
 		}
 		if (fd < 0) {
-			rst[(*nrst)++] = conn_addr(c);
+			/* (a drain's guest had its RST: not another) */
+			if (!drain)
+				rst[(*nrst)++] = conn_addr(c);
 			continue;
 		}
 keep:
@@ -736,8 +742,9 @@ keep:
 			.host_flags = (c->flags & VSXD_CONN_HOST_EOF ? VSXB_KEEP_HOST_EOF : 0) |
 				(c->flags & VSXD_CONN_HOST_WR_SHUT ? VSXB_KEEP_HOST_WR_SHUT : 0) |
 				(c->flags & VSXD_CONN_HOST_WR_DEAD ? VSXB_KEEP_HOST_WR_DEAD : 0) |
-				(hybrid ? VSXB_KEEP_HOST_HYBRID : 0),
-			.timer_ms = hybrid ? c->timer_ms : 0,
+				(hybrid ? VSXB_KEEP_HOST_HYBRID : 0) |
+				(drain ? VSXB_KEEP_HOST_DRAIN : 0),
+			.timer_ms = hybrid || drain ? c->timer_ms : 0,
 			.cr = c->cr,
 			.advertised = c->flags & VSXD_CONN_ADVERTISED,
 			.credit_req_sent = c->flags & VSXD_CONN_CREDIT_REQ_SENT,

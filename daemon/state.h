@@ -75,7 +75,13 @@
  *       u32 timer_ms   what was left of the timer (0 with timer 0); a
  *                      connection held whole while connecting (state 1,
  *                      timer 1, not guest-initiated, peer 1) is a hybrid
- *                      program's waiting for its "OK": it goes on
+ *                      program's waiting for its "OK": it goes on; one
+ *                      held whole closing with timer 3 (peer 1 or 3,
+ *                      to_host not empty) drains: its guest side is
+ *                      over (the guest had its RST), what the guest sent
+ *                      still goes to the host socket, and the connection
+ *                      ends once it is written or the timer runs out (the
+ *                      guest gets no RST for it if it cannot go on)
  *       u32 buf_alloc, rx_cnt, fwd_cnt, last_fwd_sent, last_buf_sent,
  *           rx_limit, peer_buf_alloc, peer_fwd_cnt, tx_cnt
  *                      the credit counters both ways (backend.h,

@@ -150,6 +150,11 @@ int vsxd_state_conn_whole(struct vsxd_state_conn *c, const struct vsxb_conn_keep
 		/* a hybrid program's "OK" owed: its connect timeout runs on */
 		c->timer = VSXD_TIMER_CONNECT;
 		c->timer_ms = k->timer_ms;
+	} else if (k->host_flags & VSXB_KEEP_HOST_DRAIN) {
+		/* what its guest sent still goes to the socket: the drain
+		 * runs on */
+		c->timer = VSXD_TIMER_DRAIN;
+		c->timer_ms = k->timer_ms;
 	}
 	c->guest_shut = k->guest_shut & 3;
 	c->host_shut = k->host_shut & 3;

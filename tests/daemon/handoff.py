@@ -53,6 +53,14 @@
 #                owed, the connection carries on both ways,
 #                every byte checked, on the same front-end connection,
 #                and new connections work both ways
+#   drain        generation 9: two connections the guest shut down both
+#                ways (vsxd answered RST) while vsxd held megabytes for
+#                their programs, which read nothing: both kept, listed
+#                under their ids; one program then reads every byte, in
+#                order, and EOF, and its connection ends; the other's
+#                drain timer (what was left of the linger timeout) ends
+#                it in the new process: its program reads what its socket
+#                held, in order, then EOF; new connections work both ways
 #
 #   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
 import json
@@ -319,12 +327,7 @@ try:
 
     # ---- keep: bytes vsxd holds at the freeze, half-closed, a 4th and 5th ----
     def conns():
-        out = subprocess.run([VSXCTL, "-c", ctl, "-j", "list"], capture_output=True,
-                             text=True).stdout
-        try:
-            return json.loads(out)
-        except ValueError:
-            return []
+        return vsxdtest.conn_list(VSXCTL, ctl)
 
     def upgrade_to(gen):
         rc, out = upgrade()
@@ -462,6 +465,45 @@ try:
     check("paused: the same front-end connection (no setup again)",
           guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
     check("paused: new connections both ways after cont", both_ways(guest, 9600))
+
+    # ---- drain: the guest's bytes still going to a program, under a timer ----
+    # two connections whose guest shut down both ways (vsxd answered RST)
+    # while vsxd held megabytes for their programs: one program reads it
+    # all after the handoff, the other reads nothing until the drain
+    # timer (the linger timeout, 8 s) ends it in the new process
+    N = vsxdtest.DRAIN_BYTES
+    d1, did1, held1 = vsxdtest.draining(guest, uds, 5600, VSXCTL, ctl)
+    d2, did2, held2 = vsxdtest.draining(guest, uds, 5700, VSXCTL, ctl)
+    cl = conns()
+    check("drain: two connections the guest ended while vsxd holds bytes for their "
+          "programs (%s, %s), listed closing" % (held1, held2),
+          d1 and d2 and sorted(c.get("conn") for c in cl) == sorted([did1, did2]) and
+          all(c.get("state") == "closing" for c in cl), str(cl))
+    rc, out = upgrade()
+    st = status()
+    final_pid = st.get("pid") or final_pid
+    check("drain: vsxctl upgrade exits 0, generation 9, both kept",
+          rc == 0 and str(st.get("generation")) == "9" and
+          "2 connections kept, 0 connections ended" in out, out + " " + str(st))
+    cl = conns()
+    check("drain: the new process lists both under their ids, closing",
+          sorted(c.get("conn") for c in cl) == sorted([did1, did2]) and
+          all(c.get("state") == "closing" for c in cl), str(cl))
+    got, ok = vsxdtest.drained(d1) if d1 else (b"", False)
+    check("drain: the first program reads all %d bytes the guest sent, in order, "
+          "then EOF (%d)" % (N, len(got)), ok and len(got) == N)
+    check("drain: its connection ends once its bytes are out",
+          wait_for(lambda: did1 not in [c.get("conn") for c in conns()], 5), str(conns()))
+    check("drain: the other, whose program reads nothing, is still there",
+          did2 in [c.get("conn") for c in conns()], str(conns()))
+    check("drain: its drain timer ends it in the new process",
+          wait_for(lambda: did2 not in [c.get("conn") for c in conns()], 15),
+          str(conns()))
+    got, ok = vsxdtest.drained(d2) if d2 else (b"", False)
+    check("drain: its program then reads what its socket held, in order, and EOF "
+          "(%d of %d bytes: vsxd held the rest)" % (len(got), N), ok and len(got) < N)
+    check("drain: new connections both ways", both_ways(guest, 9700))
+
     check("no sanitizer report in vsxd's log",
           not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
                                             "runtime error:")))

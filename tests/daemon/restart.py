@@ -33,7 +33,11 @@
 #                socket leaves the store, new ones work both ways; again
 #                while a hybrid program waits for its OK (the guest has
 #                not read the REQUEST): kept, the guest's answer gives it
-#                its OK from the new process, data both ways
+#                its OK from the new process, data both ways; again while
+#                a connection drains (its guest shut it down both ways while
+#                vsxd held megabytes for its program, which read nothing):
+#                kept under its id, the program reads every byte, in
+#                order, then EOF
 #   paused       QEMU's stop (GET_VRING_BASE on each ring): the device
 #                stays in the store without its kick eventfds (the record
 #                says paused); SIGTERM then a start with the store: the
@@ -334,6 +338,27 @@ try:
     check("the guest answers the new process: the program gets its OK, then data "
           "both ways (3000 bytes to the guest, 2000 from it, every byte checked), "
           "the end seen", line.startswith("OK ") and ok, line)
+
+    # ---- systemctl restart while a connection drains ----
+    d, did, held = vsxdtest.draining(guest, uds, 5900, VSXCTL, ctl)
+    starts = svc.starts
+    svc.restart()
+    up = svc.wait(lambda: svc.starts > starts and svc.ready)
+    check("restart while a connection drains what its guest sent (the guest shut "
+          "it down, had its RST; vsxd holds %d bytes for its program, which reads "
+          "nothing): vsxd exited 0, started again, the connection kept" % held,
+          d and up and svc.stopped_rc == 0 and
+          "restarted: device resumed on its vhost-user connection, 1 connection kept"
+          in log_text().rsplit("restarting (systemctl restart)", 1)[-1])
+    cl = vsxdtest.conn_list(VSXCTL, ctl)
+    check("drain: the new process lists it under its id, closing",
+          did is not None and [c.get("conn") for c in cl] == [did] and
+          cl[0].get("state") == "closing", str(cl))
+    got, ok = vsxdtest.drained(d) if d else (b"", False)
+    check("drain: its program reads all %d bytes the guest sent, in order, then EOF "
+          "(%d)" % (vsxdtest.DRAIN_BYTES, len(got)), ok and len(got) == vsxdtest.DRAIN_BYTES)
+    check("drain: the connection ends once they are out", svc.wait(
+        lambda: not vsxdtest.conn_list(VSXCTL, ctl)), str(vsxdtest.conn_list(VSXCTL, ctl)))
 
     # ---- a paused VM: systemctl restart, then a crash ----
     running = {"vm.web.kick0", "vm.web.kick1"}

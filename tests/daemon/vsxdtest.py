@@ -216,3 +216,68 @@ def hybrid_answered(guest, s, to_guest, from_guest):
         line, ok = str(e), False
     s.close()
     return line, ok and got == pattern(1, from_guest) and guest.cmd("wait-closed")
+
+
+def conn_list(vsxctl, ctl):
+    """vsxctl -j list: the connections, as dicts ([] when none answers)."""
+    out = subprocess.run([vsxctl, "-c", ctl, "-j", "list"], capture_output=True,
+                         text=True).stdout
+    try:
+        return json.loads(out)
+    except ValueError:
+        return []
+
+
+DRAIN_BYTES = 8000000
+
+
+def draining(guest, uds, port, vsxctl, ctl):
+    """A connection draining what its guest sent into a host socket: a
+    program's hybrid connection to guest port @port reads nothing while
+    the guest sends DRAIN_BYTES (a 16 MiB window: more than a Unix socket
+    holds, so that vsxd holds the rest), then the guest shuts down both
+    ways and gets vsxd's RST: vsxd goes on writing what it holds to the
+    socket under its drain timer (the linger timeout). (the program's
+    socket, the connection's id, what vsxd held for it), or (None, ...)."""
+    if not guest.cmd("listen %d" % port):
+        return None, None, 0
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(15)
+    try:
+        s.connect(uds)
+        s.sendall(b"CONNECT %d\n" % port)
+        ok = guest.cmd("state") and s.recv(64).startswith(b"OK ")
+    except OSError:
+        ok = False
+    cl = [c for c in conn_list(vsxctl, ctl) if str(c.get("guest")).endswith(":%d" % port)]
+    cid = cl[0].get("conn") if len(cl) == 1 else None
+    ok = ok and cid is not None and subprocess.run(
+        [vsxctl, "-c", ctl, "set-buffer", str(cid), "--rx", "16MiB"],
+        capture_output=True).returncode == 0 and guest.cmd("wait-credit 16777216")
+    ok = ok and guest.cmd("gsend %d" % DRAIN_BYTES) and guest.cmd("gshut 3") and \
+        guest.cmd("wait-rst")
+    cl = [c for c in conn_list(vsxctl, ctl) if c.get("conn") == cid]
+    held = cl[0].get("queued", 0) if len(cl) == 1 else 0
+    if not ok or not held:
+        s.close()
+        return None, cid, held
+    return s, cid, held
+
+
+def drained(s):
+    """Everything program socket @s reads until its end: (the bytes, True
+    when they are the guest's from the start of its connection, in order,
+    and end with EOF)."""
+    got = bytearray()
+    eof = False
+    try:
+        while True:
+            d = s.recv(1 << 20)
+            if not d:
+                eof = True
+                break
+            got += d
+    except OSError:
+        pass
+    s.close()
+    return bytes(got), eof and bytes(got) == pattern(1, len(got))

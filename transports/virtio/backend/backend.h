@@ -460,11 +460,12 @@ int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st);
  * state. @fd >= 0: a host socket connection that can go on in another
  * process (established or closing with no timer running, or a hybrid
  * program's connection whose "OK" is owed: the guest has its REQUEST,
- * VSXB_KEEP_HOST_HYBRID, its connect timer @timer_ms from its end;
- * vsxb_vm_adopt recreates it from this); -1: it cannot (anything else
- * half done: a guest's connect to a host socket in progress, data a
- * program sent before its "OK", draining, lingering), the other process
- * ends it with an RST. @fd stays @vm's; @q (@qlen bytes for the host socket, with @nends
+ * VSXB_KEEP_HOST_HYBRID, its connect timer @timer_ms from its end, or
+ * one draining what its guest sent into the socket, VSXB_KEEP_HOST_DRAIN,
+ * its drain timer @timer_ms from its end; vsxb_vm_adopt recreates it from
+ * this); -1: it cannot (anything else half done: a guest's connect to a
+ * host socket in progress, data a program sent before its "OK",
+ * lingering), the other process ends it with an RST. @fd stays @vm's; @q (@qlen bytes for the host socket, with @nends
  * seqpacket message ends) is valid during the callback only.
  *
  * A half of an established sibling pair has @sibling set (and @fd -1): it
@@ -481,6 +482,9 @@ int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st);
 #define VSXB_KEEP_HOST_WR_DEAD 0x4u  /* the host takes no more data */
 #define VSXB_KEEP_HOST_HYBRID  0x8u  /* CONNECTING: "OK <port>" owed to the
 					program when the guest answers */
+#define VSXB_KEEP_HOST_DRAIN   0x10u /* CLOSING, draining: the guest side is
+					over (it had its RST), @q still goes
+					to the socket within @timer_ms */
 #define VSXB_KEEP_NAME_MAX 65        /* a VM's name, NUL included */
 
 /* A connection's credit both ways (wrapping u32 counters of payload
@@ -512,7 +516,8 @@ struct vsxb_conn_keep {
 	uint64_t to_guest, from_guest;
 	char tag[VSXB_TAG_MAX];
 	unsigned timer_ms;                /* CONNECTING: what is left of the
-					     connect timeout (0: none) */
+					     connect timeout, draining: of
+					     the drain's (0: none) */
 	int fd;
 	const uint8_t *q;
 	uint32_t qlen;

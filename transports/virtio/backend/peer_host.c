@@ -1073,9 +1073,18 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 	if (c->ops != &host_ops && c->ops != &vsock_ops)
 		return -1;
 	h = hp(c);
-	if (h->fd < 0 || c->dead || c->draining || h->pending || h->early ||
+	if (h->fd < 0 || c->dead || h->pending || h->early ||
 	    c->peer_cid != VSOCK_CID_HOST)
 		return -1;
+	/* draining: the guest side is over (it had its RST), what it sent
+	 * still goes to the socket for what is left of the linger time */
+	if (c->draining) {
+		if (c->tkind != T_DRAIN || !c->q.bytes || h->wr_dead)
+			return -1;
+		*flags = VSXB_KEEP_HOST_DRAIN | (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
+			 (h->wr_shut ? VSXB_KEEP_HOST_WR_SHUT : 0);
+		return h->fd;
+	}
 	/* a hybrid program waiting for its "OK": the guest has the REQUEST
 	 * (or gets it from the next process), its answer goes there */
 	if (c->state == VSXB_CONN_CONNECTING && h->hybrid && c->tkind == T_CONNECT &&
@@ -1084,7 +1093,7 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 		return h->fd;
 	}
 	/* what else is half done (a connect, data before the answer, a
-	 * drain, a timer) is not carried over: it ends */
+	 * linger timer) is not carried over: it ends */
 	if (c->tkind != T_NONE || h->hybrid || c->state == VSXB_CONN_CONNECTING)
 		return -1;
 	*flags = (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
@@ -1104,6 +1113,13 @@ struct conn *vsxb__host_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep 
 	hp(c)->wr_shut = k->host_flags & VSXB_KEEP_HOST_WR_SHUT;
 	hp(c)->wr_dead = k->host_flags & VSXB_KEEP_HOST_WR_DEAD;
 	hp(c)->hybrid = k->host_flags & VSXB_KEEP_HOST_HYBRID;
+	if (k->host_flags & VSXB_KEEP_HOST_DRAIN) {
+		/* as host_drain left it: packets on its address are a
+		 * stranger's (RST), whatever a new connection of the guest
+		 * on the same one does */
+		vsxb__conn_unhash(c);
+		c->draining = true;
+	}
 	return c;
 }
 

@@ -125,6 +125,8 @@ int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg)
 		memcpy(k.tag, c->tag, sizeof(k.tag));
 		if (c->state == VSXB_CONN_CONNECTING)
 			k.timer_ms = vsxb__conn_timer_left(c, vm->r->lim.connect_ms);
+		else if (k.host_flags & VSXB_KEEP_HOST_DRAIN)
+			k.timer_ms = vsxb__conn_timer_left(c, vm->r->lim.linger_ms);
 		if (k.fd < 0 && c->ops->keep) {
 			/* a sibling half: the bytes for its guest */
 			rc = c->ops->keep(c, &k);
@@ -220,12 +222,15 @@ static int keep_apply(struct conn *c, const struct vsxb_conn_keep *k)
 /* @k's connection made again on @vm (its socket taken), or NULL. */
 static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k)
 {
+	bool drain = k->host_flags & VSXB_KEEP_HOST_DRAIN;
 	struct conn *c = NULL;
 
+	/* (a draining one is not on its address: a new connection of the
+	 * guest may be) */
 	if (k->fd < 0 || (k->type != VIRTIO_VSOCK_TYPE_STREAM &&
 			  k->type != VIRTIO_VSOCK_TYPE_SEQPACKET) ||
 	    k->peer_cid != VSOCK_CID_HOST ||
-	    vsxb__conn_find(vm, k->guest_port, k->peer_cid, k->peer_port))
+	    (!drain && vsxb__conn_find(vm, k->guest_port, k->peer_cid, k->peer_port)))
 		goto fail;
 	c = vsxb__host_restore(vm, k);
 	if (!c)
@@ -239,6 +244,11 @@ static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep
 	if (c->state == VSXB_CONN_CONNECTING)
 		vsxb__conn_timer(c, T_CONNECT, k->timer_ms ? k->timer_ms
 							   : vm->r->lim.connect_ms);
+	/* a drain goes on for what was left of its time (the write watch,
+	 * armed by the attach, writes the queue) */
+	if (drain)
+		vsxb__conn_timer(c, T_DRAIN, k->timer_ms ? k->timer_ms
+							 : vm->r->lim.linger_ms);
 	return c;
 fail:
 	close(k->fd);
@@ -505,6 +515,8 @@ int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 				next = keep[i].id + 1;
 			continue;
 		}
+		if (keep[i].host_flags & VSXB_KEEP_HOST_DRAIN)
+			continue;   /* its guest had its RST: not another */
 		copy[n++] = (struct vsxb_conn_addr){
 			.guest_cid = vm->cid, .peer_cid = keep[i].peer_cid,
 			.guest_port = keep[i].guest_port, .peer_port = keep[i].peer_port,
