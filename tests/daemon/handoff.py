@@ -61,6 +61,10 @@
 #                drain timer (what was left of the linger timeout) ends
 #                it in the new process: its program reads what its socket
 #                held, in order, then EOF; new connections work both ways
+#   early        generation 10: a hybrid program that sent bytes with its
+#                CONNECT, before its OK (the guest has not answered): kept
+#                under its id, the guest's answer gives it its OK, the
+#                guest reads those bytes first, then the rest, in order
 #
 #   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
 import json
@@ -503,6 +507,28 @@ try:
     check("drain: its program then reads what its socket held, in order, and EOF "
           "(%d of %d bytes: vsxd held the rest)" % (len(got), N), ok and len(got) < N)
     check("drain: new connections both ways", both_ways(guest, 9700))
+
+    # ---- early: a program's data sent with its CONNECT, before its OK ----
+    hyb = vsxdtest.hybrid_waiting(guest, uds, 5800, early=3000)
+    ok = hyb and wait_for(lambda: [c for c in conns() if c.get("state") == "connecting"])
+    cl = conns()
+    hid = cl[0].get("conn") if len(cl) == 1 else None
+    rc, out = upgrade()
+    st = status()
+    final_pid = st.get("pid") or final_pid
+    check("early: a program sent 3000 bytes with its CONNECT, the guest has not "
+          "answered: vsxctl upgrade exits 0, generation 10, the connection kept",
+          ok and rc == 0 and str(st.get("generation")) == "10" and
+          "1 connection kept, 0 connections ended" in out, out + " " + str(st))
+    cl = conns()
+    check("early: the new process lists it connecting under its id",
+          hid is not None and [c.get("conn") for c in cl] == [hid] and
+          cl[0].get("state") == "connecting", str(cl))
+    line, ok = (vsxdtest.hybrid_answered(guest, hyb, 4000, 2000, early=3000)
+                if hyb else ("", False))
+    check("early: the guest answers the new process: the program gets its OK, the "
+          "guest reads the 3000 early bytes then 4000 more in order, 2000 go back, "
+          "every byte checked, the end seen", line.startswith("OK ") and ok, line)
 
     check("no sanitizer report in vsxd's log",
           not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",

@@ -37,7 +37,9 @@
 #                a connection drains (its guest shut it down both ways while
 #                vsxd held megabytes for its program, which read nothing):
 #                kept under its id, the program reads every byte, in
-#                order, then EOF
+#                order, then EOF; and while a program that sent bytes with
+#                its CONNECT waits for its OK: kept, the guest reads them
+#                first once it answers
 #   paused       QEMU's stop (GET_VRING_BASE on each ring): the device
 #                stays in the store without its kick eventfds (the record
 #                says paused); SIGTERM then a start with the store: the
@@ -359,6 +361,23 @@ try:
           "(%d)" % (vsxdtest.DRAIN_BYTES, len(got)), ok and len(got) == vsxdtest.DRAIN_BYTES)
     check("drain: the connection ends once they are out", svc.wait(
         lambda: not vsxdtest.conn_list(VSXCTL, ctl)), str(vsxdtest.conn_list(VSXCTL, ctl)))
+
+    # ---- systemctl restart while a program that sent data waits for its OK ----
+    hyb = vsxdtest.hybrid_waiting(guest, uds, 6000, early=2500)
+    ok = hyb and svc.wait(lambda: str(status().get("conns")) == "1")
+    starts = svc.starts
+    svc.restart()
+    up = svc.wait(lambda: svc.starts > starts and svc.ready)
+    check("restart while a program that sent 2500 bytes with its CONNECT waits for "
+          "its OK: vsxd exited 0, started again, the connection kept",
+          ok and up and svc.stopped_rc == 0 and
+          "restarted: device resumed on its vhost-user connection, 1 connection kept"
+          in log_text().rsplit("restarting (systemctl restart)", 1)[-1])
+    line, ok = (vsxdtest.hybrid_answered(guest, hyb, 3000, 2000, early=2500)
+                if hyb else ("", False))
+    check("early: the program gets its OK from the new process, the guest reads "
+          "the 2500 early bytes then 3000 more, 2000 go back, every byte checked",
+          line.startswith("OK ") and ok, line)
 
     # ---- a paused VM: systemctl restart, then a crash ----
     running = {"vm.web.kick0", "vm.web.kick1"}

@@ -183,30 +183,34 @@ def pattern(seed, n):
     return bytes(((i * 131 + seed * 17) ^ (i >> 9)) & 0xff for i in range(n))
 
 
-def hybrid_waiting(guest, uds, port):
+def hybrid_waiting(guest, uds, port, early=0):
     """A program that wrote CONNECT @port to @uds and waits for its OK,
     which the guest (listening on @port) cannot give yet: it reads nothing
-    (rxhold) until hybrid_answered. The program's socket, or None."""
+    (rxhold) until hybrid_answered. With @early, the program sends that
+    many bytes for the guest with its CONNECT line, before its OK. The
+    program's socket, or None."""
     if not (guest.cmd("listen %d" % port) and guest.cmd("rxhold 1")):
         return None
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(15)
     s.connect(uds)
-    s.sendall(b"CONNECT %d\n" % port)
+    s.sendall(b"CONNECT %d\n" % port + pattern(2, early))
     return s
 
 
-def hybrid_answered(guest, s, to_guest, from_guest):
+def hybrid_answered(guest, s, to_guest, from_guest, early=0):
     """The guest reads again and answers the program of hybrid_waiting (@s),
-    then @to_guest bytes go to the guest and @from_guest come back, every
-    byte checked, and the program closes. (the OK line, True if the data
-    went both ways and the guest saw the end)"""
+    then @to_guest bytes go to the guest (after the @early ones the
+    program sent before its OK) and @from_guest come back, every byte
+    checked, and the program closes. (the OK line, True if the data went
+    both ways and the guest saw the end)"""
     ok = guest.cmd("rxhold 0") and guest.cmd("state")
     got = b""
     try:
         line = s.recv(64).decode()
-        s.sendall(pattern(2, to_guest))
-        ok = ok and guest.cmd("grecv %d" % to_guest) and guest.cmd("gsend %d" % from_guest)
+        s.sendall(pattern(2, early + to_guest)[early:])
+        ok = ok and guest.cmd("grecv %d" % (early + to_guest)) and \
+            guest.cmd("gsend %d" % from_guest)
         while ok and len(got) < from_guest:
             d = s.recv(from_guest - len(got))
             if not d:

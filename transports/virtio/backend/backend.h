@@ -463,9 +463,9 @@ int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st);
  * VSXB_KEEP_HOST_HYBRID, its connect timer @timer_ms from its end, or
  * one draining what its guest sent into the socket, VSXB_KEEP_HOST_DRAIN,
  * its drain timer @timer_ms from its end; vsxb_vm_adopt recreates it from
- * this); -1: it cannot (anything else half done: a guest's connect to a
- * host socket in progress, data a program sent before its "OK",
- * lingering), the other process ends it with an RST. @fd stays @vm's; @q (@qlen bytes for the host socket, with @nends
+ * this; what a hybrid program sent before its "OK" waits in its socket);
+ * -1: it cannot (anything else half done: a guest's connect to a host
+ * socket in progress, lingering), the other process ends it with an RST. @fd stays @vm's; @q (@qlen bytes for the host socket, with @nends
  * seqpacket message ends) is valid during the callback only.
  *
  * A half of an established sibling pair has @sibling set (and @fd -1): it

@@ -1073,8 +1073,7 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 	if (c->ops != &host_ops && c->ops != &vsock_ops)
 		return -1;
 	h = hp(c);
-	if (h->fd < 0 || c->dead || h->pending || h->early ||
-	    c->peer_cid != VSOCK_CID_HOST)
+	if (h->fd < 0 || c->dead || h->pending || c->peer_cid != VSOCK_CID_HOST)
 		return -1;
 	/* draining: the guest side is over (it had its RST), what it sent
 	 * still goes to the socket for what is left of the linger time */
@@ -1086,15 +1085,19 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 		return h->fd;
 	}
 	/* a hybrid program waiting for its "OK": the guest has the REQUEST
-	 * (or gets it from the next process), its answer goes there */
+	 * (or gets it from the next process), its answer goes there. What
+	 * the program sent after its CONNECT line (early) is still in the
+	 * socket (connecting_readable only peeks): it goes along, and the
+	 * next process finds it there as this one did */
 	if (c->state == VSXB_CONN_CONNECTING && h->hybrid && c->tkind == T_CONNECT &&
 	    !c->guest_initiated && c->ops == &host_ops) {
 		*flags = VSXB_KEEP_HOST_HYBRID;
 		return h->fd;
 	}
-	/* what else is half done (a connect, data before the answer, a
-	 * linger timer) is not carried over: it ends */
-	if (c->tkind != T_NONE || h->hybrid || c->state == VSXB_CONN_CONNECTING)
+	/* what else is half done (a connect, a linger timer) is not
+	 * carried over: it ends */
+	if (c->tkind != T_NONE || h->hybrid || h->early ||
+	    c->state == VSXB_CONN_CONNECTING)
 		return -1;
 	*flags = (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
 		 (h->wr_shut ? VSXB_KEEP_HOST_WR_SHUT : 0) |
