@@ -65,6 +65,15 @@
 #                CONNECT, before its OK (the guest has not answered): kept
 #                under its id, the guest's answer gives it its OK, the
 #                guest reads those bytes first, then the rest, in order
+#   linger       generations 11 and 12: a connection vsxctl close shut down
+#                both ways while the guest read nothing (its RST awaited
+#                under the linger timer): kept under its id; the guest
+#                reads its SHUTDOWN and answers RST, none comes from vsxd,
+#                the program reads EOF; a second one whose guest never
+#                answers is ended by the new process's linger timer; a
+#                third whose program closed its socket (vsxd closed its
+#                end too) is kept without a socket (generation 13): the
+#                guest gets its SHUTDOWN both ways, no RST
 #
 #   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
 import json
@@ -529,6 +538,58 @@ try:
     check("early: the guest answers the new process: the program gets its OK, the "
           "guest reads the 3000 early bytes then 4000 more in order, 2000 go back, "
           "every byte checked, the end seen", line.startswith("OK ") and ok, line)
+
+    # ---- linger: shut down both ways by vsxd, the guest's RST awaited ----
+    lid = vsxdtest.lingering(guest, uds, 5900, VSXCTL, ctl)
+    check("linger: vsxctl close while the guest reads nothing: the connection waits "
+          "closing for the guest's RST", lid is not None)
+    good, out, pid = upgrade_to(11)
+    final_pid = pid or final_pid
+    check("linger: vsxctl upgrade exits 0, generation 11, the connection kept", good, out)
+    cl = conns()
+    check("linger: the new process lists it closing under its id",
+          lid is not None and [c.get("conn") for c in cl] == [lid] and
+          cl[0].get("state") == "closing", str(cl))
+    check("linger: the guest reads again: SHUTDOWN both ways, which it answers "
+          "with its RST; no RST from vsxd", guest.cmd("rxhold 0") and
+          guest.cmd("wait-closed") and guest.line.endswith("rst=0 shut=3"), guest.line)
+    check("linger: the new process ends it on the guest's RST, the program reads EOF",
+          wait_for(lambda: not conns(), 5) and guest.cmd("hclosed") and
+          guest.cmd("hclose"), str(conns()))
+    # the guest never answers: the linger timer (8 s) ends it in the new process
+    lid = vsxdtest.lingering(guest, uds, 5950, VSXCTL, ctl)
+    good, out, pid = upgrade_to(12)
+    final_pid = pid or final_pid
+    cl = conns()
+    check("linger, no answer: kept across generation 12, listed under its id",
+          lid is not None and good and [c.get("conn") for c in cl] == [lid], out + str(cl))
+    check("linger, no answer: the new process's linger timer ends it while the "
+          "guest says nothing; the program reads EOF",
+          wait_for(lambda: not conns(), 15) and guest.cmd("hclosed") and
+          guest.cmd("hclose"), str(conns()))
+    check("linger, no answer: the guest, reading again, sees its end",
+          guest.cmd("rxhold 0") and guest.cmd("wait-closed"), guest.line)
+    # the program closes its socket while the guest reads nothing: vsxd
+    # reads its end, closes the socket too and shuts the connection down
+    # both ways: kept without a socket
+    ps = vsxdtest.hybrid_open(guest, uds, 5980)
+    ok = ps is not None and guest.cmd("rxhold 1")
+    if ps:
+        ps.close()
+    ok = ok and wait_for(lambda: [c.get("state") for c in conns()] == ["closing"], 5)
+    lid = [c.get("conn") for c in conns()]
+    good, out, pid = upgrade_to(13)
+    final_pid = pid or final_pid
+    cl = conns()
+    check("linger, the program gone: kept across generation 13 without its socket, "
+          "listed under its id", ok and good and [c.get("conn") for c in cl] == lid,
+          out + str(cl))
+    check("linger, the program gone: the guest reads its SHUTDOWN both ways and "
+          "answers RST, none from vsxd; the new process ends it",
+          guest.cmd("rxhold 0") and guest.cmd("wait-closed") and
+          guest.line.endswith("rst=0 shut=3") and wait_for(lambda: not conns(), 5),
+          guest.line + str(conns()))
+    check("linger: new connections both ways", both_ways(guest, 9800))
 
     check("no sanitizer report in vsxd's log",
           not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",

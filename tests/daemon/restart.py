@@ -39,7 +39,9 @@
 #                kept under its id, the program reads every byte, in
 #                order, then EOF; and while a program that sent bytes with
 #                its CONNECT waits for its OK: kept, the guest reads them
-#                first once it answers
+#                first once it answers; and while a connection vsxctl
+#                close shut down waits for its guest's RST: kept, the
+#                guest gets its SHUTDOWN, no RST
 #   paused       QEMU's stop (GET_VRING_BASE on each ring): the device
 #                stays in the store without its kick eventfds (the record
 #                says paused); SIGTERM then a start with the store: the
@@ -378,6 +380,22 @@ try:
     check("early: the program gets its OK from the new process, the guest reads "
           "the 2500 early bytes then 3000 more, 2000 go back, every byte checked",
           line.startswith("OK ") and ok, line)
+
+    # ---- systemctl restart while a connection waits for its guest's RST ----
+    lid = vsxdtest.lingering(guest, uds, 6100, VSXCTL, ctl)
+    starts = svc.starts
+    svc.restart()
+    up = svc.wait(lambda: svc.starts > starts and svc.ready)
+    cl = vsxdtest.conn_list(VSXCTL, ctl)
+    check("restart while a connection vsxctl close shut down waits for its guest's "
+          "RST (the guest reads nothing): kept, listed closing under its id",
+          lid is not None and up and svc.stopped_rc == 0 and
+          [c.get("conn") for c in cl] == [lid] and cl[0].get("state") == "closing",
+          str(cl))
+    check("linger: the guest reads its SHUTDOWN both ways and answers RST, none "
+          "from vsxd; the program reads EOF", guest.cmd("rxhold 0") and
+          guest.cmd("wait-closed") and guest.line.endswith("rst=0 shut=3") and
+          guest.cmd("hclosed") and guest.cmd("hclose"), guest.line)
 
     # ---- a paused VM: systemctl restart, then a crash ----
     running = {"vm.web.kick0", "vm.web.kick1"}

@@ -232,6 +232,42 @@ def conn_list(vsxctl, ctl):
         return []
 
 
+def hybrid_open(guest, uds, port):
+    """A program's connection (a plain socket) to guest port @port through
+    the uds-path @uds, the guest listening: its socket once it read its
+    OK, or None."""
+    if not guest.cmd("listen %d" % port):
+        return None
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(15)
+    try:
+        s.connect(uds)
+        s.sendall(b"CONNECT %d\n" % port)
+        if guest.cmd("state") and s.recv(64).startswith(b"OK "):
+            return s
+    except OSError:
+        pass
+    s.close()
+    return None
+
+
+def lingering(guest, uds, port, vsxctl, ctl):
+    """A connection vsxd shut down both ways that waits for its guest's
+    RST: a host-to-guest connection to guest port @port (open_conn), the
+    guest reading nothing (rxhold) when vsxctl close shuts it down (the
+    guest's answer to the SHUTDOWN, an RST, waits until it reads again:
+    meanwhile vsxd's linger timer runs). Its id, or None."""
+    if not (open_conn(guest, uds, port) and guest.cmd("rxhold 1")):
+        return None
+    cl = conn_list(vsxctl, ctl)
+    lid = cl[0].get("conn") if len(cl) == 1 else None
+    if lid is None or subprocess.run([vsxctl, "-c", ctl, "close", str(lid)],
+                                     capture_output=True).returncode != 0:
+        return None
+    cl = conn_list(vsxctl, ctl)
+    return lid if [c.get("state") for c in cl] == ["closing"] else None
+
+
 DRAIN_BYTES = 8000000
 
 
@@ -243,16 +279,10 @@ def draining(guest, uds, port, vsxctl, ctl):
     ways and gets vsxd's RST: vsxd goes on writing what it holds to the
     socket under its drain timer (the linger timeout). (the program's
     socket, the connection's id, what vsxd held for it), or (None, ...)."""
-    if not guest.cmd("listen %d" % port):
+    s = hybrid_open(guest, uds, port)
+    if not s:
         return None, None, 0
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(15)
-    try:
-        s.connect(uds)
-        s.sendall(b"CONNECT %d\n" % port)
-        ok = guest.cmd("state") and s.recv(64).startswith(b"OK ")
-    except OSError:
-        ok = False
+    ok = True
     cl = [c for c in conn_list(vsxctl, ctl) if str(c.get("guest")).endswith(":%d" % port)]
     cid = cl[0].get("conn") if len(cl) == 1 else None
     ok = ok and cid is not None and subprocess.run(

@@ -1073,7 +1073,21 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 	if (c->ops != &host_ops && c->ops != &vsock_ops)
 		return -1;
 	h = hp(c);
-	if (h->fd < 0 || c->dead || h->pending || c->peer_cid != VSOCK_CID_HOST)
+	if (c->dead || h->pending || c->peer_cid != VSOCK_CID_HOST)
+		return -1;
+	/* lingering: vsxd shut it down both ways (the program closed, or
+	 * vsxctl close) and waits for the guest's RST, its SHUTDOWN perhaps
+	 * still owed; the socket may be closed already (the program's
+	 * end went): kept without one then */
+	if (c->tkind == T_LINGER && c->state == VSXB_CONN_CLOSING && !c->draining &&
+	    !h->hybrid && !h->early && !(c->ctrl & C_RST) &&
+	    (c->host_shut | c->shut_pending) == VSXB_SHUT_BOTH) {
+		*flags = VSXB_KEEP_HOST_LINGER | (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
+			 (h->wr_shut ? VSXB_KEEP_HOST_WR_SHUT : 0) |
+			 (h->wr_dead ? VSXB_KEEP_HOST_WR_DEAD : 0);
+		return h->fd;
+	}
+	if (h->fd < 0)
 		return -1;
 	/* draining: the guest side is over (it had its RST), what it sent
 	 * still goes to the socket for what is left of the linger time */
@@ -1094,8 +1108,8 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 		*flags = VSXB_KEEP_HOST_HYBRID;
 		return h->fd;
 	}
-	/* what else is half done (a connect, a linger timer) is not
-	 * carried over: it ends */
+	/* what else is half done (a connect, a timer) is not carried
+	 * over: it ends */
 	if (c->tkind != T_NONE || h->hybrid || h->early ||
 	    c->state == VSXB_CONN_CONNECTING)
 		return -1;
@@ -1116,6 +1130,8 @@ struct conn *vsxb__host_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep 
 	hp(c)->wr_shut = k->host_flags & VSXB_KEEP_HOST_WR_SHUT;
 	hp(c)->wr_dead = k->host_flags & VSXB_KEEP_HOST_WR_DEAD;
 	hp(c)->hybrid = k->host_flags & VSXB_KEEP_HOST_HYBRID;
+	/* (a lingering one without its socket: as host_eof's close left
+	 * it, fd -1) */
 	if (k->host_flags & VSXB_KEEP_HOST_DRAIN) {
 		/* as host_drain left it: packets on its address are a
 		 * stranger's (RST), whatever a new connection of the guest

@@ -125,7 +125,7 @@ int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg)
 		memcpy(k.tag, c->tag, sizeof(k.tag));
 		if (c->state == VSXB_CONN_CONNECTING)
 			k.timer_ms = vsxb__conn_timer_left(c, vm->r->lim.connect_ms);
-		else if (k.host_flags & VSXB_KEEP_HOST_DRAIN)
+		else if (k.host_flags & (VSXB_KEEP_HOST_DRAIN | VSXB_KEEP_HOST_LINGER))
 			k.timer_ms = vsxb__conn_timer_left(c, vm->r->lim.linger_ms);
 		if (k.fd < 0 && c->ops->keep) {
 			/* a sibling half: the bytes for its guest */
@@ -223,11 +223,12 @@ static int keep_apply(struct conn *c, const struct vsxb_conn_keep *k)
 static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k)
 {
 	bool drain = k->host_flags & VSXB_KEEP_HOST_DRAIN;
+	bool linger = k->host_flags & VSXB_KEEP_HOST_LINGER;
 	struct conn *c = NULL;
 
 	/* (a draining one is not on its address: a new connection of the
-	 * guest may be) */
-	if (k->fd < 0 || (k->type != VIRTIO_VSOCK_TYPE_STREAM &&
+	 * guest may be; a lingering one may have no socket any more) */
+	if ((k->fd < 0 && !linger) || (k->type != VIRTIO_VSOCK_TYPE_STREAM &&
 			  k->type != VIRTIO_VSOCK_TYPE_SEQPACKET) ||
 	    k->peer_cid != VSOCK_CID_HOST ||
 	    (!drain && vsxb__conn_find(vm, k->guest_port, k->peer_cid, k->peer_port)))
@@ -235,7 +236,7 @@ static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep
 	c = vsxb__host_restore(vm, k);
 	if (!c)
 		goto fail;
-	if (keep_apply(c, k) < 0 || vsxb__host_attach(c, k->fd) < 0) {
+	if (keep_apply(c, k) < 0 || (k->fd >= 0 && vsxb__host_attach(c, k->fd) < 0)) {
 		vsxb__conn_kill(c);   /* closes the socket */
 		return NULL;
 	}
@@ -249,9 +250,15 @@ static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep
 	if (drain)
 		vsxb__conn_timer(c, T_DRAIN, k->timer_ms ? k->timer_ms
 							 : vm->r->lim.linger_ms);
+	/* the guest's RST has what was left of the linger time to come
+	 * (held, as any, while its VM is paused) */
+	if (linger)
+		vsxb__conn_timer(c, T_LINGER, k->timer_ms ? k->timer_ms
+							  : vm->r->lim.linger_ms);
 	return c;
 fail:
-	close(k->fd);
+	if (k->fd >= 0)
+		close(k->fd);
 	return NULL;
 }
 
