@@ -5,7 +5,8 @@
  *
  * An adopted device starts with the connections a live handoff kept
  * (vsxb_vm_foreach_keep in the old process, vsxb_vm_adopt_keep in the
- * new: host socket connections, made again before the device runs, so
+ * new: host socket connections, a lingering one's socket possibly gone
+ * already, made again before the device runs, so
  * that what the guest queued meanwhile finds them; sibling pairs, made
  * again by vsxb_router_pair_kept once both VMs are adopted, the devices
  * reading nothing from their guests until then), and no other: those
