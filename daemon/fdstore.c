@@ -689,7 +689,7 @@ static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm 
 		struct vsxb_conn_keep *k = &keep[nk];
 		const struct vsxd_state_bytes *q = &c->to_host_q;
 		const char *sbad = NULL;
-		bool hybrid = false;
+		bool hybrid = false, drain = false, linger = false;
 		int fd = -1;
 
 		if (c->peer == VSXD_PEER_SIBLING && fs->prev.version >= 3 &&
@@ -707,15 +707,25 @@ static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm 
 			goto keep;
 		}
 		/* a host socket, named once, of a socket kind: established or
-		 * closing with no timer, or a hybrid program waiting for its
-		 * "OK" (connecting, its connect timeout running) */
+		 * closing with no timer, a hybrid program waiting for its
+		 * "OK" (connecting, its connect timeout running), or one
+		 * draining what its guest sent (closing, its drain timer
+		 * running) */
 		hybrid = c->state == VSXB_CONN_CONNECTING && c->timer == VSXD_TIMER_CONNECT &&
 			 !(c->flags & VSXD_CONN_GUEST_INITIATED) && c->peer == VSXD_PEER_HOST &&
 			 c->type == 1 && !c->to_host_q.len;
+		drain = c->state == VSXB_CONN_CLOSING && c->timer == VSXD_TIMER_DRAIN &&
+			c->peer != VSXD_PEER_SIBLING && c->to_host_q.len;
+		/* or one shut down both ways waiting for its guest's RST
+		 * (closing, its linger timer running), with its socket or,
+		 * the program's end gone, without */
+		linger = c->state == VSXB_CONN_CLOSING && c->timer == VSXD_TIMER_LINGER &&
+			 c->peer != VSXD_PEER_SIBLING &&
+			 (c->host_shut | c->shut_pending) == 3 && !(c->ctrl & 0x20);
 		if (fs->prev.version >= 2 && (c->flags & VSXD_CONN_WHOLE) && *c->host_fd &&
 		    c->guest_cid == v->cid && !c->to_guest_q.len &&
-		    (hybrid || (c->state != VSXB_CONN_CONNECTING &&
-				c->timer == VSXD_TIMER_NONE)))
+		    (hybrid || drain || linger || (c->state != VSXB_CONN_CONNECTING &&
+						   c->timer == VSXD_TIMER_NONE)))
 			fd = take_fd(fs, c->host_fd, false);
 		if (fd >= 0 && (fstat(fd, &sb) < 0 || !S_ISSOCK(sb.st_mode))) {
 			fs_log(fs, LOG_ERR, "vm %s: connection %llu: %s is not a socket: "
@@ -723,8 +733,13 @@ static unsigned conns_split(struct vsxd_fdstore *fs, const struct vsxd_state_vm 
 			       c->host_fd);
 			fd = -1;   /* closed with what nobody took */
 		}
+		if (fd < 0 && linger && !*c->host_fd && (c->flags & VSXD_CONN_WHOLE) &&
+		    c->guest_cid == v->cid && !c->to_guest_q.len && !c->to_host_q.len)
+			goto keep;   /* kept without a socket: it had none */
 		if (fd < 0) {
-			rst[(*nrst)++] = conn_addr(c);
+			/* (a drain's guest had its RST: not another) */
+			if (!drain)
+				rst[(*nrst)++] = conn_addr(c);
 			continue;
 		}
 keep:
@@ -739,15 +754,17 @@ keep:
 			.host_flags = (c->flags & VSXD_CONN_HOST_EOF ? VSXB_KEEP_HOST_EOF : 0) |
 				(c->flags & VSXD_CONN_HOST_WR_SHUT ? VSXB_KEEP_HOST_WR_SHUT : 0) |
 				(c->flags & VSXD_CONN_HOST_WR_DEAD ? VSXB_KEEP_HOST_WR_DEAD : 0) |
-				(hybrid ? VSXB_KEEP_HOST_HYBRID : 0),
-			.timer_ms = hybrid ? c->timer_ms : 0,
+				(hybrid ? VSXB_KEEP_HOST_HYBRID : 0) |
+				(drain ? VSXB_KEEP_HOST_DRAIN : 0) |
+				(linger ? VSXB_KEEP_HOST_LINGER : 0),
+			.timer_ms = hybrid || drain || linger ? c->timer_ms : 0,
 			.cr = c->cr,
 			.advertised = c->flags & VSXD_CONN_ADVERTISED,
 			.credit_req_sent = c->flags & VSXD_CONN_CREDIT_REQ_SENT,
 			.msg_open = c->flags & VSXD_CONN_MSG_OPEN,
 			.to_guest = c->to_guest, .from_guest = c->from_guest,
 			.fd = fd, .q = q->data, .qlen = q->len,
-			.sibling = fd < 0, .twin_id = c->twin_id,
+			.sibling = c->peer == VSXD_PEER_SIBLING, .twin_id = c->twin_id,
 			.eom_pending = c->eom_pending,
 		};
 		snprintf(k->tag, sizeof(k->tag), "%.*s", (int)sizeof(k->tag) - 1, c->tag);

@@ -75,7 +75,18 @@
  *       u32 timer_ms   what was left of the timer (0 with timer 0); a
  *                      connection held whole while connecting (state 1,
  *                      timer 1, not guest-initiated, peer 1) is a hybrid
- *                      program's waiting for its "OK": it goes on
+ *                      program's waiting for its "OK": it goes on; one
+ *                      held whole closing with timer 3 (peer 1 or 3,
+ *                      to_host not empty) drains: its guest side is
+ *                      over (the guest had its RST), what the guest sent
+ *                      still goes to the host socket, and the connection
+ *                      ends once it is written or the timer runs out (the
+ *                      guest gets no RST for it if it cannot go on); one
+ *                      held whole closing with timer 2 (peer 1 or 3, shut
+ *                      down both ways: host_shut | shut_pending 3, no RST
+ *                      in ctrl) lingers: it waits for the guest's RST,
+ *                      and goes on, with its host socket or, host_fd
+ *                      empty, without one (the program's end was gone)
  *       u32 buf_alloc, rx_cnt, fwd_cnt, last_fwd_sent, last_buf_sent,
  *           rx_limit, peer_buf_alloc, peer_fwd_cnt, tx_cnt
  *                      the credit counters both ways (backend.h,
@@ -84,7 +95,8 @@
  *       u64 to_guest, u64 from_guest   payload bytes moved so far
  *       str host_fd    FDNAME of the host socket handed over with the
  *                      record (peer 1 and 3 only; empty: none, the
- *                      connection cannot go on); each name once
+ *                      connection cannot go on, but for one that
+ *                      lingers, above); each name once
  *       str tag        who made it (a forward's name), may be empty
  *       2 byte queues, to_host then to_guest: the payload vsxd held for
  *                      that side (to_host: written to no socket yet;

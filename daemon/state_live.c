@@ -136,7 +136,7 @@ static int conn_bytes(const struct vsxb_conn_keep *k, struct vsxd_state_bytes *b
 int vsxd_state_conn_whole(struct vsxd_state_conn *c, const struct vsxb_conn_keep *k)
 {
 	vsxd_state_conn_from_info(c, k->ci);
-	if (k->fd < 0 && !k->sibling)
+	if (k->fd < 0 && !k->sibling && !(k->host_flags & VSXB_KEEP_HOST_LINGER))
 		return 0;  /* ends in the next process */
 	c->flags |= VSXD_CONN_WHOLE |
 		    (k->advertised ? VSXD_CONN_ADVERTISED : 0) |
@@ -149,6 +149,15 @@ int vsxd_state_conn_whole(struct vsxd_state_conn *c, const struct vsxb_conn_keep
 	if (k->host_flags & VSXB_KEEP_HOST_HYBRID) {
 		/* a hybrid program's "OK" owed: its connect timeout runs on */
 		c->timer = VSXD_TIMER_CONNECT;
+		c->timer_ms = k->timer_ms;
+	} else if (k->host_flags & VSXB_KEEP_HOST_DRAIN) {
+		/* what its guest sent still goes to the socket: the drain
+		 * runs on */
+		c->timer = VSXD_TIMER_DRAIN;
+		c->timer_ms = k->timer_ms;
+	} else if (k->host_flags & VSXB_KEEP_HOST_LINGER) {
+		/* shut down both ways: the guest's RST awaited */
+		c->timer = VSXD_TIMER_LINGER;
 		c->timer_ms = k->timer_ms;
 	}
 	c->guest_shut = k->guest_shut & 3;
@@ -166,6 +175,9 @@ int vsxd_state_conn_whole(struct vsxd_state_conn *c, const struct vsxb_conn_keep
 		c->eom_pending = k->eom_pending & 3;
 		return conn_bytes(k, &c->to_guest_q);
 	}
-	snprintf(c->host_fd, sizeof(c->host_fd), "conn.%llu.host", (unsigned long long)k->id);
+	/* (a lingering one whose program's socket is closed has none) */
+	if (k->fd >= 0)
+		snprintf(c->host_fd, sizeof(c->host_fd), "conn.%llu.host",
+			 (unsigned long long)k->id);
 	return conn_bytes(k, &c->to_host_q);
 }

@@ -53,6 +53,27 @@
 #                owed, the connection carries on both ways,
 #                every byte checked, on the same front-end connection,
 #                and new connections work both ways
+#   drain        generation 9: two connections the guest shut down both
+#                ways (vsxd answered RST) while vsxd held megabytes for
+#                their programs, which read nothing: both kept, listed
+#                under their ids; one program then reads every byte, in
+#                order, and EOF, and its connection ends; the other's
+#                drain timer (what was left of the linger timeout) ends
+#                it in the new process: its program reads what its socket
+#                held, in order, then EOF; new connections work both ways
+#   early        generation 10: a hybrid program that sent bytes with its
+#                CONNECT, before its OK (the guest has not answered): kept
+#                under its id, the guest's answer gives it its OK, the
+#                guest reads those bytes first, then the rest, in order
+#   linger       generations 11 and 12: a connection vsxctl close shut down
+#                both ways while the guest read nothing (its RST awaited
+#                under the linger timer): kept under its id; the guest
+#                reads its SHUTDOWN and answers RST, none comes from vsxd,
+#                the program reads EOF; a second one whose guest never
+#                answers is ended by the new process's linger timer; a
+#                third whose program closed its socket (vsxd closed its
+#                end too) is kept without a socket (generation 13): the
+#                guest gets its SHUTDOWN both ways, no RST
 #
 #   VSXD, FAKE_GUEST, VSXCTL   the programs (defaults: the build tree's)
 import json
@@ -319,12 +340,7 @@ try:
 
     # ---- keep: bytes vsxd holds at the freeze, half-closed, a 4th and 5th ----
     def conns():
-        out = subprocess.run([VSXCTL, "-c", ctl, "-j", "list"], capture_output=True,
-                             text=True).stdout
-        try:
-            return json.loads(out)
-        except ValueError:
-            return []
+        return vsxdtest.conn_list(VSXCTL, ctl)
 
     def upgrade_to(gen):
         rc, out = upgrade()
@@ -462,6 +478,119 @@ try:
     check("paused: the same front-end connection (no setup again)",
           guest.cmd("backend") and guest.line.endswith("alive=1"), guest.line)
     check("paused: new connections both ways after cont", both_ways(guest, 9600))
+
+    # ---- drain: the guest's bytes still going to a program, under a timer ----
+    # two connections whose guest shut down both ways (vsxd answered RST)
+    # while vsxd held megabytes for their programs: one program reads it
+    # all after the handoff, the other reads nothing until the drain
+    # timer (the linger timeout, 8 s) ends it in the new process
+    N = vsxdtest.DRAIN_BYTES
+    d1, did1, held1 = vsxdtest.draining(guest, uds, 5600, VSXCTL, ctl)
+    d2, did2, held2 = vsxdtest.draining(guest, uds, 5700, VSXCTL, ctl)
+    cl = conns()
+    check("drain: two connections the guest ended while vsxd holds bytes for their "
+          "programs (%s, %s), listed closing" % (held1, held2),
+          d1 and d2 and sorted(c.get("conn") for c in cl) == sorted([did1, did2]) and
+          all(c.get("state") == "closing" for c in cl), str(cl))
+    rc, out = upgrade()
+    st = status()
+    final_pid = st.get("pid") or final_pid
+    check("drain: vsxctl upgrade exits 0, generation 9, both kept",
+          rc == 0 and str(st.get("generation")) == "9" and
+          "2 connections kept, 0 connections ended" in out, out + " " + str(st))
+    cl = conns()
+    check("drain: the new process lists both under their ids, closing",
+          sorted(c.get("conn") for c in cl) == sorted([did1, did2]) and
+          all(c.get("state") == "closing" for c in cl), str(cl))
+    got, ok = vsxdtest.drained(d1) if d1 else (b"", False)
+    check("drain: the first program reads all %d bytes the guest sent, in order, "
+          "then EOF (%d)" % (N, len(got)), ok and len(got) == N)
+    check("drain: its connection ends once its bytes are out",
+          wait_for(lambda: did1 not in [c.get("conn") for c in conns()], 5), str(conns()))
+    check("drain: the other, whose program reads nothing, is still there",
+          did2 in [c.get("conn") for c in conns()], str(conns()))
+    check("drain: its drain timer ends it in the new process",
+          wait_for(lambda: did2 not in [c.get("conn") for c in conns()], 15),
+          str(conns()))
+    got, ok = vsxdtest.drained(d2) if d2 else (b"", False)
+    check("drain: its program then reads what its socket held, in order, and EOF "
+          "(%d of %d bytes: vsxd held the rest)" % (len(got), N), ok and len(got) < N)
+    check("drain: new connections both ways", both_ways(guest, 9700))
+
+    # ---- early: a program's data sent with its CONNECT, before its OK ----
+    hyb = vsxdtest.hybrid_waiting(guest, uds, 5800, early=3000)
+    ok = hyb and wait_for(lambda: [c for c in conns() if c.get("state") == "connecting"])
+    cl = conns()
+    hid = cl[0].get("conn") if len(cl) == 1 else None
+    rc, out = upgrade()
+    st = status()
+    final_pid = st.get("pid") or final_pid
+    check("early: a program sent 3000 bytes with its CONNECT, the guest has not "
+          "answered: vsxctl upgrade exits 0, generation 10, the connection kept",
+          ok and rc == 0 and str(st.get("generation")) == "10" and
+          "1 connection kept, 0 connections ended" in out, out + " " + str(st))
+    cl = conns()
+    check("early: the new process lists it connecting under its id",
+          hid is not None and [c.get("conn") for c in cl] == [hid] and
+          cl[0].get("state") == "connecting", str(cl))
+    line, ok = (vsxdtest.hybrid_answered(guest, hyb, 4000, 2000, early=3000)
+                if hyb else ("", False))
+    check("early: the guest answers the new process: the program gets its OK, the "
+          "guest reads the 3000 early bytes then 4000 more in order, 2000 go back, "
+          "every byte checked, the end seen", line.startswith("OK ") and ok, line)
+
+    # ---- linger: shut down both ways by vsxd, the guest's RST awaited ----
+    lid = vsxdtest.lingering(guest, uds, 5900, VSXCTL, ctl)
+    check("linger: vsxctl close while the guest reads nothing: the connection waits "
+          "closing for the guest's RST", lid is not None)
+    good, out, pid = upgrade_to(11)
+    final_pid = pid or final_pid
+    check("linger: vsxctl upgrade exits 0, generation 11, the connection kept", good, out)
+    cl = conns()
+    check("linger: the new process lists it closing under its id",
+          lid is not None and [c.get("conn") for c in cl] == [lid] and
+          cl[0].get("state") == "closing", str(cl))
+    check("linger: the guest reads again: SHUTDOWN both ways, which it answers "
+          "with its RST; no RST from vsxd", guest.cmd("rxhold 0") and
+          guest.cmd("wait-closed") and guest.line.endswith("rst=0 shut=3"), guest.line)
+    check("linger: the new process ends it on the guest's RST, the program reads EOF",
+          wait_for(lambda: not conns(), 5) and guest.cmd("hclosed") and
+          guest.cmd("hclose"), str(conns()))
+    # the guest never answers: the linger timer (8 s) ends it in the new process
+    lid = vsxdtest.lingering(guest, uds, 5950, VSXCTL, ctl)
+    good, out, pid = upgrade_to(12)
+    final_pid = pid or final_pid
+    cl = conns()
+    check("linger, no answer: kept across generation 12, listed under its id",
+          lid is not None and good and [c.get("conn") for c in cl] == [lid], out + str(cl))
+    check("linger, no answer: the new process's linger timer ends it while the "
+          "guest says nothing; the program reads EOF",
+          wait_for(lambda: not conns(), 15) and guest.cmd("hclosed") and
+          guest.cmd("hclose"), str(conns()))
+    check("linger, no answer: the guest, reading again, sees its end",
+          guest.cmd("rxhold 0") and guest.cmd("wait-closed"), guest.line)
+    # the program closes its socket while the guest reads nothing: vsxd
+    # reads its end, closes the socket too and shuts the connection down
+    # both ways: kept without a socket
+    ps = vsxdtest.hybrid_open(guest, uds, 5980)
+    ok = ps is not None and guest.cmd("rxhold 1")
+    if ps:
+        ps.close()
+    ok = ok and wait_for(lambda: [c.get("state") for c in conns()] == ["closing"], 5)
+    lid = [c.get("conn") for c in conns()]
+    good, out, pid = upgrade_to(13)
+    final_pid = pid or final_pid
+    cl = conns()
+    check("linger, the program gone: kept across generation 13 without its socket, "
+          "listed under its id", ok and good and [c.get("conn") for c in cl] == lid,
+          out + str(cl))
+    check("linger, the program gone: the guest reads its SHUTDOWN both ways and "
+          "answers RST, none from vsxd; the new process ends it",
+          guest.cmd("rxhold 0") and guest.cmd("wait-closed") and
+          guest.line.endswith("rst=0 shut=3") and wait_for(lambda: not conns(), 5),
+          guest.line + str(conns()))
+    check("linger: new connections both ways", both_ways(guest, 9800))
+
     check("no sanitizer report in vsxd's log",
           not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
                                             "runtime error:")))

@@ -33,7 +33,15 @@
 #                socket leaves the store, new ones work both ways; again
 #                while a hybrid program waits for its OK (the guest has
 #                not read the REQUEST): kept, the guest's answer gives it
-#                its OK from the new process, data both ways
+#                its OK from the new process, data both ways; again while
+#                a connection drains (its guest shut it down both ways while
+#                vsxd held megabytes for its program, which read nothing):
+#                kept under its id, the program reads every byte, in
+#                order, then EOF; and while a program that sent bytes with
+#                its CONNECT waits for its OK: kept, the guest reads them
+#                first once it answers; and while a connection vsxctl
+#                close shut down waits for its guest's RST: kept, the
+#                guest gets its SHUTDOWN, no RST
 #   paused       QEMU's stop (GET_VRING_BASE on each ring): the device
 #                stays in the store without its kick eventfds (the record
 #                says paused); SIGTERM then a start with the store: the
@@ -319,21 +327,71 @@ try:
           svc.wait(lambda: not [n for n in svc.names() if n.startswith("listen.")]),
           str(svc.names()))
 
+    def restart_keeping_one():
+        """SIGTERM and a start with the store: True once the new process
+        serves, the old one having exited 0, and its log says it kept one
+        connection."""
+        starts = svc.starts
+        svc.restart()
+        return (svc.wait(lambda: svc.starts > starts and svc.ready) and
+                svc.stopped_rc == 0 and
+                "restarted: device resumed on its vhost-user connection, 1 connection "
+                "kept" in log_text().rsplit("restarting (systemctl restart)", 1)[-1])
+
     # ---- systemctl restart while a hybrid program waits for its OK ----
     hyb = vsxdtest.hybrid_waiting(guest, uds, 5700)
     ok = hyb and svc.wait(lambda: str(status().get("conns")) == "1")
-    starts = svc.starts
-    svc.restart()
-    up = svc.wait(lambda: svc.starts > starts and svc.ready)
+    kept = restart_keeping_one()
     check("restart while a program waits for its OK (the guest has not read the "
           "REQUEST): vsxd exited 0, started again, the connection kept",
-          ok and up and svc.stopped_rc == 0 and
-          "restarted: device resumed on its vhost-user connection, 1 connection kept"
-          in log_text().rsplit("restarting (systemctl restart)", 1)[-1])
+          ok and kept)
     line, ok = vsxdtest.hybrid_answered(guest, hyb, 3000, 2000) if hyb else ("", False)
     check("the guest answers the new process: the program gets its OK, then data "
           "both ways (3000 bytes to the guest, 2000 from it, every byte checked), "
           "the end seen", line.startswith("OK ") and ok, line)
+
+    # ---- systemctl restart while a connection drains ----
+    d, did, held = vsxdtest.draining(guest, uds, 5900, VSXCTL, ctl)
+    kept = restart_keeping_one()
+    check("restart while a connection drains what its guest sent (the guest shut "
+          "it down, had its RST; vsxd holds %d bytes for its program, which reads "
+          "nothing): vsxd exited 0, started again, the connection kept" % held,
+          d and kept)
+    cl = vsxdtest.conn_list(VSXCTL, ctl)
+    check("drain: the new process lists it under its id, closing",
+          did is not None and [c.get("conn") for c in cl] == [did] and
+          cl[0].get("state") == "closing", str(cl))
+    got, ok = vsxdtest.drained(d) if d else (b"", False)
+    check("drain: its program reads all %d bytes the guest sent, in order, then EOF "
+          "(%d)" % (vsxdtest.DRAIN_BYTES, len(got)), ok and len(got) == vsxdtest.DRAIN_BYTES)
+    check("drain: the connection ends once they are out", svc.wait(
+        lambda: not vsxdtest.conn_list(VSXCTL, ctl)), str(vsxdtest.conn_list(VSXCTL, ctl)))
+
+    # ---- systemctl restart while a program that sent data waits for its OK ----
+    hyb = vsxdtest.hybrid_waiting(guest, uds, 6000, early=2500)
+    ok = hyb and svc.wait(lambda: str(status().get("conns")) == "1")
+    kept = restart_keeping_one()
+    check("restart while a program that sent 2500 bytes with its CONNECT waits for "
+          "its OK: vsxd exited 0, started again, the connection kept", ok and kept)
+    line, ok = (vsxdtest.hybrid_answered(guest, hyb, 3000, 2000, early=2500)
+                if hyb else ("", False))
+    check("early: the program gets its OK from the new process, the guest reads "
+          "the 2500 early bytes then 3000 more, 2000 go back, every byte checked",
+          line.startswith("OK ") and ok, line)
+
+    # ---- systemctl restart while a connection waits for its guest's RST ----
+    lid = vsxdtest.lingering(guest, uds, 6100, VSXCTL, ctl)
+    kept = restart_keeping_one()
+    cl = vsxdtest.conn_list(VSXCTL, ctl)
+    check("restart while a connection vsxctl close shut down waits for its guest's "
+          "RST (the guest reads nothing): kept, listed closing under its id",
+          lid is not None and kept and
+          [c.get("conn") for c in cl] == [lid] and cl[0].get("state") == "closing",
+          str(cl))
+    check("linger: the guest reads its SHUTDOWN both ways and answers RST, none "
+          "from vsxd; the program reads EOF", guest.cmd("rxhold 0") and
+          guest.cmd("wait-closed") and guest.line.endswith("rst=0 shut=3") and
+          guest.cmd("hclosed") and guest.cmd("hclose"), guest.line)
 
     # ---- a paused VM: systemctl restart, then a crash ----
     running = {"vm.web.kick0", "vm.web.kick1"}

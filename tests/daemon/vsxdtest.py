@@ -183,30 +183,34 @@ def pattern(seed, n):
     return bytes(((i * 131 + seed * 17) ^ (i >> 9)) & 0xff for i in range(n))
 
 
-def hybrid_waiting(guest, uds, port):
+def hybrid_waiting(guest, uds, port, early=0):
     """A program that wrote CONNECT @port to @uds and waits for its OK,
     which the guest (listening on @port) cannot give yet: it reads nothing
-    (rxhold) until hybrid_answered. The program's socket, or None."""
+    (rxhold) until hybrid_answered. With @early, the program sends that
+    many bytes for the guest with its CONNECT line, before its OK. The
+    program's socket, or None."""
     if not (guest.cmd("listen %d" % port) and guest.cmd("rxhold 1")):
         return None
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(15)
     s.connect(uds)
-    s.sendall(b"CONNECT %d\n" % port)
+    s.sendall(b"CONNECT %d\n" % port + pattern(2, early))
     return s
 
 
-def hybrid_answered(guest, s, to_guest, from_guest):
+def hybrid_answered(guest, s, to_guest, from_guest, early=0):
     """The guest reads again and answers the program of hybrid_waiting (@s),
-    then @to_guest bytes go to the guest and @from_guest come back, every
-    byte checked, and the program closes. (the OK line, True if the data
-    went both ways and the guest saw the end)"""
+    then @to_guest bytes go to the guest (after the @early ones the
+    program sent before its OK) and @from_guest come back, every byte
+    checked, and the program closes. (the OK line, True if the data went
+    both ways and the guest saw the end)"""
     ok = guest.cmd("rxhold 0") and guest.cmd("state")
     got = b""
     try:
         line = s.recv(64).decode()
-        s.sendall(pattern(2, to_guest))
-        ok = ok and guest.cmd("grecv %d" % to_guest) and guest.cmd("gsend %d" % from_guest)
+        s.sendall(pattern(2, early + to_guest)[early:])
+        ok = ok and guest.cmd("grecv %d" % (early + to_guest)) and \
+            guest.cmd("gsend %d" % from_guest)
         while ok and len(got) < from_guest:
             d = s.recv(from_guest - len(got))
             if not d:
@@ -216,3 +220,98 @@ def hybrid_answered(guest, s, to_guest, from_guest):
         line, ok = str(e), False
     s.close()
     return line, ok and got == pattern(1, from_guest) and guest.cmd("wait-closed")
+
+
+def conn_list(vsxctl, ctl):
+    """vsxctl -j list: the connections, as dicts ([] when none answers)."""
+    out = subprocess.run([vsxctl, "-c", ctl, "-j", "list"], capture_output=True,
+                         text=True).stdout
+    try:
+        return json.loads(out)
+    except ValueError:
+        return []
+
+
+def hybrid_open(guest, uds, port):
+    """A program's connection (a plain socket) to guest port @port through
+    the uds-path @uds, the guest listening: its socket once it read its
+    OK, or None."""
+    if not guest.cmd("listen %d" % port):
+        return None
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(15)
+    try:
+        s.connect(uds)
+        s.sendall(b"CONNECT %d\n" % port)
+        if guest.cmd("state") and s.recv(64).startswith(b"OK "):
+            return s
+    except OSError:
+        pass
+    s.close()
+    return None
+
+
+def lingering(guest, uds, port, vsxctl, ctl):
+    """A connection vsxd shut down both ways that waits for its guest's
+    RST: a host-to-guest connection to guest port @port (open_conn), the
+    guest reading nothing (rxhold) when vsxctl close shuts it down (the
+    guest's answer to the SHUTDOWN, an RST, waits until it reads again:
+    meanwhile vsxd's linger timer runs). Its id, or None."""
+    if not (open_conn(guest, uds, port) and guest.cmd("rxhold 1")):
+        return None
+    cl = conn_list(vsxctl, ctl)
+    lid = cl[0].get("conn") if len(cl) == 1 else None
+    if lid is None or subprocess.run([vsxctl, "-c", ctl, "close", str(lid)],
+                                     capture_output=True).returncode != 0:
+        return None
+    cl = conn_list(vsxctl, ctl)
+    return lid if [c.get("state") for c in cl] == ["closing"] else None
+
+
+DRAIN_BYTES = 8000000
+
+
+def draining(guest, uds, port, vsxctl, ctl):
+    """A connection draining what its guest sent into a host socket: a
+    program's hybrid connection to guest port @port reads nothing while
+    the guest sends DRAIN_BYTES (a 16 MiB window: more than a Unix socket
+    holds, so that vsxd holds the rest), then the guest shuts down both
+    ways and gets vsxd's RST: vsxd goes on writing what it holds to the
+    socket under its drain timer (the linger timeout). (the program's
+    socket, the connection's id, what vsxd held for it), or (None, ...)."""
+    s = hybrid_open(guest, uds, port)
+    if not s:
+        return None, None, 0
+    ok = True
+    cl = [c for c in conn_list(vsxctl, ctl) if str(c.get("guest")).endswith(":%d" % port)]
+    cid = cl[0].get("conn") if len(cl) == 1 else None
+    ok = ok and cid is not None and subprocess.run(
+        [vsxctl, "-c", ctl, "set-buffer", str(cid), "--rx", "16MiB"],
+        capture_output=True).returncode == 0 and guest.cmd("wait-credit 16777216")
+    ok = ok and guest.cmd("gsend %d" % DRAIN_BYTES) and guest.cmd("gshut 3") and \
+        guest.cmd("wait-rst")
+    cl = [c for c in conn_list(vsxctl, ctl) if c.get("conn") == cid]
+    held = cl[0].get("queued", 0) if len(cl) == 1 else 0
+    if not ok or not held:
+        s.close()
+        return None, cid, held
+    return s, cid, held
+
+
+def drained(s):
+    """Everything program socket @s reads until its end: (the bytes, True
+    when they are the guest's from the start of its connection, in order,
+    and end with EOF)."""
+    got = bytearray()
+    eof = False
+    try:
+        while True:
+            d = s.recv(1 << 20)
+            if not d:
+                eof = True
+                break
+            got += d
+    except OSError:
+        pass
+    s.close()
+    return bytes(got), eof and bytes(got) == pattern(1, len(got))

@@ -460,11 +460,16 @@ int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st);
  * state. @fd >= 0: a host socket connection that can go on in another
  * process (established or closing with no timer running, or a hybrid
  * program's connection whose "OK" is owed: the guest has its REQUEST,
- * VSXB_KEEP_HOST_HYBRID, its connect timer @timer_ms from its end;
- * vsxb_vm_adopt recreates it from this); -1: it cannot (anything else
- * half done: a guest's connect to a host socket in progress, data a
- * program sent before its "OK", draining, lingering), the other process
- * ends it with an RST. @fd stays @vm's; @q (@qlen bytes for the host socket, with @nends
+ * VSXB_KEEP_HOST_HYBRID, its connect timer @timer_ms from its end, or
+ * one draining what its guest sent into the socket, VSXB_KEEP_HOST_DRAIN,
+ * its drain timer @timer_ms from its end, or one shut down both ways
+ * that waits for its guest's RST, VSXB_KEEP_HOST_LINGER, its linger timer
+ * @timer_ms from its end, which is kept with @fd -1 when its socket is
+ * closed already; vsxb_vm_adopt recreates it from this; what a hybrid
+ * program sent before its "OK" waits in its socket); -1 (and no
+ * VSXB_KEEP_HOST_LINGER): it cannot (anything else half done: a guest's
+ * connect to a forward-cid vsock in progress), the other process ends it
+ * with an RST. @fd stays @vm's; @q (@qlen bytes for the host socket, with @nends
  * seqpacket message ends) is valid during the callback only.
  *
  * A half of an established sibling pair has @sibling set (and @fd -1): it
@@ -481,6 +486,13 @@ int vsxb_vm_device_state(struct vsxb_vm *vm, struct vsxu_vu_state *st);
 #define VSXB_KEEP_HOST_WR_DEAD 0x4u  /* the host takes no more data */
 #define VSXB_KEEP_HOST_HYBRID  0x8u  /* CONNECTING: "OK <port>" owed to the
 					program when the guest answers */
+#define VSXB_KEEP_HOST_DRAIN   0x10u /* CLOSING, draining: the guest side is
+					over (it had its RST), @q still goes
+					to the socket within @timer_ms */
+#define VSXB_KEEP_HOST_LINGER  0x20u /* CLOSING, shut down both ways by us:
+					the guest's RST awaited @timer_ms
+					more; @fd may be -1 (the program's
+					socket is closed already) */
 #define VSXB_KEEP_NAME_MAX 65        /* a VM's name, NUL included */
 
 /* A connection's credit both ways (wrapping u32 counters of payload
@@ -512,7 +524,9 @@ struct vsxb_conn_keep {
 	uint64_t to_guest, from_guest;
 	char tag[VSXB_TAG_MAX];
 	unsigned timer_ms;                /* CONNECTING: what is left of the
-					     connect timeout (0: none) */
+					     connect timeout, draining or
+					     lingering: of the linger
+					     timeout (0: none) */
 	int fd;
 	const uint8_t *q;
 	uint32_t qlen;

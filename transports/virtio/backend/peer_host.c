@@ -1073,19 +1073,45 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 	if (c->ops != &host_ops && c->ops != &vsock_ops)
 		return -1;
 	h = hp(c);
-	if (h->fd < 0 || c->dead || c->draining || h->pending || h->early ||
-	    c->peer_cid != VSOCK_CID_HOST)
+	if (c->dead || h->pending || c->peer_cid != VSOCK_CID_HOST)
 		return -1;
+	/* lingering: vsxd shut it down both ways (the program closed, or
+	 * vsxctl close) and waits for the guest's RST, its SHUTDOWN perhaps
+	 * still owed; the socket may be closed already (the program's
+	 * end went): kept without one then */
+	if (c->tkind == T_LINGER && c->state == VSXB_CONN_CLOSING && !c->draining &&
+	    !h->hybrid && !h->early && !(c->ctrl & C_RST) &&
+	    (c->host_shut | c->shut_pending) == VSXB_SHUT_BOTH) {
+		*flags = VSXB_KEEP_HOST_LINGER | (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
+			 (h->wr_shut ? VSXB_KEEP_HOST_WR_SHUT : 0) |
+			 (h->wr_dead ? VSXB_KEEP_HOST_WR_DEAD : 0);
+		return h->fd;
+	}
+	if (h->fd < 0)
+		return -1;
+	/* draining: the guest side is over (it had its RST), what it sent
+	 * still goes to the socket for what is left of the linger time */
+	if (c->draining) {
+		if (c->tkind != T_DRAIN || !c->q.bytes || h->wr_dead)
+			return -1;
+		*flags = VSXB_KEEP_HOST_DRAIN | (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
+			 (h->wr_shut ? VSXB_KEEP_HOST_WR_SHUT : 0);
+		return h->fd;
+	}
 	/* a hybrid program waiting for its "OK": the guest has the REQUEST
-	 * (or gets it from the next process), its answer goes there */
+	 * (or gets it from the next process), its answer goes there. What
+	 * the program sent after its CONNECT line (early) is still in the
+	 * socket (connecting_readable only peeks): it goes along, and the
+	 * next process finds it there as this one did */
 	if (c->state == VSXB_CONN_CONNECTING && h->hybrid && c->tkind == T_CONNECT &&
 	    !c->guest_initiated && c->ops == &host_ops) {
 		*flags = VSXB_KEEP_HOST_HYBRID;
 		return h->fd;
 	}
-	/* what else is half done (a connect, data before the answer, a
-	 * drain, a timer) is not carried over: it ends */
-	if (c->tkind != T_NONE || h->hybrid || c->state == VSXB_CONN_CONNECTING)
+	/* what else is half done (a connect, a timer) is not carried
+	 * over: it ends */
+	if (c->tkind != T_NONE || h->hybrid || h->early ||
+	    c->state == VSXB_CONN_CONNECTING)
 		return -1;
 	*flags = (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
 		 (h->wr_shut ? VSXB_KEEP_HOST_WR_SHUT : 0) |
@@ -1104,6 +1130,15 @@ struct conn *vsxb__host_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep 
 	hp(c)->wr_shut = k->host_flags & VSXB_KEEP_HOST_WR_SHUT;
 	hp(c)->wr_dead = k->host_flags & VSXB_KEEP_HOST_WR_DEAD;
 	hp(c)->hybrid = k->host_flags & VSXB_KEEP_HOST_HYBRID;
+	/* (a lingering one without its socket: as host_eof's close left
+	 * it, fd -1) */
+	if (k->host_flags & VSXB_KEEP_HOST_DRAIN) {
+		/* as host_drain left it: packets on its address are a
+		 * stranger's (RST), whatever a new connection of the guest
+		 * on the same one does */
+		vsxb__conn_unhash(c);
+		c->draining = true;
+	}
 	return c;
 }
 

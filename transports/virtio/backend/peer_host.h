@@ -39,9 +39,10 @@ int vsxb__host_attach(struct conn *c, int fd);
 void vsxb__host_accept(struct conn *c);
 
 /* A live handoff (restart.c): @c's socket if @c can go on in another
- * process (*@flags: VSXB_KEEP_HOST_*), else -1; a connection of a host
- * socket made again from @k in the new process (its socket still to
- * attach), or NULL. */
+ * process (*@flags: VSXB_KEEP_HOST_*), else -1 (*@flags untouched, but
+ * for one that lingers without a socket: VSXB_KEEP_HOST_LINGER); a
+ * connection of a host socket made again from @k in the new process (its
+ * socket still to attach), or NULL. */
 int vsxb__host_keepable(const struct conn *c, unsigned *flags);
 struct conn *vsxb__host_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k);
 

@@ -5,7 +5,8 @@
  *
  * An adopted device starts with the connections a live handoff kept
  * (vsxb_vm_foreach_keep in the old process, vsxb_vm_adopt_keep in the
- * new: host socket connections, made again before the device runs, so
+ * new: host socket connections, a lingering one's socket possibly gone
+ * already, made again before the device runs, so
  * that what the guest queued meanwhile finds them; sibling pairs, made
  * again by vsxb_router_pair_kept once both VMs are adopted, the devices
  * reading nothing from their guests until then), and no other: those
@@ -125,6 +126,8 @@ int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg)
 		memcpy(k.tag, c->tag, sizeof(k.tag));
 		if (c->state == VSXB_CONN_CONNECTING)
 			k.timer_ms = vsxb__conn_timer_left(c, vm->r->lim.connect_ms);
+		else if (k.host_flags & (VSXB_KEEP_HOST_DRAIN | VSXB_KEEP_HOST_LINGER))
+			k.timer_ms = vsxb__conn_timer_left(c, vm->r->lim.linger_ms);
 		if (k.fd < 0 && c->ops->keep) {
 			/* a sibling half: the bytes for its guest */
 			rc = c->ops->keep(c, &k);
@@ -220,17 +223,21 @@ static int keep_apply(struct conn *c, const struct vsxb_conn_keep *k)
 /* @k's connection made again on @vm (its socket taken), or NULL. */
 static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k)
 {
+	bool drain = k->host_flags & VSXB_KEEP_HOST_DRAIN;
+	bool linger = k->host_flags & VSXB_KEEP_HOST_LINGER;
 	struct conn *c = NULL;
 
-	if (k->fd < 0 || (k->type != VIRTIO_VSOCK_TYPE_STREAM &&
+	/* (a draining one is not on its address: a new connection of the
+	 * guest may be; a lingering one may have no socket any more) */
+	if ((k->fd < 0 && !linger) || (k->type != VIRTIO_VSOCK_TYPE_STREAM &&
 			  k->type != VIRTIO_VSOCK_TYPE_SEQPACKET) ||
 	    k->peer_cid != VSOCK_CID_HOST ||
-	    vsxb__conn_find(vm, k->guest_port, k->peer_cid, k->peer_port))
+	    (!drain && vsxb__conn_find(vm, k->guest_port, k->peer_cid, k->peer_port)))
 		goto fail;
 	c = vsxb__host_restore(vm, k);
 	if (!c)
 		goto fail;
-	if (keep_apply(c, k) < 0 || vsxb__host_attach(c, k->fd) < 0) {
+	if (keep_apply(c, k) < 0 || (k->fd >= 0 && vsxb__host_attach(c, k->fd) < 0)) {
 		vsxb__conn_kill(c);   /* closes the socket */
 		return NULL;
 	}
@@ -239,9 +246,20 @@ static struct conn *keep_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep
 	if (c->state == VSXB_CONN_CONNECTING)
 		vsxb__conn_timer(c, T_CONNECT, k->timer_ms ? k->timer_ms
 							   : vm->r->lim.connect_ms);
+	/* a drain goes on for what was left of its time (the write watch,
+	 * armed by the attach, writes the queue) */
+	if (drain)
+		vsxb__conn_timer(c, T_DRAIN, k->timer_ms ? k->timer_ms
+							 : vm->r->lim.linger_ms);
+	/* the guest's RST has what was left of the linger time to come
+	 * (held, as any, while its VM is paused) */
+	if (linger)
+		vsxb__conn_timer(c, T_LINGER, k->timer_ms ? k->timer_ms
+							  : vm->r->lim.linger_ms);
 	return c;
 fail:
-	close(k->fd);
+	if (k->fd >= 0)
+		close(k->fd);
 	return NULL;
 }
 
@@ -505,6 +523,8 @@ int vsxb_vm_adopt_keep(struct vsxb_vm *vm, const struct vsxu_vu_state *st,
 				next = keep[i].id + 1;
 			continue;
 		}
+		if (keep[i].host_flags & VSXB_KEEP_HOST_DRAIN)
+			continue;   /* its guest had its RST: not another */
 		copy[n++] = (struct vsxb_conn_addr){
 			.guest_cid = vm->cid, .peer_cid = keep[i].peer_cid,
 			.guest_port = keep[i].guest_port, .peer_port = keep[i].peer_port,
