@@ -268,14 +268,27 @@ def lingering(guest, uds, port, vsxctl, ctl):
     return lid if [c.get("state") for c in cl] == ["closing"] else None
 
 
-DRAIN_BYTES = 8000000
+def _wmem_max():
+    try:
+        with open("/proc/sys/net/core/wmem_max") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 4 << 20
+
+
+# What a draining connection's guest sends: 4 MiB more than the program's
+# socket can take (its SO_SNDBUF, which vsxd raises toward the window, is
+# capped at net.core.wmem_max and doubled by the kernel), so that vsxd holds
+# the rest whatever the sizes of its writes; and the window it needs
+DRAIN_BYTES = 2 * _wmem_max() + (4 << 20)
+DRAIN_WINDOW_MIB = DRAIN_BYTES // (1 << 20) + 1
 
 
 def draining(guest, uds, port, vsxctl, ctl):
     """A connection draining what its guest sent into a host socket: a
     program's hybrid connection to guest port @port reads nothing while
-    the guest sends DRAIN_BYTES (a 16 MiB window: more than a Unix socket
-    holds, so that vsxd holds the rest), then the guest shuts down both
+    the guest sends DRAIN_BYTES (more than a Unix socket holds, so that
+    vsxd holds the rest), then the guest shuts down both
     ways and gets vsxd's RST: vsxd goes on writing what it holds to the
     socket under its drain timer (the linger timeout). (the program's
     socket, the connection's id, what vsxd held for it), or (None, ...)."""
@@ -286,8 +299,9 @@ def draining(guest, uds, port, vsxctl, ctl):
     cl = [c for c in conn_list(vsxctl, ctl) if str(c.get("guest")).endswith(":%d" % port)]
     cid = cl[0].get("conn") if len(cl) == 1 else None
     ok = ok and cid is not None and subprocess.run(
-        [vsxctl, "-c", ctl, "set-buffer", str(cid), "--rx", "16MiB"],
-        capture_output=True).returncode == 0 and guest.cmd("wait-credit 16777216")
+        [vsxctl, "-c", ctl, "set-buffer", str(cid), "--rx", "%dMiB" % DRAIN_WINDOW_MIB],
+        capture_output=True).returncode == 0 and \
+        guest.cmd("wait-credit %d" % (DRAIN_WINDOW_MIB << 20))
     ok = ok and guest.cmd("gsend %d" % DRAIN_BYTES) and guest.cmd("gshut 3") and \
         guest.cmd("wait-rst")
     cl = [c for c in conn_list(vsxctl, ctl) if c.get("conn") == cid]
