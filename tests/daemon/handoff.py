@@ -79,7 +79,6 @@
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -591,24 +590,11 @@ try:
           guest.line + str(conns()))
     check("linger: new connections both ways", both_ways(guest, 9800))
 
-    check("no sanitizer report in vsxd's log",
-          not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
-                                            "runtime error:")))
+    vsxdtest.no_sanitizer_report(log_text())
 finally:
     if guest:
         guest.close()
-    for p in (final_pid,):
-        if p:
-            try:
-                os.kill(int(p), signal.SIGTERM)
-            except (OSError, ValueError):
-                pass
-    if vsxd.poll() is None:
-        vsxd.kill()
-        vsxd.wait()
-    if final_pid:
-        wait_for(lambda: not os.path.exists("/proc/%s" % final_pid) or
-                 open("/proc/%s/stat" % final_pid).read().split()[2] == "Z", 5)
+    vsxdtest.stop_vsxd(vsxd, final_pid)
     log.close()
     if vsxdtest.failures:
         sys.stdout.write("---- vsxd's log ----\n" + open(log_path).read())

@@ -28,7 +28,6 @@
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 
@@ -150,21 +149,9 @@ try:
     relaykeep.ended(got, "the forward renamed")
     check("the forward renamed: no relay listed", not relaykeep.relays(VSXCTL, ctl))
     relaykeep.new_conn(port, target, "the forward renamed")
-    check("no sanitizer report in vsxd's log",
-          not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
-                                            "runtime error:")))
+    vsxdtest.no_sanitizer_report(log_text())
 finally:
-    if pid:
-        try:
-            os.kill(int(pid), signal.SIGTERM)
-        except (OSError, ValueError):
-            pass
-    if vsxd.poll() is None:
-        vsxd.kill()
-    vsxd.wait()
-    if pid:
-        wait_for(lambda: not os.path.exists("/proc/%s" % pid) or
-                 open("/proc/%s/stat" % pid).read().split()[2] == "Z", 5)
+    vsxdtest.stop_vsxd(vsxd, pid)
     target.close()
     htarget.close()
     log.close()

@@ -285,26 +285,14 @@ try:
     check("store: no RST, both front-ends on the same connection",
           ga.cmd("state") and "open=1" in ga.line and alive(ga) and alive(gb),
           ga.line)
-    check("no sanitizer report in vsxd's log",
-          not any(w in log_text() for w in ("AddressSanitizer", "LeakSanitizer",
-                                            "runtime error:")))
+    vsxdtest.no_sanitizer_report(log_text())
 finally:
     for g in (ga, gb):
         if g:
             g.close()
     if svc:
         svc.close()
-    if pid:
-        try:
-            os.kill(int(pid), signal.SIGTERM)
-        except (OSError, ValueError):
-            pass
-    if vsxd.poll() is None:
-        vsxd.kill()
-        vsxd.wait()
-    if pid:
-        wait_for(lambda: not os.path.exists("/proc/%s" % pid) or
-                 open("/proc/%s/stat" % pid).read().split()[2] == "Z", 5)
+    vsxdtest.stop_vsxd(vsxd, pid)
     log.close()
     if vsxdtest.failures:
         sys.stdout.write("---- vsxd's log ----\n" + open(log_path).read())

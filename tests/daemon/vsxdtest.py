@@ -6,6 +6,7 @@
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -79,6 +80,33 @@ class Guest:
             except (OSError, subprocess.TimeoutExpired):
                 self.p.kill()
                 self.p.wait()
+
+
+def no_sanitizer_report(log_text):
+    """The check every handoff test ends with: vsxd's log (its text) holds
+    no ASan, LSan or UBSan report."""
+    check("no sanitizer report in vsxd's log",
+          not any(w in log_text for w in ("AddressSanitizer", "LeakSanitizer",
+                                          "runtime error:")))
+
+
+def stop_vsxd(proc, pid):
+    """Stop what a test started as @proc (a Popen) and handed over, perhaps
+    several times: SIGTERM to the process serving now (@pid, a string or
+    None), the first one killed if it still runs, and wait (5 s) until
+    @pid is gone or a zombie (a handed-over vsxd is no child of the
+    test)."""
+    if pid:
+        try:
+            os.kill(int(pid), signal.SIGTERM)
+        except (OSError, ValueError):
+            pass
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if pid:
+        wait_for(lambda: not os.path.exists("/proc/%s" % pid) or
+                 open("/proc/%s/stat" % pid).read().split()[2] == "Z", 5)
 
 
 def status(vsxctl, ctl):
