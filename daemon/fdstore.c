@@ -763,6 +763,8 @@ keep:
 			.credit_req_sent = c->flags & VSXD_CONN_CREDIT_REQ_SENT,
 			.msg_open = c->flags & VSXD_CONN_MSG_OPEN,
 			.to_guest = c->to_guest, .from_guest = c->from_guest,
+			.why = (int)c->why, .why_limit = (int)c->why_limit,
+			.why_err = (int)c->why_err,
 			.fd = fd, .q = q->data, .qlen = q->len,
 			.sibling = c->peer == VSXD_PEER_SIBLING, .twin_id = c->twin_id,
 			.eom_pending = c->eom_pending,

@@ -143,6 +143,9 @@ static const char *conn_bad(const struct vsxd_state_conn *c, unsigned version)
 	if (c->eom_pending && ((c->eom_pending != 1 && c->eom_pending != 3) ||
 			       !sib || c->type != 2))
 		return "bad pending message end";
+	if (version >= 4 && (c->why >= VSXB_REASON_COUNT || c->why_limit > 255 ||
+			     c->why_err > 4095))
+		return "an end reason out of range";
 	return NULL;
 }
 
@@ -246,6 +249,13 @@ static void put_conn3(struct wr *w, const struct vsxd_state_conn *c)
 	put_le(w, c->eom_pending, 1);
 }
 
+static void put_conn4(struct wr *w, const struct vsxd_state_conn *c)
+{
+	put_le(w, c->why, 1);
+	put_le(w, c->why_limit, 1);
+	put_le(w, c->why_err, 4);
+}
+
 static void put_vm(struct wr *w, const struct vsxd_state_vm *v, unsigned version)
 {
 	put_str(w, v->name);
@@ -293,6 +303,8 @@ static void put_vm(struct wr *w, const struct vsxd_state_vm *v, unsigned version
 			put_conn2(w, c);
 		if (version >= 3)
 			put_conn3(w, c);
+		if (version >= 4)
+			put_conn4(w, c);
 	}
 }
 
@@ -449,9 +461,17 @@ static void get_conn3(struct rd *r, struct vsxd_state_conn *c)
 	c->eom_pending = get_le(r, 1);
 }
 
+static void get_conn4(struct rd *r, struct vsxd_state_conn *c)
+{
+	c->why = get_le(r, 1);
+	c->why_limit = get_le(r, 1);
+	c->why_err = get_le(r, 4);
+}
+
 static int get_vm(struct rd *r, struct vsxd_state_vm *v, unsigned version)
 {
-	size_t conn_min = version >= 3 ? VSXD_STATE_V3_CONN :
+	size_t conn_min = version >= 4 ? VSXD_STATE_V4_CONN :
+			  version >= 3 ? VSXD_STATE_V3_CONN :
 			  version >= 2 ? VSXD_STATE_V2_CONN : VSXD_STATE_V1_CONN;
 	unsigned vflags;
 	const char *bad;
@@ -530,6 +550,8 @@ static int get_vm(struct rd *r, struct vsxd_state_vm *v, unsigned version)
 			get_conn2(r, c);
 		if (version >= 3)
 			get_conn3(r, c);
+		if (version >= 4)
+			get_conn4(r, c);
 		if (r->err)
 			break;
 	}

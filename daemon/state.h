@@ -8,17 +8,20 @@
  * bits, the bytes vsxd held for either side, the host socket's FDNAME);
  * from version 3, a device its VM paused (QEMU stop): its rings stopped,
  * each where GET_VRING_BASE left it, and a sibling connection's twin (the
- * other VM's half of the pair), so that a pair goes on too.
+ * other VM's half of the pair), so that a pair goes on too; from version
+ * 4, why a connection ends once that is known (one kept draining or
+ * lingering), so that the next process counts its end as this one would.
  *
  * The descriptors are named, not numbered: the record refers to each one
  * by the FDNAME it was stored under (sd_pid_notify_with_fds(3)), and the
  * new process gets them back with those names in $LISTEN_FDNAMES.
  *
- * Format, version 3 (version 2 is the same but for the VM flags, 0 there,
- * each ring's base, absent there, and the connection record, which stops
- * after its queues; version 1 is version 2 but for the connection record,
- * which stops after its type byte; all three are read, VSXD_STATE_VERSION
- * is written); every integer little-endian, a "str" is a u8 length then
+ * Format, version 4 (version 3 is the same but for the connection record,
+ * which stops after its eom_pending; version 2 is version 3 but for the VM
+ * flags, 0 there, each ring's base, absent there, and the connection
+ * record, which stops after its queues; version 1 is version 2 but for
+ * the connection record, which stops after its type byte; all four are
+ * read, VSXD_STATE_VERSION is written); every integer little-endian, a "str" is a u8 length then
  * that many bytes (no NUL):
  *
  *   header, 32 bytes
@@ -115,6 +118,12 @@
  *       u64 twin_id    the twin's connection id in that VM (0 with none)
  *       u8 eom_pending a seqpacket sibling: an empty message end still
  *                      owed to the guest (0 none, 1 EOM, 3 EOM and EOR)
+ *                      (version 3 stops here), then
+ *       u8 why         why it ends, once known (the backend's enum
+ *                      vsxb_conn_reason, numbered as the counters record's
+ *                      reasons; 0: not yet), below VSXB_REASON_COUNT
+ *       u8 why_limit   with why "limit": which (enum vsxb_limit_kind)
+ *       u32 why_err    with why "error": the errno, at most 4095
  *   and nothing after the last one. A pair goes on when both halves are
  *   held whole and name each other, their addresses mirrored (each one's
  *   peer_cid the other VM's cid, the ports crossed, one type).
@@ -136,10 +145,11 @@
 #include "backend/backend.h"
 
 #define VSXD_STATE_MAGIC "VSXDSTAT"
-#define VSXD_STATE_VERSION 3u     /* written; 1 and 2 are read too */
+#define VSXD_STATE_VERSION 4u     /* written; 1 to 3 are read too */
 #define VSXD_STATE_V1_CONN 33u     /* bytes of a version 1 connection */
 #define VSXD_STATE_V2_CONN 115u    /* at least, in version 2 */
 #define VSXD_STATE_V3_CONN 125u    /* at least, in version 3 */
+#define VSXD_STATE_V4_CONN 131u    /* at least, in version 4 */
 #define VSXD_STATE_HDR 32u
 #define VSXD_STATE_MAX_LEN (64u << 20)
 #define VSXD_STATE_MAX_VMS 4096u
@@ -218,6 +228,11 @@ struct vsxd_state_conn {
 	char twin_vm[VSXD_STATE_NAME_MAX + 1];  /* "": no twin */
 	uint64_t twin_id;
 	unsigned eom_pending;             /* 0, 1 EOM, 3 EOM and EOR */
+	/* Version 4; 0 in a connection of an earlier one */
+	unsigned why;                     /* enum vsxb_conn_reason: why it
+					     ends, once known (0: not yet) */
+	unsigned why_limit;               /* enum vsxb_limit_kind (limit) */
+	uint32_t why_err;                 /* positive errno (error) */
 };
 
 struct vsxd_state_vm {

@@ -166,6 +166,12 @@ int vsxd_state_conn_whole(struct vsxd_state_conn *c, const struct vsxb_conn_keep
 	c->ctrl = k->ctrl & 0x3f;
 	c->peer = k->vsock ? VSXD_PEER_VSOCK : VSXD_PEER_HOST;
 	c->cr = k->cr;
+	/* (an unknown one, from a later backend, is no reason here) */
+	if (k->why > 0 && k->why < VSXB_REASON_COUNT) {
+		c->why = (unsigned)k->why;
+		c->why_limit = k->why_limit > 0 && k->why_limit <= 255 ? (unsigned)k->why_limit : 0;
+		c->why_err = k->why_err > 0 && k->why_err <= 4095 ? (uint32_t)k->why_err : 0;
+	}
 	if (k->sibling) {
 		/* its twin's record holds the rest of the pair; the bytes
 		 * here are those for this half's guest */

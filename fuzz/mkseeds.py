@@ -317,7 +317,15 @@ def state_conn3(i, peer, twin):
     return sstr(twin) + struct.pack("<QB", i + 1, 3 if i & 1 else 0)
 
 
-def state_vm(name, nconns, nq=2, nreg=1, version=3, peer=1, twin="", paused=False):
+def state_conn4(i):
+    """What version 4 adds: why a connection ends, once known (a closing
+    one: the guest shut it down; one in seven: an error, ENOMEM)."""
+    if i % 7 == 6:
+        return struct.pack("<BBI", 16, 0, 12)
+    return struct.pack("<BBI", 1 if i % 4 == 2 else 0, 0, 0)
+
+
+def state_vm(name, nconns, nq=2, nreg=1, version=4, peer=1, twin="", paused=False):
     """A VM record; version 3 adds the paused flag and each ring's base
     (a paused VM's rings stopped: no kick, disabled, at their base) and
     each connection's twin."""
@@ -340,10 +348,12 @@ def state_vm(name, nconns, nq=2, nreg=1, version=3, peer=1, twin="", paused=Fals
             b += state_conn2(i, seq, peer)
         if version >= 3:
             b += state_conn3(i, peer, twin)
+        if version >= 4:
+            b += state_conn4(i)
     return b
 
 
-def state_rec(vms, gen=1, version=3):
+def state_rec(vms, gen=1, version=4):
     import zlib
     body = b"".join(vms)
     hdr = struct.pack("<8sIIIIQ", b"VSXDSTAT", version, 32 + len(body),
@@ -358,8 +368,9 @@ put("state", "two_vms", b"\x01" + state_rec([state_vm("a", 0, nq=3, nreg=8),
 put("state", "siblings", b"\x01" + state_rec([state_vm("a", 8, peer=2, twin="b"),
                                                state_vm("b", 8, peer=2, twin="a")]))
 put("state", "resealed", b"\x00" + state_rec([state_vm("web", 2)]))
-put("state", "version4", b"\x01" + state_rec([state_vm("web", 1)], version=4))
-# version 3: a paused VM (its rings stopped) next to a running one
+put("state", "version5", b"\x01" + state_rec([state_vm("web", 1)], version=5))
+# the release before's records (version 3: no end reasons); a paused VM
+# (its rings stopped) next to a running one
 put("state", "v3_paused", b"\x01" + state_rec([state_vm("web", 3, version=3, paused=True),
                                                 state_vm("db", 2, version=3)], version=3))
 put("state", "v3_resealed", b"\x00" + state_rec([state_vm("web", 2, version=3,
@@ -379,10 +390,11 @@ put("state", "v1_two_vms", b"\x01" + state_rec([state_vm("a", 0, nq=3, nreg=8, v
                                                 version=1))
 put("state", "v1_resealed", b"\x00" + state_rec([state_vm("web", 2, version=1)], version=1))
 # a version 2 body under a version 1 header, and the other way round; a
-# version 3 body under a version 2 header
+# version 3 body under a version 2 header, a version 4 one under a 3
 put("state", "v2_as_v1", b"\x00" + state_rec([state_vm("web", 2, version=2)], version=1))
 put("state", "v1_as_v2", b"\x00" + state_rec([state_vm("web", 2, version=1)], version=2))
-put("state", "v3_as_v2", b"\x00" + state_rec([state_vm("web", 2)], version=2))
+put("state", "v3_as_v2", b"\x00" + state_rec([state_vm("web", 2, version=3)], version=2))
+put("state", "v4_as_v3", b"\x00" + state_rec([state_vm("web", 7)], version=3))
 
 
 # the counters record (state.h; first byte bit 1), 12 counters, 16 reasons

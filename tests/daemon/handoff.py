@@ -178,7 +178,7 @@ try:
          "mismatch"),
         ("a state record of version 99", "version",
          "the new process refused: the state is unusable: state record version 99, "
-         "this vsxd reads 1 to 3"),
+         "this vsxd reads 1 to 4"),
         ("a state record whose connection is in no state (checksum right)", "badconn",
          "the new process refused: the state is unusable: state record VM 0: bad "
          "connection state"),
@@ -514,6 +514,13 @@ try:
     got, ok = vsxdtest.drained(d2) if d2 else (b"", False)
     check("drain: its program then reads what its socket held, in order, and EOF "
           "(%d of %d bytes: vsxd held the rest)" % (len(got), N), ok and len(got) < N)
+    # the record carries why they end (version 4): the new process says
+    # and counts what the old one would have
+    ends = [ln for ln in log_text().splitlines() if "conn close" in ln or "conn reset" in ln]
+    check("drain: the new process ends both for the reason they had, the guest's "
+          "shutdown", all(any(("id=%s " % d) in ln and "reason=guest-shutdown" in ln
+                              for ln in ends) for d in (did1, did2)),
+          "\n".join(ln for ln in ends if any(("id=%s " % d) in ln for d in (did1, did2))))
     check("drain: new connections both ways", both_ways(guest, 9700))
 
     # ---- early: a program's data sent with its CONNECT, before its OK ----

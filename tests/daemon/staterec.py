@@ -1,4 +1,4 @@
-# vsxd's state record (daemon/state.h, versions 1 to 3) for the tests that
+# vsxd's state record (daemon/state.h, versions 1 to 4) for the tests that
 # take one apart or spoil it (restart.py, handoff_prog.py): where each VM's
 # and each connection's fields are, and a record sealed again (its length
 # and checksum) after a change. Only what those tests need is named.
@@ -55,6 +55,8 @@ def _conn(buf, off, version):
         off = _str(buf, off)                # twin_vm
         c.twin_id = off
         off += 8 + 1                        # twin_id, eom_pending
+    if version >= 4:
+        off += 1 + 1 + 4                    # why, why_limit, why_err
     c.end = off
     return c
 

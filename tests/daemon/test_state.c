@@ -29,7 +29,8 @@ static struct vsxd_state_conn conns[3] = {
 		  .last_fwd_sent = 100, .last_buf_sent = 262144, .rx_limit = 0x3fff0,
 		  .peer_buf_alloc = 65536, .peer_fwd_cnt = 17, .tx_cnt = 4000 },
 	  .to_guest = 4000, .from_guest = 1ull << 33, .host_fd = "conn.7.host",
-	  .tag = "ssh-in", .to_host_q = { sizeof(held) - 1, held, 0, NULL } },
+	  .tag = "ssh-in", .to_host_q = { sizeof(held) - 1, held, 0, NULL },
+	  .why = VSXB_REASON_GUEST_SHUTDOWN },
 	/* a seqpacket sibling connection with messages for the guest, its
 	 * twin connection 11 of VM db-2 */
 	{ .id = 9, .guest_cid = 3, .peer_cid = 4, .guest_port = 40000,
@@ -159,6 +160,16 @@ static void same_conn(const struct vsxd_state_conn *a, const struct vsxd_state_c
 	cr_assert_str_eq(a->twin_vm, b->twin_vm);
 	cr_assert_eq(a->twin_id, b->twin_id);
 	cr_assert_eq(a->eom_pending, b->eom_pending);
+	if (version < 4) {
+		/* version 3 holds no end reason */
+		cr_assert_eq(b->why, 0);
+		cr_assert_eq(b->why_limit, 0);
+		cr_assert_eq(b->why_err, 0);
+		return;
+	}
+	cr_assert_eq(a->why, b->why);
+	cr_assert_eq(a->why_limit, b->why_limit);
+	cr_assert_eq(a->why_err, b->why_err);
 }
 
 /* @b read from a record of @version */
@@ -193,7 +204,7 @@ static void same_vm_as(const struct vsxd_state_vm *a, const struct vsxd_state_vm
 
 static void same_vm(const struct vsxd_state_vm *a, const struct vsxd_state_vm *b)
 {
-	same_vm_as(a, b, 3);
+	same_vm_as(a, b, VSXD_STATE_VERSION);
 }
 
 /* Recompute length and crc after editing an encoded record. */
@@ -237,9 +248,9 @@ Test(state, round_trip)
 	sample(&s, vms);
 	buf = encode(&s, &len);
 	cr_assert_eq(memcmp(buf, "VSXDSTAT", 8), 0);
-	cr_assert_eq(buf[8], 3); /* version */
+	cr_assert_eq(buf[8], VSXD_STATE_VERSION);
 	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
-	cr_assert_eq(d.version, 3);
+	cr_assert_eq(d.version, VSXD_STATE_VERSION);
 	cr_assert_eq(d.generation, 42);
 	cr_assert_eq(d.nvms, 2);
 	same_vm(&vms[0], &d.vms[0]);
@@ -358,10 +369,10 @@ Test(state, other_version_is_named)
 
 	sample(&s, vms);
 	buf = encode(&s, &len);
-	buf[8] = 4;
+	buf[8] = 5;
 	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EPROTONOSUPPORT);
-	cr_assert(strstr(why, "version 4"), "%s", why);
-	cr_assert(strstr(why, "reads 1 to 3"), "%s", why);
+	cr_assert(strstr(why, "version 5"), "%s", why);
+	cr_assert(strstr(why, "reads 1 to 4"), "%s", why);
 	buf[8] = 0;
 	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EPROTONOSUPPORT);
 	cr_assert(strstr(why, "version 0"), "%s", why);
@@ -423,7 +434,7 @@ Test(state, version_2_reads)
 	for (unsigned i = 0; i < 3; i++)
 		same_conn(&conns[i], &d.vms[0].conns[i], 2);
 	vsxd_state_clear(&d);
-	s.version = 0;
+	s.version = 3;
 	buf3 = encode(&s, &len3);
 	/* 10 bytes more per connection, the twin's name, 2 per ring */
 	cr_assert_eq(len3, len + 3 * (VSXD_STATE_V3_CONN - VSXD_STATE_V2_CONN) + 4 + 2 * 3);
@@ -438,7 +449,7 @@ Test(state, version_2_reads)
 	c[1].to_guest_q.nends = 1;          /* { 3, EOM } */
 	buf = encode(&s, &len);
 	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
-	same_conn(&c[1], &d.vms[0].conns[1], 3);
+	same_conn(&c[1], &d.vms[0].conns[1], VSXD_STATE_VERSION);
 	vsxd_state_clear(&d);
 	free(buf);
 	s.version = 2;
@@ -629,7 +640,7 @@ Test(state, bad_connections_are_refused)
 	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
 	s.version = 1;                                 /* version 1 has none */
 	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -ENOSPC);
-	s.version = 4;
+	s.version = 5;
 	c[0].state = 2;
 	cr_assert_eq(vsxd_state_encode(&s, big, sizeof(big)), -EINVAL);
 	s.version = 0;
@@ -748,7 +759,7 @@ Test(state, paused_vm_round_trip)
 	pause_vm(&vms[0]);
 	buf = encode(&s, &len);
 	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
-	cr_assert_eq(d.version, 3);
+	cr_assert_eq(d.version, VSXD_STATE_VERSION);
 	cr_assert(d.vms[0].paused);
 	cr_assert_not(d.vms[1].paused);
 	cr_assert_eq(d.vms[0].queue[1].base, 0xfff1u);
@@ -831,6 +842,57 @@ Test(state, resealed_vm_flags_are_refused)
 
 /* The record the release before wrote (version 2: no VM flags, no ring
  * bases) reads, and writes again to the same bytes. */
+/* Version 4 adds each connection's end reason (6 bytes): a version 3
+ * record reads as "not known yet", and a reason the backend does not have,
+ * or an errno out of range, is refused by name. */
+Test(state, version_4_end_reasons)
+{
+	struct vsxd_state s, d;
+	struct vsxd_state_vm vms[2];
+	char why[128] = "";
+	uint8_t *buf, *buf3;
+	size_t len, len3;
+
+	sample(&s, vms);
+	conns[2].why = VSXB_REASON_ERROR;
+	conns[2].why_err = ENOMEM;
+	buf = encode(&s, &len);
+	cr_assert_eq(vsxd_state_decode(buf, len, &d, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(d.vms[0].conns[0].why, VSXB_REASON_GUEST_SHUTDOWN);
+	cr_assert_eq(d.vms[0].conns[2].why, VSXB_REASON_ERROR);
+	cr_assert_eq(d.vms[0].conns[2].why_err, ENOMEM);
+	vsxd_state_clear(&d);
+	s.version = 3;
+	buf3 = encode(&s, &len3);
+	cr_assert_eq(len, len3 + 3 * (VSXD_STATE_V4_CONN - VSXD_STATE_V3_CONN));
+	cr_assert_eq(vsxd_state_decode(buf3, len3, &d, why, sizeof(why)), 0, "%s", why);
+	for (unsigned i = 0; i < 3; i++)
+		same_conn(&conns[i], &d.vms[0].conns[i], 3);
+	vsxd_state_clear(&d);
+	free(buf3);
+	/* out of range: a reason past the last, an errno past 4095 */
+	s.version = 0;
+	conns[2].why = VSXB_REASON_COUNT;
+	cr_assert_eq(vsxd_state_encode(&s, buf, len), -EINVAL);
+	free(buf);
+	conns[2].why = VSXB_REASON_ERROR;
+	s.nvms = 1;
+	buf = encode(&s, &len);
+	/* the last connection's why_err is the record's last 4 bytes */
+	buf[len - 2] = 0x10;   /* 12 + 0x100000 */
+	reseal(buf, len);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "end reason"), "%s", why);
+	buf[len - 2] = 0;
+	buf[len - 6] = VSXB_REASON_COUNT;  /* its why */
+	reseal(buf, len);
+	cr_assert_eq(decode(buf, len, why, sizeof(why)), -EBADMSG);
+	cr_assert(strstr(why, "end reason"), "%s", why);
+	conns[2].why = 0;
+	conns[2].why_err = 0;
+	free(buf);
+}
+
 Test(state, version_2_vms_read)
 {
 	struct vsxd_state s, d;
@@ -851,7 +913,7 @@ Test(state, version_2_vms_read)
 	cr_assert_eq(memcmp(buf, buf2, len), 0);
 	free(buf2);
 	/* version 3 adds 2 bytes per ring, and to each connection its twin */
-	s.version = 0;
+	s.version = 3;
 	buf2 = encode(&s, &len2);
 	cr_assert_eq(len2, len + 2 * 3 + 3 * (VSXD_STATE_V3_CONN - VSXD_STATE_V2_CONN) + 4);
 	vsxd_state_clear(&d);

@@ -522,6 +522,10 @@ struct vsxb_conn_keep {
 	struct vsxb_credit cr;
 	bool advertised, credit_req_sent, msg_open;
 	uint64_t to_guest, from_guest;
+	int why, why_limit, why_err;      /* why it ends, once known (enum
+					     vsxb_conn_reason, vsxb_limit_kind,
+					     errno), so that it is counted
+					     as the old process would */
 	char tag[VSXB_TAG_MAX];
 	unsigned timer_ms;                /* CONNECTING: what is left of the
 					     connect timeout, draining or

@@ -123,6 +123,9 @@ int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg)
 		k.msg_open = c->msg_open;
 		k.to_guest = c->to_guest;
 		k.from_guest = c->from_guest;
+		k.why = c->why;
+		k.why_limit = c->why_limit;
+		k.why_err = c->why_err;
 		memcpy(k.tag, c->tag, sizeof(k.tag));
 		if (c->state == VSXB_CONN_CONNECTING)
 			k.timer_ms = vsxb__conn_timer_left(c, vm->r->lim.connect_ms);
@@ -195,6 +198,9 @@ static int keep_apply(struct conn *c, const struct vsxb_conn_keep *k)
 	c->shut_pending = k->shut_pending;
 	c->ctrl = k->ctrl;
 	c->cr = k->cr;
+	c->why = k->why;
+	c->why_limit = k->why_limit;
+	c->why_err = k->why_err;
 	c->advertised = k->advertised;
 	c->credit_req_sent = k->credit_req_sent;
 	c->msg_open = k->msg_open;
