@@ -72,9 +72,7 @@ def status():
 
 
 def log_text():
-    log.flush()
-    with open(T.log_path) as f:
-        return f.read()
+    return vsxdtest.read_log(log, T.log_path)
 
 
 def upgrade(*args):

@@ -3,13 +3,12 @@
 # listener the test runs) caught mid-transfer, vsxd holding bytes each way
 # at the freeze, then checked to the last byte.
 import hashlib
-import json
 import os
 import re
 import socket
-import subprocess
 import threading
 
+import vsxdtest
 from vsxdtest import check, wait_for
 
 
@@ -133,13 +132,8 @@ class Transfer:
 
 def relays(vsxctl, ctl):
     """vsxctl list's relayed connections: {id: record}."""
-    out = subprocess.run([vsxctl, "-c", ctl, "-j", "list"], capture_output=True,
-                         text=True).stdout
-    try:
-        recs = json.loads(out)
-    except ValueError:
-        return {}
-    return {int(r["conn"]): r for r in recs if r.get("origin") == "relay"}
+    return {int(r["conn"]): r for r in vsxdtest.conn_list(vsxctl, ctl)
+            if r.get("origin") == "relay"}
 
 
 def mid_transfer(vsxctl, ctl, port, target):

@@ -89,9 +89,7 @@ def metric_lines():
 
 
 def log_text():
-    log.flush()
-    with open(log_path) as f:
-        return f.read()
+    return vsxdtest.read_log(log, log_path)
 
 
 def record_v1(buf):

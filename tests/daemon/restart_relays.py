@@ -39,9 +39,7 @@ def status():
 
 
 def log_text():
-    log.flush()
-    with open(T.log_path) as f:
-        return f.read()
+    return vsxdtest.read_log(log, T.log_path)
 
 
 svc = fdstore.Service([VSXD, "--config", T.conf, "--forward",

@@ -93,9 +93,7 @@ def upgrade(*args):
 
 
 def log_text():
-    log.flush()
-    with open(log_path) as f:
-        return f.read()
+    return vsxdtest.read_log(log, log_path)
 
 
 def alive(g):

@@ -250,6 +250,14 @@ def hybrid_answered(guest, s, to_guest, from_guest, early=0):
     return line, ok and got == pattern(1, from_guest) and guest.cmd("wait-closed")
 
 
+def read_log(log, path):
+    """What vsxd wrote so far to the log file @log (open for writing, its
+    stderr) at @path."""
+    log.flush()
+    with open(path) as f:
+        return f.read()
+
+
 def conn_list(vsxctl, ctl):
     """vsxctl -j list: the connections, as dicts ([] when none answers)."""
     out = subprocess.run([vsxctl, "-c", ctl, "-j", "list"], capture_output=True,
