@@ -15,7 +15,8 @@
 # VSX_SIB_PERF=1: perf stat counts vsxd's system calls, context switches,
 # write(2) calls (wake-ups posted to the other worker and guest
 # notifications) and epoll_wait(2) calls (a loop woken) over each transfer
-# (per MiB, appended to its line).
+# (per MiB, appended to its line). VSX_SIB_RECORD=DIR: perf record -g of
+# vsxd over each transfer, into DIR/NAME-LAYOUT-REP.data.
 #
 # Output lines (on standard output):
 #   sibling vsxd=NAME threads=two|one rep=N bytes=B cpu_s=S s_per_gib=X wall_s=W
@@ -135,6 +136,12 @@ run() {
 			-o "$tmp/perf" 2>/dev/null &
 		perf_pid=$!
 	fi
+	rec_pid=
+	if [ -n "${VSX_SIB_RECORD:-}" ]; then
+		perf record -q -g -p "$pid" -o "$VSX_SIB_RECORD/$name-$layout-$rep.data" \
+			2>/dev/null &
+		rec_pid=$!
+	fi
 	c0=$(cpu_ns) t0=$(now_ns)
 	left=$bytes
 	while [ "$left" -gt 0 ]; do
@@ -144,6 +151,10 @@ run() {
 	done
 	fg a "grecv $bytes"
 	c1=$(cpu_ns) t1=$(now_ns)
+	if [ -n "$rec_pid" ]; then
+		kill -INT "$rec_pid" 2>/dev/null || :
+		wait "$rec_pid" 2>/dev/null || :
+	fi
 	perf_note=
 	if [ -n "$perf_pid" ]; then
 		kill -INT "$perf_pid" 2>/dev/null || :

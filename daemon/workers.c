@@ -2,7 +2,9 @@
  * vsxd's worker threads (--threads, threads =).
  *
  * Each worker is a thread with its own libevent base and loop adapter,
- * with post enabled (loop-event.h): the backend runs the VMs placed on it
+ * with post and its room enabled (loop-event.h; another worker may work
+ * in the room while this one idles: sibling pairs, backend-int.h's struct
+ * vsxb_shard): the backend runs the VMs placed on it
  * there (vsxb_vm_config.loop), their devices, host sockets and
  * connections, and parks it while the main thread's backend calls look
  * at VM state (backend-int.h, struct vsxb_shard). The main thread keeps

@@ -149,8 +149,11 @@ int hx_vm(struct hx *h, unsigned i, const struct vsxb_vm_config *tmpl)
 const struct vsxu_loop *hx_worker(struct hx *h, unsigned k)
 {
 	cr_assert_lt(k, HX_VMS);
-	if (!h->wl[k])
+	if (!h->wl[k]) {
 		cr_assert_eq(vsx_test_loop_new(&h->wl[k]), 0);
+		if (h->no_room)
+			vsx_test_loop_no_room(h->wl[k]);
+	}
 	return vsx_test_loop_get(h->wl[k]);
 }
 

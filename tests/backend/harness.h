@@ -69,6 +69,8 @@ struct hx {
 	struct vsx_test_loop *tl;
 	const struct vsxu_loop *loop;
 	struct vsx_test_loop *wl[HX_VMS]; /* hx_worker: loops of their own */
+	bool no_room;                 /* hx_worker's loops lend no room (loop.h's
+					 borrow): siblings across them go by records */
 	struct vsxb_router *r;
 	struct hx_vm v[HX_VMS];
 	char *logbuf;
@@ -83,7 +85,8 @@ void hx_init(struct hx *h);
 int hx_vm(struct hx *h, unsigned i, const struct vsxb_vm_config *cfg);
 void hx_open(struct hx *h, unsigned i, const struct drv_opts *o);
 /* Loop @k of its own, a thread of its own (made on first use), for
- * vsxb_vm_config.loop: the VMs on it run there, as on vsxd's workers. */
+ * vsxb_vm_config.loop: the VMs on it run there, as on vsxd's workers
+ * (with a room another thread may borrow, as theirs, unless @no_room). */
 const struct vsxu_loop *hx_worker(struct hx *h, unsigned k);
 void hx_close_drv(struct hx *h, unsigned i);
 /* vsxb_vm_free of VM @i (its driver stays open, talking to nobody). */

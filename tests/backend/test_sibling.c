@@ -22,16 +22,21 @@
 
 TestSuite(sibling, .init = setup_bare, .fini = teardown, .timeout = 60);
 TestSuite(threads, .init = setup_bare, .fini = teardown, .timeout = 60);
+TestSuite(records, .init = setup_bare, .fini = teardown, .timeout = 60);
 
-/* The sibling tests run twice: as sibling::NAME with both VMs on the
- * test's loop (peer_sibling.c), and as threads::sibling_NAME with each on
- * a loop thread of its own (peer_xsib.c); both guests must see the same. */
+/* The sibling tests run three times: as sibling::NAME with both VMs on
+ * the test's loop (peer_sibling.c), as threads::sibling_NAME with each on
+ * a loop thread of its own (peer_xsib.c: straight into the other's room
+ * while its thread idles, records when not), and as records::NAME on two
+ * threads that lend no room (every packet by record); the guests must see
+ * the same. */
 static bool sib_threads;
 
 #define SIB_TEST(name) \
 	static void sib_##name(void); \
 	Test(sibling, name) { sib_##name(); } \
 	Test(threads, sibling_##name) { sib_threads = true; sib_##name(); } \
+	Test(records, name) { sib_threads = true; H.no_room = true; sib_##name(); } \
 	static void sib_##name(void)
 
 static void two_vms_opts(const char *ga, const char *gb, const struct drv_opts *ob)
@@ -767,6 +772,7 @@ Test(threads, vm_freed_under_a_pair_across_threads)
 	struct pkt *p;
 	int i;
 
+	H.no_room = true;    /* records, to see them given back */
 	two_vms_two_threads();
 	sib_open(&a, &b, STREAM, 50300, 6300, 262144);
 	hx_stats(&H, 0, &s0);
@@ -831,9 +837,32 @@ static void burst(struct gc *c, unsigned n, uint32_t len)
 	c->tx_cnt += n * len;
 }
 
-/* A guest's burst of packets, taken from its ring in one round, wakes the
- * other half's thread once (the wake-up is posted as the round ends), not
- * once for every record that found the other queue drained meanwhile; and
+/* @n packets of @len bytes of burst() at @b's guest, whole, in order,
+ * every byte checked, consumed. */
+static void burst_check(struct gc *b, unsigned n, uint32_t len)
+{
+	unsigned k, i, got = 0;
+	struct pkt *p;
+
+	while (got < n && (p = g_next(b->g, b, TMO))) {
+		if (p->h.op != OP_RW) {
+			free(p);
+			continue;
+		}
+		k = got++;
+		cr_assert_eq(p->len, len, "packet %u: %u bytes", k, p->len);
+		for (i = 0; i < len; i++)
+			cr_assert_eq(p->data[i], (uint8_t)(k + i), "packet %u byte %u", k, i);
+		g_consumed(b, p->len);
+		free(p);
+	}
+	cr_assert_eq(got, n);
+}
+
+/* With records (the other thread lends no room, or is busy): a guest's
+ * burst of packets, taken from its ring in one round, wakes the other
+ * half's thread once (the wake-up is posted as the round ends), not once
+ * for every record that found the other queue drained meanwhile; and
  * every packet arrives whole and in order. */
 Test(threads, a_burst_wakes_the_other_thread_once)
 {
@@ -842,6 +871,7 @@ Test(threads, a_burst_wakes_the_other_thread_once)
 	unsigned k, i, got = 0;
 	struct pkt *p;
 
+	H.no_room = true;
 	two_vms_two_threads();
 	sib_open(&a, &b, STREAM, 50400, 6400, 262144);
 	hx_stats(&H, 0, &s0);
@@ -864,4 +894,177 @@ Test(threads, a_burst_wakes_the_other_thread_once)
 		     (unsigned long long)(s1.tx_rounds - s0.tx_rounds));
 	cr_assert_eq(s1.sib_wakes - s0.sib_wakes, 1, "%llu wake-ups for one round",
 		     (unsigned long long)(s1.sib_wakes - s0.sib_wakes));
+}
+
+/* Time for both loop threads to finish what the last steps woke them for
+ * (the tests below want the other thread idle when a burst comes). */
+static void settle(void)
+{
+	usleep(100 * 1000);
+}
+
+/* The other thread idle: a burst goes straight into its guest's RX
+ * buffers in the sender's round (one copy, in the other thread's room),
+ * with no record and no wake-up; and the receiver's credit comes back to
+ * the sender's guest the same way. */
+Test(threads, a_burst_goes_into_the_idle_threads_guest)
+{
+	struct vsxb_engine_stats a0, a1, b0, b1;
+	struct gc a, b;
+	struct pkt *p;
+	uint32_t fwd;
+
+	two_vms_two_threads();
+	sib_open(&a, &b, STREAM, 50500, 6500, 262144);
+	settle();
+	hx_stats(&H, 0, &a0);
+	hx_stats(&H, 1, &b0);
+	burst(&a, 64, 4096);
+	burst_check(&b, 64, 4096);
+	hx_stats(&H, 0, &a1);
+	cr_assert_eq(a1.sib_lent - a0.sib_lent, 64, "%llu of 64 packets in the room",
+		     (unsigned long long)(a1.sib_lent - a0.sib_lent));
+	cr_assert_eq(a1.sib_wakes - a0.sib_wakes, 0, "%llu wake-ups",
+		     (unsigned long long)(a1.sib_wakes - a0.sib_wakes));
+	/* A's guest sent all of B's 256 KiB window; B's guest, reading it,
+	 * told its fwd_cnt (g_consumed's CREDIT_UPDATE, once its free space
+	 * fell below 64 KiB): A's guest hears it from B's thread, in A's
+	 * room */
+	p = g_expect(&a, OP_CREDIT_UPDATE, TMO);
+	fwd = p->h.fwd_cnt;
+	free(p);
+	cr_assert_eq(fwd, b.last_fwd_sent, "fwd_cnt %u, B's guest told %u", fwd,
+		     b.last_fwd_sent);
+	hx_stats(&H, 1, &b1);
+	cr_assert_geq(b1.sib_lent - b0.sib_lent, 1, "B's credit went by record");
+	cr_assert_eq(b1.sib_wakes - b0.sib_wakes, 0, "%llu wake-ups",
+		     (unsigned long long)(b1.sib_wakes - b0.sib_wakes));
+	g_write(&a, "after", 5, 5);
+	p = g_expect(&b, OP_RW, TMO);
+	cr_assert_eq(p->len, 5);
+	cr_assert_eq(memcmp(p->data, "after", 5), 0);
+	free(p);
+}
+
+/* Holds a loop's thread in a callback (so its room) until released. */
+struct hold {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool in, out;
+};
+
+static void hold_cb(void *arg)
+{
+	struct hold *h = arg;
+
+	pthread_mutex_lock(&h->mu);
+	h->in = true;
+	pthread_cond_broadcast(&h->cv);
+	while (!h->out)
+		pthread_cond_wait(&h->cv, &h->mu);
+	pthread_mutex_unlock(&h->mu);
+}
+
+struct own_stats {
+	struct vsxb_vm *vm;
+	struct vsxb_engine_stats st;
+};
+
+static void own_stats_cb(void *arg)
+{
+	struct own_stats *k = arg;
+
+	k->st = k->vm->st;
+}
+
+/* VM @i's stats read on its own worker's thread: no world stop, which a
+ * thread held in a callback would never join. */
+static void own_stats(unsigned i, struct vsxb_engine_stats *st)
+{
+	struct own_stats k = { .vm = H.v[i].vm };
+
+	vsx_test_loop_call(H.wl[i], own_stats_cb, &k);
+	*st = k.st;
+}
+
+/* The other thread busy in a callback: the sender's round goes by records
+ * and wakes it once; the packets after them, once it idles again, go
+ * straight in, never before the records: every byte in order. */
+Test(threads, a_busy_thread_gets_records_then_its_room)
+{
+	struct hold h = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false };
+	struct vsxb_engine_stats s0, s1, s2;
+	const struct vsxu_loop *l;
+	struct gc a, b;
+
+	two_vms_two_threads();
+	sib_open(&a, &b, STREAM, 50600, 6600, 262144);
+	l = hx_worker(&H, 1);
+	cr_assert_eq(l->post(l->ctx, hold_cb, &h), 0);
+	pthread_mutex_lock(&h.mu);
+	while (!h.in)
+		pthread_cond_wait(&h.cv, &h.mu);
+	pthread_mutex_unlock(&h.mu);
+	own_stats(0, &s0);
+	burst(&a, 32, 4096);
+	/* A's round is over once its 32 packets are counted */
+	for (int i = 0; i < 500; i++) {
+		own_stats(0, &s1);
+		if (s1.tx_pkts - s0.tx_pkts == 32)
+			break;
+		usleep(2000);
+	}
+	cr_assert_eq(s1.tx_pkts - s0.tx_pkts, 32);
+	cr_assert_eq(s1.sib_lent - s0.sib_lent, 0, "%llu packets in a busy room",
+		     (unsigned long long)(s1.sib_lent - s0.sib_lent));
+	cr_assert_eq(s1.sib_wakes - s0.sib_wakes, 1);
+	pthread_mutex_lock(&h.mu);
+	h.out = true;
+	pthread_cond_broadcast(&h.cv);
+	pthread_mutex_unlock(&h.mu);
+	burst_check(&b, 32, 4096);
+	settle();
+	burst(&a, 32, 4096);
+	burst_check(&b, 32, 4096);
+	hx_stats(&H, 0, &s2);
+	cr_assert_eq(s2.sib_lent - s1.sib_lent, 32, "%llu of 32 packets in the idle room",
+		     (unsigned long long)(s2.sib_lent - s1.sib_lent));
+}
+
+/* A ring found broken in the other thread's room (B's RX avail index run
+ * past its size: the pop fails there) is not broken by the borrower,
+ * which may not reset B's connections: B's own thread breaks B's device,
+ * once, and A's guest hears its peer went; A's VM serves on. */
+Test(threads, a_ring_broken_in_the_room_breaks_on_its_own_thread)
+{
+	struct gc a, b, a2, b2;
+	struct pkt *p;
+	int i;
+
+	two_vms_two_threads();
+	sib_open(&a, &b, STREAM, 50700, 6700, 262144);
+	settle();
+	cr_assert_eq(drv_set_avail_idx(G(1)->d, VSOCK_VQ_RX, 0x8000), 0);
+	settle();
+	cr_assert_eq(hx_log_count(&H, "device stopped until"), 0, "B broken before A sent");
+	g_write(&a, "x", 1, 1);
+	for (i = 0; i < 500 && !hx_log_count(&H, "device stopped until"); i++)
+		usleep(10 * 1000);
+	cr_assert_eq(hx_log_count(&H, "vm cid4: RX queue: invalid descriptor chain: device "
+				  "stopped until"), 1);
+	p = g_next(G(0), &a, TMO);
+	while (p && p->h.op == OP_CREDIT_UPDATE) {
+		free(p);
+		p = g_next(G(0), &a, TMO);
+	}
+	cr_assert_not_null(p, "A's guest never heard its peer went");
+	cr_assert(p->h.op == OP_SHUTDOWN || p->h.op == OP_RST, "op %u", p->h.op);
+	free(p);
+	/* B's front-end resets the device: a new pair works both ways */
+	hx_close_drv(&H, 1);
+	hx_open(&H, 1, NULL);
+	sib_open(&a2, &b2, STREAM, 50701, 6701, 262144);
+	sib_move(&a2, &b2, 1u << 20, 75);
+	sib_move(&b2, &a2, 1u << 20, 76);
+	cr_assert_eq(hx_log_count(&H, "device stopped until"), 1);
 }

@@ -66,6 +66,12 @@ const struct vsxu_loop *vsx_test_loop_get(struct vsx_test_loop *tl)
 	return &tl->ev.loop;
 }
 
+void vsx_test_loop_no_room(struct vsx_test_loop *tl)
+{
+	tl->ev.loop.borrow = NULL;
+	tl->ev.loop.give_back = NULL;
+}
+
 void vsx_test_loop_call(struct vsx_test_loop *tl, void (*fn)(void *), void *arg)
 {
 	/* a post fails only when malloc does; a test cannot go on then */

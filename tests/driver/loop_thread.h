@@ -16,6 +16,9 @@ struct vsx_test_loop;
 int vsx_test_loop_new(struct vsx_test_loop **out);
 /* The adapter; valid until vsx_test_loop_free. */
 const struct vsxu_loop *vsx_test_loop_get(struct vsx_test_loop *tl);
+/* The loop lends no room (loop.h's borrow): another thread never works
+ * in it. Before the backend uses the loop. */
+void vsx_test_loop_no_room(struct vsx_test_loop *tl);
 /* Run @fn(@arg) on the loop thread and wait until it returns. Safe from any
  * thread but the loop's own. */
 void vsx_test_loop_call(struct vsx_test_loop *tl, void (*fn)(void *), void *arg);

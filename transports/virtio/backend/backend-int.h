@@ -80,6 +80,7 @@
 #define VSXB_TX_BATCH 128          /* TX chains popped per round */
 #define VSXB_TX_BUDGET 1024        /* TX chains per kick before yielding */
 #define VSXB_RX_BATCH 128          /* RX chains one host read may fill (QEMU's ring) */
+#define VSXB_LENT_MAX 8            /* other shards' rooms one round may hold */
 #define VSXB_RX_READ (512u << 10)  /* bytes one host read may take (stream) */
 #define VSXB_IOV_MAX 1024          /* iovecs per readv/sendmsg (IOV_MAX) */
 #define VSXB_SMALL_PKT 128         /* payloads always appended to the tail chunk */
@@ -384,6 +385,9 @@ struct vsxb_engine_stats {
 	uint64_t queued_bytes;    /* guest payload bytes that had to be copied */
 	uint64_t sib_wakes;       /* wake-ups owed to siblings' threads (peer_xsib.c) */
 	uint64_t sib_reused;      /* ... records to them made of one given back */
+	uint64_t sib_lent;        /* ... what went in their room instead (peer_xsib.c:
+				     a packet straight into the other guest's RX
+				     buffers, a credit change applied) */
 };
 
 /*
@@ -392,9 +396,10 @@ struct vsxb_engine_stats {
  * loop, so from its shard's thread (struct vsxb_shard). The exceptions,
  * named where they are: @r and the fields the router reads under its own
  * rules (name, cid, groups, live/broken/freeing for sibling lookup, node),
- * and the other half of a sibling pair on the same shard (peer_sibling.c),
+ * the other half of a sibling pair on the same shard (peer_sibling.c),
  * which reaches this VM only through vsxb__conn_* calls on its own half's
- * peer.
+ * peer, and another shard's thread in this shard's room (struct
+ * vsxb_shard: peer_xsib.c), which does only what a lent room allows.
  */
 struct vsxb_vm {
 	struct vsxb_router *r;       /* shared: see struct vsxb_shard */
@@ -426,6 +431,8 @@ struct vsxb_vm {
 	bool emitting;               /* inside an emission: no direct path */
 	bool direct;                 /* the emission in progress is direct */
 	bool rx_pushed;              /* RX used entries await a flush */
+	const char *break_owed;      /* a ring broke in a lent room (struct
+					vsxb_shard): its own round breaks it */
 	bool tx_more, rx_more;       /* budget ran out: resume timer armed */
 	bool dirty;                  /* needs end-of-round work */
 	struct vsxb_list dnode;       /* sh->dirty */
@@ -543,7 +550,21 @@ static inline void vsxb__vm_rings_taken(struct vsxb_vm *vm)
  *   counted and freed by whichever thread lets go last; a record pushed
  *   to an idle queue owes the other loop a wake-up, which the sending
  *   shard posts once its round ends (struct vsxb_later; peer_xsib.c,
- *   xsib_ops), so a round that pushes many records wakes it once.
+ *   xsib_ops), so a round that pushes many records wakes it once;
+ * - another shard's VMs, in its room (loop.h's borrow): a shard's thread
+ *   may take a foreign shard's room when that shard's thread is in none
+ *   of its callbacks (asleep, or between two), never waiting for it, and
+ *   hold it until its own round ends (vsxb__shard_borrow, given back by
+ *   vsxb__round). Meanwhile it works on that shard's VMs as their thread
+ *   would, within what a lent round may do: straight into a guest's RX
+ *   buffers, control packets that go straight in, counters; no loop
+ *   entry of that shard's (its timers and watches stay its thread's), no
+ *   connection killed, no device broken (break_owed instead). The round's
+ *   end publishes the RX used entries of the VMs it touched there; a VM
+ *   left needing more (vsxb__vm_lent_owed) stays dirty, and the
+ *   borrower wakes that shard's thread for it. peer_xsib.c lends a
+ *   pair's data and credit this way when the other thread is idle: one
+ *   copy and no wake-up, as on one thread.
  */
 struct vsxb_shard {
 	struct vsxb_router *r;
@@ -559,6 +580,12 @@ struct vsxb_shard {
 					 ends (vsxb__shard_posts) */
 	int in_round;
 	bool polling;                /* vsxb_router_poll: the loop polls, TX kicks off */
+
+	/* Rooms (loop.h's borrow): what this shard's thread holds of other
+	 * shards until its round ends, and whether another holds this one's */
+	struct vsxb_shard *lent[VSXB_LENT_MAX];
+	unsigned nlent;
+	bool borrowed;               /* set and read in the room only */
 };
 
 /* Counters shared by the shards' threads. */
@@ -687,6 +714,12 @@ void vsxb__shard_post_later(struct vsxb_shard *sh, struct vsxb_later *w);
 /* Post what @sh owes; one whose post fails (out of memory) stays owed
  * until the next round or stop. Called as a round ends. */
 void vsxb__shard_posts(struct vsxb_shard *sh);
+/* @to's room for the rest of @sh's round (struct vsxb_shard: given back
+ * by vsxb__round), on @sh's thread inside one of its callbacks, which
+ * ends with a round: true if this thread holds it (already, or now);
+ * false if @to's thread is in a callback, @to is @sh or not foreign, or
+ * its loop has no room. Never waits. */
+bool vsxb__shard_borrow(struct vsxb_shard *sh, struct vsxb_shard *to);
 
 /* ---- for tests and benchmarks ---- */
 void vsxb__router_set_timeouts(struct vsxb_router *r, unsigned handshake_ms,

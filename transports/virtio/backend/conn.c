@@ -466,7 +466,7 @@ bool vsxb__conn_rx_direct_ok(const struct conn *c)
 {
 	const struct vsxb_vm *vm = c->vm;
 
-	return vm->live && !vm->broken && !vm->emitting && !vm->orphan_n &&
+	return vm->live && !vm->broken && !vm->break_owed && !vm->emitting && !vm->orphan_n &&
 	       vsxb_list_empty(&vm->pending);
 }
 
@@ -959,6 +959,14 @@ void vsxb__vm_round(struct vsxb_vm *vm)
 	 * what it read since are zeros; the device goes, the others stay. */
 	if (vm->live && !vm->broken && vsxu_vu_mem_faulted(vm->vu))
 		vsxb__vm_broken(vm, MEM_FAULT);
+	/* a ring found broken in a lent room (struct vsxb_shard) */
+	if (vm->break_owed) {
+		const char *why = vm->break_owed;
+
+		vm->break_owed = NULL;
+		if (vm->live)
+			vsxb__vm_broken(vm, why);
+	}
 
 	if (vm->live && !vm->broken)
 		vm_rx_run(vm);
@@ -986,6 +994,34 @@ void vsxb__vm_touch(struct vsxb_vm *vm)
 	vsxb_list_add_tail(&vm->sh->dirty, &vm->dnode);
 }
 
+bool vsxb__vm_lent_owed(const struct vsxb_vm *vm)
+{
+	return vm->break_owed || vm->orphan_n || vm->ndead || !vsxb_list_empty(&vm->pending) ||
+	       (vm->live && !vm->broken && vsxu_vu_mem_faulted(vm->vu));
+}
+
+/* The end of a lent round (struct vsxb_shard): the RX used entries of the
+ * VMs this thread touched in @to's room are published, and the guests
+ * told; a VM that needs more stays dirty for its own thread, which the
+ * borrower woke (vsxb__vm_lent_owed). Then the room goes back. */
+static void round_lent(struct vsxb_shard *to)
+{
+	struct vsxb_list *n, *next;
+
+	for (n = to->dirty.next; n != &to->dirty; n = next) {
+		struct vsxb_vm *vm = vsxb_container_of(n, struct vsxb_vm, dnode);
+
+		next = n->next;
+		if (vsxb__vm_lent_owed(vm))
+			continue;
+		vsxb__ring_rx_publish(vm);
+		vsxb_list_del(&vm->dnode);
+		vm->dirty = false;
+	}
+	to->borrowed = false;
+	to->loop->give_back(to->loop->ctx);
+}
+
 void vsxb__round(struct vsxb_shard *sh)
 {
 	unsigned guard = 0;
@@ -1000,6 +1036,10 @@ void vsxb__round(struct vsxb_shard *sh)
 		vm->dirty = false;
 		vsxb__vm_round(vm);
 	}
+	/* the rooms this round borrowed, given back once nothing of its
+	 * own can borrow more */
+	while (sh->nlent)
+		round_lent(sh->lent[--sh->nlent]);
 	sh->in_round = 0;
 	/* after every VM's round: one wake-up per other thread's queue the
 	 * round pushed to, however many records it pushed */
@@ -1071,6 +1111,14 @@ void vsxb__vm_broken(struct vsxb_vm *vm, const char *why)
 {
 	if (vm->broken)
 		return;
+	/* in a lent room: breaking resets connections and stops their
+	 * timers and watches, the VM's own thread's work */
+	if (vm->sh->borrowed) {
+		if (!vm->break_owed)
+			vm->break_owed = why;
+		vsxb__vm_touch(vm);
+		return;
+	}
 	/* what broke a ring may be a fault absorbed in its memory: say that */
 	if (vm->vu && vsxu_vu_mem_faulted(vm->vu))
 		why = MEM_FAULT;

@@ -127,8 +127,14 @@ void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
 /* conn.c: VMs and rounds */
 void vsxb__vm_touch(struct vsxb_vm *vm);
 /* End of a processing round: RX scheduling, used-ring flushes, deferred
- * frees, for every VM of @sh touched. Every entry point calls it last. */
+ * frees, for every VM of @sh touched; then the rooms of other shards the
+ * round borrowed (vsxb__shard_borrow) given back, their VMs' RX used
+ * entries published. Every entry point calls it last. */
 void vsxb__round(struct vsxb_shard *sh);
+/* @vm, worked on in a lent room (struct vsxb_shard), needs a round of its
+ * own thread: a ring to break, a pending list, connections to free, a
+ * memory fault. The borrower then wakes that thread. */
+bool vsxb__vm_lent_owed(const struct vsxb_vm *vm);
 /* Every shard's round: backend.h's calls, on the control thread, with the
  * world stopped. */
 void vsxb__round_all(struct vsxb_router *r);

@@ -540,6 +540,7 @@ static void op_stop(void *dev, bool resumable)
 	vsxb__vm_drop_all(vm, false);
 	vm->live = false;
 	vm->broken = false;
+	vm->break_owed = NULL;
 	vm->event_pending = false;
 	vm->tx_more = false;
 	vm->rx_pushed = false;

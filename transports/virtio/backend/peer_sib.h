@@ -36,6 +36,13 @@ void vsxb__sib_keep_bounds(struct conn *c);
  * caller resets a half). */
 int vsxb__sib_deliver(struct conn *b, const struct iovec *iov, unsigned n,
 		      uint32_t len, unsigned flags, size_t room, bool msg_open);
+/* All of @len bytes of the other guest's packet (@flags: EOM/EOR, @len
+ * not 0) straight into @b's guest's RX buffers, as one thread's pair
+ * copies them, or none: false when @b's guest would not take them all now
+ * (its credit, its buffers, something waiting before them) or nobody
+ * reads them. What a lent room allows (struct vsxb_shard): peer_xsib.c. */
+bool vsxb__sib_direct_all(struct conn *b, const struct iovec *iov, unsigned n,
+			  uint32_t len, unsigned flags);
 /* The hooks of the receiving half (struct vsxb_peer_ops, backend-int.h) */
 int vsxb__sib_emit(struct conn *b);
 bool vsxb__sib_pending(const struct conn *c);

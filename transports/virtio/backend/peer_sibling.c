@@ -203,6 +203,17 @@ static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
 	return (size_t)r;
 }
 
+bool vsxb__sib_direct_all(struct conn *b, const struct iovec *iov, unsigned n,
+			  uint32_t len, unsigned flags)
+{
+	struct sib_copy sc = { iov, n, len, flags };
+
+	if (!len || !vsxb__conn_takes_data(b) || !sib_can_direct(b) ||
+	    vsxb__conn_peer_free(b) < len)
+		return false;
+	return vsxb__rx_fill(b, len, VSXB_RX_BATCH, true, sib_copy_fill, &sc) == (ssize_t)len;
+}
+
 int vsxb__sib_deliver(struct conn *b, const struct iovec *iov, unsigned n,
 		      uint32_t len, unsigned flags, size_t room, bool msg_open)
 {

@@ -31,12 +31,25 @@
  *   pushing round ends, so the records of one round cost one wake-up;
  *   the callback drains the queue and ends with the shard's round. No
  *   other system call.
+ * - In the other thread's room: while that thread is idle (in none of
+ *   its loop's callbacks) and no record is on its way to it, a half
+ *   borrows its room until this round ends (struct vsxb_shard) and does
+ *   what one thread's pair does, with no record and no wake-up: a DATA
+ *   packet goes straight from this guest's TX buffers into the other
+ *   guest's RX buffers (one copy, vsxb__sib_direct_all: all of it or
+ *   none), and a change of this guest's credit reaches the other half at
+ *   once (its CREDIT_UPDATE to its guest with it). Whatever the room
+ *   does not allow (the other guest without the buffers or credit for
+ *   the whole packet, bytes queued there, the other half not plainly
+ *   established, a packet without payload) goes by record, and records
+ *   go first: nothing overtakes one. A guest sees the same either way.
  * - Lifetime: the link is counted (each half, a pending MAKE, each posted
  *   wake-up) and freed by whoever lets go last; a half names the other
  *   only through the link, so a VM freed under a pair (a reload, its
  *   connections reset: RST to the other half) leaves nothing dangling.
  *   The queues are touched by the two halves' threads, or by the control
- *   thread in a world stop while those are parked.
+ *   thread in a world stop while those are parked; a half's state by its
+ *   thread, or by the other half's in its room.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -320,15 +333,14 @@ static struct xrec *rec_data(struct conn *c, struct xsib_link *l, unsigned to, s
 	return rec;
 }
 
-/* @rec for side @to's thread, from @from (side !@to's VM, counted; NULL:
- * not counted, it may be gone). A queue that
- * was idle owes that thread a wake-up, posted when this round ends
- * (vsxb__shard_posts): the records the round pushes meanwhile ride on the
- * same one. */
-static void link_send(struct xsib_link *l, unsigned to, struct xrec *rec,
-		      struct vsxb_vm *from)
+/* Side @to's thread owes a drain of its queue and a round: a wake-up,
+ * posted when this round ends (vsxb__shard_posts), unless one is owed or
+ * posted already (the queue is armed): the records the round pushes
+ * meanwhile ride on the same one. @from: side !@to's VM, counted (NULL:
+ * not counted, it may be gone). link_send: @rec for that thread, then
+ * the wake-up. */
+static void link_wake(struct xsib_link *l, unsigned to, struct vsxb_vm *from)
 {
-	ring_push(&l->ring[to], rec);
 	if (__atomic_exchange_n(&l->ring[to].armed, true, __ATOMIC_SEQ_CST))
 		return;
 	__atomic_add_fetch(&l->refs, 1, __ATOMIC_RELAXED);
@@ -337,6 +349,13 @@ static void link_send(struct xsib_link *l, unsigned to, struct xrec *rec,
 	vsxb__shard_post_later(l->sh[!to], &l->end[to].w);
 	if (from)
 		from->st.sib_wakes++;
+}
+
+static void link_send(struct xsib_link *l, unsigned to, struct xrec *rec,
+		      struct vsxb_vm *from)
+{
+	ring_push(&l->ring[to], rec);
+	link_wake(l, to, from);
 }
 
 /* What @c's half does reaches the other half (unless it is gone). */
@@ -418,6 +437,41 @@ static void xsib_publish_as(struct conn *c, size_t bytes, size_t mem)
 static void xsib_publish(struct conn *c)
 {
 	xsib_publish_as(c, c->q.bytes, c->q.mem);
+}
+
+/* ---- In the other half's room ---- */
+
+/* The other half, worked on here in its thread's room (struct
+ * vsxb_shard: lent until this round ends), as peer_sibling.c works on
+ * its other half on one thread; NULL when that thread is in a callback,
+ * records are on their way to it (they go first, in order, applied by
+ * that thread), or the other half is not plainly established (what a lent
+ * room does not do is its own thread's). */
+static struct conn *xsib_lend(struct conn *c)
+{
+	struct xsib_peer *x = xp(c);
+	struct xsib_link *l = x->l;
+	unsigned to = !x->side;
+	struct conn *o;
+
+	if (!l || x->detached || !vsxb__shard_borrow(c->vm->sh, l->sh[to]))
+		return NULL;
+	if (l->ring[to].head->next)
+		return NULL;
+	o = l->half[to];
+	if (!o || o->dead || o->draining || o->state != VSXB_CONN_ESTABLISHED ||
+	    o->ctrl || o->shut_pending || xp(o)->detached)
+		return NULL;
+	return o;
+}
+
+/* After work on @o in its room: its thread, if @o's VM needs it
+ * (vsxb__vm_lent_owed), is woken as for a record. */
+static void xsib_lent(struct conn *c, struct conn *o)
+{
+	c->vm->st.sib_lent++;
+	if (vsxb__vm_lent_owed(o->vm))
+		link_wake(xp(c)->l, !xp(c)->side, c->vm);
 }
 
 /* ---- On B's thread: MAKE ---- */
@@ -599,6 +653,16 @@ static void xsib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 
 	if (xp(a)->detached)
 		return; /* nobody will read it */
+	if (len) {
+		/* the other thread idle: one copy into its guest's buffers,
+		 * no record, no wake-up */
+		struct conn *b = xsib_lend(a);
+
+		if (b && vsxb__sib_direct_all(b, iov, n, len, flags)) {
+			xsib_lent(a, b);
+			goto credit;
+		}
+	}
 	if (len || ((flags & VIRTIO_VSOCK_SEQ_EOM) && a->msg_open)) {
 		rec = rec_data(a, xp(a)->l, !xp(a)->side, len);
 		if (!rec) {
@@ -621,6 +685,7 @@ static void xsib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 		}
 		xsib_send(a, rec);
 	}
+credit:
 	/* The other guest's credit news may have been held back while this
 	 * one had room; now that it used some, pass it on. */
 	vsxb__conn_credit_check(a);
@@ -638,8 +703,25 @@ static void xsib_credit_request(struct conn *c)
 
 static void xsib_credit_changed(struct conn *c)
 {
+	struct xsib_peer *x = xp(c);
+	struct conn *o;
+
 	if (vsxb__sib_pending(c))
 		vsxb__conn_schedule(c);
+	if (x->sbuf == c->cr.peer_buf_alloc && x->sfwd == c->cr.peer_fwd_cnt)
+		return;
+	/* the other thread idle: the other half hears it at once, as
+	 * XR_CREDIT would tell it, and its guest gets the CREDIT_UPDATE it
+	 * may be waiting for without a wake-up; with bytes queued for that
+	 * guest (its emission's) by a record */
+	o = xsib_lend(c);
+	if (o && !vsxb__sib_pending(o)) {
+		xp(o)->xbuf = x->sbuf = c->cr.peer_buf_alloc;
+		xp(o)->xfwd = x->sfwd = c->cr.peer_fwd_cnt;
+		vsxb__conn_credit_check(o);
+		xsib_lent(c, o);
+		return;
+	}
 	xsib_send_credit(c, XR_CREDIT);
 }
 

@@ -17,6 +17,12 @@
  * thread would, so the memory guard is made to hold on it
  * (vhost-user/memguard.h, vsxu_memguard_thread) before it does.
  *
+ * Rooms: a shard's thread may also work in another shard's room while
+ * that thread is idle (loop.h's borrow; what it may do there is struct
+ * vsxb_shard's to say); this file keeps which rooms a round holds, and
+ * the round's end (conn.c) gives them back. A parked thread holds its
+ * room, so nobody borrows in a stop.
+ *
  * Stops nest (a backend.h call made inside a walk's callback): only the
  * outermost one parks and releases. A stop costs a post and a wake-up per
  * worker thread, microseconds each: they are for control (vsxctl, reload,
@@ -177,6 +183,23 @@ void vsxb__world_start(struct vsxb_router *r)
 	while (p->inside)
 		pthread_cond_wait(&p->cv, &p->mu);
 	pthread_mutex_unlock(&p->mu);
+}
+
+bool vsxb__shard_borrow(struct vsxb_shard *sh, struct vsxb_shard *to)
+{
+	const struct vsxu_loop *l = to->loop;
+	unsigned i;
+
+	if (to == sh || !to->foreign || !l->borrow)
+		return false;
+	for (i = 0; i < sh->nlent; i++)
+		if (sh->lent[i] == to)
+			return true;
+	if (sh->nlent == VSXB_LENT_MAX || !l->borrow(l->ctx))
+		return false;
+	to->borrowed = true;
+	sh->lent[sh->nlent++] = to;
+	return true;
 }
 
 void vsxb__shard_post_later(struct vsxb_shard *sh, struct vsxb_later *w)

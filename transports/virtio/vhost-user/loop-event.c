@@ -34,6 +34,13 @@
  * a watch, so posts stay out of @fired: they are control traffic (vsxd:
  * world stops, status requests, set-up across threads), and a polling
  * window opened by one would only burn CPU.
+ *
+ * The room (loop.h's borrow and give_back, made with the mailbox): a
+ * mutex the loop's thread holds around each callback it runs (a watch's,
+ * a timer's, each posted one, the poller), taken by another thread only
+ * with a trylock. The loop's thread takes it with nothing else held,
+ * and a borrower never waits for it: no thread ever waits for a room
+ * while holding one, so no two wait for each other.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -62,6 +69,7 @@ struct vsxu_watch {
 
 struct vsxu_timer {
 	struct event *ev;       /* owned: evtimer_new'd, freed in timer_free */
+	struct vsxu_evloop *el;  /* the adapter it was made through */
 	vsxu_timer_cb cb;
 	void *arg;              /* the caller's */
 };
@@ -77,11 +85,40 @@ static short to_libevent(int events)
 	return what;
 }
 
+/* ---- The room (vsxu_evloop_enable_post) ---- */
+
+static void room_enter(struct vsxu_evloop *el)
+{
+	if (el->mail)
+		pthread_mutex_lock(&el->room);
+}
+
+static void room_leave(struct vsxu_evloop *el)
+{
+	if (el->mail)
+		pthread_mutex_unlock(&el->room);
+}
+
+static bool ev_borrow(void *ctx)
+{
+	struct vsxu_evloop *el = ctx;
+
+	return pthread_mutex_trylock(&el->room) == 0;
+}
+
+static void ev_give_back(void *ctx)
+{
+	struct vsxu_evloop *el = ctx;
+
+	pthread_mutex_unlock(&el->room);
+}
+
 /* ---- Watches ---- */
 
 static void watch_fire(evutil_socket_t fd, short what, void *arg)
 {
 	struct vsxu_watch *w = arg;
+	struct vsxu_evloop *el;
 	int events = 0;
 
 	if (what & EV_READ)
@@ -91,8 +128,11 @@ static void watch_fire(evutil_socket_t fd, short what, void *arg)
 	events &= w->events;
 	if (!events)
 		return;
-	w->el->fired++;
+	el = w->el;
+	el->fired++;
+	room_enter(el);
 	w->cb((int)fd, events, w->arg);
+	room_leave(el);
 	/* @w may have been freed by the callback: do not touch it. */
 }
 
@@ -158,8 +198,11 @@ static void ev_unwatch(struct vsxu_watch *w)
 static void timer_fire(evutil_socket_t fd, short what, void *arg)
 {
 	struct vsxu_timer *t = arg;
+	struct vsxu_evloop *el = t->el;
 
+	room_enter(el);
 	t->cb(t->arg);
+	room_leave(el);
 	/* @t may have been freed (or re-armed) by the callback. */
 }
 
@@ -174,6 +217,7 @@ static struct vsxu_timer *ev_timer(void *ctx, vsxu_timer_cb cb, void *arg)
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
+	t->el = el;
 	t->cb = cb;
 	t->arg = arg;
 	t->ev = evtimer_new(el->base, timer_fire, t);
@@ -219,6 +263,7 @@ struct mail {
 };
 
 struct vsxu_evloop_mail {
+	struct vsxu_evloop *el;
 	pthread_mutex_t mu;
 	struct mail *head, **tail;   /* under @mu */
 	int efd;
@@ -241,7 +286,9 @@ static void mail_run(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_unlock(&mb->mu);
 	for (; m; m = next) {
 		next = m->next;
+		room_enter(mb->el);
 		m->cb(m->arg);
+		room_leave(mb->el);
 		free(m);
 	}
 }
@@ -320,6 +367,7 @@ int vsxu_evloop_enable_post(struct vsxu_evloop *ev)
 	if (!mb)
 		return -ENOMEM;
 	pthread_mutex_init(&mb->mu, NULL);
+	mb->el = ev;
 	mb->tail = &mb->head;
 	mb->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (mb->efd < 0)
@@ -327,8 +375,11 @@ int vsxu_evloop_enable_post(struct vsxu_evloop *ev)
 	mb->ev = event_new(ev->base, mb->efd, EV_READ | EV_PERSIST, mail_run, mb);
 	if (!mb->ev || event_add(mb->ev, NULL) < 0)
 		goto err;
+	pthread_mutex_init(&ev->room, NULL);
 	ev->mail = mb;
 	ev->loop.post = ev_post;
+	ev->loop.borrow = ev_borrow;
+	ev->loop.give_back = ev_give_back;
 	return 0;
 err:
 	if (mb->ev)
@@ -348,7 +399,10 @@ void vsxu_evloop_fini(struct vsxu_evloop *ev)
 	if (!mb)
 		return;
 	ev->loop.post = NULL;
+	ev->loop.borrow = NULL;
+	ev->loop.give_back = NULL;
 	ev->mail = NULL;
+	pthread_mutex_destroy(&ev->room);
 	event_free(mb->ev);
 	close(mb->efd);
 	for (m = mb->head; m; m = next) {
@@ -422,6 +476,17 @@ static void poll_adapt(struct vsxu_evloop *ev, uint64_t slept_ns, bool missed)
 	}
 }
 
+/* The poller is one of the loop's callbacks: in the room. */
+static bool poller_call(struct vsxu_evloop *ev, bool sleeping)
+{
+	bool found;
+
+	room_enter(ev);
+	found = ev->poller(ev->poller_arg, sleeping);
+	room_leave(ev);
+	return found;
+}
+
 int vsxu_evloop_run(struct vsxu_evloop *ev)
 {
 	uint64_t deadline = 0;  /* polling until then; 0: not polling */
@@ -441,7 +506,7 @@ int vsxu_evloop_run(struct vsxu_evloop *ev)
 				return 0;
 			if (ev->poller) {
 				ev->poller_on = true;
-				if (ev->poller(ev->poller_arg, false))
+				if (poller_call(ev, false))
 					ev->fired++;
 				/* a break asked for by the poller: the next
 				 * event_base_loop would forget it */
@@ -464,7 +529,7 @@ int vsxu_evloop_run(struct vsxu_evloop *ev)
 			/* the poller turns its notifications back on and looks
 			 * once more: what it finds keeps the loop polling */
 			ev->poller_on = false;
-			found = ev->poller(ev->poller_arg, true);
+			found = poller_call(ev, true);
 			if (event_base_got_break(ev->base))
 				return 0;
 			if (found && ev->poll_ns) {

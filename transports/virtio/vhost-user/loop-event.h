@@ -13,6 +13,7 @@
 #ifndef VSXD_EVLOOP_H
 #define VSXD_EVLOOP_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -40,6 +41,7 @@ struct vsxu_evloop {
 	void *poller_arg;
 	bool poller_on;                /* called while polling, not since */
 	struct vsxu_evloop_mail *mail;  /* vsxu_evloop_enable_post; NULL: no post */
+	pthread_mutex_t room;          /* with @mail: loop.h's borrow */
 };
 
 /*
@@ -53,7 +55,9 @@ void vsxu_evloop_init(struct vsxu_evloop *ev, struct event_base *base);
 /*
  * Give the loop its post entry (loop.h), for a loop that runs on a thread
  * of its own: callbacks posted from other threads are queued under a
- * mutex and the loop is woken through an eventfd it watches. A post is
+ * mutex and the loop is woken through an eventfd it watches; and its
+ * room (loop.h's borrow and give_back): from then on each callback runs
+ * holding the room's mutex. A post is
  * not activity for the polling (vsxu_evloop_set_poll): it neither opens
  * nor extends a window, nor counts in @fired. Call it before the loop
  * runs, on the thread that made @ev; vsxu_evloop_fini undoes it. 0, or

@@ -7,12 +7,15 @@
  * tests and benchmarks use the same adapter.
  *
  * A host program may run VMs on several loops, each on its own thread
- * (vsxd's worker threads): every entry but post is then called only on the
- * loop's own thread, or on another while that thread is parked (blocked
- * in a callback posted to it, which orders the two).
+ * (vsxd's worker threads): every entry but post, borrow and give_back is
+ * then called only on the loop's own thread, or on another while that
+ * thread is parked (blocked in a callback posted to it, which orders the
+ * two).
  */
 #ifndef VSXU_LOOP_H
 #define VSXU_LOOP_H
+
+#include <stdbool.h>
 
 #define VSXU_EV_READ 0x1
 #define VSXU_EV_WRITE 0x2
@@ -44,6 +47,20 @@ struct vsxu_loop {
 	 * callback will not run). This is how the backend parks a worker
 	 * thread's loop while the control thread works on its VMs. */
 	int (*post)(void *ctx, vsxu_post_cb cb, void *arg);
+	/* Optional (NULL: nothing the loop's callbacks own is ever touched
+	 * by another thread outside a post). The loop's room: its thread
+	 * holds it while it runs any of the loop's callbacks (watches,
+	 * timers, posts), and not while it sleeps or between two. borrow,
+	 * from another thread, takes the room if it is free and never
+	 * waits: true, and
+	 * until give_back the caller may touch what the loop's callbacks
+	 * own (a backend's VMs) as the loop's thread would, while that
+	 * thread waits at its next callback, if it wakes for one. The
+	 * borrower calls none of this table's other entries for the loop
+	 * meanwhile (the loop's own structures stay its thread's), and
+	 * holds the room for a short while (vsxd: until its round ends). */
+	bool (*borrow)(void *ctx);
+	void (*give_back)(void *ctx);
 };
 
 #endif
