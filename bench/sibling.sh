@@ -138,7 +138,7 @@ run() {
 	fi
 	rec_pid=
 	if [ -n "${VSX_SIB_RECORD:-}" ]; then
-		perf record -q -g -p "$pid" -o "$VSX_SIB_RECORD/$name-$layout-$rep.data" \
+		perf record -q ${VSX_SIB_RECORD_G--g} -p "$pid" -o "$VSX_SIB_RECORD/$name-$layout-$rep.data" \
 			2>/dev/null &
 		rec_pid=$!
 	fi

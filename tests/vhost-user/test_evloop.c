@@ -2,8 +2,9 @@
  * The libevent adapter (transports/virtio/vhost-user/loop-event.c) as the
  * backend uses it: real socketpairs watched, interest changed on the fly,
  * watches and timers freed from inside their own callbacks, timers firing
- * in deadline order, and vsxu_evloop_run's adaptive polling (its window read
- * back as it grows and shrinks).
+ * in deadline order, vsxu_evloop_run's adaptive polling (its window read
+ * back as it grows and shrinks), posts, and the room another thread may
+ * borrow between callbacks.
  *
  * libevent runs in debug mode here (event_enable_debug_mode), so any
  * misuse of an event (re-assigning a pending event, freeing one twice,
@@ -11,9 +12,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -743,4 +746,135 @@ Test(evloop, posts_are_not_activity)
 	cr_assert_gt(ev.poll_ns, 0);
 	vsxu_evloop_fini(&ev);
 	cr_assert_null(ev.loop.post);
+}
+
+/* ---- the room (loop.h's borrow and give_back, with post) ----
+ *
+ * The loop's thread holds its room around every callback it runs (a
+ * watch's, a timer's, a posted one): another thread's borrow fails then,
+ * and succeeds between callbacks; a callback that comes while the room
+ * is lent waits until it is given back. */
+static void *borrow_once(void *arg)
+{
+	bool *got = arg;
+
+	*got = ev.loop.borrow(ev.loop.ctx);
+	if (*got)
+		ev.loop.give_back(ev.loop.ctx);
+	return NULL;
+}
+
+/* Another thread's borrow, now: did it get the room? */
+static bool borrowed_elsewhere(void)
+{
+	pthread_t t;
+	bool got = true;
+
+	cr_assert_eq(pthread_create(&t, NULL, borrow_once, &got), 0);
+	pthread_join(t, NULL);
+	return got;
+}
+
+struct room_seen {
+	int in_watch, in_timer, in_post;   /* 1: borrowed elsewhere, 0: not */
+};
+
+static void room_watch(int fd, int events, void *arg)
+{
+	struct room_seen *s = arg;
+	char c;
+
+	(void)events;
+	cr_assert_eq(read(fd, &c, 1), 1);
+	s->in_watch = borrowed_elsewhere();
+}
+
+static void room_timer(void *arg)
+{
+	struct room_seen *s = arg;
+
+	s->in_timer = borrowed_elsewhere();
+}
+
+static void room_post(void *arg)
+{
+	struct room_seen *s = arg;
+
+	s->in_post = borrowed_elsewhere();
+	event_base_loopbreak(base);
+}
+
+Test(evloop, the_room_is_held_in_every_callback_and_lent_between)
+{
+	struct room_seen s = { -1, -1, -1 };
+	struct vsxu_watch *w;
+	struct vsxu_timer *t;
+
+	cr_assert_null(ev.loop.borrow, "no room before vsxu_evloop_enable_post");
+	cr_assert_eq(vsxu_evloop_enable_post(&ev), 0);
+	cr_assert(borrowed_elsewhere(), "the room was not lent while the loop was idle");
+	w = ev.loop.watch(ev.loop.ctx, sp[0], VSXU_EV_READ, room_watch, &s);
+	t = ev.loop.timer(ev.loop.ctx, room_timer, &s);
+	cr_assert(w && t);
+	cr_assert_eq(write(sp[1], "x", 1), 1);
+	ev.loop.timer_arm(t, 1);
+	usleep(5000);
+	event_base_loop(base, EVLOOP_ONCE);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	cr_assert_eq(ev.loop.post(ev.loop.ctx, room_post, &s), 0);
+	event_base_dispatch(base);
+	cr_assert_eq(s.in_watch, 0, "lent during a watch's callback");
+	cr_assert_eq(s.in_timer, 0, "lent during a timer's callback");
+	cr_assert_eq(s.in_post, 0, "lent during a posted callback");
+	cr_assert(borrowed_elsewhere(), "not lent again after the callbacks");
+	ev.loop.unwatch(w);
+	ev.loop.timer_free(t);
+	vsxu_evloop_fini(&ev);
+	cr_assert_null(ev.loop.borrow);
+}
+
+struct room_wait {
+	uint64_t ran_ns;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void room_ran(void *arg)
+{
+	struct room_wait *rw = arg;
+
+	rw->ran_ns = mono_ns();
+	event_base_loopbreak(base);
+}
+
+static void *run_loop(void *arg)
+{
+	(void)arg;
+	event_base_dispatch(base);
+	return NULL;
+}
+
+Test(evloop, a_callback_waits_while_the_room_is_lent)
+{
+	struct room_wait rw = { 0 };
+	uint64_t given;
+	pthread_t th;
+
+	cr_assert_eq(vsxu_evloop_enable_post(&ev), 0);
+	cr_assert(ev.loop.borrow(ev.loop.ctx));
+	cr_assert_eq(ev.loop.post(ev.loop.ctx, room_ran, &rw), 0);
+	cr_assert_eq(pthread_create(&th, NULL, run_loop, NULL), 0);
+	usleep(50 * 1000);
+	given = mono_ns();
+	cr_assert_eq(rw.ran_ns, 0, "the callback ran in a lent room");
+	ev.loop.give_back(ev.loop.ctx);
+	pthread_join(th, NULL);
+	cr_assert_geq(rw.ran_ns, given, "the callback ran before the room came back");
+	vsxu_evloop_fini(&ev);
 }
