@@ -15,8 +15,10 @@
 # VSX_SIB_PERF=1: perf stat counts vsxd's system calls, context switches,
 # write(2) calls (wake-ups posted to the other worker and guest
 # notifications) and epoll_wait(2) calls (a loop woken) over each transfer
-# (per MiB, appended to its line). VSX_SIB_RECORD=DIR: perf record -g of
-# vsxd over each transfer, into DIR/NAME-LAYOUT-REP.data.
+# (per MiB, appended to its line). VSX_SIB_RECORD=DIR: perf record of
+# vsxd over each transfer, into DIR/NAME-LAYOUT-REP.data, with call graphs
+# (-g) unless VSX_SIB_RECORD_G is set to something else (empty: none;
+# they cost vsxd CPU of their own).
 #
 # Output lines (on standard output):
 #   sibling vsxd=NAME threads=two|one rep=N bytes=B cpu_s=S s_per_gib=X wall_s=W
@@ -138,6 +140,7 @@ run() {
 	fi
 	rec_pid=
 	if [ -n "${VSX_SIB_RECORD:-}" ]; then
+		# shellcheck disable=SC2086 # empty: no option at all
 		perf record -q ${VSX_SIB_RECORD_G--g} -p "$pid" -o "$VSX_SIB_RECORD/$name-$layout-$rep.data" \
 			2>/dev/null &
 		rec_pid=$!
