@@ -765,11 +765,25 @@ Test(threads, host_traffic_on_two_threads_and_control)
 	free(in);
 }
 
+/* @a's guest hears its peer went: a SHUTDOWN or an RST, past any
+ * CREDIT_UPDATE before it. */
+static void peer_went(struct gc *a)
+{
+	struct pkt *p = g_next(a->g, a, TMO);
+
+	while (p && p->h.op == OP_CREDIT_UPDATE) {
+		free(p);
+		p = g_next(a->g, a, TMO);
+	}
+	cr_assert_not_null(p, "A's guest never heard its peer went");
+	cr_assert(p->h.op == OP_SHUTDOWN || p->h.op == OP_RST, "op %u", p->h.op);
+	free(p);
+}
+
 Test(threads, vm_freed_under_a_pair_across_threads)
 {
 	struct vsxb_engine_stats s0, s1;
 	struct gc a, b;
-	struct pkt *p;
 	int i;
 
 	H.no_room = true;    /* records, to see them given back */
@@ -785,14 +799,7 @@ Test(threads, vm_freed_under_a_pair_across_threads)
 	hx_vm_free(&H, 1);
 	for (i = 0; i < 8; i++)
 		g_send(&a, OP_RW, 0, "x", 1);
-	p = g_next(G(0), &a, TMO);
-	while (p && p->h.op == OP_CREDIT_UPDATE) {
-		free(p);
-		p = g_next(G(0), &a, TMO);
-	}
-	cr_assert_not_null(p, "A's guest never heard its peer went");
-	cr_assert(p->h.op == OP_SHUTDOWN || p->h.op == OP_RST, "op %u", p->h.op);
-	free(p);
+	peer_went(&a);
 	/* and A's VM still serves a new pair to a VM that comes back */
 	struct vsxb_vm_config c = { .loop = hx_worker(&H, 1) };
 
@@ -868,27 +875,13 @@ Test(threads, a_burst_wakes_the_other_thread_once)
 {
 	struct vsxb_engine_stats s0, s1;
 	struct gc a, b;
-	unsigned k, i, got = 0;
-	struct pkt *p;
 
 	H.no_room = true;
 	two_vms_two_threads();
 	sib_open(&a, &b, STREAM, 50400, 6400, 262144);
 	hx_stats(&H, 0, &s0);
 	burst(&a, 64, 4096);
-	while (got < 64 && (p = g_next(G(1), &b, TMO))) {
-		if (p->h.op != OP_RW) {
-			free(p);
-			continue;
-		}
-		k = got++;
-		cr_assert_eq(p->len, 4096, "packet %u: %u bytes", k, p->len);
-		for (i = 0; i < 4096; i++)
-			cr_assert_eq(p->data[i], (uint8_t)(k + i), "packet %u byte %u", k, i);
-		g_consumed(&b, p->len);
-		free(p);
-	}
-	cr_assert_eq(got, 64);
+	burst_check(&b, 64, 4096);
 	hx_stats(&H, 0, &s1);
 	cr_assert_eq(s1.tx_rounds - s0.tx_rounds, 1, "the burst took %llu rounds",
 		     (unsigned long long)(s1.tx_rounds - s0.tx_rounds));
@@ -1038,7 +1031,6 @@ Test(threads, a_busy_thread_gets_records_then_its_room)
 Test(threads, a_ring_broken_in_the_room_breaks_on_its_own_thread)
 {
 	struct gc a, b, a2, b2;
-	struct pkt *p;
 	int i;
 
 	two_vms_two_threads();
@@ -1052,14 +1044,7 @@ Test(threads, a_ring_broken_in_the_room_breaks_on_its_own_thread)
 		usleep(10 * 1000);
 	cr_assert_eq(hx_log_count(&H, "vm cid4: RX queue: invalid descriptor chain: device "
 				  "stopped until"), 1);
-	p = g_next(G(0), &a, TMO);
-	while (p && p->h.op == OP_CREDIT_UPDATE) {
-		free(p);
-		p = g_next(G(0), &a, TMO);
-	}
-	cr_assert_not_null(p, "A's guest never heard its peer went");
-	cr_assert(p->h.op == OP_SHUTDOWN || p->h.op == OP_RST, "op %u", p->h.op);
-	free(p);
+	peer_went(&a);
 	/* B's front-end resets the device: a new pair works both ways */
 	hx_close_drv(&H, 1);
 	hx_open(&H, 1, NULL);

@@ -383,15 +383,13 @@ static void xsib_send_op(struct conn *c, enum xrec_what what, unsigned flags)
 	xsib_send(c, rec);
 }
 
-/* This guest's credit, if the other half has not heard it. */
+/* This guest's credit for the other half (CREDIT: only sent when it has
+ * not heard it, xsib_credit_changed). */
 static void xsib_send_credit(struct conn *c, enum xrec_what what)
 {
 	struct xsib_peer *x = xp(c);
 	struct xrec *rec;
 
-	if (what == XR_CREDIT && x->sbuf == c->cr.peer_buf_alloc &&
-	    x->sfwd == c->cr.peer_fwd_cnt)
-		return;
 	rec = rec_new(what, 0);
 	if (!rec) {
 		vsxb__conn_why(c, VSXB_REASON_ERROR, ENOMEM);
@@ -708,6 +706,7 @@ static void xsib_credit_changed(struct conn *c)
 
 	if (vsxb__sib_pending(c))
 		vsxb__conn_schedule(c);
+	/* the other half has heard these already */
 	if (x->sbuf == c->cr.peer_buf_alloc && x->sfwd == c->cr.peer_fwd_cnt)
 		return;
 	/* the other thread idle: the other half hears it at once, as
