@@ -503,6 +503,24 @@ static int pp_run(struct pp *p)
 	return r;
 }
 
+/* Runs of @p until a read came while the loop polled (at most 3): a
+ * hit needs the timer to fire inside the window, and on a machine loaded
+ * enough that each wake-up of a run came late, none does. Each run reads
+ * all its rounds. */
+static void pp_until_hit(struct pp *p)
+{
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		p->reads = 0;
+		cr_assert_eq(pp_run(p), 0);
+		cr_assert_eq(p->reads, p->rounds);
+		if (ev.poll_hits)
+			return;
+	}
+	cr_assert_gt(ev.poll_hits, 0, "no read in a polling window in 3 runs");
+}
+
 Test(evloop, run_without_polling)
 {
 	struct pp p = { .gap_ms = 1, .rounds = 5 };
@@ -528,12 +546,10 @@ Test(evloop, poll_window_grows_to_cover_short_gaps)
 
 	vsxu_evloop_set_poll(&ev, 10000);
 	cr_assert_eq(ev.poll_max_ns, 10000000u);
-	cr_assert_eq(pp_run(&p), 0);
-	cr_assert_eq(p.reads, 40);
+	pp_until_hit(&p);
 	cr_assert_geq(ev.poll_ns, 1024000u, "window %u ns", ev.poll_ns);
 	cr_assert_leq(ev.poll_ns, 10000000u);
 	cr_assert_geq(ev.poll_misses, 8);   /* 4 µs .. 512 µs ran out */
-	cr_assert_gt(ev.poll_hits, 0);
 }
 
 Test(evloop, poll_window_shrinks_on_long_gaps)
@@ -590,10 +606,9 @@ Test(evloop, run_returns_on_loopexit_while_polling)
 	struct pp p = { .gap_ms = 1, .rounds = 30, .use_exit = true };
 
 	vsxu_evloop_set_poll(&ev, 10000);
-	cr_assert_eq(pp_run(&p), 0);
-	cr_assert_eq(p.reads, 30);
-	cr_assert_gt(ev.poll_hits, 0);
-	cr_assert_eq(ev.fired, 30);
+	pp_until_hit(&p);
+	/* each run's loopexit ended its vsxu_evloop_run once: 30 each */
+	cr_assert_eq(ev.fired % 30, 0);
 }
 
 /* A poller (vsxu_evloop_set_poller): asked on every polling round, told
