@@ -576,6 +576,7 @@ SIB_TEST(receiver_paused_and_resumed)
 	 * wait in vsxd, nothing is reset, and all arrive after cont */
 	size_t len = 200000;
 	uint8_t *out = malloc(len), *in = malloc(len);
+	struct vsxb_conn_info ci;
 	struct gc a, b;
 
 	two_vms(NULL, NULL);
@@ -583,7 +584,7 @@ SIB_TEST(receiver_paused_and_resumed)
 	fill_pattern(out, len, 44);
 	cr_assert_eq(drv_pause(G(1)->d), 0);
 	g_write(&a, out, len, 65536);
-	hx_sync(&H);
+	taken(&ci, len);
 	cr_assert(hx_log_has(&H, "connection(s) kept"));
 	cr_assert_eq(drv_resume(G(1)->d, 0), 0);
 	cr_assert(hx_log_has(&H, "device resumed after"));
@@ -609,6 +610,7 @@ SIB_TEST(queued_stream_keeps_packet_bounds)
 	uint8_t out[70000];
 	uint32_t end = 0, total = 0, want, i;
 	bool bound[4] = { false };
+	struct vsxb_conn_info ci;
 	struct gc a, b;
 	struct pkt *p;
 
@@ -620,7 +622,7 @@ SIB_TEST(queued_stream_keeps_packet_bounds)
 		cr_assert_geq(g_send(&a, OP_RW, 0, out + total, lens[i]), 0);
 		total += lens[i];
 	}
-	hx_sync(&H);
+	taken(&ci, total);
 	cr_assert_eq(drv_resume(G(1)->d, 0), 0);
 	while (end < total) {
 		p = g_expect(&b, OP_RW, TMO);
