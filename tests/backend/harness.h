@@ -108,7 +108,9 @@ int hx_default_buffer(struct hx *h, unsigned vm, uint32_t bytes);
 /* Block the loop thread until hx_unpause (so packets pile up). */
 void hx_pause(struct hx *h);
 void hx_unpause(struct hx *h);
-/* Wait until the loop thread went through its queue once. */
+/* Wait until the loop thread went through its queue once: the test's
+ * loop, not hx_worker's (a VM on a worker of its own is synced with by
+ * waiting for what the test wants to see, e.g. a connection's bytes). */
 void hx_sync(struct hx *h);
 /* Wait until whatever was ready for the loop thread when this was called
  * (a kick, a host socket, a post) has been handled: two trips through its
