@@ -327,20 +327,23 @@ SIB_TEST(stream_both_ways_credit_end_to_end)
 	free(in);
 }
 
-/* A's one connection once it has taken @len bytes from its guest (on
- * two threads, hx_sync syncs with neither worker): *@ci. */
+/* Wait (1 ms steps, at most 5 s) until @cond holds; else fail, saying
+ * @what never happened. What a test on two threads waits for instead of
+ * a fixed sleep: hx_sync syncs with neither worker. */
+#define UNTIL(cond, what)                                               \
+	do {                                                            \
+		int t_;                                                 \
+		for (t_ = 0; !(cond); t_++) {                           \
+			cr_assert_lt(t_, 5000, "never: %s", what);      \
+			usleep(1000);                                   \
+		}                                                       \
+	} while (0)
+
+/* A's one connection once it has taken @len bytes from its guest: *@ci. */
 static void taken(struct vsxb_conn_info *ci, uint64_t len)
 {
-	int t;
-
-	for (t = 0;; t++) {
-		cr_assert_eq(hx_conns(&H, 0, ci, 1), 1);
-		if (ci->from_guest_bytes == len)
-			return;
-		cr_assert_lt(t, 5000, "A took %llu of %llu bytes",
-			     (unsigned long long)ci->from_guest_bytes, (unsigned long long)len);
-		usleep(1000);
-	}
+	UNTIL(hx_conns(&H, 0, ci, 1) == 1 && ci->from_guest_bytes == len,
+	      "A took all its guest's bytes");
 }
 
 SIB_TEST(queued_when_receiver_lacks_buffers)
@@ -920,12 +923,8 @@ static void settle(void)
 static void idle(unsigned i)
 {
 	const struct vsxu_loop *l = hx_worker(&H, i);
-	int t;
 
-	for (t = 0; !l->borrow(l->ctx); t++) {
-		cr_assert_lt(t, 5000, "worker %u never idle", i);
-		usleep(1000);
-	}
+	UNTIL(l->borrow(l->ctx), "the worker idle");
 	l->give_back(l->ctx);
 }
 
@@ -1039,13 +1038,7 @@ Test(threads, a_busy_thread_gets_records_then_its_room)
 	own_stats(0, &s0);
 	burst(&a, 32, 4096);
 	/* A's round is over once its 32 packets are counted */
-	for (int i = 0; i < 500; i++) {
-		own_stats(0, &s1);
-		if (s1.tx_pkts - s0.tx_pkts == 32)
-			break;
-		usleep(2000);
-	}
-	cr_assert_eq(s1.tx_pkts - s0.tx_pkts, 32);
+	UNTIL((own_stats(0, &s1), s1.tx_pkts - s0.tx_pkts == 32), "A's 32 packets counted");
 	cr_assert_eq(s1.sib_lent - s0.sib_lent, 0, "%llu packets in a busy room",
 		     (unsigned long long)(s1.sib_lent - s0.sib_lent));
 	cr_assert_eq(s1.sib_wakes - s0.sib_wakes, 1);
@@ -1069,7 +1062,6 @@ Test(threads, a_busy_thread_gets_records_then_its_room)
 Test(threads, a_ring_broken_in_the_room_breaks_on_its_own_thread)
 {
 	struct gc a, b, a2, b2;
-	int i;
 
 	two_vms_two_threads();
 	sib_open(&a, &b, STREAM, 50700, 6700, 262144);
@@ -1078,8 +1070,7 @@ Test(threads, a_ring_broken_in_the_room_breaks_on_its_own_thread)
 	settle();
 	cr_assert_eq(hx_log_count(&H, "device stopped until"), 0, "B broken before A sent");
 	g_write(&a, "x", 1, 1);
-	for (i = 0; i < 500 && !hx_log_count(&H, "device stopped until"); i++)
-		usleep(10 * 1000);
+	UNTIL(hx_log_count(&H, "device stopped until"), "B's device stopped");
 	cr_assert_eq(hx_log_count(&H, "vm cid4: RX queue: invalid descriptor chain: device "
 				  "stopped until"), 1);
 	peer_went(&a);
