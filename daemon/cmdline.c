@@ -48,13 +48,18 @@ const char vsxd_usage[] =
 "                        (a name or gid; default: vsxd's own); with it the\n"
 "                        sockets are 0660 unless --socket-mode says otherwise\n"
 "  --socket-mode MODE    their permission bits, octal (default 0600); a VM's\n"
-"                        socket-group=, socket-mode= keys win; the control\n"
-"                        socket stays 0600. Missing parent directories of\n"
-"                        every socket are created (0755; 0750 and GROUP's\n"
-"                        with a socket group)\n"
+"                        socket-group=, socket-mode= keys win. Missing parent\n"
+"                        directories of every socket are created (0755; 0750\n"
+"                        and GROUP's with a socket group)\n"
 "  --control-allow-uid UID[,UID...]\n"
 "                        more users (besides root and vsxd's own) allowed on\n"
 "                        the control socket; repeatable\n"
+"  --control-group GROUP members may use the control socket too (a name or\n"
+"                        gid); it is then 0660 unless --control-mode says\n"
+"                        otherwise\n"
+"  --control-mode MODE   the control socket's permission bits, octal (default\n"
+"                        0600; 0666 with --control-allow-uid: its peer check\n"
+"                        admits only those users)\n"
 "  --max-conns N         connections in all VMs together (default: no limit)\n"
 "  --max-conns-per-vm N  connections per VM (default 4096)\n"
 "  --max-conn-memory SIZE\n"
@@ -82,6 +87,7 @@ const char vsxd_usage[] =
 enum opt_id {
 	OPT_VM, OPT_FORWARD, OPT_CONFIG, OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_METRICS, OPT_SYSLOG,
 	OPT_VERBOSE, OPT_CHECK, OPT_HELP, OPT_VERSION, OPT_SOCK_MODE, OPT_SOCK_GROUP,
+	OPT_CTL_MODE, OPT_CTL_GROUP,
 	OPT_VMKEY,      /* a single-VM flag: --guest-cid, --socket, ... */
 	OPT_LIMIT,      /* --max-conns, --linger-timeout, ... */
 };
@@ -97,6 +103,8 @@ static const struct opt {
 	{ "config", 0, true, OPT_CONFIG },
 	{ "control", 0, true, OPT_CONTROL },
 	{ "control-allow-uid", 0, true, OPT_CONTROL_ALLOW },
+	{ "control-mode", 0, true, OPT_CTL_MODE },
+	{ "control-group", 0, true, OPT_CTL_GROUP },
 	{ "metrics", 0, true, OPT_METRICS },
 	{ "socket-mode", 0, true, OPT_SOCK_MODE },
 	{ "socket-group", 0, true, OPT_SOCK_GROUP },
@@ -201,19 +209,31 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 			return r;
 		return vsxd__set_str(&o->cfg.metrics, val, strlen(val));
 	case OPT_SOCK_MODE:
-		if (o->cfg.perm.mode_set)
-			return vsxd_err_set(err, "--socket-mode given twice");
-		r = vsxd_perm_set_mode(&o->cfg.perm, val, strlen(val), err);
+	case OPT_CTL_MODE: {
+		struct vsxd_sock_perm *p = op->id == OPT_CTL_MODE ? &o->cfg.control_perm
+							      : &o->cfg.perm;
+		const char *key = op->id == OPT_CTL_MODE ? "control-mode" : "socket-mode";
+
+		if (p->mode_set)
+			return vsxd_err_set(err, "--%s given twice", key);
+		r = vsxd_perm_set_mode(p, key, val, strlen(val), err);
 		if (r == -EINVAL)
-			vsxd__err_prefix(err, "--socket-mode");
+			vsxd__err_prefix(err, "--%s", key);
 		return r;
+	}
 	case OPT_SOCK_GROUP:
-		if (o->cfg.perm.group)
-			return vsxd_err_set(err, "--socket-group given twice");
-		r = vsxd_perm_set_group(&o->cfg.perm, val, strlen(val), err);
+	case OPT_CTL_GROUP: {
+		struct vsxd_sock_perm *p = op->id == OPT_CTL_GROUP ? &o->cfg.control_perm
+							       : &o->cfg.perm;
+		const char *key = op->id == OPT_CTL_GROUP ? "control-group" : "socket-group";
+
+		if (p->group)
+			return vsxd_err_set(err, "--%s given twice", key);
+		r = vsxd_perm_set_group(p, key, val, strlen(val), err);
 		if (r == -EINVAL)
-			vsxd__err_prefix(err, "--socket-group");
+			vsxd__err_prefix(err, "--%s", key);
 		return r;
+	}
 	case OPT_SYSLOG:
 		o->cfg.log_target = VSXD_LOG_SYSLOG;
 		return 0;

@@ -239,18 +239,23 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		cfg->log_level_line = p->line;
 		return 0;
 	}
-	if (vsxd__key_is(k, kl, "socket-mode") || vsxd__key_is(k, kl, "socket-group")) {
-		bool mode = vsxd__key_is(k, kl, "socket-mode");
-		unsigned *line = mode ? &cfg->socket_mode_line : &cfg->socket_group_line;
+	if (vsxd__key_is(k, kl, "socket-mode") || vsxd__key_is(k, kl, "socket-group") ||
+	    vsxd__key_is(k, kl, "control-mode") || vsxd__key_is(k, kl, "control-group")) {
+		bool ctl = vsxd__key_is(k, kl, "control-mode") ||
+			   vsxd__key_is(k, kl, "control-group");
+		bool mode = vsxd__key_is(k, kl, ctl ? "control-mode" : "socket-mode");
+		const char *key = ctl ? (mode ? "control-mode" : "control-group")
+				      : (mode ? "socket-mode" : "socket-group");
+		struct vsxd_sock_perm *perm = ctl ? &cfg->control_perm : &cfg->perm;
+		unsigned *line = ctl ? (mode ? &cfg->control_mode_line : &cfg->control_group_line)
+				     : (mode ? &cfg->socket_mode_line : &cfg->socket_group_line);
 
 		if (*line)
-			return perr(p, "'%s' given twice (first on line %u)",
-				    mode ? "socket-mode" : "socket-group", *line);
+			return perr(p, "'%s' given twice (first on line %u)", key, *line);
 		if (memchr(v, '\0', vl))
-			return perr(p, "value of '%s' contains a NUL byte",
-				    mode ? "socket-mode" : "socket-group");
-		r = mode ? vsxd_perm_set_mode(&cfg->perm, v, vl, p->err)
-			 : vsxd_perm_set_group(&cfg->perm, v, vl, p->err);
+			return perr(p, "value of '%s' contains a NUL byte", key);
+		r = mode ? vsxd_perm_set_mode(perm, key, v, vl, p->err)
+			 : vsxd_perm_set_group(perm, key, v, vl, p->err);
 		if (r == -EINVAL)
 			vsxd__err_prefix(p->err, "%s:%u", p->fname, p->line);
 		if (r < 0)
@@ -275,7 +280,8 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		return 0;
 	}
 	return perr(p, "unknown key '%s' in [daemon] (known keys: control, "
-		    "control-allow-uid, metrics, log, log-level, socket-mode, socket-group, "
+		    "control-allow-uid, control-mode, control-group, metrics, log, log-level, "
+		    "socket-mode, socket-group, "
 		    LIMIT_KEYS ")",
 		    vsxd_quote(q, k, kl));
 }

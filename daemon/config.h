@@ -82,10 +82,14 @@ enum {
  * VM's vhost-user socket and uds-path listener): socket-mode and
  * socket-group, in [daemon] (every VM), in a [vm] (that VM, winning over
  * [daemon]) and as flags. Unset: mode 0600, vsxd's own group. A group
- * without a mode means 0660. The control socket is always 0600.
+ * without a mode means 0660. The control socket has its own pair,
+ * control-mode and control-group ([daemon] and flags; vsxd_control_perm).
  */
 #define VSXD_SOCKET_MODE_DEFAULT 0600u
 #define VSXD_SOCKET_MODE_GROUP 0660u         /* with socket-group, no socket-mode */
+#define VSXD_CONTROL_MODE_ALLOW 0666u        /* control socket: control-allow-uid
+						given, no control-mode (the peer
+						check keeps others out) */
 #define VSXD_GROUP_NAME_MAX 32               /* as useradd's */
 
 /* Zeroed: nothing set. */
@@ -163,6 +167,7 @@ struct vsxd_config {
 	int log_target;           /* enum vsxd_log_target, or VSXD_UNSET */
 	int log_level;            /* syslog priority (3..7), or VSXD_UNSET */
 	struct vsxd_sock_perm perm; /* [daemon] socket-mode, socket-group */
+	struct vsxd_sock_perm control_perm; /* control-mode, control-group */
 	unsigned control_line;    /* for file configs: lines where the */
 	unsigned metrics_line;
 	unsigned control_allow_line;
@@ -170,6 +175,8 @@ struct vsxd_config {
 	unsigned log_level_line;
 	unsigned socket_mode_line;
 	unsigned socket_group_line;
+	unsigned control_mode_line;
+	unsigned control_group_line;
 	uint64_t limits[VSXD_LIMIT_N];   /* [daemon] limits; meaningful when
 					    limit_set (else the default) */
 	bool limit_set[VSXD_LIMIT_N];
@@ -211,17 +218,20 @@ int vsxd_limit_set(struct vsxd_config *cfg, int limit, const char *val, size_t v
 
 /* socket-mode: an octal number, 0 to 0777 (a leading 0 optional). 0 or
  * -EINVAL with @err naming the value. */
-int vsxd_parse_socket_mode(const char *s, size_t len, unsigned *out, struct vsxd_err *err);
+int vsxd_parse_socket_mode(const char *key, const char *s, size_t len, unsigned *out,
+			   struct vsxd_err *err);
 /* socket-group: a group name (letters, digits, '.', '_', '-', not first,
  * at most VSXD_GROUP_NAME_MAX bytes, an optional final '$') or a gid
  * (decimal, 0 to 4294967294). Checks the spelling only:
  * vsxd_config_resolve looks names up. 0 or -EINVAL with @err. */
-int vsxd_check_socket_group(const char *s, size_t len, struct vsxd_err *err);
-/* Store a checked socket-mode / socket-group value in @p (the caller
- * checks for duplicates); -EINVAL with @err, -ENOMEM. */
-int vsxd_perm_set_mode(struct vsxd_sock_perm *p, const char *s, size_t len,
+int vsxd_check_socket_group(const char *key, const char *s, size_t len, struct vsxd_err *err);
+/* Store a checked mode / group value in @p (the caller checks for
+ * duplicates); -EINVAL with @err, -ENOMEM. @key (socket-mode,
+ * control-group, ...) names the setting in the errors of these three
+ * and of vsxd_parse_socket_mode. */
+int vsxd_perm_set_mode(struct vsxd_sock_perm *p, const char *key, const char *s, size_t len,
 		       struct vsxd_err *err);
-int vsxd_perm_set_group(struct vsxd_sock_perm *p, const char *s, size_t len,
+int vsxd_perm_set_group(struct vsxd_sock_perm *p, const char *key, const char *s, size_t len,
 			struct vsxd_err *err);
 /*
  * What @vm's sockets get: its own socket-mode and socket-group where set,
@@ -231,6 +241,15 @@ int vsxd_perm_set_group(struct vsxd_sock_perm *p, const char *s, size_t len,
  */
 void vsxd_vm_perm(const struct vsxd_config *cfg, const struct vsxd_vm *vm,
 		  unsigned *mode, bool *has_gid, uint32_t *gid);
+/*
+ * What the control socket gets: control-mode where set, else 0666 when
+ * control-allow-uid lists a uid (its peer check is what admits them),
+ * else 0660 with control-group, else 0600; the group is control-group
+ * (*@has_gid false: vsxd's own). Its members may use the socket as a
+ * control-allow-uid may. Groups must be resolved (vsxd_config_resolve).
+ */
+void vsxd_control_perm(const struct vsxd_config *cfg, unsigned *mode, bool *has_gid,
+		       uint32_t *gid);
 
 /* A log priority name (error, warning, notice, info, debug) or -EINVAL. */
 int vsxd_parse_log_level(const char *s, size_t len);

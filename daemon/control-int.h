@@ -45,6 +45,9 @@ struct vsxd_control {
 	struct vsxu_acceptor *acc;   /* on lfd (vhost-user/acceptor.h) */
 	uint32_t *allow;
 	size_t nallow;
+	bool has_gid;               /* members of gid are admitted too */
+	uint32_t gid;
+	unsigned mode;              /* the socket file's */
 	uint32_t self;              /* geteuid() */
 	unsigned timeout_ms, max_clients;
 	unsigned nclients;          /* served (allowed, not refused) */

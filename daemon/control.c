@@ -1,12 +1,14 @@
 /*
  * vsxd's control socket (libvsx/ctl-proto.h; documented in vsxd(8)).
  *
- * The listener is a Unix stream socket, mode 0600. Each accepted client
- * is checked with SO_PEERCRED before anything it sends is read: root,
- * vsxd's own effective uid and the control-allow-uid list may talk; any
- * other uid gets one reply (errno=13, EACCES) and is closed once it has
- * sent its request (so its send does not fail with EPIPE first) or after
- * a second.
+ * The listener is a Unix stream socket with the mode and group of
+ * control-mode and control-group (0600 and vsxd's group unless set;
+ * vsxd_control_perm). Each accepted client is checked with SO_PEERCRED
+ * and SO_PEERGROUPS before anything it sends is read: root, vsxd's own
+ * effective uid, the control-allow-uid list and members of control-group
+ * may talk; any other client gets one reply (errno=13, EACCES) and is
+ * closed once it has sent its request (so its send does not fail with
+ * EPIPE first) or after a second.
  *
  * Clients are bufferevents. Requests are read as blocks ended by an empty
  * line, at most VSX_CTL_REQ_MAX bytes each, and answered in order, several
@@ -250,16 +252,43 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 	client_close(cl);
 }
 
-static bool uid_allowed(const struct vsxd_control *c, uint32_t uid)
+/* Whether the peer on @fd had @gid among its supplementary groups when it
+ * connected (SO_PEERGROUPS). */
+static bool peer_has_group(struct vsxd_control *c, int fd, gid_t gid)
+{
+	gid_t small[64], *g = small;
+	socklen_t len = sizeof(small);
+	bool found = false;
+	size_t i;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) < 0) {
+		if (errno != ERANGE || !(g = malloc(len)) ||
+		    getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) < 0) {
+			vsxd__ctl_log(c, VSXB_LOG_WARNING, "control: SO_PEERGROUPS: %s",
+				      strerror(errno));
+			if (g != small)
+				free(g);
+			return false;
+		}
+	}
+	for (i = 0; i < len / sizeof(gid_t); i++)
+		if (g[i] == gid)
+			found = true;
+	if (g != small)
+		free(g);
+	return found;
+}
+
+static bool peer_allowed(struct vsxd_control *c, int fd, const struct ucred *cred)
 {
 	size_t i;
 
-	if (uid == 0 || uid == c->self)
+	if (cred->uid == 0 || cred->uid == c->self)
 		return true;
 	for (i = 0; i < c->nallow; i++)
-		if (c->allow[i] == uid)
+		if (c->allow[i] == cred->uid)
 			return true;
-	return false;
+	return c->has_gid && (cred->gid == (gid_t)c->gid || peer_has_group(c, fd, c->gid));
 }
 
 static void on_accept(void *arg, int fd, const struct sockaddr *sa, socklen_t len)
@@ -311,13 +340,18 @@ static void on_accept(void *arg, int fd, const struct sockaddr *sa, socklen_t le
 	/* At most one request beyond what is being answered is read in. */
 	bufferevent_setwatermark(cl->bev, EV_READ, 0, VSX_CTL_REQ_MAX);
 
-	if (!uid_allowed(c, cl->uid)) {
+	if (!peer_allowed(c, fd, &cred)) {
+		char grp[48] = "";
+
+		if (c->has_gid)
+			snprintf(grp, sizeof(grp), ", members of group %u", c->gid);
 		vsxd__ctl_log(c, VSXB_LOG_WARNING, "control: uid %u (pid %d) refused: not root, "
-			      "vsxd's uid or a control-allow-uid", cl->uid, (int)cl->pid);
+			      "vsxd's uid, a control-allow-uid or in control-group", cl->uid,
+			      (int)cl->pid);
 		cl->denied = true;
 		client_refuse(cl, EACCES, "permission denied: uid %u may not use this "
-			      "control socket (allowed: root, uid %u%s)", cl->uid, c->self,
-			      c->nallow ? " and control-allow-uid" : "");
+			      "control socket (allowed: root, uid %u%s%s)", cl->uid, c->self,
+			      c->nallow ? ", control-allow-uid" : "", grp);
 		bufferevent_enable(cl->bev, EV_READ);
 		client_arm(cl, CTL_LINGER_MS);
 		return;
@@ -342,18 +376,26 @@ static void on_accept(void *arg, int fd, const struct sockaddr *sa, socklen_t le
 
 /* ---- The socket ---- */
 
-/* Bind the listener (mode 0600 before anyone can connect), replacing only
- * a stale socket; note which file is ours (vsxd_control_free unlinks it
- * only if it is still that one). */
+/* Bind the listener (its mode and group set before anyone can connect),
+ * replacing only a stale socket; note which file is ours
+ * (vsxd_control_free unlinks it, vsxd_control_set_access changes it, only
+ * if it is still that one). */
 static int bind_socket(struct vsxd_control *c)
 {
 	struct stat st;
 	bool replaced;
 	int r;
 
-	r = vsx__unix_bind(c->lfd, c->path, 0600, VSX__GID_KEEP, &replaced);
+	/* vsxd's group without a control group, also on a socket inherited
+	 * from a process that had one */
+	r = vsx__unix_bind(c->lfd, c->path, c->mode, c->has_gid ? (gid_t)c->gid : getegid(),
+			   &replaced);
 	if (r < 0)
 		return r;
+	/* control-mode 0 is a mode (root only), not vsx__unix_bind's "the
+	 * umask's"; still before listen */
+	if (c->mode == 0 && chmod(c->path, 0) < 0)
+		return -errno;
 	if (replaced)
 		vsxd__ctl_log(c, VSXB_LOG_INFO, "control: replacing the stale socket %s", c->path);
 	if (lstat(c->path, &st) == 0) {
@@ -363,20 +405,43 @@ static int bind_socket(struct vsxd_control *c)
 	return 0;
 }
 
-int vsxd_control_set_allowed(struct vsxd_control *c, const uint32_t *uids, size_t n)
+static int set_allowed(struct vsxd_control *c, const struct vsxd_control_access *a)
 {
-	uint32_t *a = NULL;
+	uint32_t *u = NULL;
 
-	if (n) {
-		a = malloc(n * sizeof(*a));
-		if (!a)
+	if (a->n_allow_uids) {
+		u = malloc(a->n_allow_uids * sizeof(*u));
+		if (!u)
 			return -ENOMEM;
-		memcpy(a, uids, n * sizeof(*a));
+		memcpy(u, a->allow_uids, a->n_allow_uids * sizeof(*u));
 	}
 	free(c->allow);
-	c->allow = a;
-	c->nallow = n;
+	c->allow = u;
+	c->nallow = a->n_allow_uids;
+	c->has_gid = a->has_gid;
+	c->gid = a->gid;
+	c->mode = a->mode & 0777u;
 	return 0;
+}
+
+int vsxd_control_set_access(struct vsxd_control *c, const struct vsxd_control_access *a)
+{
+	struct stat st;
+	gid_t gid;
+	int r;
+
+	r = set_allowed(c, a);
+	if (r < 0)
+		return r;
+	gid = c->has_gid ? (gid_t)c->gid : getegid();
+
+	if (lstat(c->path, &st) < 0 || st.st_dev != c->dev || st.st_ino != c->ino)
+		return 0;       /* not ours any more: another vsxd's, or gone */
+	if ((st.st_mode & 0777u) == c->mode && st.st_gid == gid)
+		return 0;
+	if (lchown(c->path, (uid_t)-1, gid) < 0 || chmod(c->path, c->mode) < 0)
+		return -errno;
+	return 1;
 }
 
 int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
@@ -422,10 +487,10 @@ int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 	clock_gettime(CLOCK_MONOTONIC, &c->started);
 	rc = -ENOMEM;
 	c->path = strdup(o->path);
-	if (!c->path || vsxd_control_set_allowed(c, o->allow_uids, o->n_allow_uids) < 0)
+	if (!c->path || set_allowed(c, &o->access) < 0)
 		goto err_free;
 
-	/* the directories vsxd creates are 0755: the socket's own 0600 and
+	/* the directories vsxd creates are 0755: the socket's own mode and
 	 * peer check keep others out */
 	rc = vsx__mkdir_parents(c->path, 0755, VSX__GID_KEEP);
 	if (rc < 0)

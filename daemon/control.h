@@ -48,11 +48,23 @@ struct vsxd_start_info {
 				      restart passed */
 };
 
+/* Who may use the control socket besides root and vsxd's effective uid,
+ * and the socket file's mode and group (control-allow-uid, control-group,
+ * control-mode; vsxd_control_perm). */
+struct vsxd_control_access {
+	const uint32_t *allow_uids;   /* these uids; copied */
+	size_t n_allow_uids;
+	bool has_gid;                 /* members of @gid (a peer whose effective
+					 or supplementary groups hold it); the
+					 socket's group. false: no group is
+					 admitted, the socket keeps vsxd's */
+	uint32_t gid;
+	unsigned mode;                /* the socket's permission bits */
+};
+
 struct vsxd_control_opts {
 	const char *path;             /* the socket path (required) */
-	const uint32_t *allow_uids;   /* uids allowed besides root and vsxd's
-					 effective uid; copied */
-	size_t n_allow_uids;
+	struct vsxd_control_access access;
 	unsigned timeout_ms;          /* 0: VSXD_CONTROL_TIMEOUT_MS */
 	unsigned max_clients;         /* 0: VSXD_CONTROL_MAX_CLIENTS */
 	vsxb_log_fn log;               /* may be NULL */
@@ -76,8 +88,9 @@ struct vsxd_control_opts {
 
 /*
  * Create the socket at @o->path (its parent directory is created, mode
- * 0755, when missing; the socket gets mode 0600; a stale socket left by a
- * dead vsxd is replaced, anything else is not touched) and serve it on
+ * 0755, when missing; the socket gets @o->access's mode and group before
+ * anyone can connect; a stale socket left by a dead vsxd is replaced,
+ * anything else is not touched) and serve it on
  * @base. Errors: -EADDRINUSE (a live socket: another vsxd), -EEXIST (a
  * file that is not a socket), -ENAMETOOLONG, -ENOMEM, or the errno of
  * mkdir/socket/bind/listen. *@out is freed with vsxd_control_free, which
@@ -87,9 +100,15 @@ int vsxd_control_new(struct event_base *base, struct vsxb_router *r,
 		     const struct vsxd_control_opts *o, struct vsxd_control **out);
 void vsxd_control_free(struct vsxd_control *c);
 
-/* Replace the list of extra allowed uids (SIGHUP). Clients already
- * accepted keep their connection. 0 or -ENOMEM (nothing changed). */
-int vsxd_control_set_allowed(struct vsxd_control *c, const uint32_t *uids, size_t n);
+/*
+ * Replace who is admitted, and the socket file's mode and group, with
+ * @a's (SIGHUP). The file is changed in place if it is still the one
+ * vsxd bound. Clients already accepted keep their connection. 1 if the
+ * file's mode or group changed, 0 if not (or the file is not ours any
+ * more); -ENOMEM (nothing changed); or the errno of chown/chmod (who is
+ * admitted has changed, the file has not, or only in part).
+ */
+int vsxd_control_set_access(struct vsxd_control *c, const struct vsxd_control_access *a);
 
 /*
  * Answer one request: @req is a complete block of @len bytes, ending with

@@ -248,6 +248,12 @@ static void check_print(const struct vsxd_opts *opts, const struct vsxd_config *
 			printf("%s%u", j ? "," : "", cfg->control_allow_uids[j]);
 		printf("\n");
 	}
+	vsxd_control_perm(cfg, &mode, &has_gid, &gid);
+	printf("  control-mode %04o\n  control-group ", mode);
+	if (has_gid)
+		printf("%s (gid %u)\n", cfg->control_perm.group, gid);
+	else
+		printf("vsxd's own (no group admitted)\n");
 	printf("  log %s\n  log-level %s\n",
 	       cfg->log_target == VSXD_LOG_SYSLOG ? "syslog" : "stderr",
 	       vsxd_log_level_name(cfg->log_level != VSXD_UNSET ? cfg->log_level
@@ -424,6 +430,16 @@ static void set_buffer(struct vsxb_vm *vm, const struct vsxd_vm *cfg)
 	else
 		vsxd_vlog(LOG_INFO, "%s: tx-buffer-size %u for new connections",
 		     vm_label(cfg, label, sizeof(label)), bytes);
+}
+
+/* Who may use the control socket, and its file's mode and group, as
+ * @cfg says (@a points into @cfg). */
+static void control_access(const struct vsxd_config *cfg, struct vsxd_control_access *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->allow_uids = cfg->control_allow_uids;
+	a->n_allow_uids = cfg->n_control_allow_uids;
+	vsxd_control_perm(cfg, &a->mode, &a->has_gid, &a->gid);
 }
 
 /* A running VM whose socket-mode or socket-group changed at reload: its
@@ -626,9 +642,22 @@ static void reload(struct vsxd *d)
 		nc.metrics = d->cfg.metrics;
 		d->cfg.metrics = NULL;
 	}
-	if (d->control && vsxd_control_set_allowed(d->control, nc.control_allow_uids,
-						   nc.n_control_allow_uids) < 0)
-		vsxd_vlog(LOG_ERR, "control-allow-uid: out of memory, keeping the old list");
+	if (d->control) {
+		struct vsxd_control_access a;
+
+		control_access(&nc, &a);
+		r = vsxd_control_set_access(d->control, &a);
+		if (r == -ENOMEM)
+			vsxd_vlog(LOG_ERR, "control-allow-uid, control-group: out of memory, "
+			     "keeping the old ones");
+		else if (r < 0)
+			vsxd_vlog(LOG_ERR, "control socket: cannot set control-mode %04o, group "
+			     "%u: %s", a.mode, a.has_gid ? a.gid : (uint32_t)getegid(),
+			     strerror(-r));
+		else if (r > 0)
+			vsxd_vlog(LOG_INFO, "control socket: now mode %04o, group %u", a.mode,
+			     a.has_gid ? a.gid : (uint32_t)getegid());
+	}
 	vsxd_log_setup(&nc);
 
 	vsxd_config_free(&d->cfg);
@@ -744,8 +773,6 @@ static int control_start(struct vsxd *d)
 	struct vsxd_start_info start;
 	struct vsxd_control_opts o = {
 		.path = path,
-		.allow_uids = d->cfg.control_allow_uids,
-		.n_allow_uids = d->cfg.n_control_allow_uids,
 		.log = vsxd_backend_log,
 		.fwds = d->fwds,
 		.evloop = &d->ev,
@@ -757,6 +784,7 @@ static int control_start(struct vsxd *d)
 	};
 	int r;
 
+	control_access(&d->cfg, &o.access);
 	vsxd_fdstore_info(d->fdstore, &start);
 	r = vsxd_control_new(d->base, d->router, &o, &d->control);
 	if (r == 0) {

@@ -108,7 +108,8 @@ const char *vsxd_log_level_name(int level)
 
 /* ---- Socket permissions ---- */
 
-int vsxd_parse_socket_mode(const char *s, size_t len, unsigned *out, struct vsxd_err *err)
+int vsxd_parse_socket_mode(const char *key, const char *s, size_t len, unsigned *out,
+			   struct vsxd_err *err)
 {
 	char q[VSXD_QBUF];
 	unsigned v = 0;
@@ -116,20 +117,20 @@ int vsxd_parse_socket_mode(const char *s, size_t len, unsigned *out, struct vsxd
 
 	for (i = 0; i < len; i++) {
 		if (s[i] < '0' || s[i] > '7')
-			return vsxd_err_set(err, "socket-mode '%s' is not an octal mode "
-				       "(e.g. 0660)", vsxd_quote(q, s, len));
+			return vsxd_err_set(err, "%s '%s' is not an octal mode "
+				       "(e.g. 0660)", key, vsxd_quote(q, s, len));
 		v = v * 8 + (unsigned)(s[i] - '0');
 		if (v > 0777)
-			return vsxd_err_set(err, "socket-mode %s is out of range (0 to 0777: "
-				       "permission bits only)", vsxd_quote(q, s, len));
+			return vsxd_err_set(err, "%s %s is out of range (0 to 0777: "
+				       "permission bits only)", key, vsxd_quote(q, s, len));
 	}
 	if (len == 0)
-		return vsxd_err_set(err, "empty value for 'socket-mode'");
+		return vsxd_err_set(err, "empty value for '%s'", key);
 	*out = v;
 	return 0;
 }
 
-int vsxd_check_socket_group(const char *s, size_t len, struct vsxd_err *err)
+int vsxd_check_socket_group(const char *key, const char *s, size_t len, struct vsxd_err *err)
 {
 	char q[VSXD_QBUF];
 	uint64_t gid;
@@ -137,12 +138,12 @@ int vsxd_check_socket_group(const char *s, size_t len, struct vsxd_err *err)
 	int r;
 
 	if (len == 0)
-		return vsxd_err_set(err, "empty value for 'socket-group'");
+		return vsxd_err_set(err, "empty value for '%s'", key);
 	if (s[0] >= '0' && s[0] <= '9') {
 		r = vsx__parse_dec(s, len, 0xFFFFFFFEu, &gid);
 		if (r == -ERANGE)
-			return vsxd_err_set(err, "socket-group %s is out of range (a gid: 0 to "
-				       "%u)", vsxd_quote(q, s, len), 0xFFFFFFFEu);
+			return vsxd_err_set(err, "%s %s is out of range (a gid: 0 to "
+				       "%u)", key, vsxd_quote(q, s, len), 0xFFFFFFFEu);
 		if (r == 0)
 			return 0;
 	}
@@ -153,30 +154,30 @@ int vsxd_check_socket_group(const char *s, size_t len, struct vsxd_err *err)
 		    (i > 0 && ((c >= '0' && c <= '9') || c == '.' || c == '-')) ||
 		    (i > 0 && i == len - 1 && c == '$'))
 			continue;
-		return vsxd_err_set(err, "socket-group '%s' is not a group name or gid "
+		return vsxd_err_set(err, "%s '%s' is not a group name or gid "
 			       "(letters, digits, '.', '_', '-', not first; or a number)",
-			       vsxd_quote(q, s, len));
+			       key, vsxd_quote(q, s, len));
 	}
 	if (len > VSXD_GROUP_NAME_MAX)
-		return vsxd_err_set(err, "socket-group '%s' is too long (at most %u bytes)",
-			       vsxd_quote(q, s, len), VSXD_GROUP_NAME_MAX);
+		return vsxd_err_set(err, "%s '%s' is too long (at most %u bytes)",
+			       key, vsxd_quote(q, s, len), VSXD_GROUP_NAME_MAX);
 	return 0;
 }
 
-int vsxd_perm_set_mode(struct vsxd_sock_perm *p, const char *s, size_t len,
+int vsxd_perm_set_mode(struct vsxd_sock_perm *p, const char *key, const char *s, size_t len,
 		       struct vsxd_err *err)
 {
-	int r = vsxd_parse_socket_mode(s, len, &p->mode, err);
+	int r = vsxd_parse_socket_mode(key, s, len, &p->mode, err);
 
 	if (r == 0)
 		p->mode_set = true;
 	return r;
 }
 
-int vsxd_perm_set_group(struct vsxd_sock_perm *p, const char *s, size_t len,
+int vsxd_perm_set_group(struct vsxd_sock_perm *p, const char *key, const char *s, size_t len,
 			struct vsxd_err *err)
 {
-	int r = vsxd_check_socket_group(s, len, err);
+	int r = vsxd_check_socket_group(key, s, len, err);
 
 	if (r < 0)
 		return r;
@@ -202,8 +203,28 @@ static int perm_copy(struct vsxd_sock_perm *dst, const struct vsxd_sock_perm *sr
 	return 0;
 }
 
-/* @p's group to a gid: a number as is, a name through the group database. */
-static int perm_resolve(struct vsxd_sock_perm *p, const char *where, struct vsxd_err *err)
+/* What @src sets (its mode, its group, each on its own) over @dst. */
+static int perm_merge(struct vsxd_sock_perm *dst, const struct vsxd_sock_perm *src)
+{
+	if (src->mode_set) {
+		dst->mode = src->mode;
+		dst->mode_set = true;
+	}
+	if (src->group) {
+		free(dst->group);
+		dst->group = strdup(src->group);
+		if (!dst->group)
+			return -ENOMEM;
+		dst->gid = src->gid;
+		dst->gid_known = src->gid_known;
+	}
+	return 0;
+}
+
+/* @p's group (set by @key) to a gid: a number as is, a name through the
+ * group database. */
+static int perm_resolve(struct vsxd_sock_perm *p, const char *where, const char *key,
+			struct vsxd_err *err)
 {
 	struct group gr, *res = NULL;
 	char buf[16384];
@@ -219,9 +240,9 @@ static int perm_resolve(struct vsxd_sock_perm *p, const char *where, struct vsxd
 	}
 	r = getgrnam_r(p->group, &gr, buf, sizeof(buf), &res);
 	if (r == 0 && !res)
-		return vsxd_err_set(err, "%s: socket-group '%s': no such group", where, p->group);
+		return vsxd_err_set(err, "%s: %s '%s': no such group", where, key, p->group);
 	if (r != 0)
-		return vsxd_err_set(err, "%s: socket-group '%s': cannot look it up: %s", where,
+		return vsxd_err_set(err, "%s: %s '%s': cannot look it up: %s", where, key,
 			       p->group, strerror(r));
 	p->gid = (uint32_t)res->gr_gid;
 	p->gid_known = true;
@@ -233,10 +254,14 @@ int vsxd_config_resolve(struct vsxd_config *cfg, struct vsxd_err *err)
 	size_t i;
 	int r;
 
-	r = perm_resolve(&cfg->perm, "[daemon] socket-group or --socket-group", err);
+	r = perm_resolve(&cfg->perm, "[daemon] socket-group or --socket-group", "socket-group",
+			 err);
+	if (r == 0)
+		r = perm_resolve(&cfg->control_perm, "[daemon] control-group or --control-group",
+				 "control-group", err);
 	for (i = 0; r == 0 && i < cfg->n_vms; i++)
 		r = perm_resolve(&cfg->vms[i].perm, cfg->vms[i].origin ? cfg->vms[i].origin
-									: "a VM", err);
+									: "a VM", "socket-group", err);
 	return r;
 }
 
@@ -252,6 +277,21 @@ void vsxd_vm_perm(const struct vsxd_config *cfg, const struct vsxd_vm *vm,
 		*mode = m->mode;
 	else
 		*mode = g->group ? VSXD_SOCKET_MODE_GROUP : VSXD_SOCKET_MODE_DEFAULT;
+}
+
+void vsxd_control_perm(const struct vsxd_config *cfg, unsigned *mode, bool *has_gid,
+		       uint32_t *gid)
+{
+	const struct vsxd_sock_perm *p = &cfg->control_perm;
+
+	*has_gid = p->group && p->gid_known;
+	*gid = *has_gid ? p->gid : 0;
+	if (p->mode_set)
+		*mode = p->mode;
+	else if (cfg->n_control_allow_uids)
+		*mode = VSXD_CONTROL_MODE_ALLOW;
+	else
+		*mode = p->group ? VSXD_SOCKET_MODE_GROUP : VSXD_SOCKET_MODE_DEFAULT;
 }
 
 /* ---- Limits ---- */
@@ -610,12 +650,12 @@ int vsxd_vm_set(struct vsxd_vm *vm, const char *key, size_t keylen,
 			return r;
 		break;
 	case VSXD_VM_SOCK_MODE:
-		r = vsxd_perm_set_mode(&vm->perm, val, vallen, err);
+		r = vsxd_perm_set_mode(&vm->perm, "socket-mode", val, vallen, err);
 		if (r < 0)
 			return r;
 		break;
 	case VSXD_VM_SOCK_GROUP:
-		r = vsxd_perm_set_group(&vm->perm, val, vallen, err);
+		r = vsxd_perm_set_group(&vm->perm, "socket-group", val, vallen, err);
 		if (r < 0)
 			return r;
 		break;
@@ -782,6 +822,7 @@ void vsxd_config_free(struct vsxd_config *cfg)
 	free(cfg->metrics);
 	free(cfg->control_allow_uids);
 	perm_free(&cfg->perm);
+	perm_free(&cfg->control_perm);
 	vsxd_config_init(cfg);
 }
 
@@ -879,18 +920,9 @@ int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
 			}
 		}
 		/* each of the two keys on its own, as other [daemon] keys */
-		if (src[s]->perm.mode_set) {
-			out->perm.mode = src[s]->perm.mode;
-			out->perm.mode_set = true;
-		}
-		if (src[s]->perm.group) {
-			free(out->perm.group);
-			out->perm.group = strdup(src[s]->perm.group);
-			if (!out->perm.group)
-				return -ENOMEM;
-			out->perm.gid = src[s]->perm.gid;
-			out->perm.gid_known = src[s]->perm.gid_known;
-		}
+		if (perm_merge(&out->perm, &src[s]->perm) < 0 ||
+		    perm_merge(&out->control_perm, &src[s]->control_perm) < 0)
+			return -ENOMEM;
 		if (src[s]->log_target != VSXD_UNSET)
 			out->log_target = src[s]->log_target;
 		if (src[s]->log_level != VSXD_UNSET)

@@ -272,6 +272,11 @@ void vsx__ctl_kvs_free(struct vsx_kvs *kvs);
 /* The value of the first @key, or NULL. */
 const char *vsx__ctl_get(const struct vsx_kvs *kvs, const char *key);
 
+/* The error= text of @reply (a reply block as vsx__ctl_call returns it;
+ * parsed in place, so spent) copied into @out (@n bytes, cut to fit):
+ * @out, or NULL when the reply has none (@out then ""). */
+const char *vsx__ctl_reply_error(char *reply, char *out, size_t n);
+
 /* Find the end of a block in @buf: the offset just past "\n\n", or 0 if
  * none is complete yet. */
 size_t vsx__ctl_block_end(const char *buf, size_t len);

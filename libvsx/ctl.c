@@ -224,6 +224,25 @@ const char *vsx__ctl_get(const struct vsx_kvs *kvs, const char *key)
 	return NULL;
 }
 
+const char *vsx__ctl_reply_error(char *reply, char *out, size_t n)
+{
+	struct vsx_kvs kvs;
+	const char *e = NULL;
+	size_t len = strlen(reply);
+
+	if (n == 0)
+		return NULL;
+	out[0] = '\0';
+	if (len == 0)
+		return NULL;
+	if (vsx__ctl_parse_reply(reply, len - 1, &kvs) == 0)
+		e = vsx__ctl_get(&kvs, VSX_CTL_K_ERROR);
+	if (e)
+		snprintf(out, n, "%s", e);
+	vsx__ctl_kvs_free(&kvs);
+	return e ? out : NULL;
+}
+
 size_t vsx__ctl_block_end(const char *buf, size_t len)
 {
 	size_t i;

@@ -505,7 +505,7 @@ Test(conf, errors_name_file_and_line)
 	expect_conf_err("[vm a:b]\n", "t.conf:1: name 'a:b' is not valid");
 	expect_conf_err("[daemon]\nlouder = yes\n",
 			"t.conf:2: unknown key 'louder' in [daemon] (known keys: control, "
-			"control-allow-uid, metrics, log, log-level");
+			"control-allow-uid, control-mode, control-group, metrics, log, log-level");
 	expect_conf_err("[daemon]\nlog = file\n", "t.conf:2: log 'file' is not 'stderr' or 'syslog'");
 	expect_conf_err("[daemon]\nlog-level = loud\n", "t.conf:2: log-level 'loud' is not one of");
 	expect_conf_err("[daemon]\ncontrol = /a\n\n[daemon]\ncontrol = /b\n",
@@ -1012,40 +1012,47 @@ Test(perm, values)
 	unsigned m = 1;
 	char big[40];
 
-	cr_assert_eq(vsxd_parse_socket_mode("0660", 4, &m, &err), 0);
+	cr_assert_eq(vsxd_parse_socket_mode("socket-mode", "0660", 4, &m, &err), 0);
 	cr_assert_eq(m, 0660);
-	cr_assert_eq(vsxd_parse_socket_mode("640", 3, &m, &err), 0);
+	cr_assert_eq(vsxd_parse_socket_mode("socket-mode", "640", 3, &m, &err), 0);
 	cr_assert_eq(m, 0640);
-	cr_assert_eq(vsxd_parse_socket_mode("0", 1, &m, &err), 0);
+	cr_assert_eq(vsxd_parse_socket_mode("socket-mode", "0", 1, &m, &err), 0);
 	cr_assert_eq(m, 0);
-	cr_assert_eq(vsxd_parse_socket_mode("00777", 5, &m, &err), 0);
+	cr_assert_eq(vsxd_parse_socket_mode("socket-mode", "00777", 5, &m, &err), 0);
 	cr_assert_eq(m, 0777);
-	expect_err(vsxd_parse_socket_mode("1000", 4, &m, &err), err,
+	expect_err(vsxd_parse_socket_mode("socket-mode", "1000", 4, &m, &err), err,
 		   "socket-mode 1000 is out of range (0 to 0777");
-	expect_err(vsxd_parse_socket_mode("04660", 5, &m, &err), err, "out of range");
-	expect_err(vsxd_parse_socket_mode("0x1b6", 5, &m, &err), err,
+	expect_err(vsxd_parse_socket_mode("socket-mode", "04660", 5, &m, &err), err,
+		   "out of range");
+	expect_err(vsxd_parse_socket_mode("socket-mode", "0x1b6", 5, &m, &err), err,
 		   "socket-mode '0x1b6' is not an octal mode");
-	expect_err(vsxd_parse_socket_mode("0680", 4, &m, &err), err, "is not an octal mode");
-	expect_err(vsxd_parse_socket_mode("", 0, &m, &err), err, "empty value for 'socket-mode'");
+	expect_err(vsxd_parse_socket_mode("socket-mode", "0680", 4, &m, &err), err,
+		   "is not an octal mode");
+	expect_err(vsxd_parse_socket_mode("control-mode", "", 0, &m, &err), err,
+		   "empty value for 'control-mode'");
 	cr_assert_eq(m, 0777, "a refused value changes nothing");
 
-	cr_assert_eq(vsxd_check_socket_group("kvm", 3, &err), 0);
-	cr_assert_eq(vsxd_check_socket_group("libvirt-qemu", 12, &err), 0);
-	cr_assert_eq(vsxd_check_socket_group("_vsx.1", 6, &err), 0);
-	cr_assert_eq(vsxd_check_socket_group("host$", 5, &err), 0);
-	cr_assert_eq(vsxd_check_socket_group("0", 1, &err), 0);
-	cr_assert_eq(vsxd_check_socket_group("4294967294", 10, &err), 0);
-	expect_err(vsxd_check_socket_group("4294967295", 10, &err), err,
+	cr_assert_eq(vsxd_check_socket_group("socket-group", "kvm", 3, &err), 0);
+	cr_assert_eq(vsxd_check_socket_group("socket-group", "libvirt-qemu", 12, &err), 0);
+	cr_assert_eq(vsxd_check_socket_group("socket-group", "_vsx.1", 6, &err), 0);
+	cr_assert_eq(vsxd_check_socket_group("socket-group", "host$", 5, &err), 0);
+	cr_assert_eq(vsxd_check_socket_group("socket-group", "0", 1, &err), 0);
+	cr_assert_eq(vsxd_check_socket_group("socket-group", "4294967294", 10, &err), 0);
+	expect_err(vsxd_check_socket_group("socket-group", "4294967295", 10, &err), err,
 		   "socket-group 4294967295 is out of range (a gid");
-	expect_err(vsxd_check_socket_group("-kvm", 4, &err), err,
+	expect_err(vsxd_check_socket_group("socket-group", "-kvm", 4, &err), err,
 		   "socket-group '-kvm' is not a group name or gid");
-	expect_err(vsxd_check_socket_group("k vm", 4, &err), err, "is not a group name");
-	expect_err(vsxd_check_socket_group("a$b", 3, &err), err, "is not a group name");
-	expect_err(vsxd_check_socket_group("1x", 2, &err), err, "is not a group name");
-	expect_err(vsxd_check_socket_group("", 0, &err), err, "empty value for 'socket-group'");
+	expect_err(vsxd_check_socket_group("socket-group", "k vm", 4, &err), err,
+		   "is not a group name");
+	expect_err(vsxd_check_socket_group("socket-group", "a$b", 3, &err), err,
+		   "is not a group name");
+	expect_err(vsxd_check_socket_group("control-group", "1x", 2, &err), err,
+		   "control-group '1x' is not a group name");
+	expect_err(vsxd_check_socket_group("socket-group", "", 0, &err), err,
+		   "empty value for 'socket-group'");
 	memset(big, 'g', sizeof(big));
-	expect_err(vsxd_check_socket_group(big, 33, &err), err, "is too long (at most 32");
-	cr_assert_eq(vsxd_check_socket_group(big, 32, &err), 0);
+	expect_err(vsxd_check_socket_group("socket-group", big, 33, &err), err, "is too long (at most 32");
+	cr_assert_eq(vsxd_check_socket_group("socket-group", big, 32, &err), 0);
 }
 
 /* The mode and group of @cfg's VM @i (groups resolved first). */
@@ -1181,4 +1188,99 @@ Test(perm, flags_merge_and_resolve)
 	expect_vm_err("guest-cid=3,socket=/s,uds-path=/u,socket-mode=9", "socket-mode '9'");
 	expect_vm_err("guest-cid=3,socket=/s,uds-path=/u,socket-group=a,socket-group=b",
 		      "'socket-group' given twice");
+}
+
+/* ---- control-mode, control-group ---- */
+
+/* The control socket's mode and group in @cfg (groups resolved first). */
+static void control_perm_of(struct vsxd_config *cfg, unsigned *mode, bool *has_gid,
+			    uint32_t *gid)
+{
+	struct vsxd_err err;
+
+	cr_assert_eq(vsxd_config_resolve(cfg, &err), 0, "%s", err.msg);
+	vsxd_control_perm(cfg, mode, has_gid, gid);
+}
+
+Test(control_perm, defaults_file_flags_and_merge)
+{
+	static const char group_only[] = "[daemon]\ncontrol-group = 4343\nsocket-group = 77\n";
+	static const char both[] = "[daemon]\ncontrol_group = root\ncontrol-mode = 0640\n";
+	static const char allow[] = "[daemon]\ncontrol-allow-uid = 1000\n";
+	char *argv[] = { "vsxd", "--control-mode", "0606", "--control-group=55" };
+	struct vsxd_config cfg, merged;
+	struct vsxd_opts o;
+	struct vsxd_err err;
+	unsigned mode;
+	bool has;
+	uint32_t gid;
+
+	/* nothing given: 0600, vsxd's own group; socket-group does not count */
+	cr_assert_eq(conf("[daemon]\nsocket-group = 77\n", &cfg, &err), 0, "%s", err.msg);
+	control_perm_of(&cfg, &mode, &has, &gid);
+	cr_assert_eq(mode, 0600);
+	cr_assert_not(has);
+	vsxd_config_free(&cfg);
+	/* a group, no mode: 0660 */
+	cr_assert_eq(conf(group_only, &cfg, &err), 0, "%s", err.msg);
+	cr_assert_eq(cfg.control_group_line, 2);
+	control_perm_of(&cfg, &mode, &has, &gid);
+	cr_assert_eq(mode, 0660);
+	cr_assert(has);
+	cr_assert_eq(gid, 4343);
+	vsxd_config_free(&cfg);
+	/* both, the group by name */
+	cr_assert_eq(conf(both, &cfg, &err), 0, "%s", err.msg);
+	control_perm_of(&cfg, &mode, &has, &gid);
+	cr_assert_eq(mode, 0640);
+	cr_assert(has);
+	cr_assert_eq(gid, 0, "root's gid");
+	/* flags win, each on its own */
+	cr_assert_eq(parse_argv(ARGC(argv), argv, &o, &err), 0, "%s", err.msg);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &cfg, &o.cfg), 0);
+	control_perm_of(&merged, &mode, &has, &gid);
+	cr_assert_eq(mode, 0606);
+	cr_assert(has);
+	cr_assert_eq(gid, 55);
+	cr_assert_str_eq(merged.control_perm.group, "55");
+	vsxd_config_free(&merged);
+	vsxd_opts_free(&o);
+	vsxd_config_free(&cfg);
+	/* control-allow-uid without a mode: 0666, the peer check admits */
+	cr_assert_eq(conf(allow, &cfg, &err), 0, "%s", err.msg);
+	control_perm_of(&cfg, &mode, &has, &gid);
+	cr_assert_eq(mode, 0666);
+	cr_assert_not(has);
+	vsxd_config_free(&cfg);
+}
+
+Test(control_perm, errors)
+{
+	char *twice[] = { "vsxd", "--control-group", "a", "--control-group", "b" };
+	char *bad[] = { "vsxd", "--control-mode", "rw" };
+	char *nogroup[] = { "vsxd", "--control-group", "no-such-group-vsx" };
+	struct vsxd_opts o;
+	struct vsxd_err err;
+
+	expect_conf_err("[daemon]\ncontrol-mode = 0660\ncontrol-mode = 0600\n",
+			"t.conf:3: 'control-mode' given twice (first on line 2)");
+	expect_conf_err("[daemon]\ncontrol-group = kvm\ncontrol-group = kvm\n",
+			"t.conf:3: 'control-group' given twice (first on line 2)");
+	expect_conf_err("[daemon]\ncontrol-mode = 4770\n",
+			"t.conf:2: control-mode 4770 is out of range");
+	expect_conf_err("[daemon]\ncontrol-group = -x\n",
+			"t.conf:2: control-group '-x' is not a group name or gid");
+	expect_conf_err("[vm a]\ncontrol-mode = 0660\n", "control-mode");
+	expect_conf_err("[daemon]\ncontrol-perm = 0660\n", "control-mode, control-group");
+	expect_err(parse_argv(ARGC(twice), twice, &o, &err), err, "--control-group given twice");
+	vsxd_opts_free(&o);
+	expect_err(parse_argv(ARGC(bad), bad, &o, &err), err,
+		   "--control-mode: control-mode 'rw' is not an octal mode");
+	vsxd_opts_free(&o);
+	cr_assert_eq(parse_argv(ARGC(nogroup), nogroup, &o, &err), 0, "%s", err.msg);
+	expect_err(vsxd_config_resolve(&o.cfg, &err), err,
+		   "[daemon] control-group or --control-group: control-group "
+		   "'no-such-group-vsx': no such group");
+	vsxd_opts_free(&o);
 }

@@ -50,6 +50,15 @@ static const char *control_path(const struct vsx_opts *o)
 	return env && *env ? env : VSX_CONTROL_PATH;
 }
 
+/* vsxd's control socket @ctl refused us: the file's mode (connect's
+ * EACCES) or vsxd's peer check (errno=13 in its reply). */
+static int ctl_denied(const char *what, const char *ctl)
+{
+	return vsx__err(-EACCES, "%s: permission denied on vsxd's control socket %s (root, "
+			"vsxd's user, control-allow-uid and control-group members may use "
+			"it)", what, ctl);
+}
+
 static struct hy *hy_state(vsx_sock *s, const struct vsx_opts *o)
 {
 	struct hy *h = s->trans;
@@ -262,6 +271,7 @@ static void hy_destruct(vsx_sock *s)
 /* Ask vsxd to change the credit it gives the guest for this connection. */
 static int hy_set_buffer(vsx_sock *s, int which, size_t bytes)
 {
+	char why[VSX_CTL_VALUE_MAX + 1] = "";
 	struct hy *h = s->trans;
 	struct vsx_ctl_req req;
 	char *reply = NULL;
@@ -281,18 +291,21 @@ static int hy_set_buffer(vsx_sock *s, int which, size_t bytes)
 		return vsx__err(-EINVAL, "hybrid: vsxd refused the buffer change: the "
 				"socket path is not printable ASCII");
 	rc = vsx__ctl_call(h->control, req.buf, CTL_TIMEOUT_MS, &reply, &rerr);
+	if (rc == 0 && rerr && !vsx__ctl_reply_error(reply, why, sizeof(why)))
+		snprintf(why, sizeof(why), "%s", strerror(rerr));
 	free(reply);
 	if (rc == -ENOENT || rc == -ECONNREFUSED || rc == -EPROTO)
 		return vsx__err(-EOPNOTSUPP, "hybrid: the buffer is the backend's; no vsxd "
 				"answers at %s to change it", h->control);
+	if (rc == -EACCES || rerr == EACCES)
+		return ctl_denied("hybrid", h->control);
 	if (rc < 0)
 		return vsx__err(rc, "hybrid: vsxd control %s: %s", h->control, strerror(-rc));
 	if (rerr == ENOENT)
 		return vsx__err(-EOPNOTSUPP, "hybrid: %s is not served by the vsxd at %s",
 				s->local.path, h->control);
 	if (rerr)
-		return vsx__err(-rerr, "hybrid: vsxd refused the buffer change: %s",
-				strerror(rerr));
+		return vsx__err(-rerr, "hybrid: vsxd refused the buffer change: %s", why);
 	h->rx_buffer = (uint32_t)bytes;
 	return 0;
 }
@@ -393,12 +406,25 @@ static int vm_connect(vsx_sock *s, const struct vsx_addr *a,
 	rc = vsx__ctl_call(ctl, req.buf, s->connect_timeout_ms, &reply, &rerr);
 	if (rc == -ENOENT || rc == -ECONNREFUSED)
 		return vsx__err(-ENODEV, "vm: no vsxd answers at %s", ctl);
+	if (rc == -EACCES)
+		return ctl_denied("vm", ctl);
 	if (rc < 0)
 		return vsx__err(rc, "vm: vsxd control %s: %s", ctl, strerror(-rc));
-	if (rerr) {
+	if (rerr == ENOENT) {
 		free(reply);
-		return vsx__err(rerr == ENOENT ? -EHOSTUNREACH : -rerr,
-				"vm: vsxd does not know a VM named '%s'", a->path);
+		return vsx__err(-EHOSTUNREACH, "vm: vsxd does not know a VM named '%s'", a->path);
+	}
+	if (rerr == EACCES) {
+		free(reply);
+		return ctl_denied("vm", ctl);
+	}
+	if (rerr) {
+		char why[VSX_CTL_VALUE_MAX + 1];
+
+		if (!vsx__ctl_reply_error(reply, why, sizeof(why)))
+			snprintf(why, sizeof(why), "%s", strerror(rerr));
+		free(reply);
+		return vsx__err(-rerr, "vm: vsxd cannot resolve '%s': %s", a->path, why);
 	}
 	/* vsx__ctl_call guarantees a complete block ending in "\n\n". */
 	path = NULL;
