@@ -113,6 +113,8 @@ static const char *const reason_label[VSXB_REASON_COUNT] = {
 	[VSXB_REASON_LIMIT] = "limit",
 	[VSXB_REASON_PROTOCOL] = "protocol",
 	[VSXB_REASON_ERROR] = "error",
+	[VSXB_REASON_VM_NOT_RUNNING] = "vm_not_running",
+	[VSXB_REASON_BAD_HANDSHAKE] = "bad_handshake",
 };
 
 static const char *const state_label[] = {

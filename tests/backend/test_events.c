@@ -392,6 +392,59 @@ Test(events, connect_and_handshake_timeouts)
 	close(fd2);
 }
 
+/* Every hybrid attempt that goes no further is one REFUSE, with its own
+ * reason: a bad line, the handshake limit, a device that does not run
+ * (with the port asked for); a client that closes before sending a byte
+ * (a liveness probe) is none. */
+Test(events, hybrid_refusals_bad_line_limit_and_vm_not_running)
+{
+	int fds[VSXB_MAX_HANDSHAKES], fd, i;
+	struct ev e;
+
+	hx_timeouts(&H, 20000, 0, 0);
+	fd = h_dial(H.v[0].uds, NULL);  /* a probe: connects, closes */
+	close(fd);
+	fd = h_dial(H.v[0].uds, "CONNECT x\n");
+	cr_assert_eq(h_eof(fd, TMO), 0);
+	close(fd);
+	e = wait_event(VSXB_CONN_EV_REFUSE, 0);
+	cr_assert_eq(e.reason, VSXB_REASON_BAD_HANDSHAKE);
+	cr_assert_str_eq(vsxb_conn_reason_name(e.reason), "bad-handshake");
+	cr_assert_str_eq(e.origin, "host");
+	cr_assert_eq(e.id, 0);
+	cr_assert_eq(e.guest_port, VSXB_PORT_UNKNOWN);
+	cr_assert_eq(count_events(VSXB_CONN_EV_REFUSE), 1, "the probe was counted");
+
+	/* the handshake limit: one more is refused at once */
+	for (i = 0; i < VSXB_MAX_HANDSHAKES; i++)
+		fds[i] = h_dial(H.v[0].uds, "CONN");
+	fd = h_dial(H.v[0].uds, "CONNECT 5000\n");
+	cr_assert_eq(h_eof(fd, TMO) == 0 || errno == ECONNRESET, 1);
+	close(fd);
+	e = wait_event(VSXB_CONN_EV_REFUSE, 1);
+	cr_assert_eq(e.reason, VSXB_REASON_LIMIT);
+	cr_assert_eq(e.limit, VSXB_LIMIT_HANDSHAKES);
+	cr_assert_str_eq(vsxb_limit_name(e.limit), "handshakes");
+	/* closed in the middle of their line: bad handshakes */
+	for (i = 0; i < VSXB_MAX_HANDSHAKES; i++)
+		close(fds[i]);
+	e = wait_event(VSXB_CONN_EV_REFUSE, 1 + VSXB_MAX_HANDSHAKES);
+	cr_assert_eq(e.reason, VSXB_REASON_BAD_HANDSHAKE);
+
+	/* the guest's driver goes away: a complete line is refused, port kept */
+	hx_close_drv(&H, 0);
+	fd = h_dial(H.v[0].uds, "CONNECT 5010\n");
+	cr_assert(h_eof(fd, TMO) == 0 || errno == ECONNRESET);
+	close(fd);
+	e = wait_event(VSXB_CONN_EV_REFUSE, 2 + VSXB_MAX_HANDSHAKES);
+	cr_assert_eq(e.reason, VSXB_REASON_VM_NOT_RUNNING);
+	cr_assert_str_eq(vsxb_conn_reason_name(e.reason), "vm-not-running");
+	cr_assert_eq(e.guest_port, 5010);
+	cr_assert_eq(e.peer_cid, VSOCK_CID_HOST);
+	cr_assert_eq(count_events(VSXB_CONN_EV_REFUSE), 3 + VSXB_MAX_HANDSHAKES);
+	cr_assert_eq(stats().refused, 3 + VSXB_MAX_HANDSHAKES);
+}
+
 Test(events, control_reset_close_and_linger)
 {
 	struct ev e;

@@ -289,6 +289,11 @@ enum vsxb_conn_reason {
 	VSXB_REASON_LIMIT,          /* "limit": a connection or memory limit */
 	VSXB_REASON_PROTOCOL,       /* "protocol": the guest broke the protocol */
 	VSXB_REASON_ERROR,          /* "error": see err */
+	/* (new reasons go last: the numbers are in the restart records) */
+	VSXB_REASON_VM_NOT_RUNNING, /* "vm-not-running": a hybrid CONNECT while the
+				      device does not run (no QEMU, no guest
+				      driver yet, broken) */
+	VSXB_REASON_BAD_HANDSHAKE,  /* "bad-handshake": not a CONNECT line */
 	VSXB_REASON_COUNT           /* not a reason: how many there are */
 };
 
@@ -301,6 +306,8 @@ enum vsxb_limit_kind {
 	VSXB_LIMIT_VM_CONNS,        /* "conns-per-vm" */
 	VSXB_LIMIT_CONNS,           /* "conns": the router's total */
 	VSXB_LIMIT_MEMORY,          /* "conn-memory" (RESET) */
+	VSXB_LIMIT_HANDSHAKES,      /* "handshakes": VSXB_MAX_HANDSHAKES hybrid
+				      clients of the VM still sending CONNECT */
 };
 
 const char *vsxb_limit_name(int kind);

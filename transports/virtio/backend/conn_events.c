@@ -71,7 +71,11 @@ static const char *const reason_names[] = {
 	[VSXB_REASON_LIMIT] = "limit",
 	[VSXB_REASON_PROTOCOL] = "protocol",
 	[VSXB_REASON_ERROR] = "error",
+	[VSXB_REASON_VM_NOT_RUNNING] = "vm-not-running",
+	[VSXB_REASON_BAD_HANDSHAKE] = "bad-handshake",
 };
+_Static_assert(sizeof(reason_names) / sizeof(reason_names[0]) == VSXB_REASON_COUNT,
+	       "a reason without a name");
 
 /* @names[@i], or @other when @i has no name. */
 static const char *name_of(const char *const *names, size_t n, int i, const char *other)
@@ -100,7 +104,7 @@ const char *vsxb_limit_name(int kind)
 {
 	static const char *const names[] = {
 		[VSXB_LIMIT_VM_CONNS] = "conns-per-vm", [VSXB_LIMIT_CONNS] = "conns",
-		[VSXB_LIMIT_MEMORY] = "conn-memory",
+		[VSXB_LIMIT_MEMORY] = "conn-memory", [VSXB_LIMIT_HANDSHAKES] = "handshakes",
 	};
 
 	return NAME_OF(names, kind, "none");

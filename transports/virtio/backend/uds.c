@@ -4,11 +4,20 @@
  * connects and writes "CONNECT <port>\n" (decimal, at most
  * VSX_HYBRID_CONNECT_MAX bytes, within the router's handshake timeout; junk, a
  * missing newline, extra spaces, a sign, a value above 2^32-2 close the
- * socket without a reply). The line is consumed exactly (peek, then read
- * up to the newline), so bytes the program sends right behind it stay in
- * the socket for the guest; the socket then goes to the host peer
- * (vsxb__host_hybrid), which asks the guest. At most VSXB_MAX_HANDSHAKES
- * clients may be sending their line at once. The listener survives
+ * socket without a reply, as Firecracker does). The line is consumed
+ * exactly (peek, then read up to the newline), so bytes the program sends
+ * right behind it stay in the socket for the guest; the socket then goes
+ * to the host peer (vsxb__host_hybrid), which asks the guest. At most
+ * VSXB_MAX_HANDSHAKES clients may be sending their line at once.
+ *
+ * Every attempt that goes no further is one REFUSE event (a log line, rate
+ * limited, and conns-refused): a bad line (bad-handshake), no line in time
+ * (handshake-timeout), the device not running when the line is complete
+ * (vm-not-running, with the port asked for: QEMU not there yet, the
+ * guest's driver not loaded, the device broken) and the handshake limit
+ * (limit=handshakes). A client that closes before sending a byte (a
+ * liveness probe: vsx__unix_bind's, say) asked nothing and is not one.
+ * The listener survives
  * running out of descriptors as every listener of vsx does
  * (vhost-user/acceptor.h: it backs off, its connections wait in the
  * backlog, its log lines are rate limited).
@@ -71,6 +80,14 @@ int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port)
 /* The listening socket at @path, mode @mode (0: 0600) and group @gid (a
  * stale socket file is replaced, nothing else): 0 and *@out, or a
  * negative errno. */
+/* One REFUSE event for a hybrid client of @vm that asked for @port
+ * (VSXB_PORT_UNKNOWN: no port yet). */
+static void refuse(struct vsxb_vm *vm, uint32_t port, int reason, int limit)
+{
+	vsxb__refuse(vm, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST, VSXB_PORT_UNKNOWN,
+		     false, reason, 0, limit);
+}
+
 static int unix_listen(const char *path, mode_t mode, gid_t gid, int *out)
 {
 	int fd, rc;
@@ -105,8 +122,10 @@ static void hs_cb(int fd, int events, void *arg)
 	r = recv(fd, tmp, want, MSG_PEEK | MSG_DONTWAIT);
 	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
-	if (r <= 0)
-		goto drop;
+	if (r < 0 || (r == 0 && h->n == 0))
+		goto drop;      /* an error, or a probe that asked nothing */
+	if (r == 0)
+		goto bad;       /* closed in the middle of its line */
 	nl = memchr(tmp, '\n', (size_t)r);
 	take = nl ? (size_t)(nl - tmp) + 1 : (size_t)r;
 	/* Consume the line exactly: what follows belongs to the guest. */
@@ -115,16 +134,22 @@ static void hs_cb(int fd, int events, void *arg)
 	h->n += (unsigned)take;
 	if (!nl) {
 		if (h->n >= sizeof(h->buf))
-			goto drop;
+			goto bad;
 		return;
 	}
-	if (vsxb__host_parse_connect(h->buf, h->n, &port) < 0 || !vm->live || vm->broken)
+	if (vsxb__host_parse_connect(h->buf, h->n, &port) < 0)
+		goto bad;
+	if (!vm->live || vm->broken) {
+		refuse(vm, port, VSXB_REASON_VM_NOT_RUNNING, 0);
 		goto drop;
+	}
 	h->fd = -1;
 	hs_free(h);
 	vsxb__host_hybrid(vm, fd, port);
 	vsxb__round(vm->sh);
 	return;
+bad:
+	refuse(vm, VSXB_PORT_UNKNOWN, VSXB_REASON_BAD_HANDSHAKE, 0);
 drop:
 	hs_free(h);
 }
@@ -133,8 +158,7 @@ static void hs_timeout(void *arg)
 {
 	struct hs *h = arg;
 
-	vsxb__refuse(h->vm, VIRTIO_VSOCK_TYPE_STREAM, VSXB_PORT_UNKNOWN, VSOCK_CID_HOST,
-		    VSXB_PORT_UNKNOWN, false, VSXB_REASON_HANDSHAKE_TIMEOUT, 0, 0);
+	refuse(h->vm, VSXB_PORT_UNKNOWN, VSXB_REASON_HANDSHAKE_TIMEOUT, 0);
 	hs_free(h);
 }
 
@@ -167,7 +191,8 @@ static void accept_cb(void *arg, int fd, const struct sockaddr *sa, socklen_t le
 
 	(void)sa;
 	(void)len;
-	if (vm->nhandshakes >= VSXB_MAX_HANDSHAKES || !vm->live || vm->broken) {
+	if (vm->nhandshakes >= VSXB_MAX_HANDSHAKES) {
+		refuse(vm, VSXB_PORT_UNKNOWN, VSXB_REASON_LIMIT, VSXB_LIMIT_HANDSHAKES);
 		close(fd);
 		return;
 	}
