@@ -108,9 +108,10 @@
  *   close       id [reset] (0 or 1)       conn, vm (engine) or forward
  *                                         (relay), action=close|reset
  *   resolve     vm                        vm uds-path cid
- *   upgrade     [exec] (a program path;   pid vms conns-ended listeners fds
- *               default: vsxd's own)      (the new process serves; this
- *                                         one exits after the reply)
+ *   upgrade     [exec] (a program path;   pid vms conns-kept conns-ended
+ *               default: vsxd's own)      listeners fds (the new process
+ *                                         serves; this one exits after
+ *                                         the reply)
  *
  *   CONN:  conn vm type state vm-state origin guest peer to-guest from-guest
  *          buf-alloc fwd-cnt peer-buf-alloc peer-fwd-cnt tx-free rx-free
