@@ -13,6 +13,8 @@ const struct vsxctl_command vsxctl_commands[] = {
 	{ "close", close_main, "ID [--reset]", "close (or reset) a connection" },
 	{ "upgrade", upgrade_main, "[--exec PATH]",
 	  "hand every VM to a new vsxd process (live handoff)" },
+	{ "libvirt-xml", libvirt_xml_main, "VM",
+	  "the libvirt domain XML that gives VM its vsock device" },
 	{ "probe", probe_main, "", "vsock transports on this machine" },
 	{ "guid", guid_main, "PORT|GUID", "Hyper-V service GUID of a port, and back" },
 	{ "ss", ss_main, "[-p] [-l|-a|--state S] [--port P]", "the kernel's vsock sockets (vsock_diag)" },

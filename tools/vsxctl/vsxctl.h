@@ -37,6 +37,7 @@ int probe_main(int argc, char **argv);
 int guid_main(int argc, char **argv);
 int ss_main(int argc, char **argv);
 int upgrade_main(int argc, char **argv);
+int libvirt_xml_main(int argc, char **argv);
 
 /* util.c */
 void die_usage(const char *cmd) __attribute__((noreturn));
