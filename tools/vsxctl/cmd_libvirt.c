@@ -7,7 +7,7 @@
  * (<qemu:commandline>), and guest memory is shared memfd memory
  * (<memoryBacking>), which vhost-user needs. The socket path comes from
  * vsxd (cmd=vms); QEMU's option syntax doubles a ',' in it, XML escapes
- * the rest. The output is one well-formed document: a <domain> element
+ * the rest. The device gets a fixed PCI slot (PCI_SLOT). The output is one well-formed document: a <domain> element
  * holding the pieces, to merge into the real one (virsh edit).
  */
 #include <stdio.h>
@@ -17,6 +17,14 @@
 #include <sys/stat.h>
 
 #include "vsxctl.h"
+
+/* The device's slot on the root bus (pcie.0 on q35, pci.0 on pc). libvirt
+ * gives its own devices addresses and does not know this one: without an
+ * address QEMU would take the first free slot, which libvirt then claims
+ * for one of its own (q35: its first pcie-root-port, slot 1) and QEMU
+ * refuses to start. libvirt fills slots from 1 up and puts most devices
+ * behind root ports, so 0x10 stays free but in crowded domains. */
+#define PCI_SLOT "0x10"
 
 static const char *want;        /* the VM asked for */
 static bool found;
@@ -57,7 +65,7 @@ static bool group_writes(const struct stat *st, const char *name)
 }
 
 /* The socket file as vsxctl sees it (the same host, usually): a note when
- * libvirt's QEMU (Debian: user libvirt-qemu, group kvm) cannot connect. */
+ * libvirt's QEMU (Debian: user libvirt-qemu, in group kvm) cannot connect. */
 static void socket_note(FILE *f, const char *path)
 {
 	struct stat st;
@@ -67,7 +75,7 @@ static void socket_note(FILE *f, const char *path)
 	if ((st.st_mode & 0002) || group_writes(&st, "kvm") || group_writes(&st, "libvirt-qemu"))
 		return;
 	fprintf(f, "  <!-- The socket is mode %04o, group %u: libvirt's QEMU (user\n"
-		"       libvirt-qemu, group kvm on Debian) cannot connect to it. Give\n"
+		"       libvirt-qemu, in group kvm on Debian) cannot connect to it. Give\n"
 		"       vsxd socket-group = kvm (vsxd.conf(5)). -->\n",
 		(unsigned)(st.st_mode & 0777), (unsigned)st.st_gid);
 }
@@ -89,8 +97,10 @@ static void write_xml(FILE *f, const char *vm, const char *cid, const char *sock
 	      "  </memoryBacking>\n", f);
 	socket_note(f, sock);
 	fputs("  <!-- libvirt has no vhost-user vsock device: QEMU's own arguments.\n"
-	      "       The guest's CID comes from vsxd. Under AppArmor, allow the\n"
-	      "       socket in /etc/apparmor.d/local/abstractions/libvirt-qemu:\n"
+	      "       The guest's CID comes from vsxd. PCI slot " PCI_SLOT " of the root bus,\n"
+	      "       which libvirt leaves free (change it if the domain puts a\n"
+	      "       device there). Under AppArmor, allow the socket in\n"
+	      "       /etc/apparmor.d/local/abstractions/libvirt-qemu:\n"
 	      "         \"", f);
 	xml_comment_text(f, sock);
 	fputs("\" rw, -->\n"
@@ -104,9 +114,9 @@ static void write_xml(FILE *f, const char *vm, const char *cid, const char *sock
 	      "    <qemu:arg value='-device'/>\n"
 	      "    <qemu:arg value='vhost-user-vsock-pci,chardev=vsx-", f);
 	xml_attr(f, vm, true);
-	fputs("'/>\n"
-	      "  </qemu:commandline>\n"
-	      "</domain>\n", f);
+	fprintf(f, ",addr=%s'/>\n"
+		"  </qemu:commandline>\n"
+		"</domain>\n", PCI_SLOT);
 }
 
 static void print_xml(const struct vsx_kvs *kvs)
