@@ -17,10 +17,10 @@
  * guest's driver not loaded, the device broken) and the handshake limit
  * (limit=handshakes). A client that closes before sending a byte (a
  * liveness probe: vsx__unix_bind's, say) asked nothing and is not one.
- * The listener survives
- * running out of descriptors as every listener of vsx does
- * (vhost-user/acceptor.h: it backs off, its connections wait in the
- * backlog, its log lines are rate limited).
+ *
+ * The listener survives running out of descriptors as every listener of
+ * vsx does (vhost-user/acceptor.h: it backs off, its connections wait in
+ * the backlog, its log lines are rate limited).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -77,9 +77,6 @@ int vsxb__host_parse_connect(const char *s, size_t n, uint32_t *port)
 	return 0;
 }
 
-/* The listening socket at @path, mode @mode (0: 0600) and group @gid (a
- * stale socket file is replaced, nothing else): 0 and *@out, or a
- * negative errno. */
 /* One REFUSE event for a hybrid client of @vm that asked for @port
  * (VSXB_PORT_UNKNOWN: no port yet). */
 static void refuse(struct vsxb_vm *vm, uint32_t port, int reason, int limit)
@@ -88,6 +85,9 @@ static void refuse(struct vsxb_vm *vm, uint32_t port, int reason, int limit)
 		     false, reason, 0, limit);
 }
 
+/* The listening socket at @path, mode @mode (0: 0600) and group @gid (a
+ * stale socket file is replaced, nothing else): 0 and *@out, or a
+ * negative errno. */
 static int unix_listen(const char *path, mode_t mode, gid_t gid, int *out)
 {
 	int fd, rc;
