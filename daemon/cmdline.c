@@ -132,6 +132,25 @@ static const struct opt {
 	{ "threads", 0, true, OPT_LIMIT },
 };
 
+/* --socket-mode/--socket-group (the VMs' sockets) and --control-mode/
+ * --control-group (the control socket's); errors name @op. */
+static int perm_option(struct vsxd_opts *o, const struct opt *op, const char *val,
+		       struct vsxd_err *err)
+{
+	bool ctl = op->id == OPT_CTL_MODE || op->id == OPT_CTL_GROUP;
+	bool mode = op->id == OPT_SOCK_MODE || op->id == OPT_CTL_MODE;
+	struct vsxd_sock_perm *p = ctl ? &o->cfg.control_perm : &o->cfg.perm;
+	int r;
+
+	if (mode ? p->mode_set : p->group != NULL)
+		return vsxd_err_set(err, "--%s given twice", op->name);
+	r = mode ? vsxd_perm_set_mode(p, op->name, val, strlen(val), err)
+		 : vsxd_perm_set_group(p, op->name, val, strlen(val), err);
+	if (r == -EINVAL)
+		vsxd__err_prefix(err, "--%s", op->name);
+	return r;
+}
+
 #define NOPTS (sizeof(options) / sizeof(options[0]))
 #define SINGLE_VM_ORIGIN "--guest-cid/--socket/--uds-path"
 
@@ -209,31 +228,10 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 			return r;
 		return vsxd__set_str(&o->cfg.metrics, val, strlen(val));
 	case OPT_SOCK_MODE:
-	case OPT_CTL_MODE: {
-		struct vsxd_sock_perm *p = op->id == OPT_CTL_MODE ? &o->cfg.control_perm
-							      : &o->cfg.perm;
-		const char *key = op->id == OPT_CTL_MODE ? "control-mode" : "socket-mode";
-
-		if (p->mode_set)
-			return vsxd_err_set(err, "--%s given twice", key);
-		r = vsxd_perm_set_mode(p, key, val, strlen(val), err);
-		if (r == -EINVAL)
-			vsxd__err_prefix(err, "--%s", key);
-		return r;
-	}
+	case OPT_CTL_MODE:
 	case OPT_SOCK_GROUP:
-	case OPT_CTL_GROUP: {
-		struct vsxd_sock_perm *p = op->id == OPT_CTL_GROUP ? &o->cfg.control_perm
-							       : &o->cfg.perm;
-		const char *key = op->id == OPT_CTL_GROUP ? "control-group" : "socket-group";
-
-		if (p->group)
-			return vsxd_err_set(err, "--%s given twice", key);
-		r = vsxd_perm_set_group(p, key, val, strlen(val), err);
-		if (r == -EINVAL)
-			vsxd__err_prefix(err, "--%s", key);
-		return r;
-	}
+	case OPT_CTL_GROUP:
+		return perm_option(o, op, val, err);
 	case OPT_SYSLOG:
 		o->cfg.log_target = VSXD_LOG_SYSLOG;
 		return 0;

@@ -392,10 +392,6 @@ static int bind_socket(struct vsxd_control *c)
 			   &replaced);
 	if (r < 0)
 		return r;
-	/* control-mode 0 is a mode (root only), not vsx__unix_bind's "the
-	 * umask's"; still before listen */
-	if (c->mode == 0 && chmod(c->path, 0) < 0)
-		return -errno;
 	if (replaced)
 		vsxd__ctl_log(c, VSXB_LOG_INFO, "control: replacing the stale socket %s", c->path);
 	if (lstat(c->path, &st) == 0) {

@@ -725,7 +725,7 @@ static int fwd_listen_fd(struct fwd *f, struct vsxd_err *err)
 		/* a missing directory is made, 0755, as for every socket */
 		r = vsx__mkdir_parents(ep->host, 0755, VSX__GID_KEEP);
 		if (r == 0)
-			r = vsx__unix_bind(fd, ep->host, 0, VSX__GID_KEEP, NULL);
+			r = vsx__unix_bind(fd, ep->host, VSX__MODE_UMASK, VSX__GID_KEEP, NULL);
 		if (r < 0) {
 			errno = r == -ENOTSOCK ? EADDRINUSE : -r;
 			goto fail;

@@ -222,7 +222,7 @@ int vsx__unix_bind(int fd, const char *path, mode_t mode, gid_t gid, bool *repla
 	if (inherited)
 		goto perm;
 	/* The file takes the socket inode's mode (minus the umask) at bind. */
-	if (mode)
+	if (mode != VSX__MODE_UMASK)
 		(void)fchmod(fd, mode);
 	if (bind(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
 		rc = -errno;
@@ -244,7 +244,7 @@ perm:
 	/* the group first: chown may clear mode bits, chmod never the group;
 	 * lchown, so that a symlink swapped in cannot redirect it */
 	if ((gid != VSX__GID_KEEP && lchown(path, (uid_t)-1, gid) < 0) ||
-	    (mode && chmod(path, mode) < 0)) {
+	    (mode != VSX__MODE_UMASK && chmod(path, mode) < 0)) {
 		rc = -errno;
 		if (!inherited)   /* (an inherited file is the old process's too) */
 			unlink(path);

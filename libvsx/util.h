@@ -50,15 +50,16 @@ int vsx__parse_size(const char *s, size_t n, uint64_t max, uint64_t *out);
 /* @un for @path: -ENAMETOOLONG when empty or too long for sun_path. */
 int vsx__unix_addr(struct sockaddr_un *un, const char *path);
 #define VSX__GID_KEEP ((gid_t)-1)    /* vsx__unix_bind: the process's group */
+#define VSX__MODE_UMASK ((mode_t)-1) /* vsx__unix_bind: the umask's mode */
 
 /*
  * Bind the AF_UNIX socket @fd (any type) to @path. A path already taken by
  * a stale socket (a socket file nobody accepts on: connecting to it is
  * refused) is replaced, and *@replaced (may be NULL) says so; a live
  * socket never is (-EADDRINUSE), nor a file of another kind (-ENOTSOCK).
- * @mode (0: leave it to the umask) is the file's permission bits and @gid
- * (VSX__GID_KEEP: leave it) its group, both in force before anyone can
- * connect: the mode is set on the socket before bind and on the file
+ * @mode (VSX__MODE_UMASK: leave it to the umask; 0 is a mode) is the
+ * file's permission bits and @gid (VSX__GID_KEEP: leave it) its group,
+ * both in force before anyone can connect: the mode is set on the socket before bind and on the file
  * after it, the group right after bind, and a socket that is not yet
  * listening refuses every connect (listen() is the caller's, after this
  * call). A group that cannot be set (-EPERM: not root and not a member)

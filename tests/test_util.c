@@ -175,15 +175,15 @@ Test(unix_bind, stale_replaced_live_kept)
 	int a = new_sock(SOCK_STREAM), b = new_sock(SOCK_STREAM), c;
 
 	snprintf(path, sizeof(path), "%s/b.sock", dir);
-	cr_assert_eq(vsx__unix_bind(a, path, 0, VSX__GID_KEEP, NULL), 0);
+	cr_assert_eq(vsx__unix_bind(a, path, VSX__MODE_UMASK, VSX__GID_KEEP, NULL), 0);
 	cr_assert_eq(listen(a, 1), 0);
 	/* live: someone accepts there */
-	cr_assert_eq(vsx__unix_bind(b, path, 0, VSX__GID_KEEP, &replaced), -EADDRINUSE);
+	cr_assert_eq(vsx__unix_bind(b, path, VSX__MODE_UMASK, VSX__GID_KEEP, &replaced), -EADDRINUSE);
 	cr_assert_eq(replaced, false);
 	close(a);
 	/* stale now: the file is left, nobody listens */
 	cr_assert_eq(access(path, F_OK), 0);
-	cr_assert_eq(vsx__unix_bind(b, path, 0, VSX__GID_KEEP, &replaced), 0);
+	cr_assert_eq(vsx__unix_bind(b, path, VSX__MODE_UMASK, VSX__GID_KEEP, &replaced), 0);
 	cr_assert_eq(replaced, true);
 	cr_assert_eq(listen(b, 1), 0);
 	c = new_sock(SOCK_STREAM);
@@ -199,9 +199,9 @@ Test(unix_bind, seqpacket_listener_is_live)
 	int a = new_sock(SOCK_SEQPACKET), b = new_sock(SOCK_SEQPACKET);
 
 	snprintf(path, sizeof(path), "%s/c.sock", dir);
-	cr_assert_eq(vsx__unix_bind(a, path, 0, VSX__GID_KEEP, NULL), 0);
+	cr_assert_eq(vsx__unix_bind(a, path, VSX__MODE_UMASK, VSX__GID_KEEP, NULL), 0);
 	cr_assert_eq(listen(a, 1), 0);
-	cr_assert_eq(vsx__unix_bind(b, path, 0, VSX__GID_KEEP, NULL), -EADDRINUSE);
+	cr_assert_eq(vsx__unix_bind(b, path, VSX__MODE_UMASK, VSX__GID_KEEP, NULL), -EADDRINUSE);
 	close(a);
 	close(b);
 }

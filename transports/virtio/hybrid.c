@@ -225,7 +225,7 @@ static int hy_listen(vsx_sock *s, const struct vsx_addr *a,
 	if (s->fd < 0)
 		return vsx__errno("hybrid: socket");
 	/* Replace a stale socket file only: nobody accepts on it. */
-	rc = vsx__unix_bind(s->fd, path, 0, VSX__GID_KEEP, NULL);
+	rc = vsx__unix_bind(s->fd, path, VSX__MODE_UMASK, VSX__GID_KEEP, NULL);
 	if (rc == -EADDRINUSE || rc == -ENOTSOCK)
 		return vsx__err(-EADDRINUSE, "hybrid: %s is in use", path);
 	if (rc < 0)
