@@ -73,6 +73,12 @@ const char vsxd_usage[] =
 "                        lower latency for more CPU (default 0: off)\n"
 "  --threads N           worker threads serving the VMs (1 to 256; default:\n"
 "                        one per VM, up to the number of CPUs)\n"
+"  --user USER           once its sockets exist, drop from root to USER (a name\n"
+"                        or uid): its groups, no capability left\n"
+"  --seccomp MODE        the syscall allowlist vsxd puts itself under once it\n"
+"                        serves: kill (default: a refused call is logged and\n"
+"                        kills vsxd), log (let through, the kernel logs it) or\n"
+"                        off; see vsxd(8) SECURITY\n"
 "  --syslog              log to syslog instead of stderr\n"
 "  -v, --verbose         log debug messages too\n"
 "  -h, --help            print this help and exit\n"
@@ -87,7 +93,7 @@ const char vsxd_usage[] =
 enum opt_id {
 	OPT_VM, OPT_FORWARD, OPT_CONFIG, OPT_CONTROL, OPT_CONTROL_ALLOW, OPT_METRICS, OPT_SYSLOG,
 	OPT_VERBOSE, OPT_CHECK, OPT_HELP, OPT_VERSION, OPT_SOCK_MODE, OPT_SOCK_GROUP,
-	OPT_CTL_MODE, OPT_CTL_GROUP,
+	OPT_CTL_MODE, OPT_CTL_GROUP, OPT_USER, OPT_SECCOMP,
 	OPT_VMKEY,      /* a single-VM flag: --guest-cid, --socket, ... */
 	OPT_LIMIT,      /* --max-conns, --linger-timeout, ... */
 };
@@ -108,6 +114,8 @@ static const struct opt {
 	{ "metrics", 0, true, OPT_METRICS },
 	{ "socket-mode", 0, true, OPT_SOCK_MODE },
 	{ "socket-group", 0, true, OPT_SOCK_GROUP },
+	{ "user", 0, true, OPT_USER },
+	{ "seccomp", 0, true, OPT_SECCOMP },
 	{ "syslog", 0, false, OPT_SYSLOG },
 	{ "verbose", 'v', false, OPT_VERBOSE },
 	{ "check", 't', false, OPT_CHECK },
@@ -232,6 +240,19 @@ static int opt_value(const struct opt *op, const char *val, struct vsxd_opts *o,
 	case OPT_SOCK_GROUP:
 	case OPT_CTL_GROUP:
 		return perm_option(o, op, val, err);
+	case OPT_USER:
+		if (o->cfg.user)
+			return vsxd_err_set(err, "--user given twice");
+		return vsxd_set_user(&o->cfg, "--user", val, strlen(val), err);
+	case OPT_SECCOMP:
+		if (o->cfg.seccomp != VSXD_UNSET)
+			return vsxd_err_set(err, "--seccomp given twice");
+		r = vsxd_parse_seccomp(val, strlen(val));
+		if (r < 0)
+			return vsxd_err_set(err, "--seccomp '%s' is not one of kill, log, off",
+					    vsxd_quote(q, val, strlen(val)));
+		o->cfg.seccomp = r;
+		return 0;
 	case OPT_SYSLOG:
 		o->cfg.log_target = VSXD_LOG_SYSLOG;
 		return 0;

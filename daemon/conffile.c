@@ -227,6 +227,28 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 		cfg->log_line = p->line;
 		return 0;
 	}
+	if (vsxd__key_is(k, kl, "seccomp")) {
+		if (cfg->seccomp_line)
+			return perr(p, "'seccomp' given twice (first on line %u)", cfg->seccomp_line);
+		lvl = vsxd_parse_seccomp(v, vl);
+		if (lvl < 0)
+			return perr(p, "seccomp '%s' is not one of kill, log, off",
+				    vsxd_quote(q, v, vl));
+		cfg->seccomp = lvl;
+		cfg->seccomp_line = p->line;
+		return 0;
+	}
+	if (vsxd__key_is(k, kl, "user")) {
+		if (cfg->user_line)
+			return perr(p, "'user' given twice (first on line %u)", cfg->user_line);
+		r = vsxd_set_user(cfg, "user", v, vl, p->err);
+		if (r == -EINVAL)
+			vsxd__err_prefix(p->err, "%s:%u", p->fname, p->line);
+		if (r < 0)
+			return r;
+		cfg->user_line = p->line;
+		return 0;
+	}
 	if (vsxd__key_is(k, kl, "log-level")) {
 		if (cfg->log_level_line)
 			return perr(p, "'log-level' given twice (first on line %u)",
@@ -281,7 +303,7 @@ static int daemon_key(struct parser *p, const char *k, size_t kl,
 	}
 	return perr(p, "unknown key '%s' in [daemon] (known keys: control, "
 		    "control-allow-uid, control-mode, control-group, metrics, log, log-level, "
-		    "socket-mode, socket-group, "
+		    "socket-mode, socket-group, seccomp, user, "
 		    LIMIT_KEYS ")",
 		    vsxd_quote(q, k, kl));
 }

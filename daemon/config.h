@@ -128,6 +128,14 @@ enum vsxd_log_target {
 	VSXD_LOG_SYSLOG = 1,
 };
 
+/* seccomp ([daemon] seccomp, --seccomp; sandbox.c): what a call outside
+ * the allowlist does. */
+enum vsxd_seccomp {
+	VSXD_SECCOMP_KILL = 0,   /* the default: one log line, then SIGSYS */
+	VSXD_SECCOMP_LOG = 1,    /* let through, the kernel logs it */
+	VSXD_SECCOMP_OFF = 2,    /* no allowlist */
+};
+
 struct vsxd_forward;           /* forward.h */
 
 /* Limits, timeouts and tuning ([daemon] keys and flags of the same names). */
@@ -168,6 +176,8 @@ struct vsxd_config {
 	int log_level;            /* syslog priority (3..7), or VSXD_UNSET */
 	struct vsxd_sock_perm perm; /* [daemon] socket-mode, socket-group */
 	struct vsxd_sock_perm control_perm; /* control-mode, control-group */
+	char *user;               /* user: a name or a uid to drop to, NULL: none */
+	int seccomp;              /* enum vsxd_seccomp, or VSXD_UNSET (kill) */
 	unsigned control_line;    /* for file configs: lines where the */
 	unsigned metrics_line;
 	unsigned control_allow_line;
@@ -177,6 +187,8 @@ struct vsxd_config {
 	unsigned socket_group_line;
 	unsigned control_mode_line;
 	unsigned control_group_line;
+	unsigned user_line;
+	unsigned seccomp_line;
 	uint64_t limits[VSXD_LIMIT_N];   /* [daemon] limits; meaningful when
 					    limit_set (else the default) */
 	bool limit_set[VSXD_LIMIT_N];
@@ -254,6 +266,16 @@ void vsxd_control_perm(const struct vsxd_config *cfg, unsigned *mode, bool *has_
 /* A log priority name (error, warning, notice, info, debug) or -EINVAL. */
 int vsxd_parse_log_level(const char *s, size_t len);
 const char *vsxd_log_level_name(int level);
+
+/* A seccomp mode name (kill, log, off) or -EINVAL; and back. */
+int vsxd_parse_seccomp(const char *s, size_t len);
+const char *vsxd_seccomp_name(int mode);
+
+/* user = @v (@len bytes): a user name or a uid, checked for its form
+ * (whether it exists is asked when vsxd drops to it: sandbox.c); @key
+ * names the setting in the error. */
+int vsxd_set_user(struct vsxd_config *cfg, const char *key, const char *v, size_t len,
+		  struct vsxd_err *err);
 
 /* ---- VMs ---- */
 

@@ -21,10 +21,11 @@
  *    counters record of state.h), so that they continue; the relays of
  *    the forwards established now in one named relays (the relays record
  *    of state.h, relay_keep.c), their sockets as relay.ID.0 and .1.
- * 3. The new process gets them as systemd passes its store
- *    (sd_listen_fds_with_names(3): $LISTEN_FDS descriptors from 3 on,
- *    $LISTEN_FDNAMES, $LISTEN_PID), and $VSXD_HANDOFF_FD, the write end
- *    of a pipe. It starts as after a crash (fdstore.c: each VM adopts its
+ * 3. The new process, which the launcher starts (launcher.c: the
+ *    syscall allowlist forbids this process fork and execve), gets them
+ *    as systemd passes its store (sd_listen_fds_with_names(3):
+ *    $LISTEN_FDS descriptors from 3 on, $LISTEN_FDNAMES, $LISTEN_PID),
+ *    and $VSXD_HANDOFF_FD, the write end of a pipe. It starts as after a crash (fdstore.c: each VM adopts its
  *    device), but each connection the record holds whole with its host
  *    socket (conn.ID.host: vsxb_vm_foreach_keep says which can go on)
  *    is made again before the device runs, without a TRANSPORT_RESET;
@@ -53,12 +54,11 @@
 
 #include "forward.h"
 #include "handoff.h"
+#include "launcher.h"
 #include "state.h"
 #include "state_live.h"
 #include "util.h"
 #include "vhost-user/vhost_user.h"
-
-extern char **environ;
 
 #define MAX_LISTENERS 1024
 
@@ -193,108 +193,22 @@ static int collect_vms(const struct vsxd_handoff_opts *o, struct vsxd_state *s,
 	return 0;
 }
 
-static bool env_ours(const char *e)
+/* LISTEN_FDNAMES's value: @l's names, ':'-separated. */
+static char *fd_names(const struct fdl *l)
 {
-	static const char *const ours[] = {
-		"LISTEN_FDS=", "LISTEN_PID=", "LISTEN_FDNAMES=", VSXD_HANDOFF_ENV "=",
-	};
+	size_t len = 1;
+	char *names, *p;
 
-	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
-		if (!strncmp(e, ours[i], strlen(ours[i])))
-			return true;
-	return false;
-}
-
-/* The new process's environment: ours, and what says what it inherits.
- * *@pid_slot: the digits of $LISTEN_PID, which the child fills in. */
-static char **child_env(const struct fdl *l, char **pid_slot)
-{
-	size_t ne = 0, k = 0, nlen = 16;
-	char **env, *names, *p;
-
-	while (environ[ne])
-		ne++;
 	for (unsigned i = 0; i < l->n; i++)
-		nlen += strlen(l->name[i]) + 1;
-	env = calloc(ne + 5, sizeof(*env));
-	names = malloc(nlen);
-	if (!env || !names)
-		goto fail;
-	for (size_t i = 0; i < ne; i++)
-		if (!env_ours(environ[i]))
-			env[k++] = environ[i];
-	p = names + sprintf(names, "LISTEN_FDNAMES=");
+		len += strlen(l->name[i]) + 1;
+	names = malloc(len);
+	if (!names)
+		return NULL;
+	p = names;
+	*p = '\0';
 	for (unsigned i = 0; i < l->n; i++)
 		p += sprintf(p, "%s%s", i ? ":" : "", l->name[i]);
-	env[k++] = names;
-	if (asprintf(&env[k++], "LISTEN_FDS=%u", l->n) < 0 ||
-	    asprintf(&env[k++], "LISTEN_PID=%-20s", "") < 0 ||
-	    asprintf(&env[k++], VSXD_HANDOFF_ENV "=%u", 3 + l->n) < 0)
-		goto fail_env;
-	*pid_slot = env[k - 2] + strlen("LISTEN_PID=");
-	env[k] = NULL;
-	return env;
-
-fail_env:
-	/* (what asprintf left is freed with the lot below) */
-fail:
-	free(names);
-	free(env);
-	return NULL;
-}
-
-static void child_env_free(char **env, const struct fdl *l)
-{
-	size_t k = 0;
-
-	(void)l;
-	if (!env)
-		return;
-	while (env[k] && strncmp(env[k], "LISTEN_FDNAMES=", 15))
-		k++;
-	for (; env[k]; k++)
-		free(env[k]);
-	free(env);
-}
-
-/* In the child, between fork and exec: async-signal-safe calls only. */
-static void put_pid(char *slot)
-{
-	char d[20];
-	unsigned long v = (unsigned long)getpid();
-	int n = 0;
-
-	do {
-		d[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (int i = 0; i < n; i++)
-		slot[i] = d[n - 1 - i];
-	slot[n] = '\0';
-}
-
-static pid_t spawn(const char *exec, char *const *argv, char **env, char *pid_slot,
-		   const int *copies, unsigned n, int ack)
-{
-	static const char msg[] = "refused cannot execute the program\n";
-	sigset_t all;
-	pid_t pid = fork();
-
-	if (pid != 0)
-		return pid;
-	for (unsigned i = 0; i < n; i++)
-		if (dup2(copies[i], 3 + (int)i) < 0)
-			_exit(127);
-	if (dup2(ack, 3 + (int)n) < 0)
-		_exit(127);
-	close_range(4 + n, ~0u, 0);
-	sigemptyset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	put_pid(pid_slot);
-	execve(exec, argv, env);
-	if (write(3 + (int)n, msg, sizeof(msg) - 1) < 0)
-		_exit(126);
-	_exit(127);
+	return names;
 }
 
 /* The new process's answer: 0 ("serving", *@rep filled), or why not. */
@@ -312,8 +226,8 @@ static int await(pid_t pid, int rfd, unsigned timeout_ms, struct vsxd_handoff_re
 
 		r = vsx__wait_fd(rfd, POLLIN, deadline);
 		if (r == 0) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
+			vsxd_launcher_kill(pid);
+			vsxd_launcher_wait(pid, &status, 0);
 			why_set(why, whylen, "the new process did not say it serves within "
 				"%u ms: killed", timeout_ms);
 			return -ETIMEDOUT;
@@ -336,8 +250,8 @@ static int await(pid_t pid, int rfd, unsigned timeout_ms, struct vsxd_handoff_re
 			   &rep->vms, &rep->conns_ended, &rep->listeners,
 			   &rep->conns_kept) >= 3)
 			return 0;
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+		vsxd_launcher_kill(pid);
+		vsxd_launcher_wait(pid, &status, 0);
 		if (!strncmp(line, "refused ", 8))
 			why_set(why, whylen, "the new process refused: %s", line + 8);
 		else
@@ -345,11 +259,11 @@ static int await(pid_t pid, int rfd, unsigned timeout_ms, struct vsxd_handoff_re
 		return -EPROTO;
 	}
 	/* the pipe closed without a word: it exited, or closed it and will */
-	for (r = 0; r < 100 && waitpid(pid, &status, WNOHANG) == 0; r++)
+	for (r = 0; r < 100 && vsxd_launcher_wait(pid, &status, 1) == 1; r++)
 		usleep(10000);
 	if (r == 100) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
+		vsxd_launcher_kill(pid);
+		vsxd_launcher_wait(pid, &status, 0);
 		why_set(why, whylen, "the new process closed its answer pipe without a "
 			"word: killed");
 	} else if (WIFSIGNALED(status)) {
@@ -366,11 +280,11 @@ int vsxd_handoff_run(const struct vsxd_handoff_opts *o, struct vsxd_handoff_repo
 		     char *why, size_t whylen)
 {
 	struct vsxd_state s = { .generation = o->generation };
-	int lfds[MAX_LISTENERS], *copies = NULL, pfd[2] = { -1, -1 }, ack = -1;
+	int lfds[MAX_LISTENERS], pfd[2] = { -1, -1 };
 	int state = -1, cnt = -1, rly = -1, nl, r;
 	unsigned rkept, rended;
 	struct fdl l = { 0 };
-	char **env = NULL, *pid_slot = NULL, name[32];
+	char *names = NULL, name[32];
 	pid_t pid;
 
 	memset(rep, 0, sizeof(*rep));
@@ -434,48 +348,21 @@ int vsxd_handoff_run(const struct vsxd_handoff_opts *o, struct vsxd_handoff_repo
 	}
 	if (r == 0 && pipe2(pfd, O_CLOEXEC) < 0)
 		r = -errno;
-	if (r == 0 && !(env = child_env(&l, &pid_slot)))
+	if (r == 0 && !(names = fd_names(&l)))
 		r = -ENOMEM;
-	if (r == 0 && !(copies = calloc(l.n + 1, sizeof(*copies))))
-		r = -ENOMEM;
-	if (r < 0) {
-		why_set(why, whylen, "cannot prepare the handoff: %s", strerror(-r));
-		goto fail;
-	}
-	/* copies above where the child puts them, so no dup2 there clobbers
-	 * one still to come */
-	for (unsigned i = 0; i < l.n; i++)
-		copies[i] = -1;
-	for (unsigned i = 0; i < l.n && r == 0; i++) {
-		copies[i] = fcntl(l.fd[i], F_DUPFD_CLOEXEC, 4 + (int)l.n);
-		if (copies[i] < 0)
-			r = -errno;
-	}
-	if (r == 0) {
-		ack = fcntl(pfd[1], F_DUPFD_CLOEXEC, 4 + (int)l.n);
-		if (ack < 0)
-			r = -errno;
-	}
 	if (r < 0) {
 		why_set(why, whylen, "cannot prepare the handoff: %s", strerror(-r));
 		goto fail;
 	}
 	rep->fds = l.n;
-	pid = spawn(o->exec, o->argv, env, pid_slot, copies, l.n, ack);
+	pid = vsxd_launcher_spawn(o->exec, l.fd, names, l.n, pfd[1], why, whylen);
 	if (pid < 0) {
-		r = -errno;
-		why_set(why, whylen, "fork: %s", strerror(errno));
+		r = pid;
 		goto fail;
 	}
 	rep->pid = (int)pid;
 	close(pfd[1]);
 	pfd[1] = -1;
-	close(ack);
-	ack = -1;
-	for (unsigned i = 0; i < l.n; i++)
-		close(copies[i]);
-	free(copies);
-	copies = NULL;
 	r = await(pid, pfd[0], o->timeout_ms ? o->timeout_ms : VSXD_HANDOFF_TIMEOUT_MS, rep,
 		  why, whylen);
 	if (r < 0)
@@ -486,18 +373,12 @@ int vsxd_handoff_run(const struct vsxd_handoff_opts *o, struct vsxd_handoff_repo
 		close(cnt);
 	if (rly >= 0)
 		close(rly);
-	child_env_free(env, &l);
+	free(names);
 	fdl_free(&l);
 	vsxd_state_clear(&s);
 	return 0;
 
 fail:
-	for (unsigned i = 0; copies && i < l.n; i++)
-		if (copies[i] >= 0)
-			close(copies[i]);
-	free(copies);
-	if (ack >= 0)
-		close(ack);
 	if (pfd[0] >= 0)
 		close(pfd[0]);
 	if (pfd[1] >= 0)
@@ -508,7 +389,7 @@ fail:
 		close(cnt);
 	if (rly >= 0)
 		close(rly);
-	child_env_free(env, &l);
+	free(names);
 	fdl_free(&l);
 	vsxd_state_clear(&s);
 	vsxb_router_thaw(o->router);

@@ -82,6 +82,8 @@
 #include "fdstore.h"
 #include "logging.h"
 #include "handoff.h"
+#include "launcher.h"
+#include "sandbox.h"
 #include "vhost-user/loop-event.h"
 #include "forward.h"
 #include "vsock_listen.h"
@@ -144,7 +146,6 @@ struct vsxd {
 	struct vsxd_vlisten **vls;      /* cfg.n_vms: each VM's forward-listen */
 	struct event *sig[NSIGNALS];
 	int exit_code;
-	char **argv;                   /* ours, for the next process */
 	char self[4096];               /* the program we run, as started */
 	uint64_t handoffs_failed;      /* upgrades that failed (metrics) */
 	bool hold_accept;              /* listeners inherited: VMs accept once
@@ -254,6 +255,8 @@ static void check_print(const struct vsxd_opts *opts, const struct vsxd_config *
 		printf("%s (gid %u)\n", cfg->control_perm.group, gid);
 	else
 		printf("vsxd's own (no group admitted)\n");
+	printf("  user %s\n  seccomp %s\n", cfg->user ? cfg->user : "(stays as started)",
+	       vsxd_seccomp_name(cfg->seccomp == VSXD_UNSET ? VSXD_SECCOMP_KILL : cfg->seccomp));
 	printf("  log %s\n  log-level %s\n",
 	       cfg->log_target == VSXD_LOG_SYSLOG ? "syslog" : "stderr",
 	       vsxd_log_level_name(cfg->log_level != VSXD_UNSET ? cfg->log_level
@@ -569,6 +572,8 @@ static void reload(struct vsxd *d)
 	notify_reloading();
 	vsxd_vlog(LOG_INFO, "SIGHUP: reloading %s", d->opts.config_file);
 	r = load_config(&d->opts, &nc, &err);
+	if (r == 0)
+		r = vsxd_sandbox_reload(&d->cfg, &nc, &err);
 	if (r < 0) {
 		vsxd_vlog(LOG_ERR, "reload failed, keeping the running configuration: %s",
 		     err.msg);
@@ -721,7 +726,6 @@ static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep,
 	struct vsxd_start_info start;
 	struct vsxd_handoff_opts o = {
 		.exec = exec && *exec ? exec : d->self,
-		.argv = d->argv,
 		.router = d->router,
 		.vms = d->vms,
 		.n_vms = d->cfg.n_vms,
@@ -749,7 +753,7 @@ static int upgrade(void *arg, const char *exec, struct vsxd_handoff_report *rep,
 		     "connection%s kept, %u ended): exiting", rep->pid, rep->vms,
 		     rep->vms == 1 ? "" : "s", rep->listeners, rep->listeners == 1 ? "" : "s",
 		     rep->conns_kept, rep->conns_kept == 1 ? "" : "s", rep->conns_ended);
-		/* the unit's main process from now on (it is our child) */
+		/* the unit's main process from now on (the launcher's child) */
 		notify("MAINPID=%d\nSTATUS=handed over to pid %d", rep->pid, rep->pid);
 	}
 	return r;
@@ -952,6 +956,28 @@ static void daemon_free(struct vsxd *d)
 	vsxd_opts_free(&d->opts);
 }
 
+/* Start-up is done: every socket bound, every inherited descriptor
+ * taken. Drop to user= and install the syscall allowlist (sandbox.c). */
+static int sandbox(struct vsxd *d)
+{
+	struct vsxd_err err;
+	int r = vsxd_sandbox_drop(&d->cfg, true, &err);
+
+	if (r == 0)
+		r = vsxd_sandbox_seccomp(&d->cfg, &err);
+	if (r < 0) {
+		vsxd_fatal("%s", err.msg);
+		return r;
+	}
+	if (d->cfg.user)
+		vsxd_vlog(LOG_INFO, "sandbox: running as %s (uid %u)", d->cfg.user,
+			  (unsigned)getuid());
+	vsxd_vlog(LOG_INFO, "sandbox: syscall allowlist %s",
+		  vsxd_sandbox_mode() == VSXD_SECCOMP_OFF ? "off"
+			  : vsxd_seccomp_name(vsxd_sandbox_mode()));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct vsxd d = { .exit_code = EXIT_FAILURE, .handoff_fd = -1 };
@@ -962,7 +988,6 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	vsxd_config_init(&d.cfg);
-	d.argv = argv;
 	/* the program as started: an upgrade that replaced the file runs
 	 * the new one by this path, never the deleted image */
 	{
@@ -1010,6 +1035,12 @@ int main(int argc, char **argv)
 	vsxd_log_setup(&d.cfg);
 	event_set_log_callback(vsxd_libevent_log);
 	raise_nofile();
+	/* before any guest memory is mapped, and before the sandbox */
+	r = vsxd_launcher_start(&d.cfg, argv);
+	if (r < 0) {
+		vsxd_fatal("cannot start the launcher: %s", strerror(-r));
+		goto out;
+	}
 
 	d.base = event_base_new();
 	if (!d.base) {
@@ -1111,6 +1142,8 @@ int main(int argc, char **argv)
 			vsxd_vlog(LOG_INFO, "%u inherited listening socket%s the configuration no "
 			     "longer names closed", unused, unused == 1 ? "" : "s");
 	}
+	if (sandbox(&d) < 0)
+		goto out;
 	if (d.handoff_fd >= 0) {
 		struct vsxd_start_info start;
 

@@ -96,6 +96,43 @@ int vsxd_parse_log_level(const char *s, size_t len)
 	return -EINVAL;
 }
 
+static const char *const seccomp_modes[] = {
+	[VSXD_SECCOMP_KILL] = "kill",
+	[VSXD_SECCOMP_LOG] = "log",
+	[VSXD_SECCOMP_OFF] = "off",
+};
+
+int vsxd_parse_seccomp(const char *s, size_t len)
+{
+	for (int m = 0; m < (int)(sizeof(seccomp_modes) / sizeof(seccomp_modes[0])); m++)
+		if (strlen(seccomp_modes[m]) == len && !memcmp(s, seccomp_modes[m], len))
+			return m;
+	return -EINVAL;
+}
+
+const char *vsxd_seccomp_name(int mode)
+{
+	return mode >= 0 && mode <= VSXD_SECCOMP_OFF ? seccomp_modes[mode] : "kill";
+}
+
+int vsxd_set_user(struct vsxd_config *cfg, const char *key, const char *v, size_t len,
+		  struct vsxd_err *err)
+{
+	char q[VSXD_QBUF];
+
+	/* a user name as useradd takes it, or a uid */
+	if (len == 0 || len > 32)
+		return vsxd_err_set(err, "%s '%s': give a user name (at most 32 bytes) or a uid",
+				    key, vsxd_quote(q, v, len));
+	for (size_t i = 0; i < len; i++)
+		if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+		      (v[i] >= '0' && v[i] <= '9') || v[i] == '_' || v[i] == '-' ||
+		      v[i] == '.') || (i == 0 && v[i] == '-'))
+			return vsxd_err_set(err, "%s '%s' is not a user name or a uid", key,
+					    vsxd_quote(q, v, len));
+	return vsxd__set_str(&cfg->user, v, len) ? -ENOMEM : 0;
+}
+
 const char *vsxd_log_level_name(int level)
 {
 	size_t i;
@@ -806,6 +843,7 @@ void vsxd_config_init(struct vsxd_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->log_target = VSXD_UNSET;
 	cfg->log_level = VSXD_UNSET;
+	cfg->seccomp = VSXD_UNSET;
 }
 
 void vsxd_config_free(struct vsxd_config *cfg)
@@ -821,6 +859,7 @@ void vsxd_config_free(struct vsxd_config *cfg)
 	free(cfg->control_path);
 	free(cfg->metrics);
 	free(cfg->control_allow_uids);
+	free(cfg->user);
 	perm_free(&cfg->perm);
 	perm_free(&cfg->control_perm);
 	vsxd_config_init(cfg);
@@ -927,6 +966,10 @@ int vsxd_config_merge(struct vsxd_config *out, const struct vsxd_config *file,
 			out->log_target = src[s]->log_target;
 		if (src[s]->log_level != VSXD_UNSET)
 			out->log_level = src[s]->log_level;
+		if (src[s]->seccomp != VSXD_UNSET)
+			out->seccomp = src[s]->seccomp;
+		if (src[s]->user && vsxd__set_str(&out->user, src[s]->user, strlen(src[s]->user)))
+			return -ENOMEM;
 		for (i = 0; i < VSXD_LIMIT_N; i++)
 			if (src[s]->limit_set[i]) {
 				out->limits[i] = src[s]->limits[i];

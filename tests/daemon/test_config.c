@@ -1284,3 +1284,90 @@ Test(control_perm, errors)
 		   "'no-such-group-vsx': no such group");
 	vsxd_opts_free(&o);
 }
+
+/* ---- The sandbox's settings (sandbox.c) ---- */
+
+Test(values, seccomp_modes)
+{
+	cr_assert_eq(vsxd_parse_seccomp("kill", 4), VSXD_SECCOMP_KILL);
+	cr_assert_eq(vsxd_parse_seccomp("log", 3), VSXD_SECCOMP_LOG);
+	cr_assert_eq(vsxd_parse_seccomp("off", 3), VSXD_SECCOMP_OFF);
+	cr_assert_eq(vsxd_parse_seccomp("of", 2), -EINVAL);
+	cr_assert_eq(vsxd_parse_seccomp("trap", 4), -EINVAL);
+	cr_assert_str_eq(vsxd_seccomp_name(VSXD_SECCOMP_LOG), "log");
+	cr_assert_str_eq(vsxd_seccomp_name(VSXD_SECCOMP_OFF), "off");
+	cr_assert_str_eq(vsxd_seccomp_name(VSXD_SECCOMP_KILL), "kill");
+}
+
+Test(conf, user_and_seccomp)
+{
+	struct vsxd_config cfg;
+	struct vsxd_err err;
+
+	cr_assert_eq(conf("[daemon]\nuser = vsxd\nseccomp = log\n", &cfg, &err), 0, "%s",
+		     err.msg);
+	cr_assert_str_eq(cfg.user, "vsxd");
+	cr_assert_eq(cfg.seccomp, VSXD_SECCOMP_LOG);
+	vsxd_config_free(&cfg);
+	cr_assert_eq(conf("[daemon]\nuser = 999\n", &cfg, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(cfg.user, "999");
+	cr_assert_eq(cfg.seccomp, VSXD_UNSET);
+	vsxd_config_free(&cfg);
+	expect_conf_err("[daemon]\nseccomp = trap\n",
+			"t.conf:2: seccomp 'trap' is not one of kill, log, off");
+	expect_conf_err("[daemon]\nseccomp = off\nseccomp = kill\n",
+			"t.conf:3: 'seccomp' given twice (first on line 2)");
+	expect_conf_err("[daemon]\nuser = a b\n", "t.conf:2: user 'a b' is not a user name or a uid");
+	expect_conf_err("[daemon]\nuser = -x\n", "t.conf:2: user '-x' is not a user name or a uid");
+	expect_conf_err("[daemon]\nuser = a\nuser = b\n",
+			"t.conf:3: 'user' given twice (first on line 2)");
+	expect_conf_err("[daemon]\nuser = 0123456789012345678901234567890123\n",
+			"give a user name (at most 32 bytes) or a uid");
+}
+
+Test(cli, user_and_seccomp)
+{
+	char *good[] = { "vsxd", "--user", "nobody", "--seccomp", "off" };
+	char *twice[] = { "vsxd", "--seccomp", "log", "--seccomp=kill" };
+	char *bad[] = { "vsxd", "--seccomp", "loud" };
+	char *baduser[] = { "vsxd", "--user", "a:b" };
+	struct vsxd_opts o;
+	struct vsxd_err err;
+
+	cr_assert_eq(parse_argv(ARGC(good), good, &o, &err), 0, "%s", err.msg);
+	cr_assert_str_eq(o.cfg.user, "nobody");
+	cr_assert_eq(o.cfg.seccomp, VSXD_SECCOMP_OFF);
+	vsxd_opts_free(&o);
+	cr_assert_eq(parse_argv(ARGC(twice), twice, &o, &err), -EINVAL);
+	cr_assert_str_eq(err.msg, "--seccomp given twice");
+	vsxd_opts_free(&o);
+	cr_assert_eq(parse_argv(ARGC(bad), bad, &o, &err), -EINVAL);
+	cr_assert_str_eq(err.msg, "--seccomp 'loud' is not one of kill, log, off");
+	vsxd_opts_free(&o);
+	cr_assert_eq(parse_argv(ARGC(baduser), baduser, &o, &err), -EINVAL);
+	cr_assert_str_eq(err.msg, "--user 'a:b' is not a user name or a uid");
+	vsxd_opts_free(&o);
+}
+
+Test(merge, user_and_seccomp_flags_win)
+{
+	char *argv[] = { "vsxd", "--seccomp", "off", "--user", "b" };
+	struct vsxd_config file, merged;
+	struct vsxd_opts o;
+	struct vsxd_err err;
+
+	cr_assert_eq(conf("[daemon]\nuser = a\nseccomp = log\n", &file, &err), 0, "%s", err.msg);
+	cr_assert_eq(parse_argv(ARGC(argv), argv, &o, &err), 0, "%s", err.msg);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &file, &o.cfg), 0);
+	cr_assert_str_eq(merged.user, "b");
+	cr_assert_eq(merged.seccomp, VSXD_SECCOMP_OFF);
+	vsxd_config_free(&merged);
+	vsxd_config_init(&merged);
+	cr_assert_eq(vsxd_config_merge(&merged, &file, NULL), 0);
+	cr_assert_str_eq(merged.user, "a");
+	cr_assert_eq(merged.seccomp, VSXD_SECCOMP_LOG);
+	vsxd_config_free(&merged);
+	vsxd_opts_free(&o);
+	vsxd_config_free(&file);
+}

@@ -1,0 +1,425 @@
+/*
+ * The sandbox (sandbox.h; vsxd(8) SECURITY). vsxd parses guest memory and
+ * every message QEMU and the host programs send it; what a bug there can
+ * reach is bounded here, once the start-up is done (every socket bound,
+ * every inherited descriptor taken, the launcher forked: launcher.c):
+ *
+ * 1. The user (user=): a vsxd started as root drops to it, supplementary
+ *    groups, gid and uid, so no capability is left. Under systemd the
+ *    units start it as that user in the first place.
+ * 2. The syscall allowlist, installed by vsxd itself with libseccomp, so
+ *    it holds with or without a service manager, on every thread at once
+ *    (SECCOMP_FILTER_FLAG_TSYNC; threads made later inherit it). In the
+ *    manner of crosvm's and Firecracker's device policies, arguments are
+ *    filtered where they open something new: socket() only for the
+ *    families the configuration needs (a reload that would need another
+ *    is refused with a clear error: vsxd_sandbox_reload);
+ *    socketpair() AF_UNIX only; mmap/mprotect never PROT_EXEC; clone only
+ *    for threads, clone3 ENOSYS (its flags are behind a pointer, so glibc
+ *    falls back to clone); ioctl only FIONREAD (libevent's reads) and
+ *    TCGETS (isatty); prctl only PR_SET_NAME/PR_GET_NAME and the
+ *    no-new-privs query; tgkill to this process only (raise, abort).
+ *    Not listed, so refused: execve/execveat (a live handoff's new process
+ *    is started, and if need be killed, by the launcher, forked before the
+ *    filter), fork, kill, ptrace,
+ *    setuid and friends, mount, bpf, module loading, keyctl, io_uring,
+ *    userfaultfd, perf_event_open, process_vm_*, and the rest.
+ *
+ *    kill (the default): a refused call raises SIGSYS (SECCOMP_RET_TRAP);
+ *    the handler writes one line naming the call to stderr (the journal,
+ *    under systemd) and the process dies of SIGSYS, which a service
+ *    manager treats as any crash (under the fd store: recovered).
+ *    log: the call is let through and the kernel logs it
+ *    (SECCOMP_RET_LOG: an audit line "syscall=NR" in the kernel log).
+ *    off: nothing is installed.
+ *
+ * Sanitizer builds also allow what their runtimes need at exit or on a
+ * report (LeakSanitizer stops the world with clone and ptrace; the
+ * symbolizer is forked and executed): not a release configuration.
+ * Under valgrind the filter cannot be installed (valgrind's own code
+ * generation maps executable memory at any time): vsxd says so and runs
+ * without it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <syslog.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <linux/netlink.h>
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+#include "forward.h"
+#include "logging.h"
+#include "sandbox.h"
+
+static int mode_now = VSXD_SECCOMP_OFF;
+static uint64_t families_now;   /* what socket() may open, with a filter */
+
+int vsxd_sandbox_mode(void)
+{
+	return mode_now;
+}
+
+/* ---- The user ---- */
+
+/* The socket files vsxd made become @uid's, as if it had made them: so
+ * that it can still set their mode (a reload), and a new process of a
+ * handoff, @uid as well, can too. Their directories stay as they are. */
+static void give_sockets(const struct vsxd_config *cfg, uid_t uid)
+{
+	size_t i;
+
+	for (i = 0; i < cfg->n_vms; i++) {
+		(void)lchown(cfg->vms[i].socket_path, uid, (gid_t)-1);
+		if (cfg->vms[i].uds_path)
+			(void)lchown(cfg->vms[i].uds_path, uid, (gid_t)-1);
+	}
+	for (i = 0; i < cfg->n_fwds; i++)
+		if (cfg->fwds[i].listen.kind == VSXD_EP_UNIX ||
+		    cfg->fwds[i].listen.kind == VSXD_EP_HYBRID)
+			(void)lchown(cfg->fwds[i].listen.host, uid, (gid_t)-1);
+	(void)lchown(cfg->control_path ? cfg->control_path : VSX_CONTROL_PATH, uid, (gid_t)-1);
+}
+
+int vsxd_sandbox_drop(const struct vsxd_config *cfg, bool sockets, struct vsxd_err *err)
+{
+	const char *u = cfg->user;
+	struct passwd *pw;
+	uid_t uid;
+	gid_t gid;
+	char *end;
+
+	if (!u)
+		return 0;
+	pw = getpwnam(u);
+	if (!pw) {
+		unsigned long v = strtoul(u, &end, 10);
+
+		if (*u < '0' || *u > '9' || *end || v >= (uid_t)-1)
+			return vsxd_err_set(err, "user %s: no such user", u);
+		pw = getpwuid((uid_t)v);
+		if (!pw)
+			return vsxd_err_set(err, "user %s: no such uid", u);
+	}
+	uid = pw->pw_uid;
+	gid = pw->pw_gid;
+	if (getuid() == uid && geteuid() == uid)
+		return 0;            /* already it (the units; a handoff's new process) */
+	if (geteuid() != 0)
+		return vsxd_err_set(err, "user %s: only root can become another user "
+				    "(vsxd runs as uid %u)", u, (unsigned)geteuid()), -EPERM;
+	if (uid == 0)
+		return vsxd_err_set(err, "user %s: is root; name an unprivileged user", u);
+	if (sockets)
+		give_sockets(cfg, uid);
+	if (initgroups(pw->pw_name, gid) < 0 || setresgid(gid, gid, gid) < 0 ||
+	    setresuid(uid, uid, uid) < 0) {
+		int e = errno;
+
+		vsxd_err_set(err, "user %s: cannot drop to uid %u gid %u: %s", u,
+			     (unsigned)uid, (unsigned)gid, strerror(e));
+		return -e;
+	}
+	/* a uid change from root clears the effective and permitted sets;
+	 * make sure nothing can win them back */
+	if (setuid(0) == 0)
+		return vsxd_err_set(err, "user %s: the drop did not hold", u), -EPERM;
+	return 0;
+}
+
+/* ---- The allowlist ---- */
+
+uint64_t vsxd_sandbox_families(const struct vsxd_config *cfg)
+{
+	uint64_t f = 1ull << AF_UNIX;
+	bool inet = cfg->metrics != NULL, vsock = false;
+	size_t i;
+
+	for (i = 0; i < cfg->n_fwds; i++) {
+		const struct vsxd_endpoint *e[2] = { &cfg->fwds[i].listen, &cfg->fwds[i].connect };
+
+		for (int k = 0; k < 2; k++) {
+			inet |= e[k]->kind == VSXD_EP_TCP;
+			vsock |= e[k]->kind == VSXD_EP_VSOCK || e[k]->kind == VSXD_EP_HVSOCK;
+		}
+	}
+	for (i = 0; i < cfg->n_vms; i++)
+		vsock |= cfg->vms[i].forward_cid || cfg->vms[i].n_forward_listen;
+	if (inet)
+		f |= 1ull << AF_INET | 1ull << AF_INET6 | 1ull << AF_NETLINK;
+	if (vsock)
+		f |= 1ull << AF_VSOCK;
+	return f;
+}
+
+/* Calls allowed with any arguments. */
+static const int plain[] = {
+	/* descriptors and files (what paths may be reached is not a
+	 * syscall's question: vsxd(8) SECURITY) */
+	SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(readv), SCMP_SYS(writev),
+	SCMP_SYS(pread64), SCMP_SYS(pwrite64), SCMP_SYS(preadv), SCMP_SYS(pwritev),
+	SCMP_SYS(close), SCMP_SYS(lseek), SCMP_SYS(fstat), SCMP_SYS(newfstatat),
+	SCMP_SYS(statx), SCMP_SYS(stat), SCMP_SYS(lstat), SCMP_SYS(fcntl), SCMP_SYS(dup),
+	SCMP_SYS(dup2), SCMP_SYS(dup3), SCMP_SYS(pipe2), SCMP_SYS(openat),
+	SCMP_SYS(open), SCMP_SYS(unlink), SCMP_SYS(unlinkat), SCMP_SYS(mkdir),
+	SCMP_SYS(mkdirat), SCMP_SYS(chmod), SCMP_SYS(fchmod), SCMP_SYS(fchmodat),
+	SCMP_SYS(fchown), SCMP_SYS(fchownat), SCMP_SYS(lchown), SCMP_SYS(chown),
+	SCMP_SYS(readlink), SCMP_SYS(readlinkat), SCMP_SYS(getdents64),
+	SCMP_SYS(access), SCMP_SYS(faccessat), SCMP_SYS(faccessat2), SCMP_SYS(fstatfs),
+	SCMP_SYS(ftruncate), SCMP_SYS(memfd_create), SCMP_SYS(fsync), SCMP_SYS(fdatasync),
+	SCMP_SYS(umask), SCMP_SYS(getcwd), SCMP_SYS(close_range),
+	/* waiting */
+	SCMP_SYS(eventfd2), SCMP_SYS(epoll_create1), SCMP_SYS(epoll_ctl),
+	SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait), SCMP_SYS(epoll_pwait2), SCMP_SYS(poll),
+	SCMP_SYS(ppoll), SCMP_SYS(select), SCMP_SYS(pselect6), SCMP_SYS(timerfd_create),
+	SCMP_SYS(timerfd_settime), SCMP_SYS(timerfd_gettime), SCMP_SYS(nanosleep),
+	SCMP_SYS(clock_nanosleep), SCMP_SYS(clock_gettime), SCMP_SYS(clock_getres),
+	SCMP_SYS(gettimeofday), SCMP_SYS(time), SCMP_SYS(futex), SCMP_SYS(sched_yield),
+	SCMP_SYS(restart_syscall),
+	/* sockets (socket and socketpair: below) */
+	SCMP_SYS(bind), SCMP_SYS(listen), SCMP_SYS(accept), SCMP_SYS(accept4),
+	SCMP_SYS(connect), SCMP_SYS(getsockname), SCMP_SYS(getpeername),
+	SCMP_SYS(getsockopt), SCMP_SYS(setsockopt), SCMP_SYS(sendmsg), SCMP_SYS(recvmsg),
+	SCMP_SYS(sendto), SCMP_SYS(recvfrom), SCMP_SYS(sendmmsg), SCMP_SYS(recvmmsg),
+	SCMP_SYS(shutdown),
+	/* memory (mmap and mprotect: below) */
+	SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(madvise), SCMP_SYS(brk),
+	/* the process and its threads (clone: below) */
+	SCMP_SYS(getpid), SCMP_SYS(gettid), SCMP_SYS(getppid), SCMP_SYS(getuid),
+	SCMP_SYS(geteuid), SCMP_SYS(getgid), SCMP_SYS(getegid), SCMP_SYS(getgroups),
+	SCMP_SYS(getresuid), SCMP_SYS(getresgid), SCMP_SYS(getrandom),
+	SCMP_SYS(set_robust_list), SCMP_SYS(get_robust_list), SCMP_SYS(rseq),
+	SCMP_SYS(set_tid_address), SCMP_SYS(sched_getaffinity), SCMP_SYS(getrlimit),
+	SCMP_SYS(prlimit64), SCMP_SYS(getrusage), SCMP_SYS(uname), SCMP_SYS(sysinfo),
+	SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
+	SCMP_SYS(sigaltstack), SCMP_SYS(rt_sigtimedwait), SCMP_SYS(wait4),
+	SCMP_SYS(waitid), SCMP_SYS(exit), SCMP_SYS(exit_group),
+};
+
+/* What a sanitizer's runtime does (sanitizer builds only). */
+static const int sanitizer[] = {
+	SCMP_SYS(ptrace), SCMP_SYS(execve), SCMP_SYS(vfork), SCMP_SYS(fork),
+	SCMP_SYS(process_vm_readv), SCMP_SYS(sched_setaffinity),
+};
+
+static int add(scmp_filter_ctx ctx, int nr, unsigned n, const struct scmp_arg_cmp *a)
+{
+	int r = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, n, a);
+
+	/* a call this kernel's table does not have (libseccomp resolves
+	 * names per architecture): nothing to allow */
+	return r == -EDOM || r == -EFAULT ? 0 : r;
+}
+
+static int build(scmp_filter_ctx ctx, uint64_t families)
+{
+	int r = 0;
+	size_t i;
+
+	for (i = 0; i < sizeof(plain) / sizeof(plain[0]) && r == 0; i++)
+		r = add(ctx, plain[i], 0, NULL);
+	for (i = 0; SANITIZED && i < sizeof(sanitizer) / sizeof(sanitizer[0]) && r == 0; i++)
+		r = add(ctx, sanitizer[i], 0, NULL);
+	/* socket(): the families the configuration needs (a reload that
+	 * needs another is refused first: vsxd_sandbox_reload) */
+	for (int f = 0; f < 64 && r == 0; f++) {
+		if (!(families & 1ull << f))
+			continue;
+		if (f == AF_NETLINK) {
+			/* getaddrinfo's AI_ADDRCONFIG asks NETLINK_ROUTE */
+			struct scmp_arg_cmp a[2] = { SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)f),
+						     SCMP_A2(SCMP_CMP_EQ, NETLINK_ROUTE) };
+
+			r = add(ctx, SCMP_SYS(socket), 2, a);
+		} else {
+			struct scmp_arg_cmp a = SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)f);
+
+			r = add(ctx, SCMP_SYS(socket), 1, &a);
+		}
+	}
+	if (r == 0) {
+		struct scmp_arg_cmp a = SCMP_A0(SCMP_CMP_EQ, AF_UNIX);
+
+		r = add(ctx, SCMP_SYS(socketpair), 1, &a);
+	}
+	/* memory: never executable */
+	if (r == 0) {
+		struct scmp_arg_cmp a = SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
+
+		r = add(ctx, SCMP_SYS(mmap), 1, &a);
+		if (r == 0)
+			r = add(ctx, SCMP_SYS(mprotect), 1, &a);
+	}
+	/* clone: threads only; clone3 hides its flags, so glibc is told it
+	 * does not exist and falls back to clone */
+	if (r == 0) {
+		struct scmp_arg_cmp a = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD);
+
+		r = add(ctx, SCMP_SYS(clone), SANITIZED ? 0 : 1, &a);
+	}
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	/* ioctl: FIONREAD (libevent sizes its reads), TCGETS (isatty) */
+	if (r == 0) {
+		struct scmp_arg_cmp a = SCMP_A1(SCMP_CMP_EQ, FIONREAD);
+
+		r = add(ctx, SCMP_SYS(ioctl), 1, &a);
+	}
+	if (r == 0) {
+		struct scmp_arg_cmp a = SCMP_A1(SCMP_CMP_EQ, TCGETS);
+
+		r = add(ctx, SCMP_SYS(ioctl), 1, &a);
+	}
+	/* prctl: thread names, and reading no_new_privs */
+	for (i = 0; i < 3 && r == 0; i++) {
+		static const int ops[] = { PR_SET_NAME, PR_GET_NAME, PR_GET_NO_NEW_PRIVS };
+		struct scmp_arg_cmp a = SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)ops[i]);
+
+		r = add(ctx, SCMP_SYS(prctl), 1, &a);
+	}
+	/* signals: tgkill to this process only (raise, abort) */
+	if (r == 0) {
+		struct scmp_arg_cmp a = SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid());
+
+		r = add(ctx, SCMP_SYS(tgkill), 1, &a);
+	}
+	return r;
+}
+
+/* ---- kill mode's report ---- */
+
+/* The names of the calls, resolved before the filter: the handler may
+ * not allocate. */
+#define NAMES 512
+static const char *names[NAMES];
+
+static void put(char *buf, size_t *at, size_t cap, const char *s)
+{
+	while (*s && *at < cap)
+		buf[(*at)++] = *s++;
+}
+
+static void on_sigsys(int sig, siginfo_t *si, void *uc)
+{
+	char buf[160], num[12];
+	size_t at = 0;
+	int nr = si->si_syscall, k = 0;
+	unsigned v = (unsigned)nr;
+
+	(void)uc;
+	do {
+		num[k++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v && k < 11);
+	put(buf, &at, sizeof(buf), "vsxd: sandbox: the syscall allowlist refused ");
+	put(buf, &at, sizeof(buf), nr >= 0 && nr < NAMES && names[nr] ? names[nr] : "syscall");
+	put(buf, &at, sizeof(buf), " (");
+	while (k && at < sizeof(buf))
+		buf[at++] = num[--k];
+	put(buf, &at, sizeof(buf), "): killed\n");
+	if (write(STDERR_FILENO, buf, at) < 0) {
+		/* nothing more to say it with */
+	}
+	raise(sig);          /* SA_RESETHAND: the default now, a core */
+}
+
+static void names_load(void)
+{
+	for (int nr = 0; nr < NAMES; nr++)
+		if (!names[nr])
+			names[nr] = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+}
+
+int vsxd_sandbox_seccomp(const struct vsxd_config *cfg, struct vsxd_err *err)
+{
+	int mode = cfg->seccomp == VSXD_UNSET ? VSXD_SECCOMP_KILL : cfg->seccomp;
+	scmp_filter_ctx ctx;
+	int r;
+
+	if (mode == VSXD_SECCOMP_OFF)
+		return 0;
+	if (RUNNING_ON_VALGRIND) {
+		fprintf(stderr, "vsxd: sandbox: under valgrind: no syscall allowlist\n");
+		return 0;
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		r = -errno;
+		return vsxd_err_set(err, "sandbox: no_new_privs: %s", strerror(-r)), r;
+	}
+	ctx = seccomp_init(mode == VSXD_SECCOMP_LOG ? SCMP_ACT_LOG : SCMP_ACT_TRAP);
+	if (!ctx)
+		return vsxd_err_set(err, "sandbox: seccomp_init failed"), -ENOMEM;
+	r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+	if (r == 0)
+		r = build(ctx, vsxd_sandbox_families(cfg));
+	if (r == 0 && mode == VSXD_SECCOMP_KILL) {
+		struct sigaction sa = { .sa_sigaction = on_sigsys,
+					.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER };
+
+		names_load();
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGSYS, &sa, NULL) < 0)
+			r = -errno;
+	}
+	if (r == 0)
+		r = seccomp_load(ctx);
+	seccomp_release(ctx);
+	if (r < 0)
+		return vsxd_err_set(err, "sandbox: cannot install the syscall allowlist: %s",
+				    strerror(-r)), r;
+	mode_now = mode;
+	families_now = vsxd_sandbox_families(cfg);
+	return 0;
+}
+
+static const char *family_name(int f)
+{
+	return f == AF_INET || f == AF_INET6 ? "tcp (AF_INET, AF_INET6)"
+	       : f == AF_VSOCK ? "kernel vsock (AF_VSOCK)" : f == AF_NETLINK ? "AF_NETLINK"
+							  : "AF_UNIX";
+}
+
+int vsxd_sandbox_reload(const struct vsxd_config *oc, const struct vsxd_config *nc,
+			struct vsxd_err *err)
+{
+	uint64_t extra = vsxd_sandbox_families(nc) & ~families_now;
+
+	if ((oc->seccomp != nc->seccomp) || !oc->user != !nc->user ||
+	    (oc->user && strcmp(oc->user, nc->user)))
+		vsxd_vlog(LOG_WARNING, "reload: user= and seccomp= take effect at the next "
+			  "start, not at a reload");
+	if (mode_now == VSXD_SECCOMP_OFF || !extra)
+		return 0;
+	return vsxd_err_set(err, "the new configuration needs %s sockets, which the syscall "
+			    "allowlist installed at start-up refuses: restart vsxd to use them",
+			    family_name(__builtin_ctzll(extra))), -EPERM;
+}
