@@ -398,17 +398,25 @@ int vsxd_config_parse(const char *buf, size_t len, const char *fname,
 
 int vsxd_config_load(const char *path, struct vsxd_config *cfg, struct vsxd_err *err)
 {
-	size_t len = 0, cap = 4096;
-	char *buf = NULL, *nb;
-	ssize_t n;
-	int fd, r;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
 		vsxd_err_set(err, "%s: %s", path, strerror(-r));
 		return r;
 	}
+	r = vsxd_config_load_fd(fd, path, cfg, err);
+	close(fd);
+	return r;
+}
+
+int vsxd_config_load_fd(int fd, const char *path, struct vsxd_config *cfg,
+			struct vsxd_err *err)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = NULL, *nb;
+	ssize_t n;
+	int r;
 
 	buf = malloc(cap);
 	if (!buf) {
@@ -448,6 +456,5 @@ int vsxd_config_load(const char *path, struct vsxd_config *cfg, struct vsxd_err 
 	r = vsxd_config_parse(buf, len, path, cfg, err);
 out:
 	free(buf);
-	close(fd);
 	return r;
 }

@@ -321,9 +321,12 @@ void vsxd_config_free(struct vsxd_config *cfg);
  */
 int vsxd_config_parse(const char *buf, size_t len, const char *fname,
 		      struct vsxd_config *cfg, struct vsxd_err *err);
-/* Read @path (at most VSXD_CONFIG_FILE_MAX bytes) and parse it. */
+/* Read @path (at most VSXD_CONFIG_FILE_MAX bytes) and parse it; _fd:
+ * read @fd (open on @path, which names it in messages) instead. */
 int vsxd_config_load(const char *path, struct vsxd_config *cfg,
 		     struct vsxd_err *err);
+int vsxd_config_load_fd(int fd, const char *path, struct vsxd_config *cfg,
+			struct vsxd_err *err);
 
 /*
  * @out = @file's VMs then @cli's VMs (copied); [daemon] settings from

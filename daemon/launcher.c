@@ -10,7 +10,8 @@
  * forks the new process, which places them at 3, 4, ... and executes the
  * program with vsxd's own argv and the environment the launcher kept,
  * plus $LISTEN_FDS, $LISTEN_FDNAMES, $LISTEN_PID and $VSXD_HANDOFF_FD.
- * vsxd then asks it to wait for or kill that child. It exits when vsxd
+ * vsxd then asks it to wait for or kill that child. It also opens the
+ * configuration file for a reload (the one path it opens). It exits when vsxd
  * closes the pair, as vsxd's exit does; a new vsxd it started runs on
  * (reparented) and forks a launcher of its own.
  *
@@ -42,7 +43,7 @@
 
 extern char **environ;
 
-enum { OP_SPAWN = 1, OP_KILL, OP_WAIT };
+enum { OP_SPAWN = 1, OP_KILL, OP_WAIT, OP_OPEN_CONFIG };
 
 #define BATCH 250              /* descriptors per message (SCM_MAX_FD 253) */
 #define MAX_FDS 65536
@@ -62,6 +63,7 @@ struct rep {
 };
 
 static int lsock = -1;         /* vsxd's end */
+static const char *config;     /* the launcher's: --config, or NULL */
 
 /* ---- Descriptors over the pair ---- */
 
@@ -321,6 +323,18 @@ static __attribute__((noreturn)) void launcher_main(int s, char *const *argv)
 						WEXITED | WNOHANG | WNOWAIT) == 0)
 				kill(q.pid, SIGKILL);
 			break;
+		case OP_OPEN_CONFIG: {
+			/* the one file it opens: --config, for a reload, so that a
+			 * file put in its place by a rename is read (the filesystem
+			 * view holds the inode vsxd started with) */
+			int fd = config ? open(config, O_RDONLY | O_CLOEXEC) : -1;
+
+			p.r = fd < 0 ? (config ? -errno : -ENOENT) : 0;
+			send_fds(s, &p, sizeof(p), &fd, fd < 0 ? 0 : 1);
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
 		case OP_WAIT:
 			p.r = q.pid > 0 ? (int)waitpid(q.pid, &st, q.nohang ? WNOHANG : 0) : -1;
 			p.r = p.r < 0 ? -errno : p.r == 0 ? 1 : 0;
@@ -333,7 +347,8 @@ static __attribute__((noreturn)) void launcher_main(int s, char *const *argv)
 	}
 }
 
-int vsxd_launcher_start(const struct vsxd_config *cfg, char *const *argv)
+int vsxd_launcher_start(const struct vsxd_config *cfg, char *const *argv,
+			const char *config_file)
 {
 	struct vsxd_err err;
 	pid_t parent = getpid(), pid;
@@ -359,6 +374,7 @@ int vsxd_launcher_start(const struct vsxd_config *cfg, char *const *argv)
 				signal(sig, SIG_DFL);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		prctl(PR_SET_NAME, "vsxd-launcher");
+		config = config_file;
 		if (getppid() != parent || vsxd_sandbox_drop(cfg, false, &err) < 0)
 			_exit(1);
 		launcher_main(3, argv);
@@ -441,6 +457,28 @@ void vsxd_launcher_kill(pid_t pid)
 
 	if (lsock >= 0)
 		send_fds(lsock, &q, sizeof(q), NULL, 0);
+}
+
+int vsxd_launcher_open_config(void)
+{
+	struct req q = { .op = OP_OPEN_CONFIG };
+	struct rep p = { 0 };
+	unsigned k = 0;
+	int fd = -1, r;
+
+	if (lsock < 0)
+		return -ENOTCONN;
+	r = send_fds(lsock, &q, sizeof(q), NULL, 0);
+	if (r == 0)
+		r = recv_fds(lsock, &p, sizeof(p), &fd, 1, &k);
+	if (r < 0)
+		return r;
+	if (p.r < 0 || k != 1) {
+		if (k)
+			close(fd);
+		return p.r < 0 ? p.r : -EPROTO;
+	}
+	return fd;
 }
 
 int vsxd_launcher_wait(pid_t pid, int *status, int nohang)

@@ -16,9 +16,16 @@
  * sandbox: it keeps @argv and the environment as they are now, drops to
  * cfg's user= as vsxd will, closes every descriptor but its end of the
  * socket to vsxd and waits there; it exits when vsxd closes it (vsxd
- * exits) or dies. 0, or -errno.
+ * exits) or dies. @config_file: the path it opens for
+ * vsxd_launcher_open_config. 0, or -errno.
  */
-int vsxd_launcher_start(const struct vsxd_config *cfg, char *const *argv);
+int vsxd_launcher_start(const struct vsxd_config *cfg, char *const *argv,
+			const char *config_file);
+
+/* @config_file (--config) opened read-only by the launcher, for a reload
+ * (the filesystem view lets vsxd read only the inode it started with;
+ * the launcher opens the path as it is now): the descriptor, or -errno. */
+int vsxd_launcher_open_config(void);
 
 /*
  * Start @exec, run by the launcher as its child with vsxd's argv: @fds

@@ -158,15 +158,20 @@ struct vsxd {
  * @out (initialised here, free it either way). -EINVAL: bad input, said
  * in @err. */
 static int load_config(const struct vsxd_opts *opts, struct vsxd_config *out,
-		       struct vsxd_err *err)
+		       struct vsxd_err *err, bool reload)
 {
 	struct vsxd_config file;
-	int r = 0;
+	int r = 0, fd = -1;
 
 	vsxd_config_init(out);
 	vsxd_config_init(&file);
-	if (opts->config_file)
+	/* a reload: the launcher opens the file (sandbox.c, launcher.c) */
+	if (opts->config_file && reload && (fd = vsxd_launcher_open_config()) >= 0) {
+		r = vsxd_config_load_fd(fd, opts->config_file, &file, err);
+		close(fd);
+	} else if (opts->config_file) {
 		r = vsxd_config_load(opts->config_file, &file, err);
+	}
 	if (r == 0)
 		r = vsxd_config_merge(out, opts->config_file ? &file : NULL, &opts->cfg);
 	if (r == -ENOMEM)
@@ -571,7 +576,14 @@ static void reload(struct vsxd *d)
 	}
 	notify_reloading();
 	vsxd_vlog(LOG_INFO, "SIGHUP: reloading %s", d->opts.config_file);
-	r = load_config(&d->opts, &nc, &err);
+	r = load_config(&d->opts, &nc, &err, true);
+	if (r == -EACCES && vsxd_sandbox_fs_on()) {
+		char was[sizeof(err.msg)];
+
+		memcpy(was, err.msg, sizeof(was));
+		vsxd_err_set(&err, "%s (the filesystem view lets vsxd read only the files it "
+			     "started with)", was);
+	}
 	if (r == 0)
 		r = vsxd_sandbox_reload(&d->cfg, &nc, &err);
 	if (r < 0) {
@@ -957,12 +969,15 @@ static void daemon_free(struct vsxd *d)
 }
 
 /* Start-up is done: every socket bound, every inherited descriptor
- * taken. Drop to user= and install the syscall allowlist (sandbox.c). */
+ * taken. Drop to user=, restrict the filesystem view and install the
+ * syscall allowlist (sandbox.c). */
 static int sandbox(struct vsxd *d)
 {
 	struct vsxd_err err;
 	int r = vsxd_sandbox_drop(&d->cfg, true, &err);
 
+	if (r == 0)
+		r = vsxd_sandbox_fs(&d->cfg, d->opts.config_file, d->workers, &err);
 	if (r == 0)
 		r = vsxd_sandbox_seccomp(&d->cfg, &err);
 	if (r < 0) {
@@ -1012,7 +1027,7 @@ int main(int argc, char **argv)
 		d.exit_code = EXIT_SUCCESS;
 		goto out;
 	}
-	r = load_config(&d.opts, &d.cfg, &err);
+	r = load_config(&d.opts, &d.cfg, &err, false);
 	if (r < 0) {
 		fprintf(stderr, "vsxd: %s\n", err.msg);
 		d.exit_code = r == -ENOMEM || d.opts.check ? EXIT_FAILURE : EXIT_USAGE;
@@ -1036,7 +1051,7 @@ int main(int argc, char **argv)
 	event_set_log_callback(vsxd_libevent_log);
 	raise_nofile();
 	/* before any guest memory is mapped, and before the sandbox */
-	r = vsxd_launcher_start(&d.cfg, argv);
+	r = vsxd_launcher_start(&d.cfg, argv, d.opts.config_file);
 	if (r < 0) {
 		vsxd_fatal("cannot start the launcher: %s", strerror(-r));
 		goto out;

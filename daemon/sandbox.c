@@ -7,7 +7,22 @@
  * 1. The user (user=): a vsxd started as root drops to it, supplementary
  *    groups, gid and uid, so no capability is left. Under systemd the
  *    units start it as that user in the first place.
- * 2. The syscall allowlist, installed by vsxd itself with libseccomp, so
+ * 2. The filesystem view (Landlock, unprivileged, so it holds for a vsxd
+ *    that is not root too): sockets may be made and removed only in the
+ *    directories of the configured ones; the configuration file, the
+ *    forwards' key files and (with tcp endpoints) the resolver's files may
+ *    be read, and /etc/group for group names; nothing else may be
+ *    opened, made or removed anywhere. The rules bind inodes: a file
+ *    replaced by a rename since cannot be read (a reload says so), but
+ *    for the configuration file, which a reload has the launcher open by
+ *    its path (launcher.c).
+ *    Landlock restricts a thread and what it makes, so each worker that
+ *    exists restricts itself (vsxd_workers_each); /proc/self/fd, which a
+ *    handoff and a SIGTERM under the store read, is opened before
+ *    (vsx__listeners_keep). Connecting to a Unix socket is not a file
+ *    access Landlock restricts: QEMU's and host programs' sockets stay
+ *    reachable, as the allowlist's AF_UNIX does.
+ * 3. The syscall allowlist, installed by vsxd itself with libseccomp, so
  *    it holds with or without a service manager, on every thread at once
  *    (SECCOMP_FILTER_FLAG_TSYNC; threads made later inherit it). In the
  *    manner of crosvm's and Firecracker's device policies, arguments are
@@ -34,11 +49,12 @@
  *    off: nothing is installed.
  *
  * Sanitizer builds also allow what their runtimes need at exit or on a
- * report (LeakSanitizer stops the world with clone and ptrace; the
- * symbolizer is forked and executed): not a release configuration.
+ * report (LeakSanitizer stops the world with clone, prctl and ptrace and
+ * reads /proc/self/maps; the symbolizer is forked and executed): not a
+ * release configuration.
  * Under valgrind the filter cannot be installed (valgrind's own code
  * generation maps executable memory at any time): vsxd says so and runs
- * without it.
+ * without it, and without the filesystem view.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,10 +70,13 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <syslog.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <linux/landlock.h>
 #include <linux/netlink.h>
 
 #if __has_include(<valgrind/valgrind.h>)
@@ -80,9 +99,16 @@
 #include "forward.h"
 #include "logging.h"
 #include "sandbox.h"
+#include "workers.h"
 
 static int mode_now = VSXD_SECCOMP_OFF;
+static bool fs_on;              /* the filesystem view is in force */
 static uint64_t families_now;   /* what socket() may open, with a filter */
+
+bool vsxd_sandbox_fs_on(void)
+{
+	return fs_on;
+}
 
 int vsxd_sandbox_mode(void)
 {
@@ -299,8 +325,11 @@ static int build(scmp_filter_ctx ctx, uint64_t families)
 
 		r = add(ctx, SCMP_SYS(ioctl), 1, &a);
 	}
-	/* prctl: thread names, and reading no_new_privs */
-	for (i = 0; i < 3 && r == 0; i++) {
+	/* prctl: thread names, and reading no_new_privs (a sanitizer's
+	 * LeakSanitizer names its tracer, PR_SET_PTRACER) */
+	if (r == 0 && SANITIZED)
+		r = add(ctx, SCMP_SYS(prctl), 0, NULL);
+	for (i = 0; i < 3 && r == 0 && !SANITIZED; i++) {
 		static const int ops[] = { PR_SET_NAME, PR_GET_NAME, PR_GET_NO_NEW_PRIVS };
 		struct scmp_arg_cmp a = SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)ops[i]);
 
@@ -313,6 +342,269 @@ static int build(scmp_filter_ctx ctx, uint64_t families)
 		r = add(ctx, SCMP_SYS(tgkill), 1, &a);
 	}
 	return r;
+}
+
+/* ---- The filesystem view (Landlock) ---- */
+
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
+#endif
+
+/* What a rule on a file (not a directory) may grant. */
+#define FILE_RIGHTS (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | \
+		     LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | \
+		     LANDLOCK_ACCESS_FS_IOCTL_DEV)
+/* A socket directory: make and remove vsxd's sockets there. */
+#define SOCK_DIR (LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_REMOVE_FILE)
+
+#define MAX_VIEW 256
+
+/* The view in force: the directories sockets may be made in, the files
+ * that may be read (what a reload may still use). */
+static struct {
+	bool on;
+	size_t ndirs, nfiles;
+	char *dirs[MAX_VIEW];
+	char *files[MAX_VIEW];
+} view;
+
+struct ll {
+	int fd;                    /* the ruleset */
+	uint64_t handled;
+	int err;                   /* the first errno of a thread's restriction */
+};
+
+static bool listed(char *const *v, size_t n, const char *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v[i], s))
+			return true;
+	return false;
+}
+
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		return strdup(".");
+	if (slash == path)
+		return strdup("/");
+	return strndup(path, (size_t)(slash - path));
+}
+
+static int ll_rule(struct ll *l, const char *path, uint64_t access)
+{
+	struct landlock_path_beneath_attr pb = { 0 };
+	struct stat st;
+	int fd = open(path, O_PATH | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;   /* (a file that may come later: not ours) */
+	if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
+		access &= FILE_RIGHTS;
+	pb.allowed_access = access & l->handled;
+	pb.parent_fd = fd;
+	if (pb.allowed_access &&
+	    syscall(SYS_landlock_add_rule, l->fd, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+static int view_dir(struct ll *l, const char *socket_path)
+{
+	char *d;
+	int r;
+
+	if (!socket_path)
+		return 0;
+	d = dir_of(socket_path);
+	if (!d)
+		return -ENOMEM;
+	if (listed(view.dirs, view.ndirs, d) || view.ndirs == MAX_VIEW) {
+		free(d);
+		return view.ndirs == MAX_VIEW ? -E2BIG : 0;
+	}
+	r = ll_rule(l, d, SOCK_DIR);
+	if (r < 0) {
+		free(d);
+		return r;
+	}
+	view.dirs[view.ndirs++] = d;
+	return 0;
+}
+
+static int view_file(struct ll *l, const char *path)
+{
+	char *f;
+	int r;
+
+	if (!path || listed(view.files, view.nfiles, path))
+		return 0;
+	if (view.nfiles == MAX_VIEW || !(f = strdup(path)))
+		return view.nfiles == MAX_VIEW ? -E2BIG : -ENOMEM;
+	r = ll_rule(l, f, LANDLOCK_ACCESS_FS_READ_FILE);
+	if (r < 0) {
+		free(f);
+		return r;
+	}
+	view.files[view.nfiles++] = f;
+	return 0;
+}
+
+static bool fwd_sock(const struct vsxd_endpoint *e)
+{
+	return e->kind == VSXD_EP_UNIX || e->kind == VSXD_EP_HYBRID;
+}
+
+static int view_rules(struct ll *l, const struct vsxd_config *cfg, const char *config)
+{
+	static const char *const resolver[] = {
+		"/etc/hosts", "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/host.conf",
+		"/etc/gai.conf",
+	};
+	int r = view_dir(l, cfg->control_path ? cfg->control_path : VSX_CONTROL_PATH);
+	size_t i;
+
+	for (i = 0; i < cfg->n_vms && r == 0; i++) {
+		r = view_dir(l, cfg->vms[i].socket_path);
+		if (r == 0)
+			r = view_dir(l, cfg->vms[i].uds_path);
+	}
+	for (i = 0; i < cfg->n_fwds && r == 0; i++) {
+		if (fwd_sock(&cfg->fwds[i].listen))
+			r = view_dir(l, cfg->fwds[i].listen.host);
+		if (r == 0)
+			r = view_file(l, cfg->fwds[i].auth_key);
+	}
+	/* the configuration file: the inode read at start-up (a reload has
+	 * the launcher open the path); group names: socket-group, control-group */
+	if (r == 0)
+		r = view_file(l, config);
+	if (r == 0)
+		r = view_file(l, "/etc/group");
+	if (r == 0)
+		r = view_file(l, "/etc/nsswitch.conf");
+	/* getaddrinfo's files, for tcp endpoints named by host name */
+	for (i = 0; r == 0 && (vsxd_sandbox_families(cfg) & 1ull << AF_INET) &&
+		    i < sizeof(resolver) / sizeof(resolver[0]); i++)
+		r = view_file(l, resolver[i]);
+	/* a sanitizer's runtime reads /proc/self/maps and runs its symbolizer */
+	if (r == 0 && SANITIZED)
+		r = ll_rule(l, "/", LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
+				    LANDLOCK_ACCESS_FS_EXECUTE);
+	return r;
+}
+
+static void restrict_here(void *arg)
+{
+	struct ll *l = arg;
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    syscall(SYS_landlock_restrict_self, l->fd, 0) < 0) {
+		if (!l->err)
+			l->err = errno;
+	}
+}
+
+int vsxd_sandbox_fs(const struct vsxd_config *cfg, const char *config,
+		    const struct vsxd_workers *ws, struct vsxd_err *err)
+{
+	struct landlock_ruleset_attr ra = { 0 };
+	struct ll l = { .fd = -1 };
+	long abi;
+	int r;
+
+	if (cfg->seccomp == VSXD_SECCOMP_OFF || RUNNING_ON_VALGRIND)
+		return 0;
+	abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	if (abi < 1) {
+		vsxd_vlog(LOG_WARNING, "sandbox: this kernel has no Landlock (%s): the "
+			  "filesystem is not restricted", strerror(errno));
+		return 0;
+	}
+	/* every right this kernel knows is handled: what no rule grants is refused */
+	l.handled = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;
+	if (abi >= 2)
+		l.handled |= LANDLOCK_ACCESS_FS_REFER;
+	if (abi >= 3)
+		l.handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
+	if (abi >= 5)
+		l.handled |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+	ra.handled_access_fs = l.handled;
+	/* read from now on through a descriptor opened here (handoff, SIGTERM) */
+	r = vsx__listeners_keep();
+	if (r < 0)
+		return vsxd_err_set(err, "sandbox: /proc/self/fd: %s", strerror(-r)), r;
+	l.fd = (int)syscall(SYS_landlock_create_ruleset, &ra, sizeof(ra), 0);
+	if (l.fd < 0) {
+		r = -errno;
+		return vsxd_err_set(err, "sandbox: landlock_create_ruleset: %s", strerror(-r)), r;
+	}
+	r = view_rules(&l, cfg, config);
+	if (r < 0) {
+		close(l.fd);
+		return vsxd_err_set(err, "sandbox: the filesystem view: %s", strerror(-r)), r;
+	}
+	restrict_here(&l);
+	if (!l.err)
+		r = vsxd_workers_each(ws, restrict_here, &l);
+	close(l.fd);
+	if (l.err || r < 0) {
+		r = l.err ? -l.err : r;
+		return vsxd_err_set(err, "sandbox: landlock_restrict_self: %s", strerror(-r)), r;
+	}
+	view.on = fs_on = true;
+	vsxd_vlog(LOG_INFO, "sandbox: filesystem view (Landlock ABI %ld): sockets in %zu "
+		  "director%s, %zu file%s read", abi, view.ndirs, view.ndirs == 1 ? "y" : "ies",
+		  view.nfiles, view.nfiles == 1 ? "" : "s");
+	return 0;
+}
+
+/* A reload may make sockets only where the view lets vsxd: -EPERM with
+ * @err naming the first other directory, or a file it may not read. */
+static int view_reload(const struct vsxd_config *nc, struct vsxd_err *err)
+{
+	const char *paths[3];
+	size_t i;
+
+	for (i = 0; i < nc->n_vms + nc->n_fwds + 1; i++) {
+		size_t k = 0;
+
+		if (i < nc->n_vms) {
+			paths[k++] = nc->vms[i].socket_path;
+			paths[k++] = nc->vms[i].uds_path;
+		} else if (i < nc->n_vms + nc->n_fwds) {
+			const struct vsxd_forward *f = &nc->fwds[i - nc->n_vms];
+
+			if (f->auth_key && !listed(view.files, view.nfiles, f->auth_key))
+				return vsxd_err_set(err, "forward %s: its key file %s is outside "
+						    "the filesystem view vsxd started with: restart "
+						    "vsxd to use it", f->name, f->auth_key), -EPERM;
+			if (fwd_sock(&f->listen))
+				paths[k++] = f->listen.host;
+		} else {
+			paths[k++] = nc->control_path ? nc->control_path : VSX_CONTROL_PATH;
+		}
+		for (size_t j = 0; j < k; j++) {
+			char *d = paths[j] ? dir_of(paths[j]) : NULL;
+			bool ok = !paths[j] || (d && listed(view.dirs, view.ndirs, d));
+
+			if (!ok) {
+				vsxd_err_set(err, "%s: its directory %s is outside the filesystem "
+					     "view vsxd started with: restart vsxd to use it",
+					     paths[j], d ? d : "?");
+				free(d);
+				return -EPERM;
+			}
+			free(d);
+		}
+	}
+	return 0;
 }
 
 /* ---- kill mode's report ---- */
@@ -368,7 +660,8 @@ int vsxd_sandbox_seccomp(const struct vsxd_config *cfg, struct vsxd_err *err)
 	if (mode == VSXD_SECCOMP_OFF)
 		return 0;
 	if (RUNNING_ON_VALGRIND) {
-		fprintf(stderr, "vsxd: sandbox: under valgrind: no syscall allowlist\n");
+		fprintf(stderr, "vsxd: sandbox: under valgrind: no filesystem view, no "
+			"syscall allowlist\n");
 		return 0;
 	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
@@ -417,6 +710,8 @@ int vsxd_sandbox_reload(const struct vsxd_config *oc, const struct vsxd_config *
 	    (oc->user && strcmp(oc->user, nc->user)))
 		vsxd_vlog(LOG_WARNING, "reload: user= and seccomp= take effect at the next "
 			  "start, not at a reload");
+	if (view.on && view_reload(nc, err) < 0)
+		return -EPERM;
 	if (mode_now == VSXD_SECCOMP_OFF || !extra)
 		return 0;
 	return vsxd_err_set(err, "the new configuration needs %s sockets, which the syscall "

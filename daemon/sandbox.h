@@ -21,6 +21,21 @@
  */
 int vsxd_sandbox_drop(const struct vsxd_config *cfg, bool sockets, struct vsxd_err *err);
 
+struct vsxd_workers;
+
+/*
+ * The filesystem view (Landlock), unless cfg's seccomp is off: from now
+ * on vsxd may make and remove sockets only in the directories of cfg's
+ * sockets (the VMs' vhost-user and uds-path sockets, the forwards' Unix
+ * listeners, the control socket) and read only @config (SIGHUP), the
+ * forwards' key files and, with tcp endpoints, getaddrinfo's files:
+ * nothing else is opened, made or removed. Landlock restricts a thread
+ * and those it makes: this thread, and each worker of @ws in its own.
+ * A kernel without Landlock: a warning, 0. 0, or -errno with @err.
+ */
+int vsxd_sandbox_fs(const struct vsxd_config *cfg, const char *config,
+		    const struct vsxd_workers *ws, struct vsxd_err *err);
+
 /*
  * Install the syscall allowlist on every thread of the process (now and
  * later: threads inherit it), in cfg's seccomp mode (kill, the default;
@@ -30,13 +45,17 @@ int vsxd_sandbox_drop(const struct vsxd_config *cfg, bool sockets, struct vsxd_e
  */
 int vsxd_sandbox_seccomp(const struct vsxd_config *cfg, struct vsxd_err *err);
 
+/* Is the filesystem view in force? */
+bool vsxd_sandbox_fs_on(void);
+
 /* The seccomp mode in force: VSXD_SECCOMP_OFF until vsxd_sandbox_seccomp
  * installed one. */
 int vsxd_sandbox_mode(void);
 
 /* A reload to @nc from @oc: -EPERM with @err when @nc needs a socket
- * family the installed allowlist refuses (a restart gives it); a change
- * of user= or seccomp= is logged as taking effect at the next start. */
+ * family the installed allowlist refuses, a socket directory or a key
+ * file outside the filesystem view (a restart gives them); a change of
+ * user= or seccomp= is logged as taking effect at the next start. */
 int vsxd_sandbox_reload(const struct vsxd_config *oc, const struct vsxd_config *nc,
 			struct vsxd_err *err);
 

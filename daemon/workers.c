@@ -157,6 +157,17 @@ static int run_on(struct vsxd_worker *w, void (*fn)(void *), void *arg)
 	return vsxu_evloop_call(&w->ev, run_there, &r);
 }
 
+int vsxd_workers_each(const struct vsxd_workers *ws, void (*fn)(void *), void *arg)
+{
+	for (unsigned i = 0; ws && i < ws->n; i++) {
+		int r = run_on(ws->w[i], fn, arg);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 int vsxd_workers_new(struct vsxb_router *r, struct vsxd_workers **out)
 {
 	struct vsxd_workers *ws = calloc(1, sizeof(*ws));

@@ -18,6 +18,10 @@ void vsxd_workers_free(struct vsxd_workers *ws);
 /* At most @max workers (0: one per CPU); workers already running stay. */
 void vsxd_workers_set_max(struct vsxd_workers *ws, unsigned max);
 unsigned vsxd_workers_max(const struct vsxd_workers *ws);
+/* Run @fn(@arg) on each worker's thread in turn and wait for it (not
+ * while the router's world is stopped: a parked worker runs nothing):
+ * 0, or the first error. @ws may be NULL. */
+int vsxd_workers_each(const struct vsxd_workers *ws, void (*fn)(void *), void *arg);
 /* --poll-us for every worker's loop. */
 void vsxd_workers_set_poll(struct vsxd_workers *ws, unsigned us);
 /* The loop of the worker a new VM goes to (vsxb_vm_config.loop), made if

@@ -168,20 +168,39 @@ unsigned vsx__inherit_taken(void)
 	return __atomic_load_n(&ntaken, __ATOMIC_RELAXED);
 }
 
+/* /proc/self/fd, opened by vsx__listeners_keep (-1: opened each time).
+ * Reading it again from the start lists the descriptors open then: procfs
+ * makes a directory's entries as it is read. */
+static int fd_dir = -1;
+
+int vsx__listeners_keep(void)
+{
+	if (fd_dir < 0)
+		fd_dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return fd_dir < 0 ? -errno : 0;
+}
+
 int vsx__listeners(int *fds, unsigned max)
 {
-	DIR *d = opendir("/proc/self/fd");
+	int dup_fd = fd_dir < 0 ? -1 : fcntl(fd_dir, F_DUPFD_CLOEXEC, 0);
+	DIR *d = fd_dir < 0 ? opendir("/proc/self/fd") : dup_fd < 0 ? NULL : fdopendir(dup_fd);
 	struct dirent *e;
 	unsigned n = 0;
 	int type;
 
-	if (!d)
-		return -errno;
+	if (!d) {
+		int r = -errno;
+
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return r;
+	}
+	rewinddir(d);
 	while ((e = readdir(d))) {
 		char *end;
 		long fd = strtol(e->d_name, &end, 10);
 
-		if (*end || end == e->d_name || fd < 0 || fd == dirfd(d))
+		if (*end || end == e->d_name || fd < 0 || fd == dirfd(d) || fd == fd_dir)
 			continue;
 		if (!is_listener((int)fd, &type))
 			continue;

@@ -90,7 +90,9 @@ int vsx__mkdir_parents(const char *path, mode_t mode, gid_t gid);
  * vsx__inherit_taken: how many were taken; vsx__inherit_pending: are
  * some kept still;
  * vsx__listeners: this process's listening sockets (/proc/self/fd), up
- * to @max into @fds: how many, or a negative errno (-ENOSPC: more).
+ * to @max into @fds: how many, or a negative errno (-ENOSPC: more);
+ * vsx__listeners_keep: open /proc/self/fd now and read it from then on
+ * through that descriptor (a sandbox that hides /proc later: vsxd's).
  */
 int vsx__inherit_add(int fd);
 int vsx__inherit_take(int fd, const struct sockaddr *sa, socklen_t len);
@@ -99,5 +101,6 @@ unsigned vsx__inherit_close_unused(void);
 unsigned vsx__inherit_taken(void);
 bool vsx__inherit_pending(void);
 int vsx__listeners(int *fds, unsigned max);
+int vsx__listeners_keep(void);
 
 #endif /* VSX_UTIL_H */

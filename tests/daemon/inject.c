@@ -9,6 +9,10 @@
  * covers it) that reads one command per line from the fifo DIR/cmd and
  * answers on the fifo DIR/res with "r=N errno=E": the raw syscall's
  * result, made with syscall(2), so no libc wrapper stands in between.
+ * The filesystem view (Landlock) restricts the threads vsxd has when it
+ * starts serving, not this one: so a command prefixed "main " runs on
+ * vsxd's main thread instead, in a signal handler (SIGRTMIN+7) that the
+ * serving thread waits for.
  *
  *   openat PATH        openat(AT_FDCWD, PATH, O_RDONLY)
  *   creat PATH         openat(AT_FDCWD, PATH, O_WRONLY|O_CREAT|O_EXCL, 0600)
@@ -33,6 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +163,21 @@ static long run(const char *cmd, const char *arg)
 	return -1;
 }
 
+/* The command the main thread runs (SIGRTMIN+7), and its answer. */
+static char main_cmd[4200], *main_arg;
+static long main_r;
+static int main_errno;
+static sem_t main_done;
+
+static void on_main(int sig)
+{
+	(void)sig;
+	errno = 0;
+	main_r = run(main_cmd, main_arg ? main_arg : "");
+	main_errno = main_r < 0 ? errno : 0;
+	sem_post(&main_done);
+}
+
 static void *serve(void *arg)
 {
 	char path[4200], line[4200];
@@ -185,8 +205,22 @@ static void *serve(void *arg)
 		if (sp)
 			*sp++ = '\0';
 		errno = 0;
-		r = run(line, sp ? sp : "");
-		e = r < 0 ? errno : 0;
+		if (!strcmp(line, "main") && sp) {
+			char *sp2 = strchr(sp, ' ');
+
+			if (sp2)
+				*sp2++ = '\0';
+			snprintf(main_cmd, sizeof(main_cmd), "%s", sp);
+			main_arg = sp2;
+			syscall(SYS_tgkill, getpid(), getpid(), SIGRTMIN + 7);
+			while (sem_wait(&main_done) < 0 && errno == EINTR)
+				;
+			r = main_r;
+			e = main_errno;
+		} else {
+			r = run(line, sp ? sp : "");
+			e = r < 0 ? errno : 0;
+		}
 		snprintf(path, sizeof(path), "%s/res", dir);
 		out = fopen(path, "w");
 		if (!out)
@@ -205,6 +239,8 @@ __attribute__((constructor)) static void inject_init(void)
 		return;
 	strcpy(dir, d);
 	unsetenv("VSX_INJECT");   /* not the launcher's next vsxd's */
+	sem_init(&main_done, 0, 0);
+	signal(SIGRTMIN + 7, on_main);
 	if (pthread_create(&t, NULL, serve, NULL) == 0)
 		pthread_detach(t);
 }

@@ -164,6 +164,61 @@ check("clone3: ENOSYS (glibc falls back to clone), vsxd alive",
 g = vsxdtest.Guest(S.fg, S.vhost)
 check("after all that, a connection both ways", vsxdtest.both_ways(g, S.uds, 5000))
 g.close()
+
+# ---- 2b: the filesystem view (Landlock), on vsxd's main thread ----
+landlock = "sandbox: filesystem view (Landlock" in v.text()
+if not landlock:
+    print("skip: no Landlock in this kernel: " + v.text()[-300:])
+else:
+    for cmd, what, want in [
+            ("openat /etc/shadow", "open a file outside its paths", "r=-1 errno=13"),
+            ("openat /etc/passwd", "open a world-readable file outside", "r=-1 errno=13"),
+            ("openat " + S.conf, "read its configuration file", "r=0 errno=0"),
+            ("creat " + os.path.join(S.tmp, "new-file"), "create a file in a socket "
+             "directory", "r=-1 errno=13"),
+            ("creat /root/vsx-sandbox-test", "create a file under /root", "r=-1 errno=13")]:
+        res, rc = v.call("main " + cmd)
+        check("filesystem view: %s: %s" % (what, want), res == want, "%s %s" % (res, rc))
+    check("nothing was created", not os.path.exists(os.path.join(S.tmp, "new-file")) and
+          not os.path.exists("/root/vsx-sandbox-test"))
+    # SIGHUP: a VM whose sockets are in the same directory: started
+    with open(S.conf, "a") as f:   # (in place: the same inode)
+        f.write("\n[vm two]\nguest-cid = 4\nsocket = %s/two.vhost\nuds-path = %s/two.vsock\n"
+                % (S.tmp, S.tmp))
+    v.p.send_signal(signal.SIGHUP)
+    check("reload: a VM in a directory of the view starts",
+          wait_for(lambda: os.path.exists(os.path.join(S.tmp, "two.vhost"))), v.text()[-500:])
+    # a VM in a directory outside the view: the reload is refused
+    other = os.path.join(S.tmp, "elsewhere")
+    os.mkdir(other)
+    with open(S.conf, "a") as f:
+        f.write("\n[vm three]\nguest-cid = 5\nsocket = %s/three.vhost\n"
+                "uds-path = %s/three.vsock\n" % (other, other))
+    v.p.send_signal(signal.SIGHUP)
+    check("reload: a VM in a directory outside the view: refused, said",
+          wait_for(lambda: "is outside the filesystem view vsxd started with" in v.text()),
+          v.text()[-500:])
+    check("... and nothing made there", os.listdir(other) == [])
+    # a configuration file put in place by a rename (as editors and
+    # deployment tools write it): the launcher opens it, the reload reads it
+    new_conf = S.conf + ".new"
+    with open(new_conf, "w") as f:
+        f.write("[daemon]\ncontrol = %s\n\n[vm web]\nguest-cid = 3\nsocket = %s\n"
+                "uds-path = %s\n\n[vm four]\nguest-cid = 6\nsocket = %s/four.vhost\n"
+                "uds-path = %s/four.vsock\n" % (S.ctl, S.vhost, S.uds, S.tmp, S.tmp))
+    os.chmod(new_conf, 0o644)
+    os.rename(new_conf, S.conf)
+    v.p.send_signal(signal.SIGHUP)
+    check("reload: a configuration file replaced by a rename is read (VM four "
+          "starts, two goes)", wait_for(
+              lambda: os.path.exists(os.path.join(S.tmp, "four.vhost")) and
+              not os.path.exists(os.path.join(S.tmp, "two.vhost"))), v.text()[-500:])
+    check("vsxd serves on after the reloads", v.p.poll() is None and
+          vsxdtest.status(S.vsxctl, S.ctl).get("vms") == 2)
+    # back to the one VM for what follows
+    with open(S.conf, "w") as f:
+        f.write("[daemon]\ncontrol = %s\n\n[vm web]\nguest-cid = 3\nsocket = %s\n"
+                "uds-path = %s\n" % (S.ctl, S.vhost, S.uds))
 v.stop()
 
 # ---- 3: forbidden, each fatal ----
