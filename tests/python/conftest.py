@@ -94,3 +94,5 @@ def guest(daemon):
     g = daemon.guest()
     yield g
     g.close()
+    g.p.stdin.close()       # vsxdtest.Guest leaves its pipes to the exit
+    g.p.stdout.close()
