@@ -453,3 +453,20 @@ def test_version_and_constants():
     assert vsx.version() == vsx.__version__ and vsx.version().count(".") == 2
     assert (vsx.RX, vsx.TX, vsx.SHUT_RD, vsx.SHUT_WR) == (1, 2, 4, 1)
     assert vsx.CONTROL_PATH == "/run/vsxd/control"
+
+
+def test_every_public_name_is_documented():
+    """Each function, Socket method and vsx.asyncio call has a docstring
+    and its entry in vsx-python(7)."""
+    import vsx.asyncio
+    from conftest import SRCDIR
+    with open(os.path.join(SRCDIR, "man", "vsx-python.7")) as f:
+        page = f.read().replace("\\-", "-").replace("\\fP", "").replace("\\fI", "")
+    names = [n for n in vsx.__all__ if callable(getattr(vsx, n)) and n[0].islower()]
+    methods = [m for m in dir(vsx.Socket) if not m.startswith("_")]
+    missing = [n for n in names + methods + vsx.asyncio.__all__ if n not in page]
+    assert not missing, "not in man/vsx-python.7: %s" % missing
+    undocumented = [n for n in names if not getattr(vsx, n).__doc__] + \
+        [m for m in methods if not getattr(vsx.Socket, m).__doc__] + \
+        [n for n in vsx.asyncio.__all__ if not getattr(vsx.asyncio, n).__doc__]
+    assert not undocumented, "no docstring: %s" % undocumented
