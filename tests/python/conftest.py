@@ -2,6 +2,7 @@
 # guards that keep them off this machine's vsock, the summary line
 # scripts/summarize counts, and a real vsxd with fake_guest (the helpers
 # of tests/daemon/vsxdtest.py, reused as they are).
+import errno
 import os
 import subprocess
 import sys
@@ -34,6 +35,20 @@ vsx.connect = vsx._vsx.connect = _hosted(vsx._vsx.connect)
 vsx.listen = vsx._vsx.listen = _hosted(vsx._vsx.listen)
 
 pattern = vsxdtest.pattern
+
+
+def need_auth(tmp_path):
+    """Skip unless this libvsx has peer authentication (OpenSSL): without
+    it every key option fails with ENOTSUP (vsx_auth(7))."""
+    k = tmp_path / "probe.key"
+    k.write_bytes(b"k" * 32)
+    k.chmod(0o600)
+    try:
+        vsx.listen("unix:%s:1" % (tmp_path / "probe"), key_file=str(k)).close()
+    except OSError as e:
+        if e.errno == errno.ENOTSUP:
+            pytest.skip("libvsx built without OpenSSL: keys are ENOTSUP")
+        raise
 
 
 def pytest_terminal_summary(terminalreporter):

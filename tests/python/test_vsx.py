@@ -10,7 +10,7 @@ import time
 import pytest
 
 import vsx
-from conftest import pattern
+from conftest import need_auth, pattern
 
 
 def test_every_address_form_parses():
@@ -106,6 +106,7 @@ def test_bad_options():
 
 
 def test_key_file_errors(tmp_path):
+    need_auth(tmp_path)
     with pytest.raises(FileNotFoundError) as e:
         vsx.connect("unix:/x:1", key_file=str(tmp_path / "none"))
     assert e.value.errno == errno.ENOENT and isinstance(e.value, vsx.Error)
