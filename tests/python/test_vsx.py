@@ -471,3 +471,35 @@ def test_every_public_name_is_documented():
         [m for m in methods if not getattr(vsx.Socket, m).__doc__] + \
         [n for n in vsx.asyncio.__all__ if not getattr(vsx.asyncio, n).__doc__]
     assert not undocumented, "no docstring: %s" % undocumented
+
+
+def test_bad_input_never_crashes():
+    """Wrong types and values for every argument: each an exception, never
+    a crash (and under ASan and UBSan in a sanitizer build: python.test)."""
+    vals = [None, 0, -1, 1 << 70, 3.5, float("nan"), "", "unix:/x:1", b"x", bytearray(4),
+            memoryview(b"ro"), [], object(), "x" * 5000, "unix:" + "a" * 300 + ":1", "\udcff"]
+    for f in (vsx.parse_address, vsx.format_address, vsx.guid_from_port,
+              vsx.guid_to_port, vsx.strerror, vsx.adopt):
+        for v in vals:
+            try:
+                f(v)
+            except (OSError, TypeError, ValueError, OverflowError):
+                pass
+    for kw in ("timeout", "buffer", "tx_buffer", "key_file", "linger", "backlog",
+               "seqpacket", "transport", "control"):
+        for v in vals:
+            with pytest.raises((OSError, TypeError, ValueError, OverflowError)):
+                vsx.connect("unix:/nonexistent/x:1", **{kw: v}).close()
+    s, b = pair(linger=0)
+    s.setblocking(False)
+    for m in ("send", "sendall", "recv", "recv_into", "shutdown", "settimeout",
+              "setblocking", "set_buffer", "get_buffer"):
+        for v in vals:
+            for args in ((v,), (v, v)):
+                try:
+                    getattr(s, m)(*args)
+                except (OSError, TypeError, ValueError, OverflowError, BufferError):
+                    pass
+                s.setblocking(False)
+    s.close()
+    b.close()
