@@ -1,0 +1,118 @@
+# The host side of tests/vm/python-guest.test: a Python agent written with
+# the vsx package, talking through vsxd to a real guest (echo_example in
+# it). Host to guest: 64 MiB of random bytes to guest port 5000 over
+# unix:UDS:5000 and to port 5001 over vm:cid3:5001, every echoed byte
+# compared; guest to host: a vsx.asyncio server on unix:UDS:6000 echoing
+# what echo_example's client sends and checks. One "ok: ..." or
+# "FAIL: ..." line per check; the exit status is the number of failures.
+#
+#   python_agent.py UDS CONTROL
+import asyncio
+import hashlib
+import os
+import sys
+import threading
+import time
+
+import vsx
+import vsx.asyncio
+
+UDS, CTL = sys.argv[1], sys.argv[2]
+SIZE = 64 << 20
+failures = 0
+
+
+def check(what, ok, detail=""):
+    global failures
+    print(("ok: " if ok else "FAIL: ") + what + (": " + detail if detail and not ok else ""))
+    sys.stdout.flush()
+    failures += not ok
+
+
+def dial(addr):
+    """vsx.connect, again while the guest boots (refused until it listens);
+    the buffer is asked of vsxd, through its control socket."""
+    end = time.monotonic() + 240
+    while True:
+        try:
+            return vsx.connect(addr, timeout=10, buffer=1 << 20, control=CTL)
+        except (ConnectionRefusedError, TimeoutError):
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.2)
+
+
+def echo_round(addr):
+    """SIZE random bytes to the guest's echo server at @addr, the echo
+    read back at the same time and compared; (ok, what it says)."""
+    s = dial(addr)
+    data = os.urandom(SIZE)
+    got = bytearray(SIZE)
+    errs = []
+    t0 = time.monotonic()
+
+    def send():
+        try:
+            s.sendall(data)
+            s.shutdown(vsx.SHUT_WR)
+        except OSError as e:
+            errs.append(e)
+    t = threading.Thread(target=send)
+    t.start()
+    n, view, i = 0, memoryview(got), None
+    while n < SIZE:
+        r = s.recv_into(view[n:])
+        if not r:
+            break
+        n += r
+        if i is None and n >= SIZE // 2:
+            i = s.info()    # mid-transfer: the connection is vsxd's to show
+    t.join()
+    took = time.monotonic() - t0
+    eof = s.recv(1) == b""
+    s.close()
+    same = n == SIZE and hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
+    return (not errs and same and eof and i is not None and i.credit and
+            i.buf_alloc == 1 << 20,
+            "%s: %d of %d bytes echoed%s, %.1f s (%.1f MiB/s each way), transport %s, "
+            "credit buf_alloc=%s peer_buf_alloc=%s%s" %
+            (addr, n, SIZE, " identical" if same else " DIFFERENT", took, SIZE / took / 2 ** 20,
+             i.transport, i.buf_alloc, i.peer_buf_alloc, " %r" % errs if errs else ""))
+
+
+async def main():
+    loop = asyncio.get_running_loop()
+    served = asyncio.Event()
+    echoed = []
+
+    async def echo(reader, writer):
+        n = 0
+        while True:
+            d = await reader.read(65536)
+            if not d:
+                break
+            n += len(d)
+            writer.write(d)
+            await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+        echoed.append(n)
+        served.set()
+
+    # before the guest's client runs: it connects once it served 5000 and 5001
+    async with await vsx.asyncio.start_server(echo, "unix:%s:6000" % UDS):
+        ok, what = await loop.run_in_executor(None, echo_round, "unix:%s:5000" % UDS)
+        check("host -> guest over unix: (hybrid), 64 MiB each way compared: " + what, ok)
+        ok, what = await loop.run_in_executor(None, echo_round, "vm:cid3:5001")
+        check("host -> guest over vm:cid3 (vsxd's control socket), 64 MiB each way "
+              "compared: " + what, ok)
+        try:
+            await asyncio.wait_for(served.wait(), 240)
+        except asyncio.TimeoutError:
+            pass
+        check("guest -> host: a vsx.asyncio server on unix:%s:6000 echoed the guest's "
+              "connection (%s bytes)" % (UDS, echoed), served.is_set() and echoed[0] > 0)
+
+
+asyncio.run(main())
+sys.exit(min(failures, 100))
