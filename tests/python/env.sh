@@ -21,7 +21,11 @@ vsx_python_env()
 	# arenas are not leaks.
 	case ${SAN_CFLAGS:-} in
 	*address*)
-		LD_PRELOAD=$(${CC:-cc} -print-file-name=libasan.so) && export LD_PRELOAD
+		LD_PRELOAD=$(${CC:-cc} -print-file-name=libasan.so)
+		case $SAN_CFLAGS in
+		*undefined*) LD_PRELOAD="$LD_PRELOAD $(${CC:-cc} -print-file-name=libubsan.so)" ;;
+		esac
+		export LD_PRELOAD
 		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 && export ASAN_OPTIONS ;;
 	esac
 }
