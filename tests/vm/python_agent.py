@@ -3,7 +3,8 @@
 # it). Host to guest: 64 MiB of random bytes to guest port 5000 over
 # unix:UDS:5000 and to port 5001 over vm:cid3:5001, every echoed byte
 # compared; guest to host: a vsx.asyncio server on unix:UDS:6000 echoing
-# what echo_example's client sends and checks. One "ok: ..." or
+# what echo_example's client sends and checks, once and then for 100
+# clients at once. One "ok: ..." or
 # "FAIL: ..." line per check; the exit status is the number of failures.
 #
 #   python_agent.py UDS CONTROL
@@ -84,8 +85,11 @@ async def main():
     loop = asyncio.get_running_loop()
     served = asyncio.Event()
     echoed = []
+    live, tasks_at_once = set(), []
 
     async def echo(reader, writer):
+        live.add(writer)
+        tasks_at_once.append(len(live))
         n = 0
         while True:
             d = await reader.read(65536)
@@ -96,6 +100,7 @@ async def main():
             await writer.drain()
         writer.close()
         await writer.wait_closed()
+        live.discard(writer)
         echoed.append(n)
         served.set()
 
@@ -111,7 +116,15 @@ async def main():
         except asyncio.TimeoutError:
             pass
         check("guest -> host: a vsx.asyncio server on unix:%s:6000 echoed the guest's "
-              "connection (%s bytes)" % (UDS, echoed), served.is_set() and echoed[0] > 0)
+              "connection (%s bytes)" % (UDS, echoed[:1]), served.is_set() and echoed[0] > 0)
+        # then 100 clients of the guest at once, each checking its echo
+        end = loop.time() + 300
+        while len(echoed) < 101 and loop.time() < end:
+            await asyncio.sleep(0.1)
+        most = max(tasks_at_once, default=0)
+        check("guest -> host: the server echoed 100 more connections (%d, %d at once at "
+              "most), %d bytes each" % (len(echoed) - 1, most, echoed[-1] if echoed else 0),
+              len(echoed) == 101 and all(n == echoed[0] for n in echoed))
 
 
 asyncio.run(main())
