@@ -4,7 +4,8 @@
 # unix:UDS:5000 and to port 5001 over vm:cid3:5001, every echoed byte
 # compared; guest to host: a vsx.asyncio server on unix:UDS:6000 echoing
 # what echo_example's client sends and checks, once and then for 100
-# clients at once. One "ok: ..." or
+# clients at once; then a Python agent in the guest (python_guest_agent.py):
+# 16 MiB each way to its echo server, and its 16 MiB to ours. One "ok: ..." or
 # "FAIL: ..." line per check; the exit status is the number of failures.
 #
 #   python_agent.py UDS CONTROL
@@ -43,12 +44,12 @@ def dial(addr):
             time.sleep(0.2)
 
 
-def echo_round(addr):
-    """SIZE random bytes to the guest's echo server at @addr, the echo
+def echo_round(addr, size=SIZE):
+    """@size random bytes to the guest's echo server at @addr, the echo
     read back at the same time and compared; (ok, what it says)."""
     s = dial(addr)
-    data = os.urandom(SIZE)
-    got = bytearray(SIZE)
+    data = os.urandom(size)
+    got = bytearray(size)
     errs = []
     t0 = time.monotonic()
 
@@ -61,23 +62,25 @@ def echo_round(addr):
     t = threading.Thread(target=send)
     t.start()
     n, view, i = 0, memoryview(got), None
-    while n < SIZE:
+    while n < size:
         r = s.recv_into(view[n:])
         if not r:
             break
         n += r
-        if i is None and n >= SIZE // 2:
+        if i is None and n >= size // 2:
             i = s.info()    # mid-transfer: the connection is vsxd's to show
     t.join()
     took = time.monotonic() - t0
+    if i is None:
+        i = s.info()
     eof = s.recv(1) == b""
     s.close()
-    same = n == SIZE and hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
+    same = n == size and hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
     return (not errs and same and eof and i is not None and i.credit and
             i.buf_alloc == 1 << 20,
             "%s: %d of %d bytes echoed%s, %.1f s (%.1f MiB/s each way), transport %s, "
             "credit buf_alloc=%s peer_buf_alloc=%s%s" %
-            (addr, n, SIZE, " identical" if same else " DIFFERENT", took, SIZE / took / 2 ** 20,
+            (addr, n, size, " identical" if same else " DIFFERENT", took, size / took / 2 ** 20,
              i.transport, i.buf_alloc, i.peer_buf_alloc, " %r" % errs if errs else ""))
 
 
@@ -125,6 +128,15 @@ async def main():
         check("guest -> host: the server echoed 100 more connections (%d, %d at once at "
               "most), %d bytes each" % (len(echoed) - 1, most, echoed[-1] if echoed else 0),
               len(echoed) == 101 and all(n == echoed[0] for n in echoed))
+        # Python in the guest: its echo server, then its client of ours
+        ok, what = await loop.run_in_executor(None, echo_round, "unix:%s:5002" % UDS, 16 << 20)
+        check("host -> a Python guest agent (vsx over the guest's vsock), 16 MiB each way "
+              "compared: " + what, ok)
+        end = loop.time() + 120
+        while len(echoed) < 102 and loop.time() < end:
+            await asyncio.sleep(0.1)
+        check("a Python guest agent -> host: the server echoed its 16 MiB (%s)" %
+              echoed[101:], echoed[101:] == [16 << 20])
 
 
 asyncio.run(main())
