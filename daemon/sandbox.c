@@ -523,8 +523,9 @@ int vsxd_sandbox_fs(const struct vsxd_config *cfg, const char *config,
 		return 0;
 	abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 	if (abi < 1) {
-		vsxd_vlog(LOG_WARNING, "sandbox: this kernel has no Landlock (%s): the "
-			  "filesystem is not restricted", strerror(errno));
+		vsxd_vlog(LOG_WARNING, "sandbox: no Landlock here (%s%s): the filesystem "
+			  "is not restricted", strerror(errno),
+			  errno == EPERM ? ", refused by a filter around vsxd" : "");
 		return 0;
 	}
 	/* every right this kernel knows is handled: what no rule grants is refused */

@@ -241,6 +241,13 @@ int vsx__unix_bind(int fd, const char *path, mode_t mode, gid_t gid, bool *repla
 			*replaced = true;
 	}
 perm:
+	/* an inherited file another user owns (the old process was root, this
+	 * one is not: an upgrade to a contained vsxd) that already has the
+	 * mode and group asked for is left as it is */
+	if (inherited && lstat(path, &st) == 0 && st.st_uid != geteuid() &&
+	    (gid == VSX__GID_KEEP || st.st_gid == gid) &&
+	    (mode == VSX__MODE_UMASK || (st.st_mode & 07777) == mode))
+		return 0;
 	/* the group first: chown may clear mode bits, chmod never the group;
 	 * lchown, so that a symlink swapped in cannot redirect it */
 	if ((gid != VSX__GID_KEEP && lchown(path, (uid_t)-1, gid) < 0) ||

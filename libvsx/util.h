@@ -65,7 +65,9 @@ int vsx__unix_addr(struct sockaddr_un *un, const char *path);
  * call). A group that cannot be set (-EPERM: not root and not a member)
  * fails the call, the file removed. A listener a live handoff passed
  * for @path (vsx__inherit_take) is taken instead of binding: its file
- * stays as it is, the mode and group set on it.
+ * stays as it is, the mode and group set on it (left as they are when
+ * another user owns the file and they are already those asked for: a
+ * handoff from a root vsxd to one that is not).
  */
 int vsx__unix_bind(int fd, const char *path, mode_t mode, gid_t gid, bool *replaced);
 

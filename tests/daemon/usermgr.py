@@ -103,18 +103,21 @@ class Manager:
         ExecStart runs @argv, no condition, vsxd's output appended to @log
         (no journald here), the start limit raised (tests start vsxd more
         often than systemd's default 5 in 10 s allows), the store's size
-        @store_max if given; the Protect*= lines go (they need a mount
-        namespace of the service's own, which a manager that is not PID 1
-        cannot make here: exit 226/NAMESPACE). Every other line, those
-        about the store, readiness, restarts and the main process
-        included, is the file's. Returns the lines dropped."""
+        @store_max if given; the Protect*=, Private*= and ProcSubset=
+        lines go (they need a mount namespace of the service's own, which
+        a manager that is not PID 1 cannot make here: exit 226/NAMESPACE),
+        and so do User= and Group= (a user manager runs its services as
+        its own user; the installed units run as they ship under PID 1 in
+        scripts/test-upgrade). Every other line, those about the store,
+        readiness, restarts and the main process included, is the file's.
+        Returns the lines dropped."""
         dropped, out = [], []
         for line in open(src).read().splitlines():
             if line.startswith("ExecStart="):
                 line = "ExecStart=" + " ".join(argv)
             elif line.startswith("ConditionPathExists="):
                 continue
-            elif line.startswith("Protect"):
+            elif line.startswith(("Protect", "Private", "ProcSubset=", "User=", "Group=")):
                 dropped.append(line)
                 continue
             out.append(line)
