@@ -13,7 +13,8 @@
  *   vm.NAME.kickQ     ring Q's kick eventfd
  *   vm.NAME.callQ     ring Q's call eventfd
  *   state             a memfd holding the state record (state.h) of every
- *                     stored device, and its connections
+ *                     stored device and, after it, the connection slots
+ *                     (state_slots.h): the connections each one has
  *
  * A device's names are replaced (FDSTOREREMOVE=1, then FDSTORE=1) each time
  * it starts or changes, and removed when it stops. A device whose VM is
@@ -22,8 +23,11 @@
  * 3), and is taken back paused; while its rings are half stopped, or set
  * up again at cont, it is out of the store (until the start that follows,
  * a crash loses it, as before). The record is rewritten
- * in place each time, and at each connection open and close (control
- * path: the data path makes no call here).
+ * in place each time (under this file's lock: device events are rare).
+ * A connection's open and close, on its VM's worker, write only its slot
+ * in that VM's region of the memfd (state_slots.h): constant time, under
+ * the VM's own lock, never this file's; the record at a SIGTERM holds
+ * the connections whole instead.
  *
  * After a crash, the service manager starts vsxd again with the store in
  * $LISTEN_FDS / $LISTEN_FDNAMES. Each configured VM that the record names
@@ -61,6 +65,7 @@
 #include "fdstore.h"
 #include "state.h"
 #include "state_live.h"
+#include "state_slots.h"
 #include "util.h"
 #include "vhost-user/vhost_user.h"
 
@@ -73,7 +78,8 @@ struct vsxd_fdstore {
 	char refusal[320];            /* why this process refuses the handoff */
 	unsigned store_max;           /* $FDSTORE; 0: not said */
 	int memfd;                    /* the record; -1: none */
-	size_t rec_len;
+	struct vsxd_slots *slots;     /* the connections, in memfd's slots
+					 (state_slots.h); NULL: not named */
 
 	/* What the earlier process left (until vsxd_fdstore_ready) */
 	struct vsxd_state prev;
@@ -88,10 +94,9 @@ struct vsxd_fdstore {
 		bool vm_seen;         /* vm.NAME.*: NAME was configured */
 	} *passed;
 
-	/* The stored devices: recs[i] (rec.conns malloc'ed, conn_cap[i]
-	 * entries) */
+	/* The stored devices: recs[i] (rec.conns malloc'ed: none but at a
+	 * SIGTERM's vsxd_fdstore_keep, the connections are in fs->slots) */
 	struct vsxd_state_vm *recs;
-	unsigned *conn_cap;
 	unsigned nrecs, cap;
 };
 
@@ -234,12 +239,9 @@ static void write_record(struct vsxd_fdstore *fs)
 	if (n < 0) {
 		fs_log(fs, LOG_ERR, "restart state: cannot encode: %s", strerror((int)-n));
 	} else if (pwrite(fs->memfd, buf, (size_t)n, 0) != n) {
+		/* (never truncated: the connection slots follow; the header
+		 * says where the record ends) */
 		fs_log(fs, LOG_ERR, "restart state: cannot write: %s", strerror(errno));
-	} else {
-		if ((size_t)n < fs->rec_len && ftruncate(fs->memfd, n) < 0)
-			fs_log(fs, LOG_WARNING, "restart state: cannot truncate: %s",
-			       strerror(errno));
-		fs->rec_len = (size_t)n;
 	}
 	free(buf);
 	free(held);
@@ -255,12 +257,11 @@ static int rec_find(const struct vsxd_fdstore *fs, const char *name)
 
 static void rec_drop(struct vsxd_fdstore *fs, unsigned i)
 {
+	vsxd_slots_unbind(fs->slots, fs->recs[i].name);
 	free(fs->recs[i].conns);
 	fs->nrecs--;
-	if (i != fs->nrecs) {
+	if (i != fs->nrecs)
 		fs->recs[i] = fs->recs[fs->nrecs];
-		fs->conn_cap[i] = fs->conn_cap[fs->nrecs];
-	}
 }
 
 /* ---- Device and connection events ---- */
@@ -290,7 +291,7 @@ void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
 {
 	struct vsxd_fdstore *fs = arg;
 	unsigned others;
-	int i;
+	int i, r;
 
 	(void)vm;
 	if (!fs || !fs->info.store)
@@ -327,70 +328,54 @@ void vsxd_fdstore_device(void *arg, struct vsxb_vm *vm, const char *name,
 		if (fs->nrecs == fs->cap) {
 			unsigned cap = fs->cap ? 2 * fs->cap : 8;
 			struct vsxd_state_vm *nr = realloc(fs->recs, cap * sizeof(*nr));
-			unsigned *nc;
 
-			if (nr)
-				fs->recs = nr;
-			nc = nr ? realloc(fs->conn_cap, cap * sizeof(*nc)) : NULL;
-			if (!nc) {
+			if (!nr) {
 				fs_log(fs, LOG_ERR, "vm %s: out of memory: its device does not "
 				       "survive a crash", name);
 				goto out;
 			}
-			fs->conn_cap = nc;
+			fs->recs = nr;
 			fs->cap = cap;
 		}
 		i = (int)fs->nrecs++;
 		memset(&fs->recs[i], 0, sizeof(fs->recs[i]));
-		fs->conn_cap[i] = 0;
 		snprintf(fs->recs[i].name, sizeof(fs->recs[i].name), "%s", name);
 	}
 	fs->recs[i].cid = guest_cid;
 	if (store_device(fs, &fs->recs[i], st) < 0) {
 		remove_vm_names(fs, &fs->recs[i]);
 		rec_drop(fs, (unsigned)i);
+	} else if (fs->slots && (r = vsxd_slots_bind(fs->slots, name)) < 0) {
+		fs_log(fs, LOG_WARNING, "vm %s: no connection slots in the restart state "
+		       "(%s): a crash ends its connections without an RST", name,
+		       strerror(-r));
 	}
 out:
 	write_record(fs);
 	pthread_mutex_unlock(&fs->lock);
 }
 
+/* Constant time, and no lock but the VM's own: its slot (state_slots.h). */
 void vsxd_fdstore_conn(struct vsxd_fdstore *fs, const struct vsxb_conn_event *ev)
 {
 	const struct vsxb_conn_info *ci = &ev->ci;
-	struct vsxd_state_vm *v;
-	int i;
+	struct vsxd_slots_vm *v;
 
 	if (!fs || !fs->info.store || !ci->vm || ev->type == VSXB_CONN_EV_REFUSE)
 		return;
-	pthread_mutex_lock(&fs->lock);
-	i = rec_find(fs, ci->vm);
-	if (i < 0)
-		goto out;
-	v = &fs->recs[i];
+	v = vsxd_slots_vm(fs->slots, ci->vm);
+	if (!v)
+		return;   /* its device is not stored */
 	if (ev->type == VSXB_CONN_EV_OPEN) {
-		if (v->nconns == fs->conn_cap[i]) {
-			unsigned cap = fs->conn_cap[i] ? 2 * fs->conn_cap[i] : 16;
-			struct vsxd_state_conn *nc = realloc(v->conns, cap * sizeof(*nc));
+		struct vsxd_state_conn c;
 
-			if (!nc || cap > VSXD_STATE_MAX_CONNS)
-				goto out; /* not named: the guest's timeouts end it */
-			v->conns = nc;
-			fs->conn_cap[i] = cap;
-		}
-		vsxd_state_conn_from_info(&v->conns[v->nconns++], ci);
+		vsxd_state_conn_from_info(&c, ci);
+		/* (not named when its region is full: the guest's timeouts
+		 * end it) */
+		vsxd_slots_add(v, &c);
 	} else {
-		unsigned k;
-
-		for (k = 0; k < v->nconns && v->conns[k].id != ci->id; k++)
-			;
-		if (k == v->nconns)
-			goto out;
-		v->conns[k] = v->conns[--v->nconns];
+		vsxd_slots_del(v, ci->id);
 	}
-	write_record(fs);
-out:
-	pthread_mutex_unlock(&fs->lock);
 }
 
 void vsxd_fdstore_forget(struct vsxd_fdstore *fs, const char *name)
@@ -416,6 +401,11 @@ static void read_prev(struct vsxd_fdstore *fs, int fd)
 		fs_log(fs, LOG_ERR, "restart state unusable (%s): every VM starts fresh", why);
 		return;
 	}
+	/* the connections a crash left in the slots */
+	r = vsxd_slots_read(fd, &fs->prev, why, sizeof(why));
+	if (r < 0)
+		fs_log(fs, LOG_WARNING, "restart state: %s: some connections it named end "
+		       "without an RST", why);
 	fs->have_prev = true;
 }
 
@@ -424,7 +414,7 @@ int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstor
 	struct vsxd_fdstore *fs = calloc(1, sizeof(*fs));
 	const char *max = getenv("FDSTORE");
 	char **names = NULL;
-	int n, state = -1;
+	int n, r, state = -1;
 
 	*out = NULL;
 	if (!fs)
@@ -502,6 +492,10 @@ int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstor
 			fs->memfd = fs->passed[state].fd;
 			fs->passed[state].given = true;
 			fs->passed[state].keep_name = true;
+			/* (the old process's slots were read) */
+			if ((r = vsxd_slots_wipe(fs->memfd)) < 0)
+				fs_log(fs, LOG_WARNING, "restart state: cannot empty the "
+				       "connection slots: %s", strerror(-r));
 		} else {
 			if (state >= 0) {
 				/* the old record leaves now, and its name is the
@@ -520,6 +514,9 @@ int vsxd_fdstore_open(vsxd_fdstore_log_fn log, void *log_arg, struct vsxd_fdstor
 			}
 		}
 	}
+	if (fs->info.store && (r = vsxd_slots_open(fs->memfd, &fs->slots)) < 0)
+		fs_log(fs, LOG_ERR, "restart state: no connection slots (%s): a crash ends "
+		       "the connections without an RST", strerror(-r));
 	*out = fs;
 	return 0;
 }
@@ -1059,7 +1056,8 @@ static int keep_conn(const struct vsxb_conn_keep *k, void *arg)
 
 /* The connections of the running devices, whole: a restart goes on with
  * those to host programs (their sockets in the store), as a handoff does. */
-static void keep_conns(struct vsxd_fdstore *fs, struct vsxb_vm *const *vms, size_t n_vms)
+static void keep_conns(struct vsxd_fdstore *fs, struct vsxb_vm *const *vms, size_t n_vms,
+		       bool *whole)
 {
 	for (size_t i = 0; i < n_vms; i++) {
 		struct keep_walk w = { .fs = fs };
@@ -1081,7 +1079,7 @@ static void keep_conns(struct vsxd_fdstore *fs, struct vsxb_vm *const *vms, size
 		free(fs->recs[k].conns);
 		fs->recs[k].conns = w.conns;
 		fs->recs[k].nconns = w.n;
-		fs->conn_cap[k] = w.n;
+		whole[i] = true;
 	}
 }
 
@@ -1089,15 +1087,25 @@ int vsxd_fdstore_keep(struct vsxd_fdstore *fs, struct vsxb_vm *const *vms, size_
 {
 	int fds[1024], n, kept = 0;
 	char name[32];
+	bool *whole;
 
 	if (!fs || !fs->info.store || fs->memfd < 0)
 		return -ENOTCONN;
 	n = vsx__listeners(fds, sizeof(fds) / sizeof(fds[0]));
 	if (n < 0)
 		return n;
+	whole = calloc(n_vms ? n_vms : 1, sizeof(*whole));
+	if (!whole)
+		return -ENOMEM;
 	pthread_mutex_lock(&fs->lock);
-	keep_conns(fs, vms, n_vms);
+	keep_conns(fs, vms, n_vms, whole);
 	write_record(fs);
+	/* the record holds those VMs' connections whole now: their slots
+	 * leave (the record's win over them, in case this stops halfway) */
+	for (size_t i = 0; i < n_vms; i++)
+		if (whole[i])
+			vsxd_slots_unbind(fs->slots, vsxb_vm_name(vms[i]));
+	free(whole);
 	for (int i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "listen.%d", i);
 		kept += store_fd(fs, name, fds[i]) == 0;
@@ -1150,10 +1158,10 @@ void vsxd_fdstore_free(struct vsxd_fdstore *fs)
 	if (fs->info.store)
 		store_remove(fs, "state");
 	pthread_mutex_unlock(&fs->lock);
+	vsxd_slots_free(fs->slots);
 	if (fs->memfd >= 0)
 		close(fs->memfd);
 	free(fs->recs);
-	free(fs->conn_cap);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs);
 }

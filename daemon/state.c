@@ -871,10 +871,48 @@ int vsxd_state_memfd(const struct vsxd_state *s)
 	return vsxd__record_memfd("vsxd-state", buf, buf ? vsxd_state_encode(s, buf, len) : -ENOMEM);
 }
 
+/* The record at the start of the state memfd when the connection slots
+ * follow it (state_slots.h): as many bytes as its header says. */
+static long slurp_head(int fd, uint8_t **out, char *why, size_t whylen)
+{
+	uint8_t hdr[VSXD_STATE_HDR], *buf;
+	uint32_t len;
+	ssize_t n;
+
+	*out = NULL;
+	n = pread(fd, hdr, sizeof(hdr), 0);
+	if (n != (ssize_t)sizeof(hdr)) {
+		vsxd__why_set(why, whylen, "reading the state record: %s",
+			      n < 0 ? strerror(errno) : "short");
+		return -EIO;
+	}
+	len = (uint32_t)hdr[12] | (uint32_t)hdr[13] << 8 | (uint32_t)hdr[14] << 16 |
+	      (uint32_t)hdr[15] << 24;
+	if (len < VSXD_STATE_HDR || len > VSXD_STATE_MAX_LEN)
+		len = VSXD_STATE_HDR;   /* (the decoder says what is wrong) */
+	buf = malloc(len);
+	if (!buf) {
+		vsxd__why_set(why, whylen, "out of memory");
+		return -ENOMEM;
+	}
+	n = pread(fd, buf, len, 0);
+	if (n < 0) {
+		vsxd__why_set(why, whylen, "reading the state record: %s", strerror(errno));
+		free(buf);
+		return -EIO;
+	}
+	*out = buf;
+	return (long)n;
+}
+
 int vsxd_state_read(int fd, struct vsxd_state *out, char *why, size_t whylen)
 {
+	struct stat st;
 	uint8_t *buf;
-	long n = vsxd__record_slurp(fd, "state record", &buf, why, whylen);
+	long n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		 (uint64_t)st.st_size > VSXD_STATE_MAX_LEN
+		 ? slurp_head(fd, &buf, why, whylen)
+		 : vsxd__record_slurp(fd, "state record", &buf, why, whylen);
 	int r;
 
 	memset(out, 0, sizeof(*out));

@@ -466,7 +466,10 @@ int vsxd_relays_memfd(const struct vsxd_relays *rs);
 
 /* The record the file @fd holds (read from offset 0, whatever its
  * offset), as vsxd_state_decode / vsxd_counters_decode / vsxd_relays_decode;
- * also -EINVAL (not a regular file), -EFBIG (longer than a record can be), -EIO. */
+ * also -EINVAL (not a regular file), -EFBIG (longer than a record can be), -EIO.
+ * A state file longer than a record can be is one with connection slots
+ * after its record (state_slots.h): the record is as long as its header
+ * says (the slots are vsxd_slots_read's). */
 int vsxd_state_read(int fd, struct vsxd_state *out, char *why, size_t whylen);
 int vsxd_counters_read(int fd, struct vsxd_counters *out, char *why, size_t whylen);
 int vsxd_relays_read(int fd, struct vsxd_relays *out, char *why, size_t whylen);
