@@ -18,6 +18,9 @@
 #             has that option
 #   sibling   bench/sibling.sh: vsxd's CPU per GiB between two sibling
 #             VMs (fake guests) on two worker threads and on one
+#   churn     bench/churn.py: vsxd's CPU per connection open+close with 0
+#             and with 2,000 other connections open, file descriptor store
+#             on and off
 #   multivm   1, 2, 4, 8 VMs on one vsxd (VSX_BENCH_VMS), each its own
 #             vsxbench process (guest and host program), 64 KiB writes
 #             guest -> host, then host -> guest, all VMs at once; beside the
@@ -39,7 +42,7 @@
 # run; 0: none), VSX_BENCH_QEMU (auto; 0: no real-QEMU phase),
 # VSX_QEMU_BYTES (32M here: bytes per qemu.sh run), VSX_QEMU_REPS (3),
 # VSX_BENCH_VMS (1,2,4,8: VM counts of the multi-VM phase), VSX_BENCH_PHASES
-# (idle,mem,throughput,buffer,lat,multivm,sibling,qemu: the phases run, e.g.
+# (idle,mem,throughput,buffer,lat,multivm,sibling,churn,qemu: the phases run, e.g.
 # "multivm" alone; "buffer" is the larger-buffer throughput set),
 # VSX_BENCH_WAIT_LOAD (e.g. 0.5: first wait, up to 10 minutes, for the
 # 1-minute load average to fall below it), VSX_BENCH_REPORT=FILE (run
@@ -57,7 +60,7 @@ scale=${VSX_BENCH_SCALE:-1}
 bigbuf=${VSX_BENCH_BUFFER:-2097152}
 poll_us=${VSX_BENCH_POLL_US:-50}
 qemu_bytes=${VSX_QEMU_BYTES:-32M}
-all_phases=idle,mem,throughput,buffer,lat,multivm,sibling,qemu
+all_phases=idle,mem,throughput,buffer,lat,multivm,sibling,churn,qemu
 phases=${VSX_BENCH_PHASES:-$all_phases}
 mv_vms=${VSX_BENCH_VMS:-1,2,4,8}
 for p in $(printf '%s' "$phases" | tr , ' '); do
@@ -627,6 +630,12 @@ measure() {
 	if want sibling; then
 		say "sibling"
 		VSX_SIB_BEFORE='' sh "$src/bench/sibling.sh" "$build" >>"$raw"
+	fi
+
+	if want churn; then
+		say "churn"
+		make -C "$build" -s tests/daemon/loadgen >/dev/null
+		VSX_CHURN_BEFORE='' python3 "$src/bench/churn.py" "$build" >>"$raw"
 	fi
 
 	if want qemu; then
@@ -1251,5 +1260,7 @@ fi
 
 # bench/sibling.sh's lines, when the sibling phase ran
 sh "$src/bench/sibling.sh" --md "$raw" >>"$tmp/RESULTS.md"
+# bench/churn.py's, when the churn phase ran
+python3 "$src/bench/churn.py" --md "$raw" >>"$tmp/RESULTS.md"
 cp "$tmp/RESULTS.md" "$out/RESULTS.md"
 echo "run.sh: wrote $out/results/latest.txt and $out/RESULTS.md"

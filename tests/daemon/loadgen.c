@@ -39,6 +39,12 @@
  *                  the caller: loadgen prints "ready" once a connection is
  *                  up, waits for a line on standard input, then reconnects
  *                  (retrying for up to 20 s) to the new vsxd's socket.
+ *   churn H N [W]  (needs -p) H host connections opened and held (no data,
+ *                  no close), then W warm-up and N measured connect/close
+ *                  cycles as in "cycles" beside them: vsxd's CPU (all its
+ *                  threads, /proc/PID/task/ * /schedstat) per cycle
+ *                  (bench/churn.py: the cost of a connection event with H
+ *                  others open).
  */
 #include <endian.h>
 #include <errno.h>
@@ -824,10 +830,12 @@ static bool host_step(void)
 
 /* ---- Running ---- */
 
+static unsigned nglive_held;   /* guest connections held aside (churn) */
+
 static bool all_done(void)
 {
 	return S.h_done >= S.h_total && S.g_done + S.g_aborted_h >= S.g_total &&
-	       nglive == 0;
+	       nglive <= nglive_held;
 }
 
 static void step(void)
@@ -1083,6 +1091,82 @@ static void guest_forget(void)
 	while (nglive)
 		gfree(glive[0]);
 	g_pending = 0;
+}
+
+/* CPU time vsxd's threads have had, in ns (schedstat), or -1 */
+static long long proc_cpu_ns(int pid)
+{
+	char path[320], line[128];
+	struct dirent *e;
+	long long sum = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((e = readdir(dir))) {
+		unsigned long long ns;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", pid, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(line, sizeof(line), f) && sscanf(line, "%llu", &ns) == 1)
+			sum += (long long)ns;
+		fclose(f);
+	}
+	closedir(dir);
+	return sum;
+}
+
+static int mode_churn(unsigned hold, unsigned n, unsigned warm, int pid)
+{
+	unsigned held = 0;
+	long long c0, c1;
+	double t0, t1;
+
+	if (pid <= 0) {
+		error("churn: needs -p VSXD_PID");
+		return 1;
+	}
+	P.size = 4096;
+	P.hold = true;
+	P.inflight = 1;
+	reset_figures(0, 0);
+	S.go = true;
+	t0 = now_s();
+	while (held < hold) {
+		if (hconnect(GPORT) < 0 || !UNTIL(!hlast || hlast->state == H_DATA, 5000) ||
+		    !hlast) {
+			error("churn: held connection %u was not served", held + 1);
+			return 1;
+		}
+		held++;
+	}
+	/* the guest's halves of them are up too */
+	UNTIL(nglive >= held, 5000);
+	nglive_held = nglive;
+	printf("churn: %u connections held open (%.2f s); the guest holds %u\n", held,
+	       now_s() - t0, nglive);
+	P.hold = false;
+	if (warm && cycles(warm) < 0)
+		return 1;
+	c0 = proc_cpu_ns(pid);
+	t0 = now_s();
+	if (cycles(n) < 0)
+		return 1;
+	t1 = now_s();
+	c1 = proc_cpu_ns(pid);
+	printf("churn: held=%u cycles=%u vsxd_cpu_ms=%.1f us_per_cycle=%.1f wall_us_per_cycle=%.1f "
+	       "errors=%u\n", held, n, (double)(c1 - c0) / 1e6, (double)(c1 - c0) / 1e3 / n,
+	       (t1 - t0) * 1e6 / n, S.errors);
+	if (nglive < held)
+		error("churn: %u of the %u held connections ended", held - nglive, held);
+	return S.errors ? 1 : 0;
 }
 
 static int mode_fdlimit(int pid)
@@ -1344,6 +1428,9 @@ int main(int argc, char **argv)
 	else if (!strcmp(mode, "cycles") && argc - optind >= 4)
 		rc = mode_cycles((unsigned)atoi(argv[optind + 3]),
 				 argc - optind > 4 ? (unsigned)atoi(argv[optind + 4]) : 0, pid);
+	else if (!strcmp(mode, "churn") && argc - optind >= 5)
+		rc = mode_churn((unsigned)atoi(argv[optind + 3]), (unsigned)atoi(argv[optind + 4]),
+				argc - optind > 5 ? (unsigned)atoi(argv[optind + 5]) : 0, pid);
 	else if (!strcmp(mode, "flip"))
 		rc = mode_flip();
 	else if (!strcmp(mode, "abandon") && argc - optind == 4)
@@ -1369,6 +1456,6 @@ int main(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: loadgen [-p VSXD_PID] [-T SECS] VHOST UDS "
 		"conc N SIZE | cycles N [WARMUP] | flip | fdlimit | reattach | restart |\n"
-		"       abandon N\n");
+		"       abandon N | churn HELD N [WARMUP]\n");
 	return 2;
 }
