@@ -37,8 +37,10 @@ import time
 
 
 def md(path):
-    runs, med, ratio = [], {}, {}
+    runs, med, ratio, setup = [], {}, {}, None
     for line in open(path):
+        if line.startswith("churn setup: "):
+            setup = line[len("churn setup: "):].strip()
         f = line.split()
         if not f or f[0] not in ("churn", "churn-median", "churn-ratio"):
             continue
@@ -61,6 +63,8 @@ def md(path):
           "stand-in service manager (FileDescriptorStoreMax=64), every connection "
           "event recorded in the state memfd; off: no $NOTIFY_SOCKET. Issue #33 "
           "wants, store on, held ≤ 1.2× none.\n" % held[-1])
+    if setup:
+        print("Setup: %s.\n" % setup)
     print("| vsxd | store | " + " | ".join("%s open" % h for h in held) +
           " | ratio %s / 0 |" % held[-1])
     print("|---|---|" + "---|" * len(held) + "---|")
@@ -156,6 +160,10 @@ def run(vsxd, store, held, tmp):
 
 ok = True
 figs = {}
+print("churn setup: %d CPUs, load %s (1/5/15 min) at the start, %d cycles (after %d "
+      "warm-up) per run, %d runs of each, interleaved, %d connections held; vsxds: %s"
+      % (os.cpu_count(), " ".join(open("/proc/loadavg").read().split()[:3]), CYCLES, WARM,
+         REPS, HOLD, ", ".join("%s %s" % v for v in vsxds)))
 tmp = tempfile.mkdtemp(prefix="vsx-churn.")
 sys.stdout.reconfigure(line_buffering=True)
 for rep in range(1, REPS + 1):

@@ -12,6 +12,11 @@
  * 4, why a connection ends once that is known (one kept draining or
  * lingering), so that the next process counts its end as this one would.
  *
+ * In the file descriptor store's memfd the record is followed by the
+ * connection slots (state_slots.h): there, the connections of the record
+ * kept up to date for a crash are in the slots, one per connection, and
+ * its VM records name none (a SIGTERM's record holds them whole).
+ *
  * The descriptors are named, not numbered: the record refers to each one
  * by the FDNAME it was stored under (sd_pid_notify_with_fds(3)), and the
  * new process gets them back with those names in $LISTEN_FDNAMES.
