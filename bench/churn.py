@@ -41,6 +41,7 @@ def md(path):
     for line in open(path):
         if line.startswith("churn setup: "):
             setup = line[len("churn setup: "):].strip()
+            continue
         f = line.split()
         if not f or f[0] not in ("churn", "churn-median", "churn-ratio"):
             continue
