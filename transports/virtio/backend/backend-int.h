@@ -318,7 +318,8 @@ struct conn {
 	uint64_t id;
 	struct vsxb_vm *vm;
 	struct vsxb_list node;        /* vm->conns (until freed) */
-	struct vsxb_list pnode;       /* vm->pending while it waits for RX */
+	struct vsxb_list pnode;       /* vm->pending while it waits for RX;
+					 vm->dead once killed */
 	struct conn *hnext;          /* hash chain */
 	bool hashed, dead, draining;
 
@@ -443,6 +444,8 @@ struct vsxb_vm {
 	/* Connections (conn.c) */
 	struct vsxb_list conns;       /* every connection, by age */
 	struct vsxb_list pending;     /* connections waiting for RX buffers */
+	struct vsxb_list dead;        /* killed ones (by pnode), freed at the
+					 end of the round */
 	unsigned nconns;             /* live ones */
 	unsigned ndead;              /* killed, freed at the end of the round */
 	struct conn **hash;

@@ -638,6 +638,9 @@ void vsxb__conn_kill(struct conn *c)
 	vm->nconns--;
 	vsxb_add(&vm->r->nconns, -1);
 	vm->ndead++;
+	/* (freed at the end of the round without a walk of every
+	 * connection: a close costs the same however many are open) */
+	vsxb_list_add_tail(&vm->dead, &c->pnode);
 	vsxb__vm_touch(vm);
 }
 
@@ -953,8 +956,6 @@ static void pool_tend(struct vsxb_vm *vm)
 /* End of a round for @vm (router.c calls it for every touched VM). */
 void vsxb__vm_round(struct vsxb_vm *vm)
 {
-	struct vsxb_list *n, *next;
-
 	/* A SIGBUS in this VM's memory was absorbed (vhost-user/memguard.h):
 	 * what it read since are zeros; the device goes, the others stay. */
 	if (vm->live && !vm->broken && vsxu_vu_mem_faulted(vm->vu))
@@ -972,14 +973,10 @@ void vsxb__vm_round(struct vsxb_vm *vm)
 		vm_rx_run(vm);
 	vsxb__ring_rx_publish(vm);
 	pool_tend(vm);
-	if (!vm->ndead)
-		return;
-	for (n = vm->conns.next; n != &vm->conns; n = next) {
-		struct conn *c = vsxb_container_of(n, struct conn, node);
+	while (!vsxb_list_empty(&vm->dead)) {
+		struct conn *c = vsxb_container_of(vm->dead.next, struct conn, pnode);
 
-		next = n->next;
-		if (!c->dead)
-			continue;
+		vsxb_list_del(&c->pnode);
 		vsxb_list_del(&c->node);
 		free(c);
 	}

@@ -183,6 +183,7 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 	vsxb_list_init(&vm->node);
 	vsxb_list_init(&vm->dnode);
 	vsxb_list_init(&vm->conns);
+	vsxb_list_init(&vm->dead);
 	vsxb_list_init(&vm->pending);
 	vsxb_list_init(&vm->handshakes);
 	vm->name = strdup(cfg->name ? cfg->name : name);
