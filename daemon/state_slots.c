@@ -9,7 +9,6 @@
  */
 #include <endian.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -132,7 +131,7 @@ int vsxd_slots_open(int fd, struct vsxd_slots **out)
 static void vm_reset(struct vsxd_slots_vm *v)
 {
 	if (v->map)
-		munmap(v->map, VSXD_SLOTS_REGION_BYTES);
+		munmap(v->map, VSXD_SLOTS_REGION_BYTES);   /* (its pages stay in the file) */
 	v->map = NULL;
 	v->region = -1;
 	v->hwm = 0;
@@ -203,16 +202,17 @@ int vsxd_slots_bind(struct vsxd_slots *sl, const char *name)
 	err = grow(sl->fd, region_off(r) + VSXD_SLOTS_REGION_BYTES);
 	if (err < 0)
 		goto out;
-	/* empty, whatever an earlier VM left there */
-	if (fallocate(sl->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)region_off(r), (off_t)VSXD_SLOTS_REGION_BYTES) < 0) {
-		err = -errno;
-		goto out;
-	}
 	map = mmap(NULL, VSXD_SLOTS_REGION_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, sl->fd,
 		   (off_t)region_off(r));
 	if (map == MAP_FAILED) {
 		err = -errno;
+		goto out;
+	}
+	/* empty, whatever an earlier VM left there (MADV_REMOVE punches the
+	 * file's pages: madvise, which the sandbox allows, not fallocate) */
+	if (madvise(map, VSXD_SLOTS_REGION_BYTES, MADV_REMOVE) < 0) {
+		err = -errno;
+		munmap(map, VSXD_SLOTS_REGION_BYTES);
 		goto out;
 	}
 	if (!v) {
@@ -266,10 +266,10 @@ void vsxd_slots_unbind(struct vsxd_slots *sl, const char *name)
 	__atomic_store_n((uint32_t *)(sl->dir + (size_t)r * VSXD_SLOTS_DIR_ENTRY), 0,
 			 __ATOMIC_RELEASE);
 	pthread_mutex_lock(&v->lock);
+	/* its pages leave the file (the memory they took) */
+	(void)madvise(v->map, VSXD_SLOTS_REGION_BYTES, MADV_REMOVE);
 	vm_reset(v);
 	pthread_mutex_unlock(&v->lock);
-	(void)fallocate(sl->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			(off_t)region_off((unsigned)r), (off_t)VSXD_SLOTS_REGION_BYTES);
 	sl->taken[r] = false;
 	pthread_mutex_unlock(&sl->lock);
 }
