@@ -58,7 +58,10 @@ ct_boot()
 	for b in "$@"; do binds="$binds --bind=$b"; done
 	say "systemd-nspawn --boot $r (log: $W/nspawn.log)"
 	# shellcheck disable=SC2086 # a list of options
+	# (nspawn's own syscall filter lacks Landlock's calls, which vsxd's
+	# sandbox makes: sandbox.c)
 	systemd-nspawn -D "$r" --register=no --keep-unit --boot --console=pipe \
+		--system-call-filter='landlock_create_ruleset landlock_add_rule landlock_restrict_self' \
 		$binds --resolv-conf=copy-host >"$W/nspawn.log" 2>&1 </dev/null &
 	nspawn_pid=$!
 	n=0 st=''

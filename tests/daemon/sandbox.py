@@ -19,8 +19,9 @@ naming the call), in the shape of Firecracker's seccomp validation test.
   6  the launcher runs only a program owned by root that nobody else may
      write: upgrade --exec a group-writable copy is refused, vsxd serves on
 
-A sanitizer build's allowlist also lets the runtime's calls through
-(ptrace, clone, execve: sandbox.c): those checks are skipped there.
+A sanitizer build's sandbox also lets the runtime's calls through
+(ptrace, clone, execve, prctl, reading any file: sandbox.c): those checks
+are skipped there.
 """
 import os
 import re
@@ -66,6 +67,9 @@ class Vsxd:
         os.mkfifo(os.path.join(self.dir, "res"))
         self.log_path = os.path.join(self.dir, "log")
         env = dict(os.environ, LD_PRELOAD=INJECT, VSX_INJECT=self.dir)
+        # an ASan build's vsxd: the runtime need not come before the library
+        env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") +
+                               ":verify_asan_link_order=0").lstrip(":")
         self.log = open(self.log_path, "w")
         self.p = subprocess.Popen([S.vsxd, "--config", S.conf, "-v"] + list(flags),
                                   stdout=self.log, stderr=subprocess.STDOUT, env=env)
@@ -170,13 +174,18 @@ landlock = "sandbox: filesystem view (Landlock" in v.text()
 if not landlock:
     print("skip: no Landlock in this kernel: " + v.text()[-300:])
 else:
-    for cmd, what, want in [
-            ("openat /etc/shadow", "open a file outside its paths", "r=-1 errno=13"),
-            ("openat /etc/passwd", "open a world-readable file outside", "r=-1 errno=13"),
-            ("openat " + S.conf, "read its configuration file", "r=0 errno=0"),
+    for cmd, what, want, runtime in [
+            ("openat /etc/shadow", "open a file outside its paths", "r=-1 errno=13", True),
+            ("openat /etc/passwd", "open a world-readable file outside", "r=-1 errno=13",
+             True),
+            ("openat " + S.conf, "read its configuration file", "r=0 errno=0", False),
             ("creat " + os.path.join(S.tmp, "new-file"), "create a file in a socket "
-             "directory", "r=-1 errno=13"),
-            ("creat /root/vsx-sandbox-test", "create a file under /root", "r=-1 errno=13")]:
+             "directory", "r=-1 errno=13", False),
+            ("creat /root/vsx-sandbox-test", "create a file under /root", "r=-1 errno=13",
+             False)]:
+        if san and runtime:
+            print("skip: %s: a sanitizer's runtime reads files anywhere (sandbox.c)" % cmd)
+            continue
         res, rc = v.call("main " + cmd)
         check("filesystem view: %s: %s" % (what, want), res == want, "%s %s" % (res, rc))
     check("nothing was created", not os.path.exists(os.path.join(S.tmp, "new-file")) and
@@ -224,7 +233,7 @@ v.stop()
 # ---- 3: forbidden, each fatal ----
 sleeper = subprocess.Popen(["sleep", "60"])
 forbidden = [
-    ("execve /bin/true", "execve", False),
+    ("execve /bin/true", "execve", True),
     ("socket %d" % AF_PACKET, "socket", False),
     ("socket %d" % AF_INET, "socket", False),
     ("socket %d" % AF_VSOCK, "socket", False),
@@ -239,7 +248,7 @@ forbidden = [
     ("mprotect %d" % (PROT_READ | PROT_EXEC), "mprotect", False),
     ("fork", "clone", True),
     ("ioctl %d" % TIOCSTI, "ioctl", False),
-    ("prctl %d" % PR_SET_DUMPABLE, "prctl", False),
+    ("prctl %d" % PR_SET_DUMPABLE, "prctl", True),
     ("tgkill %d" % sleeper.pid, "tgkill", False),
     ("kill %d" % sleeper.pid, "kill", False),
 ]
