@@ -255,6 +255,7 @@ static const int plain[] = {
 static const int sanitizer[] = {
 	SCMP_SYS(ptrace), SCMP_SYS(execve), SCMP_SYS(vfork), SCMP_SYS(fork),
 	SCMP_SYS(process_vm_readv), SCMP_SYS(sched_setaffinity),
+	SCMP_SYS(getdents),     /* LeakSanitizer's thread list (found in log mode) */
 };
 
 static int add(scmp_filter_ctx ctx, int nr, unsigned n, const struct scmp_arg_cmp *a)

@@ -66,6 +66,13 @@
  *                      with the tables at the top; the avail ring stays
  *   fault rx           every buffer gone, the rings kept: what the host
  *                      sends next is written into buffers that are gone
+ * A hostile guest or front-end (the cases of tests/vhost-user's
+ * test_vu_hostile.c, here against a real vsxd: hostile.test); the answer
+ * is ok whatever vsxd made of it, which the test judges:
+ *   hostile desc-outside | len-overflow | addr-wraps | loop | next-out |
+ *           indirect-outside   a TX chain of that kind, kicked
+ *   hostile oversized | unknown | vring-num | vring-addr | mem-table |
+ *           fds-extra | features   a vhost-user message of that kind
  * Host commands (libvsx):
  *   hconnect ADDR      vsx_connect (prints the host port vsxd assigned)
  *   hlisten ADDR       vsx_listen;  haccept: vsx_accept
@@ -558,6 +565,101 @@ static void gsend_cmd(uint64_t n, uint64_t pkt)
 	answer(true, "tx=%llu", (unsigned long long)g.tx);
 }
 
+/* hostile KIND (see the top). */
+static void hostile_cmd(const char *kind)
+{
+	enum { GET_FEATURES = 1, SET_FEATURES = 2, SET_MEM_TABLE = 5, SET_VRING_NUM = 8,
+	       SET_VRING_ADDR = 9, GET_VRING_BASE = 11, V1 = 1 };
+	const uint32_t hdr = sizeof(struct virtio_vsock_hdr);
+	size_t slen;
+	uint64_t scratch = drv_scratch(d, &slen), v = 0;
+	uint64_t addr[2] = { 0, 0 };
+	uint32_t len[2] = { hdr, 0 }, st[2] = { 0, 0 };
+	uint16_t flags[2] = { 0, 0 }, next[2] = { 1, 0 };
+	unsigned n = 0;
+	int rc = 0;
+
+	if (!kind) {
+		answer(false, "hostile needs a kind");
+		return;
+	}
+	if (!strcmp(kind, "desc-outside")) {
+		addr[0] = 0x1000;                       /* below guest memory */
+		n = 1;
+	} else if (!strcmp(kind, "len-overflow")) {
+		addr[0] = DRV_GPA_BASE + 4096;
+		len[0] = 0xffffffffu;
+		n = 1;
+	} else if (!strcmp(kind, "addr-wraps")) {
+		addr[0] = scratch;
+		addr[1] = UINT64_MAX - 10;
+		len[1] = 100;
+		flags[0] = VRING_DESC_F_NEXT;
+		n = 2;
+	} else if (!strcmp(kind, "loop")) {
+		addr[0] = addr[1] = scratch;
+		flags[0] = flags[1] = VRING_DESC_F_NEXT;
+		next[1] = 0;                            /* back to the first */
+		n = 2;
+	} else if (!strcmp(kind, "next-out")) {
+		addr[0] = scratch;
+		flags[0] = VRING_DESC_F_NEXT;
+		next[0] = 0x7fff;                       /* no such descriptor */
+		n = 1;
+	} else if (!strcmp(kind, "indirect-outside")) {
+		addr[0] = 0x2000;
+		len[0] = 16 * 4;
+		flags[0] = VRING_DESC_F_INDIRECT;
+		n = 1;
+	}
+	if (n) {
+		rc = drv_send_raw(d, addr, len, flags, next, n);
+	} else if (!strcmp(kind, "oversized")) {
+		rc = drv_vhost_msg(d, GET_FEATURES, V1, NULL, 100000, NULL, 0, &v, sizeof(v));
+	} else if (!strcmp(kind, "unknown")) {
+		rc = drv_vhost_msg(d, 99, V1, &v, sizeof(v), NULL, 0, NULL, 0);
+	} else if (!strcmp(kind, "vring-num")) {
+		/* stopped first, so that the size itself is judged */
+		rc = drv_vhost_msg(d, GET_VRING_BASE, V1, st, sizeof(st), NULL, 0, st, sizeof(st));
+		st[0] = 0;
+		st[1] = 100;                            /* not a power of two */
+		rc = drv_vhost_msg(d, SET_VRING_NUM, V1, st, sizeof(st), NULL, 0, NULL, 0);
+	} else if (!strcmp(kind, "vring-addr")) {
+		struct {
+			uint32_t index, flags;
+			uint64_t desc, used, avail, log;
+		} a = { .desc = 0xdead0000, .used = 0xdeae0000, .avail = 0xdeaf0000 };
+
+		rc = drv_vhost_msg(d, GET_VRING_BASE, V1, st, sizeof(st), NULL, 0, st, sizeof(st));
+		rc = drv_vhost_msg(d, SET_VRING_ADDR, V1, &a, sizeof(a), NULL, 0, NULL, 0);
+	} else if (!strcmp(kind, "mem-table")) {
+		/* nine regions (more than the protocol's eight), no descriptors */
+		struct {
+			uint32_t n, pad;
+			uint64_t r[9][4];
+		} m = { .n = 9 };
+
+		rc = drv_vhost_msg(d, SET_MEM_TABLE, V1, &m, sizeof(m), NULL, 0, NULL, 0);
+	} else if (!strcmp(kind, "fds-extra")) {
+		int p[2];
+
+		if (pipe(p) < 0) {
+			answer(false, "pipe: %s", strerror(errno));
+			return;
+		}
+		rc = drv_vhost_msg(d, GET_FEATURES, V1, NULL, 0, p, 2, &v, sizeof(v));
+		close(p[0]);
+		close(p[1]);
+	} else if (!strcmp(kind, "features")) {
+		v = ~0ull;                              /* every bit, known or not */
+		rc = drv_vhost_msg(d, SET_FEATURES, V1, &v, sizeof(v), NULL, 0, NULL, 0);
+	} else {
+		answer(false, "no hostile case '%s'", kind);
+		return;
+	}
+	answer(true, "rc=%d", rc);
+}
+
 /*
  * fault KIND (see the top). Guest memory is one memfd shared as two
  * regions, its halves (driver.h): the rings lie at its start, the
@@ -694,6 +796,8 @@ static void command(char *line)
 			answer(false, "shut=%u", g.shut);
 	} else if (!strcmp(verb, "fault")) {
 		fault_cmd(a);
+	} else if (!strcmp(verb, "hostile")) {
+		hostile_cmd(a);
 	} else if (!strcmp(verb, "wait-closed")) {
 		bool closed = WAIT_FOR(!g.open);
 
