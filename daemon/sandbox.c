@@ -102,38 +102,43 @@
 #include "workers.h"
 
 static int mode_now = VSXD_SECCOMP_OFF;
-static bool fs_on;              /* the filesystem view is in force */
 static uint64_t families_now;   /* what socket() may open, with a filter */
-
-bool vsxd_sandbox_fs_on(void)
-{
-	return fs_on;
-}
 
 int vsxd_sandbox_mode(void)
 {
 	return mode_now;
 }
 
-/* ---- The user ---- */
-
-/* The socket files vsxd made become @uid's, as if it had made them: so
- * that it can still set their mode (a reload), and a new process of a
- * handoff, @uid as well, can too. Their directories stay as they are. */
-static void give_sockets(const struct vsxd_config *cfg, uid_t uid)
+/* @fn(path, @arg) for every socket path @cfg makes vsxd bind: the
+ * control socket, each VM's vhost-user and uds-path sockets, each
+ * forward's Unix listener. Stops at, and returns, @fn's first nonzero. */
+static int each_socket(const struct vsxd_config *cfg, int (*fn)(const char *, void *),
+		       void *arg)
 {
+	int r = fn(cfg->control_path ? cfg->control_path : VSX_CONTROL_PATH, arg);
 	size_t i;
 
-	for (i = 0; i < cfg->n_vms; i++) {
-		(void)lchown(cfg->vms[i].socket_path, uid, (gid_t)-1);
-		if (cfg->vms[i].uds_path)
-			(void)lchown(cfg->vms[i].uds_path, uid, (gid_t)-1);
+	for (i = 0; i < cfg->n_vms && r == 0; i++) {
+		r = fn(cfg->vms[i].socket_path, arg);
+		if (r == 0 && cfg->vms[i].uds_path)
+			r = fn(cfg->vms[i].uds_path, arg);
 	}
-	for (i = 0; i < cfg->n_fwds; i++)
+	for (i = 0; i < cfg->n_fwds && r == 0; i++)
 		if (cfg->fwds[i].listen.kind == VSXD_EP_UNIX ||
 		    cfg->fwds[i].listen.kind == VSXD_EP_HYBRID)
-			(void)lchown(cfg->fwds[i].listen.host, uid, (gid_t)-1);
-	(void)lchown(cfg->control_path ? cfg->control_path : VSX_CONTROL_PATH, uid, (gid_t)-1);
+			r = fn(cfg->fwds[i].listen.host, arg);
+	return r;
+}
+
+/* ---- The user ---- */
+
+/* The socket file becomes *@arg's (a uid), as if it had made it: so that
+ * vsxd can still set its mode (a reload), and a new process of a
+ * handoff, that user as well, can too. Its directory stays as it is. */
+static int give_socket(const char *path, void *arg)
+{
+	(void)lchown(path, *(const uid_t *)arg, (gid_t)-1);
+	return 0;
 }
 
 int vsxd_sandbox_drop(const struct vsxd_config *cfg, bool sockets, struct vsxd_err *err)
@@ -166,7 +171,7 @@ int vsxd_sandbox_drop(const struct vsxd_config *cfg, bool sockets, struct vsxd_e
 	if (uid == 0)
 		return vsxd_err_set(err, "user %s: is root; name an unprivileged user", u);
 	if (sockets)
-		give_sockets(cfg, uid);
+		each_socket(cfg, give_socket, &uid);
 	if (initgroups(pw->pw_name, gid) < 0 || setresgid(gid, gid, gid) < 0 ||
 	    setresuid(uid, uid, uid) < 0) {
 		int e = errno;
@@ -416,8 +421,9 @@ static int ll_rule(struct ll *l, const char *path, uint64_t access)
 	return r;
 }
 
-static int view_dir(struct ll *l, const char *socket_path)
+static int view_dir(const char *socket_path, void *arg)
 {
+	struct ll *l = arg;
 	char *d;
 	int r;
 
@@ -457,31 +463,17 @@ static int view_file(struct ll *l, const char *path)
 	return 0;
 }
 
-static bool fwd_sock(const struct vsxd_endpoint *e)
-{
-	return e->kind == VSXD_EP_UNIX || e->kind == VSXD_EP_HYBRID;
-}
-
 static int view_rules(struct ll *l, const struct vsxd_config *cfg, const char *config)
 {
 	static const char *const resolver[] = {
 		"/etc/hosts", "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/host.conf",
 		"/etc/gai.conf",
 	};
-	int r = view_dir(l, cfg->control_path ? cfg->control_path : VSX_CONTROL_PATH);
+	int r = each_socket(cfg, view_dir, l);
 	size_t i;
 
-	for (i = 0; i < cfg->n_vms && r == 0; i++) {
-		r = view_dir(l, cfg->vms[i].socket_path);
-		if (r == 0)
-			r = view_dir(l, cfg->vms[i].uds_path);
-	}
-	for (i = 0; i < cfg->n_fwds && r == 0; i++) {
-		if (fwd_sock(&cfg->fwds[i].listen))
-			r = view_dir(l, cfg->fwds[i].listen.host);
-		if (r == 0)
-			r = view_file(l, cfg->fwds[i].auth_key);
-	}
+	for (i = 0; i < cfg->n_fwds && r == 0; i++)
+		r = view_file(l, cfg->fwds[i].auth_key);
 	/* the configuration file: the inode read at start-up (a reload has
 	 * the launcher open the path); group names: socket-group, control-group */
 	if (r == 0)
@@ -560,53 +552,44 @@ int vsxd_sandbox_fs(const struct vsxd_config *cfg, const char *config,
 		r = l.err ? -l.err : r;
 		return vsxd_err_set(err, "sandbox: landlock_restrict_self: %s", strerror(-r)), r;
 	}
-	view.on = fs_on = true;
+	view.on = true;
 	vsxd_vlog(LOG_INFO, "sandbox: filesystem view (Landlock ABI %ld): sockets in %zu "
 		  "director%s, %zu file%s read", abi, view.ndirs, view.ndirs == 1 ? "y" : "ies",
 		  view.nfiles, view.nfiles == 1 ? "" : "s");
 	return 0;
 }
 
-/* A reload may make sockets only where the view lets vsxd: -EPERM with
- * @err naming the first other directory, or a file it may not read. */
+/* A reload may make sockets only where the view lets vsxd (@arg: the
+ * error): -EPERM naming the first socket outside it. */
+static int in_view(const char *path, void *arg)
+{
+	char *d = dir_of(path);
+	bool ok = d && listed(view.dirs, view.ndirs, d);
+
+	if (!ok)
+		vsxd_err_set(arg, "%s: its directory %s is outside the filesystem view vsxd "
+			     "started with: restart vsxd to use it", path, d ? d : "?");
+	free(d);
+	return ok ? 0 : -EPERM;
+}
+
+/* ... and read only the key files it read at start-up. */
 static int view_reload(const struct vsxd_config *nc, struct vsxd_err *err)
 {
-	const char *paths[3];
-	size_t i;
+	for (size_t i = 0; i < nc->n_fwds; i++) {
+		const struct vsxd_forward *f = &nc->fwds[i];
 
-	for (i = 0; i < nc->n_vms + nc->n_fwds + 1; i++) {
-		size_t k = 0;
-
-		if (i < nc->n_vms) {
-			paths[k++] = nc->vms[i].socket_path;
-			paths[k++] = nc->vms[i].uds_path;
-		} else if (i < nc->n_vms + nc->n_fwds) {
-			const struct vsxd_forward *f = &nc->fwds[i - nc->n_vms];
-
-			if (f->auth_key && !listed(view.files, view.nfiles, f->auth_key))
-				return vsxd_err_set(err, "forward %s: its key file %s is outside "
-						    "the filesystem view vsxd started with: restart "
-						    "vsxd to use it", f->name, f->auth_key), -EPERM;
-			if (fwd_sock(&f->listen))
-				paths[k++] = f->listen.host;
-		} else {
-			paths[k++] = nc->control_path ? nc->control_path : VSX_CONTROL_PATH;
-		}
-		for (size_t j = 0; j < k; j++) {
-			char *d = paths[j] ? dir_of(paths[j]) : NULL;
-			bool ok = !paths[j] || (d && listed(view.dirs, view.ndirs, d));
-
-			if (!ok) {
-				vsxd_err_set(err, "%s: its directory %s is outside the filesystem "
-					     "view vsxd started with: restart vsxd to use it",
-					     paths[j], d ? d : "?");
-				free(d);
-				return -EPERM;
-			}
-			free(d);
-		}
+		if (f->auth_key && !listed(view.files, view.nfiles, f->auth_key))
+			return vsxd_err_set(err, "forward %s: its key file %s is outside the "
+					    "filesystem view vsxd started with: restart vsxd "
+					    "to use it", f->name, f->auth_key), -EPERM;
 	}
-	return 0;
+	return each_socket(nc, in_view, err);
+}
+
+bool vsxd_sandbox_fs_on(void)
+{
+	return view.on;
 }
 
 /* ---- kill mode's report ---- */
