@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "vhost-user/iov.h"
 #include "vhost-user/vhost_user.h"
 #include "fuzz.h"
 #include "util.h"

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vhost-user/iov.h"
 #include "vhost-user/vq.h"
 #include "fuzz.h"
 

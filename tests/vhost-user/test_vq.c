@@ -18,6 +18,7 @@
 
 #include <criterion/criterion.h>
 
+#include "vhost-user/iov.h"
 #include "vhost-user/memguard.h"
 #include "vhost-user/vq.h"
 

@@ -27,6 +27,7 @@
 
 #include <criterion/criterion.h>
 
+#include "vhost-user/iov.h"
 #include "vhost-user/vhost_user.h"
 #include "backend/vsock_wire.h"
 #include "driver/driver.h"

@@ -71,6 +71,7 @@
 
 #include "backend.h"
 #include "hybrid-proto.h"
+#include "vhost-user/iov.h"
 #include "vhost-user/loop.h"
 #include "vhost-user/vhost_user.h"
 #include "vhost-user/vq.h"
@@ -235,7 +236,7 @@ struct vsxb_conn_info;
  * the comment says.
  */
 struct vsxb_peer_ops {
-	const char *name;            /* event origin of peer-initiated connections */
+	const char *name;            /* the peer kind: c->peer_kind, unless the peer names its own */
 	size_t priv_size;            /* c->priv, allocated zeroed with the connection */
 
 	/* Guest -> peer */
@@ -346,6 +347,10 @@ struct conn {
 	 * allocated with the connection), which only the peer's file touches. */
 	const struct vsxb_peer_ops *ops;
 	void *priv;
+	/* The peer kind vsxctl shows and the origin of the connections the
+	 * peer opens: ops->name, or the host peer's "vsock" for an AF_VSOCK
+	 * socket. */
+	const char *peer_kind;
 
 	/* Bytes in flight through us, copied out of guest memory: the host
 	 * peer queues here guest payload its socket has not taken yet; the

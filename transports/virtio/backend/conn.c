@@ -504,6 +504,7 @@ struct conn *vsxb__conn_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
 	}
 	c->id = vsxb_add(&vm->r->next_id, 1) - 1;
 	c->ops = ops;
+	c->peer_kind = ops->name;
 	c->priv = ops->priv_size ? (char *)c + off : NULL;
 	c->vm = vm;
 	vsxb_list_init(&c->pnode);

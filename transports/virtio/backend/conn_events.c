@@ -140,7 +140,7 @@ static const char *conn_origin(const struct conn *c)
 {
 	if (c->guest_initiated)
 		return "guest";
-	return c->ops->name;
+	return c->peer_kind;
 }
 
 /* The rate limit for logging refusals: a burst, then one per VSXB_REFUSE_MS. */
@@ -329,7 +329,7 @@ void vsxb__conn_info(const struct conn *c, struct vsxb_conn_info *ci)
 	ci->vm = c->vm->name;
 	ci->type = c->type;
 	ci->state = c->state;
-	ci->peer_kind = c->ops->name;
+	ci->peer_kind = c->peer_kind;
 	ci->guest_cid = c->vm->cid;
 	ci->guest_port = c->guest_port;
 	ci->peer_cid = c->peer_cid;

@@ -32,9 +32,9 @@
  * waits, CONNECTING, for the socket to turn writable: SO_ERROR 0 answers
  * RESPONSE, anything else (or the connect timer) RST. SEQPACKET is refused,
  * as vhost-device-vsock does. From there the connection is a host socket's
- * like any other, with its own table (vsock_ops: the same hooks, the peer
- * kind "vsock" vsxctl shows); an AF_VSOCK descriptor handed over by
- * vsxb_vm_connect_fd (vsxd's forward-listen) gets it too.
+ * like any other, with the peer kind "vsock" that vsxctl shows (c->peer_kind);
+ * an AF_VSOCK descriptor handed over by vsxb_vm_connect_fd (vsxd's
+ * forward-listen) gets it too.
  *
  * Data: guest payload is written with sendmsg (MSG_NOSIGNAL) from iovecs
  * that point into guest memory, consecutive packets of one connection in one
@@ -58,7 +58,7 @@
 #include "peer_host.h"
 #include "util.h"
 
-static const struct vsxb_peer_ops host_ops, vsock_ops;
+static const struct vsxb_peer_ops host_ops;
 
 static const struct vsxu_loop *vm_loop(const struct vsxb_vm *vm)
 {
@@ -783,25 +783,28 @@ void vsxb__host_gone(struct conn *c)
 		vsxb__conn_kill(c);
 }
 
-/* A connection to a host socket (@ops: host_ops or vsock_ops); its socket
- * comes with vsxb__host_attach. */
-static struct conn *host_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
-			     uint16_t type, uint32_t guest_port, uint32_t host_port)
+/* A connection to a host socket (@vsock: an AF_VSOCK one, peer kind
+ * "vsock"); its socket comes with vsxb__host_attach. */
+static struct conn *host_new(struct vsxb_vm *vm, bool vsock, uint16_t type,
+			     uint32_t guest_port, uint32_t host_port)
 {
-	struct conn *c = vsxb__conn_new(vm, ops, type, guest_port,
+	struct conn *c = vsxb__conn_new(vm, &host_ops, type, guest_port,
 					VSOCK_CID_HOST, host_port);
 
-	if (c)
-		hp(c)->fd = -1;
+	if (!c)
+		return NULL;
+	hp(c)->fd = -1;
+	if (vsock)
+		c->peer_kind = "vsock";
 	return c;
 }
 
 /* The connection of the guest's REQUEST @h, to be served on @fd (taken:
  * closed when no connection could be made; NULL then). */
-static struct conn *host_guest_new(struct vsxb_vm *vm, const struct vsxb_peer_ops *ops,
+static struct conn *host_guest_new(struct vsxb_vm *vm, bool vsock,
 				   const struct virtio_vsock_hdr *h, int fd)
 {
-	struct conn *c = host_new(vm, ops, h->type, h->src_port, h->dst_port);
+	struct conn *c = host_new(vm, vsock, h->type, h->src_port, h->dst_port);
 
 	if (!c) {
 		close(fd);
@@ -852,7 +855,7 @@ void vsxb__host_connect(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 		close(fd);
 		goto refuse;
 	}
-	c = host_guest_new(vm, &host_ops, h, fd);
+	c = host_guest_new(vm, false, h, fd);
 	if (!c) {
 		err = ENOMEM;
 		goto refuse;
@@ -890,7 +893,7 @@ void vsxb__host_forward(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h)
 			 strerror(err));
 		goto refuse;
 	}
-	c = host_guest_new(vm, &vsock_ops, h, fd);
+	c = host_guest_new(vm, true, h, fd);
 	if (!c) {
 		err = ENOMEM;
 		goto refuse;
@@ -955,7 +958,7 @@ void vsxb__host_port_request(struct vsxb_vm *vm, struct vsxb_port *p,
 		vsxb__orphan_rst(vm, h);
 		return;
 	}
-	c = host_new(vm, &host_ops, h->type, h->src_port, h->dst_port);
+	c = host_new(vm, false, h->type, h->src_port, h->dst_port);
 	if (!c) {
 		vsxb__orphan_rst(vm, h);
 		return;
@@ -1014,7 +1017,7 @@ int vsxb__host_connect_fd(struct vsxb_vm *vm, int fd, uint32_t port, const char 
 		close(fd);
 		return -EINVAL;
 	}
-	c = host_new(vm, is_vsock(fd) ? &vsock_ops : &host_ops, VIRTIO_VSOCK_TYPE_STREAM,
+	c = host_new(vm, is_vsock(fd), VIRTIO_VSOCK_TYPE_STREAM,
 		     port, host_port_alloc(vm, port));
 	if (!c) {
 		close(fd);
@@ -1046,7 +1049,7 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 		close(fd);
 		return;
 	}
-	c = host_new(vm, &host_ops, VIRTIO_VSOCK_TYPE_STREAM, port,
+	c = host_new(vm, false, VIRTIO_VSOCK_TYPE_STREAM, port,
 		     host_port_alloc(vm, port));
 	if (!c) {
 		vsxb__refuse(vm, VIRTIO_VSOCK_TYPE_STREAM, port, VSOCK_CID_HOST,
@@ -1066,13 +1069,14 @@ void vsxb__host_hybrid(struct vsxb_vm *vm, int fd, uint32_t port)
 
 /* ---- Kept across a live handoff (restart.c) ---- */
 
-int vsxb__host_keepable(const struct conn *c, unsigned *flags)
+int vsxb__host_keepable(const struct conn *c, struct vsxb_conn_keep *k)
 {
 	const struct host_peer *h;
 
-	if (c->ops != &host_ops && c->ops != &vsock_ops)
+	if (c->ops != &host_ops)
 		return -1;
 	h = hp(c);
+	k->vsock = !strcmp(c->peer_kind, "vsock");
 	if (c->dead || h->pending || c->peer_cid != VSOCK_CID_HOST)
 		return -1;
 	/* lingering: vsxd shut it down both ways (the program closed, or
@@ -1082,7 +1086,7 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 	if (c->tkind == T_LINGER && c->state == VSXB_CONN_CLOSING && !c->draining &&
 	    !h->hybrid && !h->early && !(c->ctrl & C_RST) &&
 	    (c->host_shut | c->shut_pending) == VSXB_SHUT_BOTH) {
-		*flags = VSXB_KEEP_HOST_LINGER | (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
+		k->host_flags = VSXB_KEEP_HOST_LINGER | (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
 			 (h->wr_shut ? VSXB_KEEP_HOST_WR_SHUT : 0) |
 			 (h->wr_dead ? VSXB_KEEP_HOST_WR_DEAD : 0);
 		return h->fd;
@@ -1094,7 +1098,7 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 	if (c->draining) {
 		if (c->tkind != T_DRAIN || !c->q.bytes || h->wr_dead)
 			return -1;
-		*flags = VSXB_KEEP_HOST_DRAIN | (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
+		k->host_flags = VSXB_KEEP_HOST_DRAIN | (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
 			 (h->wr_shut ? VSXB_KEEP_HOST_WR_SHUT : 0);
 		return h->fd;
 	}
@@ -1104,8 +1108,8 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 	 * socket (connecting_readable only peeks): it goes along, and the
 	 * next process finds it there as this one did */
 	if (c->state == VSXB_CONN_CONNECTING && h->hybrid && c->tkind == T_CONNECT &&
-	    !c->guest_initiated && c->ops == &host_ops) {
-		*flags = VSXB_KEEP_HOST_HYBRID;
+	    !c->guest_initiated && strcmp(c->peer_kind, "vsock")) {
+		k->host_flags = VSXB_KEEP_HOST_HYBRID;
 		return h->fd;
 	}
 	/* what else is half done (a connect, a timer) is not carried
@@ -1113,7 +1117,7 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 	if (c->tkind != T_NONE || h->hybrid || h->early ||
 	    c->state == VSXB_CONN_CONNECTING)
 		return -1;
-	*flags = (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
+	k->host_flags = (h->eof ? VSXB_KEEP_HOST_EOF : 0) |
 		 (h->wr_shut ? VSXB_KEEP_HOST_WR_SHUT : 0) |
 		 (h->wr_dead ? VSXB_KEEP_HOST_WR_DEAD : 0);
 	return h->fd;
@@ -1121,7 +1125,7 @@ int vsxb__host_keepable(const struct conn *c, unsigned *flags)
 
 struct conn *vsxb__host_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k)
 {
-	struct conn *c = host_new(vm, k->vsock ? &vsock_ops : &host_ops, (uint16_t)k->type,
+	struct conn *c = host_new(vm, k->vsock, (uint16_t)k->type,
 				  k->guest_port, k->peer_port);
 
 	if (!c)
@@ -1145,17 +1149,21 @@ struct conn *vsxb__host_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep 
 static const struct vsxb_peer_ops host_ops = {
 	.name = "host",
 	.priv_size = sizeof(struct host_peer),
-	HOST_PEER_HOOKS,
+	/* Guest -> peer */
+	.rw = vsxb__host_rw,
+	.gather = vsxb__host_gather,
+	.guest_shutdown = vsxb__host_guest_shutdown,
 	.credit_changed = vsxb__host_sync,
 	.established = vsxb__host_established,
-	.attach_fd = host_attach_fd,
-};
-
-static const struct vsxb_peer_ops vsock_ops = {
-	.name = "vsock",
-	.priv_size = sizeof(struct host_peer),
-	HOST_PEER_HOOKS,
-	.credit_changed = vsxb__host_sync,
-	.established = vsxb__host_established,
+	/* Peer -> guest */
+	.emit = vsxb__host_emit,
+	.sync = vsxb__host_sync,
+	/* Credit */
+	.set_buffer = vsxb__host_size_sndbuf,
+	/* Ends */
+	.reset = vsxb__host_close,
+	.gone = vsxb__host_gone,
+	.release = vsxb__host_close,
+	/* Control */
 	.attach_fd = host_attach_fd,
 };

@@ -39,14 +39,14 @@ int vsxb__host_attach(struct conn *c, int fd);
 void vsxb__host_accept(struct conn *c);
 
 /* A live handoff (restart.c): @c's socket if @c can go on in another
- * process (*@flags: VSXB_KEEP_HOST_*), else -1 (*@flags untouched, but
- * for one that lingers without a socket: VSXB_KEEP_HOST_LINGER); a
- * connection of a host socket made again from @k in the new process (its
- * socket still to attach), or NULL. */
-int vsxb__host_keepable(const struct conn *c, unsigned *flags);
+ * process (k->host_flags: VSXB_KEEP_HOST_*, k->vsock: an AF_VSOCK one),
+ * else -1 (-1 too, with VSXB_KEEP_HOST_LINGER, for one that lingers
+ * without a socket); a connection of a host socket made again from
+ * @k in the new process (its socket still to attach), or NULL. */
+int vsxb__host_keepable(const struct conn *c, struct vsxb_conn_keep *k);
 struct conn *vsxb__host_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep *k);
 
-/* The hooks (struct vsxb_peer_ops, backend-int.h) of every table over a socket */
+/* The hooks (struct vsxb_peer_ops, backend-int.h) of host_ops */
 /* Guest payload (a batch the engine gathered) to the socket with one
  * sendmsg; what it does not take, queued. */
 void vsxb__host_rw(struct conn *c, struct iovec *iov, unsigned n, uint32_t len,
@@ -70,22 +70,5 @@ void vsxb__host_gone(struct conn *c);
 /* The guest accepted: a hybrid socket's "OK <port>", the socket watched;
  * -EIO: the program left. */
 int vsxb__host_established(struct conn *c);
-
-/* The hooks every table over a socket has (each sets its own priv_size,
- * credit_changed, established and attach_fd). */
-#define HOST_PEER_HOOKS \
-	/* Guest -> peer */ \
-	.rw = vsxb__host_rw, \
-	.gather = vsxb__host_gather, \
-	.guest_shutdown = vsxb__host_guest_shutdown, \
-	/* Peer -> guest */ \
-	.emit = vsxb__host_emit, \
-	.sync = vsxb__host_sync, \
-	/* Credit */ \
-	.set_buffer = vsxb__host_size_sndbuf, \
-	/* Ends */ \
-	.reset = vsxb__host_close, \
-	.gone = vsxb__host_gone, \
-	.release = vsxb__host_close
 
 #endif

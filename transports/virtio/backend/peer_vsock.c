@@ -2,7 +2,7 @@
  * The host kernel's vsock, as the far end of a forward (vhost-device-vsock's
  * forward-cid): the default vsxb_forward_connect_fn, which opens a
  * non-blocking AF_VSOCK stream socket to (cid, port). Once it connects, the
- * connection is a host peer's like any other (peer_host.c: vsock_ops); this
+ * connection is a host peer's like any other (peer_host.c, kind "vsock"); this
  * file only opens the socket, so that tests, which may not touch AF_VSOCK
  * on the build machine, can give a connect of their own instead.
  */

@@ -104,7 +104,7 @@ int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg)
 		vsxb__conn_info(c, &ci);
 		memset(&k, 0, sizeof(k));
 		k.ci = &ci;
-		k.fd = vsxb__host_keepable(c, &k.host_flags);
+		k.fd = vsxb__host_keepable(c, &k);
 		k.id = c->id;
 		k.type = c->type;
 		k.state = c->state;
@@ -112,7 +112,6 @@ int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg)
 		k.peer_cid = c->peer_cid;
 		k.peer_port = c->peer_port;
 		k.guest_initiated = c->guest_initiated;
-		k.vsock = !strcmp(c->ops->name, "vsock");
 		k.guest_shut = c->guest_shut;
 		k.host_shut = c->host_shut;
 		k.shut_pending = c->shut_pending;

@@ -123,16 +123,4 @@ void vsxu_vq_set_notify(struct vsxu_vq *vq, bool on);
 /* Reset to the just-created state (keeps nothing; closes no fds). */
 void vsxu_vq_reset(struct vsxu_vq *vq);
 
-/* iovec helpers */
-size_t vsxu_iov_size(const struct iovec *iov, unsigned n);
-/* Copy out of / into an iovec array, skipping @off bytes; returns bytes. */
-size_t vsxu_iov_to_buf(const struct iovec *iov, unsigned n, size_t off,
-		      void *buf, size_t len);
-size_t vsxu_iov_from_buf(const struct iovec *iov, unsigned n, size_t off,
-			const void *buf, size_t len);
-/* Build in @dst (at most @max entries) the sub-range [off, off+len) of
- * @src; returns the entries used. */
-unsigned vsxu_iov_slice(struct iovec *dst, unsigned max, const struct iovec *src,
-		       unsigned n, size_t off, size_t len);
-
 #endif
