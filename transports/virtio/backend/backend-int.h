@@ -6,11 +6,12 @@
  * Rooms, and who may call whom. scripts/callgraph checks that the calls
  * between files, those through the ops tables included, form no cycle
  * (tests/callgraph.test), but for the upcalls that test declares: the
- * connection API's calls of the peers' hooks emit, pending, reset,
- * release, gone (conn.c) and queue (conn_events.c), which the peers
- * answer by calling it back. Any other call through a table goes down
- * the graph: device.c's ops->rw, gather, guest_shutdown, credit_request,
- * credit_changed, established; router.c's set_buffer, close, sync.
+ * connection API's calls of the peers' hooks emit, pending, end (a
+ * reset, a kill, the guest side's end: conn.c) and queue (conn_events.c),
+ * which the peers answer by calling it back. Any other call through a
+ * table goes down the graph: device.c's ops->rw, gather, guest_shutdown,
+ * credit_request, credit_changed, established; router.c's set_buffer,
+ * end (a control close), sync.
  *
  *   lifecycle.c     vsxb_router_new/free, vsxb_vm_new/free: puts the rooms
  *                   together; calls any of them, none calls it
@@ -235,6 +236,24 @@ struct vsxb_conn_info;
  * it holds. Hooks marked optional may be NULL: the engine then does what
  * the comment says.
  */
+/* How a connection ends, for its peer (ops->end), and what the engine
+ * does when the peer leaves it to it (the hook returns false). */
+enum vsxb_end {
+	/* A control close: shut @c down gracefully both ways and whatever is
+	 * behind it (engine: vsxb__conn_shutdown both ways, then ops->sync). */
+	VSXB_END_CLOSE,
+	/* @c is aborted (vsxb__conn_reset): drop the peer side, and tell it if
+	 * it has someone to tell (engine: nothing more). */
+	VSXB_END_RESET,
+	/* The guest side is over (its RST, or ours went out): deliver what is
+	 * queued for the peer, then vsxb__conn_kill (engine: kill now). */
+	VSXB_END_GONE,
+	/* @c is being killed: release what the peer holds, telling nobody;
+	 * c->priv stays valid until @c is freed at the end of the round
+	 * (engine: nothing). */
+	VSXB_END_RELEASE,
+};
+
 struct vsxb_peer_ops {
 	const char *name;            /* the peer kind: c->peer_kind, unless the peer names its own */
 	size_t priv_size;            /* c->priv, allocated zeroed with the connection */
@@ -284,21 +303,10 @@ struct vsxb_peer_ops {
 	/* Optional: c->cr.buf_alloc was set (vsxb_router_conn_set_buffer). */
 	void (*set_buffer)(struct conn *c);
 
-	/* Ends */
-	/* Optional: close gracefully (control close): shut @c down both ways
-	 * and whatever is behind it (NULL: vsxb__conn_shutdown both ways). */
-	void (*close)(struct conn *c);
-	/* Optional: @c is aborted (vsxb__conn_reset): drop the peer side, and
-	 * tell it if it has someone to tell. */
-	void (*reset)(struct conn *c);
-	/* Optional: the guest side is over (its RST, or ours went out):
-	 * deliver what is queued for the peer, then vsxb__conn_kill (NULL:
-	 * vsxb__conn_kill now). */
-	void (*gone)(struct conn *c);
-	/* Optional: @c is being killed: release what the peer holds, telling
-	 * nobody. c->priv stays valid until @c is freed at the end of the
-	 * round. */
-	void (*release)(struct conn *c);
+	/* End */
+	/* Optional: @c ends as @how says (enum vsxb_end); false (or NULL):
+	 * the engine does what it does for a peer with nothing behind it. */
+	bool (*end)(struct conn *c, enum vsxb_end how);
 
 	/* Control */
 	/* Optional: the queue vsxctl shows as @c's queued bytes (NULL: c->q;

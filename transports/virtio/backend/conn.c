@@ -103,7 +103,7 @@
  * peer relays it. When the guest has shut a host connection down both
  * ways we answer RST, as Linux does, and the host side keeps draining the
  * queue for up to the linger time (VSXB_DEFAULT_LINGER_MS unless set;
- * ops->gone). A host EOF sends SHUTDOWN(SEND); a host that is fully gone
+ * ops->end, VSXB_END_GONE). A host EOF sends SHUTDOWN(SEND); a host that is fully gone
  * (POLLHUP) SHUTDOWN(RCV|SEND), and if the guest does not RST within the
  * linger time we do. Nothing answers an RST with an RST.
  *
@@ -625,8 +625,8 @@ void vsxb__conn_kill(struct conn *c)
 	c->dead = true;
 	vsxb__conn_unhash(c);
 	vsxb_list_del(&c->pnode);
-	if (c->ops->release)
-		c->ops->release(c);
+	if (c->ops->end)
+		c->ops->end(c, VSXB_END_RELEASE);
 	if (c->timer) {
 		vm->sh->loop->timer_free(c->timer);
 		c->timer = NULL;
@@ -680,8 +680,8 @@ void vsxb__conn_reset(struct conn *c, bool quiet)
 		vsxb__conn_kill(c);
 		return;
 	}
-	if (c->ops->reset)
-		c->ops->reset(c);
+	if (c->ops->end)
+		c->ops->end(c, VSXB_END_RESET);
 	vsxb__txq_clear(&c->q);
 	if (vm->batch == c)
 		vsxb__batch_drop(vm);
@@ -721,9 +721,7 @@ void vsxb__conn_shutdown(struct conn *c, unsigned flags)
 
 void vsxb__conn_gone(struct conn *c)
 {
-	if (c->ops->gone)
-		c->ops->gone(c);
-	else
+	if (!c->ops->end || !c->ops->end(c, VSXB_END_GONE))
 		vsxb__conn_kill(c);
 }
 

@@ -60,11 +60,11 @@ struct conn *vsxb__vm_conn(struct vsxb_vm *vm, uint64_t id);
 bool vsxb__vm_listed(const struct vsxb_router *r, const struct vsxb_vm *vm,
 		     uint64_t serial);
 void vsxb__conn_unhash(struct conn *c);
-/* Free the connection at the end of the round (ops->release: the peer
- * lets go of its side without telling it). */
+/* Free the connection at the end of the round (ops->end VSXB_END_RELEASE:
+ * the peer lets go of its side without telling it). */
 void vsxb__conn_kill(struct conn *c);
 /* Abort: RST to the guest (unless @quiet), the peer side dropped and told
- * (ops->reset). */
+ * (ops->end VSXB_END_RESET). */
 void vsxb__conn_reset(struct conn *c, bool quiet);
 /* @c's peer went away (the other half of a sibling pair): RST to the
  * guest once the data queued for it (ops->pending) is out, bounded by the
@@ -81,7 +81,8 @@ void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms);
  * for one held until the VM resumes; 0: none). */
 unsigned vsxb__conn_timer_left(const struct conn *c, unsigned full);
 void vsxb__conn_credit_check(struct conn *c);
-/* The guest side of @c is over (its RST, or ours is out): ops->gone. */
+/* The guest side of @c is over (its RST, or ours is out): ops->end
+ * VSXB_END_GONE, or killed. */
 void vsxb__conn_gone(struct conn *c);
 /* The guest shut down both ways: answer RST (as Linux does); the peer
  * side drains meanwhile. */

@@ -1146,6 +1146,24 @@ struct conn *vsxb__host_restore(struct vsxb_vm *vm, const struct vsxb_conn_keep 
 	return c;
 }
 
+/* A control close is the engine's (its SHUTDOWNs; the socket follows
+ * through sync); a reset or a kill closes the socket. */
+static bool host_end(struct conn *c, enum vsxb_end how)
+{
+	switch (how) {
+	case VSXB_END_CLOSE:
+		return false;
+	case VSXB_END_GONE:
+		vsxb__host_gone(c);
+		return true;
+	case VSXB_END_RESET:
+	case VSXB_END_RELEASE:
+		vsxb__host_close(c);
+		return true;
+	}
+	return false;
+}
+
 static const struct vsxb_peer_ops host_ops = {
 	.name = "host",
 	.priv_size = sizeof(struct host_peer),
@@ -1160,10 +1178,8 @@ static const struct vsxb_peer_ops host_ops = {
 	.sync = vsxb__host_sync,
 	/* Credit */
 	.set_buffer = vsxb__host_size_sndbuf,
-	/* Ends */
-	.reset = vsxb__host_close,
-	.gone = vsxb__host_gone,
-	.release = vsxb__host_close,
+	/* End */
+	.end = host_end,
 	/* Control */
 	.attach_fd = host_attach_fd,
 };

@@ -467,6 +467,25 @@ void vsxb__sib_join(struct conn *a, struct conn *b, unsigned eom_a, unsigned eom
 	sp(b)->eom_pending = eom_b;
 }
 
+static bool sib_end(struct conn *c, enum vsxb_end how)
+{
+	switch (how) {
+	case VSXB_END_CLOSE:
+		sib_close(c);
+		break;
+	case VSXB_END_RESET:
+		sib_reset(c);
+		break;
+	case VSXB_END_GONE:
+		sib_gone(c);
+		break;
+	case VSXB_END_RELEASE:
+		sib_unlink(c);
+		break;
+	}
+	return true;
+}
+
 /* What this connection's guest sent that waits for the other guest. */
 static const struct txq *sib_queue(const struct conn *c)
 {
@@ -487,11 +506,8 @@ static const struct vsxb_peer_ops sib_ops = {
 	.pending = vsxb__sib_pending,
 	/* Credit */
 	.window = sib_window,
-	/* Ends */
-	.close = sib_close,
-	.reset = sib_reset,
-	.gone = sib_gone,
-	.release = sib_unlink,
+	/* End */
+	.end = sib_end,
 	/* Control */
 	.queue = sib_queue,
 	.keep = sib_keep,

@@ -914,6 +914,25 @@ int vsxb__xsib_join(struct conn *a, struct conn *b, unsigned eom_a, unsigned eom
 	return 0;
 }
 
+static bool xsib_end(struct conn *c, enum vsxb_end how)
+{
+	switch (how) {
+	case VSXB_END_CLOSE:
+		xsib_close(c);
+		break;
+	case VSXB_END_RESET:
+		xsib_reset(c);
+		break;
+	case VSXB_END_GONE:
+		xsib_gone(c);
+		break;
+	case VSXB_END_RELEASE:
+		xsib_release(c);
+		break;
+	}
+	return true;
+}
+
 /* A sibling on another thread: peer_sibling.c's receiving half, fed by
  * the other half's records. */
 static const struct vsxb_peer_ops xsib_ops = {
@@ -930,11 +949,8 @@ static const struct vsxb_peer_ops xsib_ops = {
 	.pending = vsxb__sib_pending,
 	/* Credit */
 	.window = xsib_window,
-	/* Ends */
-	.close = xsib_close,
-	.reset = xsib_reset,
-	.gone = xsib_gone,
-	.release = xsib_release,
+	/* End */
+	.end = xsib_end,
 	/* Control */
 	.queue = xsib_queue,
 	.keep = xsib_keep,

@@ -297,9 +297,9 @@ int vsxb_router_conn_set_buffer(struct vsxb_router *r, uint64_t id, uint32_t byt
 }
 
 /* A control close of @c: SHUTDOWN both ways, RST after linger (the
- * peer's ops->close, else the engine's shutdown, after which the peer
- * re-evaluates what to read: ops->sync). Here, above the peers, not in the
- * connection API they call back. */
+ * peer's ops->end VSXB_END_CLOSE, else the engine's shutdown, after which
+ * the peer re-evaluates what to read: ops->sync). Here, above the peers,
+ * not in the connection API they call back. */
 static void conn_close(struct conn *c)
 {
 	if (c->dead)
@@ -308,10 +308,8 @@ static void conn_close(struct conn *c)
 		vsxb__conn_reset(c, false);
 		return;
 	}
-	if (c->ops->close) {
-		c->ops->close(c);
+	if (c->ops->end && c->ops->end(c, VSXB_END_CLOSE))
 		return;
-	}
 	if (c->draining)
 		return; /* the guest had its RST: nothing to shut */
 	vsxb__conn_shutdown(c, VSXB_SHUT_BOTH);
