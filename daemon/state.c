@@ -256,7 +256,9 @@ static void put_conn4(struct wr *w, const struct vsxd_state_conn *c)
 	put_le(w, c->why_err, 4);
 }
 
-static void put_vm(struct wr *w, const struct vsxd_state_vm *v, unsigned version)
+/* Always the current version: older records are read (get_vm), never
+ * written. */
+static void put_vm(struct wr *w, const struct vsxd_state_vm *v)
 {
 	put_str(w, v->name);
 	put_str(w, v->conn);
@@ -287,8 +289,7 @@ static void put_vm(struct wr *w, const struct vsxd_state_vm *v, unsigned version
 		put_le(w, q->used, 8);
 		put_str(w, q->kick);
 		put_str(w, q->call);
-		if (version >= 3)
-			put_le(w, q->base, 2);
+		put_le(w, q->base, 2);
 	}
 	for (unsigned i = 0; i < v->nconns; i++) {
 		const struct vsxd_state_conn *c = &v->conns[i];
@@ -299,30 +300,22 @@ static void put_vm(struct wr *w, const struct vsxd_state_vm *v, unsigned version
 		put_le(w, c->guest_port, 4);
 		put_le(w, c->peer_port, 4);
 		put_le(w, c->type, 1);
-		if (version >= 2)
-			put_conn2(w, c);
-		if (version >= 3)
-			put_conn3(w, c);
-		if (version >= 4)
-			put_conn4(w, c);
+		put_conn2(w, c);
+		put_conn3(w, c);
+		put_conn4(w, c);
 	}
-}
-
-static unsigned version_of(const struct vsxd_state *s)
-{
-	return s->version ? s->version : VSXD_STATE_VERSION;
 }
 
 static void put_all(struct wr *w, const struct vsxd_state *s)
 {
 	put(w, VSXD_STATE_MAGIC, 8);
-	put_le(w, version_of(s), 4);
+	put_le(w, VSXD_STATE_VERSION, 4);
 	put_le(w, 0, 4);  /* length, filled in */
 	put_le(w, 0, 4);  /* crc, filled in */
 	put_le(w, s->nvms, 4);
 	put_le(w, s->generation, 8);
 	for (unsigned i = 0; i < s->nvms; i++)
-		put_vm(w, &s->vms[i], version_of(s));
+		put_vm(w, &s->vms[i]);
 }
 
 void vsxd__seal(uint8_t *p, size_t len, size_t from)
@@ -386,10 +379,10 @@ long vsxd_state_encode(const struct vsxd_state *s, void *buf, size_t cap)
 	struct wr w = { .p = buf, .cap = cap };
 
 	if (s->nvms > VSXD_STATE_MAX_VMS || (s->nvms && !s->vms) ||
-	    len > VSXD_STATE_MAX_LEN || version_of(s) > VSXD_STATE_VERSION)
+	    len > VSXD_STATE_MAX_LEN)
 		return -EINVAL;
 	for (unsigned i = 0; i < s->nvms; i++) {
-		if (vm_bad(&s->vms[i], version_of(s)))
+		if (vm_bad(&s->vms[i], VSXD_STATE_VERSION))
 			return -EINVAL;
 	}
 	if (len > cap)

@@ -255,8 +255,8 @@ struct vsxd_state_vm {
 };
 
 struct vsxd_state {
-	unsigned version;                 /* read: the record's; written: this
-					     one (0: VSXD_STATE_VERSION) */
+	unsigned version;                 /* read: the record's (the encoder
+					     writes VSXD_STATE_VERSION alone) */
 	uint64_t generation;
 	unsigned nvms;
 	struct vsxd_state_vm *vms;        /* nvms of them (malloc'ed) */
@@ -268,9 +268,10 @@ bool vsxd_fdname_ok(const char *s);
 /* Bytes vsxd_state_encode writes for @s. */
 size_t vsxd_state_size(const struct vsxd_state *s);
 
-/* Write @s into @buf (@cap bytes), as version @s->version (an earlier
- * one leaves out what the later ones added: a paused VM cannot be written
- * in 1 or 2). Returns the length written, -ENOSPC
+/* Write @s into @buf (@cap bytes), as VSXD_STATE_VERSION whatever
+ * @s->version says (older versions are read, never written: the tests
+ * keep records of each, tests/daemon/state_fixtures.h). Returns the
+ * length written, -ENOSPC
  * when @cap is too small (nothing is written), -EINVAL when @s breaks one
  * of the format's limits (the decoder would refuse it). */
 long vsxd_state_encode(const struct vsxd_state *s, void *buf, size_t cap);

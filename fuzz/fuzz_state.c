@@ -3,9 +3,11 @@
  * memfd that outlived a crash. The first input byte picks the mode: odd,
  * the rest is a record as found; even, the harness first writes a right
  * length and crc into the rest's header, so the fuzzer gets past the
- * checksum to the fields. A record that decodes must encode, in its own
- * version (1, 2 or 3: all are read), to exactly its own bytes (one meaning
- * per record), and decode again. With bit 1 of the first byte set, the
+ * checksum to the fields. A current record that decodes must encode to
+ * exactly its own bytes (one meaning per record), and decode again; an
+ * older one (versions 1 to 3 are read, never written) that decodes must
+ * encode as a current record that decodes to the same VMs, unless it is
+ * version 1's, whose connections have no state to write. With bit 1 of the first byte set, the
  * rest is a counters record (state.h) instead, sealed the same way when
  * even (its crc covers bytes 20 on); one that decodes must encode and
  * decode again to the same counters. With bit 2 set, the rest is a
@@ -120,7 +122,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!(data[0] & 1))
 		reseal(buf, n, VSXD_STATE_HDR);
 	if (vsxd_state_decode(buf, n, &s, NULL, 0) == 0) {
+		bool current = s.version == VSXD_STATE_VERSION;
+
 		len = vsxd_state_encode(&s, NULL, 0);
+		if (len == -EINVAL && s.version == 1) {
+			vsxd_state_clear(&s);
+			free(buf);
+			return 0;
+		}
 		if (len != -ENOSPC)
 			abort(); /* a decoded record is a valid one */
 		len = (long)vsxd_state_size(&s);
@@ -128,12 +137,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!out || vsxd_state_encode(&s, out, (size_t)len) != len)
 			abort();
 		/* the same bytes: nothing read was ignored or reinterpreted */
-		if ((size_t)len > n || memcmp(out, buf, (size_t)len))
+		if (current && ((size_t)len > n || memcmp(out, buf, (size_t)len)))
 			abort();
 		if (vsxd_state_decode(out, (size_t)len, &t, NULL, 0) != 0 ||
 		    t.nvms != s.nvms || t.generation != s.generation ||
-		    t.version != s.version)
+		    t.version != VSXD_STATE_VERSION)
 			abort();
+		for (unsigned i = 0; i < s.nvms; i++)
+			if (t.vms[i].nconns != s.vms[i].nconns || t.vms[i].cid != s.vms[i].cid ||
+			    strcmp(t.vms[i].name, s.vms[i].name))
+				abort();
 		vsxd_state_clear(&t);
 		free(out);
 		vsxd_state_clear(&s);
