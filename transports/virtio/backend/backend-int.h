@@ -65,9 +65,12 @@
 #define VSXB_BACKEND_INT_H
 
 #include <endian.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/uio.h>
 
 #include "backend.h"
@@ -604,6 +607,22 @@ struct vsxb_shard {
 	bool borrowed;               /* set and read in the room only */
 };
 
+/*
+ * Who may touch a VM, checked (configure --enable-owner-checks, which
+ * defines VSXB_OWNER_CHECKS; nothing is checked otherwise): the thread
+ * in its shard's room (loop.h's owns: one of the loop's callbacks, or the
+ * borrower of that room), the control thread for the VMs of its own
+ * loop, or the control thread in a world stop. Anything else prints what
+ * was touched and aborts. A shard whose loop cannot tell (no owns) is
+ * not checked. At the entry points that change a VM's state: its timers,
+ * a connection's kill and schedule, each ring access (ring.c).
+ */
+#ifdef VSXB_OWNER_CHECKS
+#define VSXB_OWNED(vm, what) vsxb__owner_check((vm), (what))
+#else
+#define VSXB_OWNED(vm, what) ((void)(vm))
+#endif
+
 /* Counters shared by the shards' threads. */
 #define vsxb_add(p, n) __atomic_add_fetch((p), (n), __ATOMIC_RELAXED)
 #define vsxb_load(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -632,10 +651,32 @@ struct vsxb_router {
 	uint64_t next_serial;        /* vsxb_vm.serial (control thread) */
 	struct vsxb_park *park;
 	unsigned stop_depth;         /* control thread only */
+	pthread_t control;           /* the control thread (vsxb_router_new's) */
 
 	/* Sibling halves adopted, waiting for their twins (restart.c) */
 	struct vsxb_sibkeep *sibkeep;
 };
+
+#ifdef VSXB_OWNER_CHECKS
+/* VSXB_OWNED's check (its comment follows struct vsxb_shard), inline:
+ * no room gains a call for it. */
+static inline void vsxb__owner_check(const struct vsxb_vm *vm, const char *what)
+{
+	const struct vsxb_router *r = vm->r;
+	const struct vsxu_loop *l = vm->sh->loop;
+	bool control = pthread_equal(pthread_self(), r->control);
+
+	/* the control thread first: stop_depth is its alone */
+	if (control && (vm->sh == r->home || r->stop_depth))
+		return;
+	if (!l->owns || l->owns(l->ctx))
+		return;
+	fprintf(stderr, "vsxb: owner check: %s of VM %s on a thread that does not own it "
+		"(%s)\n", what, vm->name,
+		control ? "the control thread outside a world stop" : "not in its room");
+	abort();
+}
+#endif
 
 /* ---- Credit arithmetic and wire order (every room) ---- */
 

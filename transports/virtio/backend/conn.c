@@ -576,6 +576,7 @@ void vsxb__conn_timer(struct conn *c, enum conn_timer_kind kind, unsigned ms)
 {
 	const struct vsxu_loop *l = c->vm->sh->loop;
 
+	VSXB_OWNED(c->vm, "conn_timer");
 	if (c->dead)
 		return;
 	c->theld = false;
@@ -618,6 +619,7 @@ void vsxb__conn_kill(struct conn *c)
 {
 	struct vsxb_vm *vm = c->vm;
 
+	VSXB_OWNED(vm, "conn_kill");
 	if (c->dead)
 		return;
 	/* The one place every connection ends: report it. */
@@ -849,6 +851,7 @@ void vsxb__conn_schedule(struct conn *c)
 	struct vsxb_vm *vm = c->vm;
 	int r;
 
+	VSXB_OWNED(vm, "conn_schedule");
 	if (c->dead || c->draining)
 		return;
 	vsxb__vm_touch(vm);

@@ -40,6 +40,7 @@ static int rx_pop(struct vsxb_vm *vm, struct vsxu_vq_elem *e, const char **why)
 
 int vsxb__ring_rx_pop(struct vsxb_vm *vm, const char **why)
 {
+	VSXB_OWNED(vm, "ring_rx_pop");
 	return rx_pop(vm, &vm->rxe[0], why);
 }
 
@@ -49,6 +50,7 @@ int vsxb__ring_rx_gather(struct vsxb_vm *vm, size_t want, unsigned max, bool who
 	unsigned n = 0;
 	int rc;
 
+	VSXB_OWNED(vm, "ring_rx_gather");
 	*niov = 0;
 	*room = 0;
 	*why = NULL;
@@ -91,6 +93,7 @@ void vsxb__ring_rx_push(struct vsxb_vm *vm, unsigned i, struct virtio_vsock_hdr 
 	struct vsxu_vq_elem *e = &vm->rxe[i];
 	uint32_t len = h->len;
 
+	VSXB_OWNED(vm, "ring_rx_push");
 	vsxb_hdr_swap(h);
 	vsxu_iov_from_buf(e->iov + e->out_num, e->in_num, 0, h, VSXB_HDR_LEN);
 	vsxu_vq_push(vm->rxq, e, VSXB_HDR_LEN + len);
@@ -100,12 +103,14 @@ void vsxb__ring_rx_push(struct vsxb_vm *vm, unsigned i, struct virtio_vsock_hdr 
 
 void vsxb__ring_rx_unpop(struct vsxb_vm *vm, unsigned n)
 {
+	VSXB_OWNED(vm, "ring_rx_unpop");
 	if (n)
 		vsxu_vq_unpop(vm->rxq, n);
 }
 
 void vsxb__ring_rx_publish(struct vsxb_vm *vm)
 {
+	VSXB_OWNED(vm, "ring_rx_publish");
 	if (vm->rx_pushed && vm->live && vm->rxq) {
 		vsxu_vq_flush(vm->rxq);
 		vm->st.rx_flushes++;
@@ -119,6 +124,7 @@ int vsxb__ring_tx_pop(struct vsxb_vm *vm, const char **why)
 {
 	int n, rc;
 
+	VSXB_OWNED(vm, "ring_tx_pop");
 	*why = NULL;
 	vsxu_vq_set_notify(vm->txq, false);
 	for (n = 0; n < VSXB_TX_BATCH; n++) {
@@ -137,6 +143,7 @@ void vsxb__ring_tx_done(struct vsxb_vm *vm, unsigned n)
 {
 	unsigned i;
 
+	VSXB_OWNED(vm, "ring_tx_done");
 	for (i = 0; i < n; i++)
 		vsxu_vq_push(vm->txq, &vm->txe[i], 0);
 	if (n) {
@@ -147,12 +154,14 @@ void vsxb__ring_tx_done(struct vsxb_vm *vm, unsigned n)
 
 bool vsxb__ring_tx_rearm(struct vsxb_vm *vm)
 {
+	VSXB_OWNED(vm, "ring_tx_rearm");
 	vsxu_vq_set_notify(vm->txq, true);
 	return vsxu_vq_avail(vm->txq) != 0;
 }
 
 bool vsxb__ring_tx_ready(struct vsxb_vm *vm, bool sleeping)
 {
+	VSXB_OWNED(vm, "ring_tx_ready");
 	if (!vm->txq || !vsxu_vq_ready(vm->txq))
 		return false;
 	if (sleeping)
@@ -162,6 +171,7 @@ bool vsxb__ring_tx_ready(struct vsxb_vm *vm, bool sleeping)
 
 void vsxb__batch_drop(struct vsxb_vm *vm)
 {
+	VSXB_OWNED(vm, "batch_drop");
 	vm->batch = NULL;
 	vm->batch_niov = 0;
 	vm->batch_len = 0;
@@ -176,6 +186,7 @@ int vsxb__ring_event(struct vsxb_vm *vm, uint32_t id, const char **why)
 	uint32_t le = htole32(id);
 	int rc;
 
+	VSXB_OWNED(vm, "ring_event");
 	*why = NULL;
 	if (!vm->evq || !vsxu_vq_ready(vm->evq))
 		return 0; /* QEMU keeps the event queue itself */

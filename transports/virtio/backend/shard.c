@@ -60,6 +60,7 @@ static struct vsxb_shard *shard_new(struct vsxb_router *r, const struct vsxu_loo
 
 int vsxb__shards_init(struct vsxb_router *r)
 {
+	r->control = pthread_self();
 	vsxb_list_init(&r->shards);
 	r->park = calloc(1, sizeof(*r->park));
 	if (!r->park)

@@ -87,30 +87,54 @@ static short to_libevent(int events)
 
 /* ---- The room (vsxu_evloop_enable_post) ---- */
 
+/* Who holds the room (loop.h's owns): written by the holder alone, under
+ * the room's mutex; 0 (no thread's id on Linux) when nobody does. */
+static void room_held(struct vsxu_evloop *el, bool held)
+{
+	__atomic_store_n(&el->holder, held ? pthread_self() : (pthread_t)0, __ATOMIC_RELAXED);
+}
+
 static void room_enter(struct vsxu_evloop *el)
 {
-	if (el->mail)
+	if (el->mail) {
 		pthread_mutex_lock(&el->room);
+		room_held(el, true);
+	}
 }
 
 static void room_leave(struct vsxu_evloop *el)
 {
-	if (el->mail)
+	if (el->mail) {
+		room_held(el, false);
 		pthread_mutex_unlock(&el->room);
+	}
 }
 
 static bool ev_borrow(void *ctx)
 {
 	struct vsxu_evloop *el = ctx;
 
-	return pthread_mutex_trylock(&el->room) == 0;
+	if (pthread_mutex_trylock(&el->room))
+		return false;
+	room_held(el, true);
+	return true;
 }
 
 static void ev_give_back(void *ctx)
 {
 	struct vsxu_evloop *el = ctx;
 
+	room_held(el, false);
 	pthread_mutex_unlock(&el->room);
+}
+
+/* Only the holder ever finds its own id here: another thread's read may
+ * see a stale value, never its own. */
+static bool ev_owns(void *ctx)
+{
+	struct vsxu_evloop *el = ctx;
+
+	return pthread_equal(__atomic_load_n(&el->holder, __ATOMIC_RELAXED), pthread_self());
 }
 
 /* ---- Watches ---- */
@@ -380,6 +404,7 @@ int vsxu_evloop_enable_post(struct vsxu_evloop *ev)
 	ev->loop.post = ev_post;
 	ev->loop.borrow = ev_borrow;
 	ev->loop.give_back = ev_give_back;
+	ev->loop.owns = ev_owns;
 	return 0;
 err:
 	if (mb->ev)
@@ -401,6 +426,7 @@ void vsxu_evloop_fini(struct vsxu_evloop *ev)
 	ev->loop.post = NULL;
 	ev->loop.borrow = NULL;
 	ev->loop.give_back = NULL;
+	ev->loop.owns = NULL;
 	ev->mail = NULL;
 	pthread_mutex_destroy(&ev->room);
 	event_free(mb->ev);

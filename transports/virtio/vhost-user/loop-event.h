@@ -42,6 +42,7 @@ struct vsxu_evloop {
 	bool poller_on;                /* called while polling, not since */
 	struct vsxu_evloop_mail *mail;  /* vsxu_evloop_enable_post; NULL: no post */
 	pthread_mutex_t room;          /* with @mail: loop.h's borrow */
+	pthread_t holder;              /* the room's holder (loop.h's owns), 0: none */
 };
 
 /*

@@ -7,10 +7,10 @@
  * tests and benchmarks use the same adapter.
  *
  * A host program may run VMs on several loops, each on its own thread
- * (vsxd's worker threads): every entry but post, borrow and give_back is
- * then called only on the loop's own thread, or on another while that
- * thread is parked (blocked in a callback posted to it, which orders the
- * two).
+ * (vsxd's worker threads): every entry but post, borrow, give_back and
+ * owns is then called only on the loop's own thread, or on another while
+ * that thread is parked (blocked in a callback posted to it, which orders
+ * the two).
  */
 #ifndef VSXU_LOOP_H
 #define VSXU_LOOP_H
@@ -61,6 +61,11 @@ struct vsxu_loop {
 	 * holds the room for a short while (vsxd: until its round ends). */
 	bool (*borrow)(void *ctx);
 	void (*give_back)(void *ctx);
+	/* Optional, with borrow (NULL: cannot tell). True when the calling
+	 * thread holds the room: it runs one of the loop's callbacks, or
+	 * borrowed it. For checks (the backend's VSXB_OWNER_CHECKS), never
+	 * for deciding what to do. */
+	bool (*owns)(void *ctx);
 };
 
 #endif
