@@ -78,7 +78,6 @@
 #include "vhost-user/iov.h"
 #include "vhost-user/loop.h"
 #include "vhost-user/vhost_user.h"
-#include "vhost-user/vq.h"
 #include "vsock_wire.h"
 
 /* ---- Limits ---- */
@@ -438,7 +437,7 @@ struct vsxb_vm {
 
 	/* The device (device.c) */
 	struct vsxu_vu *vu;
-	struct vsxu_vq *rxq, *txq, *evq; /* while live */
+	struct vsxb_ring *ring;       /* ring.c's own: the queues, the chains popped */
 	bool live, broken, event_pending, seqpacket, freeing;
 	/* The front-end stopped the rings resumably (QEMU stop, or a guest
 	 * reset the next start reveals): connections kept, guest memory not
@@ -447,7 +446,6 @@ struct vsxb_vm {
 	uint64_t paused_ms;          /* since when (CLOCK_MONOTONIC) */
 	bool emitting;               /* inside an emission: no direct path */
 	bool direct;                 /* the emission in progress is direct */
-	bool rx_pushed;              /* RX used entries await a flush */
 	const char *break_owed;      /* a ring broke in a lent room (struct
 					vsxb_shard): its own round breaks it */
 	bool tx_more, rx_more;       /* budget ran out: resume timer armed */
@@ -493,10 +491,6 @@ struct vsxb_vm {
 	/* TX processing (device.c) */
 	struct vsxu_timer *resume;    /* a budget ran out: continue at once */
 	unsigned tx_pieces_max;      /* most iovecs of one TX packet (logged) */
-	/* Chains popped (ring.c; nobody else looks into them) */
-	struct vsxu_vq_elem *txe;     /* VSXB_TX_BATCH */
-	struct vsxu_vq_elem *rxe;     /* VSXB_RX_BATCH */
-	struct iovec *riov;          /* VSXB_IOV_MAX: RX payload slices */
 	struct iovec *fiov;          /* VSXB_IOV_MAX: a peer's queue peeks */
 	/* The TX batch (device.c gathers and delivers it, ring.c drops it):
 	 * guest payload of consecutive RW packets of one connection whose
@@ -522,14 +516,18 @@ struct vsxb_vm {
 	uint64_t refuse_suppressed;  /* since the last one to log */
 };
 
+/* ring.c: the VM's rings from its front-end (every chain returned, nothing
+ * to publish); none again (a device stopped). Here for the inline below:
+ * the rest of the rings' calls are in ring.h. */
+void vsxb__ring_take(struct vsxb_vm *vm);
+void vsxb__ring_release(struct vsxb_vm *vm);
+
 /* @vm's device runs its front-end's rings from now on (op_start; an
  * adoption of a paused device, restart.c): its queues, what was
  * negotiated, a fresh session's budgets. */
 static inline void vsxb__vm_rings_taken(struct vsxb_vm *vm)
 {
-	vm->rxq = vsxu_vu_queue(vm->vu, VSOCK_VQ_RX);
-	vm->txq = vsxu_vu_queue(vm->vu, VSOCK_VQ_TX);
-	vm->evq = vsxu_vu_queue(vm->vu, VSOCK_VQ_EVENT);
+	vsxb__ring_take(vm);
 	vm->seqpacket = vsxu_vu_features(vm->vu) & (1ull << VIRTIO_VSOCK_F_SEQPACKET);
 	vm->live = true;
 	vm->broken = false;

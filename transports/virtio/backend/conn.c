@@ -209,19 +209,20 @@ ssize_t vsxb__rx_fill(struct conn *c, size_t want, unsigned max, bool whole,
 	struct vsxb_vm *vm = c->vm;
 	uint32_t cap[VSXB_RX_BATCH];
 	unsigned niov, flags = 0, i;
+	struct iovec *iov;
 	const char *why;
 	size_t room, left;
 	ssize_t got;
 	int n;
 
-	n = vsxb__ring_rx_gather(vm, want, max, whole, cap, &niov, &room, &why);
+	n = vsxb__ring_rx_gather(vm, want, max, whole, cap, &iov, &niov, &room, &why);
 	if (n == -EIO && why)
 		vsxb__vm_broken(vm, why);
 	if (n == -EMSGSIZE)
 		return n;
 	if (n <= 0)
 		return -ENOBUFS;
-	got = fill(arg, vm->riov, niov, room, &flags);
+	got = fill(arg, iov, niov, room, &flags);
 	if (got <= 0) {
 		vsxb__ring_rx_unpop(vm, (unsigned)n);
 		return got;

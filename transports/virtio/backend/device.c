@@ -92,10 +92,10 @@ static void tx_data(struct vsxb_vm *vm, struct conn *c, struct iovec *iov,
 	}
 }
 
-static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsxu_vq_elem *e,
+static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsxb_chain *e,
 		  const struct virtio_vsock_hdr *h)
 {
-	struct iovec iov[VSXU_VQ_MAX_IOV];
+	struct iovec iov[VSXB_CHAIN_IOV];
 	unsigned n, flags = 0;
 
 	if (c->state == VSXB_CONN_CONNECTING) {
@@ -121,7 +121,7 @@ static void tx_rw(struct vsxb_vm *vm, struct conn *c, const struct vsxu_vq_elem 
 		if (!(flags & VIRTIO_VSOCK_SEQ_EOM))
 			flags = 0;
 	}
-	n = vsxu_iov_slice(iov, VSXU_VQ_MAX_IOV, e->iov, e->out_num, VSXB_HDR_LEN, h->len);
+	n = vsxu_iov_slice(iov, VSXB_CHAIN_IOV, e->iov, e->n, VSXB_HDR_LEN, h->len);
 	tx_data(vm, c, iov, n, h->len, flags);
 	if (!c->dead && c->type == VIRTIO_VSOCK_TYPE_SEQPACKET) {
 		if (flags & VIRTIO_VSOCK_SEQ_EOM)
@@ -178,7 +178,7 @@ static void tx_shutdown(struct conn *c, uint32_t flags)
 		c->ops->guest_shutdown(c, flags);
 }
 
-static void tx_packet(struct vsxb_vm *vm, const struct vsxu_vq_elem *e)
+static void tx_packet(struct vsxb_vm *vm, const struct vsxb_chain *e)
 {
 	struct virtio_vsock_hdr h;
 	const char *bad = NULL;
@@ -186,21 +186,21 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsxu_vq_elem *e)
 	bool moved;
 
 	vm->st.tx_pkts++;
-	if (e->out_len < VSXB_HDR_LEN) {
+	if (e->len < VSXB_HDR_LEN) {
 		vm->st.dropped++;
 		vsxb__vm_warn(vm, "TX packet shorter than a header (%u bytes): dropped",
-			     e->out_len);
+			     e->len);
 		return;
 	}
 	/* How the guest's driver lays packets out (6.12 splits the large
 	 * ones: header, linear part, pages): at debug level, each time a
 	 * packet comes in more pieces than any before. */
-	if (e->out_num > vm->tx_pieces_max) {
-		vm->tx_pieces_max = e->out_num;
+	if (e->n > vm->tx_pieces_max) {
+		vm->tx_pieces_max = e->n;
 		vsxb__log(vm->r, VSXB_LOG_DEBUG, "vm %s: a TX packet in %u piece(s) (%u bytes), "
-			  "the most so far", vm->name, e->out_num, e->out_len);
+			  "the most so far", vm->name, e->n, e->len);
 	}
-	vsxu_iov_to_buf(e->iov, e->out_num, 0, &h, VSXB_HDR_LEN);
+	vsxu_iov_to_buf(e->iov, e->n, 0, &h, VSXB_HDR_LEN);
 	vsxb_hdr_swap(&h);
 	if (h.src_cid != vm->cid) {
 		vm->st.dropped++;
@@ -211,7 +211,7 @@ static void tx_packet(struct vsxb_vm *vm, const struct vsxu_vq_elem *e)
 	c = vsxb__conn_find(vm, h.src_port, h.dst_cid, h.dst_port);
 	if (h.len > VSOCK_MAX_PKT_PAYLOAD)
 		bad = "payload above 64 KiB";
-	else if (h.len > e->out_len - VSXB_HDR_LEN)
+	else if (h.len > e->len - VSXB_HDR_LEN)
 		bad = "len beyond the descriptor chain";
 	else if (h.type != VIRTIO_VSOCK_TYPE_STREAM &&
 		 !(h.type == VIRTIO_VSOCK_TYPE_SEQPACKET && vm->seqpacket))
@@ -296,8 +296,12 @@ static void vm_tx_run(struct vsxb_vm *vm)
 			vsxb__vm_broken(vm, why);
 			return;
 		}
-		for (i = 0; i < (unsigned)n && !vm->broken; i++)
-			tx_packet(vm, &vm->txe[i]);
+		for (i = 0; i < (unsigned)n && !vm->broken; i++) {
+			struct vsxb_chain e;
+
+			vsxb__ring_tx_chain(vm, i, &e);
+			tx_packet(vm, &e);
+		}
 		tx_flush(vm);
 		if (vm->broken || !vm->live)
 			return;
@@ -439,12 +443,9 @@ static void vm_pause(struct vsxb_vm *vm)
 		 "reset the restart will show): %u connection(s) kept", vm->name, vm->nconns);
 }
 
-static void vm_unpause(struct vsxb_vm *vm, struct vsxu_vq *rxq, struct vsxu_vq *txq,
-		       struct vsxu_vq *evq)
+static void vm_unpause(struct vsxb_vm *vm)
 {
-	vm->rxq = rxq;
-	vm->txq = txq;
-	vm->evq = evq;
+	vsxb__ring_take(vm);
 	vm->paused = false;
 	vsxb__log(vm->r, VSXB_LOG_INFO, "vm %s: device resumed after %.1f s (VM paused "
 		 "and continued): %u connection(s) kept", vm->name,
@@ -460,23 +461,19 @@ static void vm_reset_paused(struct vsxb_vm *vm, bool bad)
 	vm->paused = false;
 	vsxb__vm_drop_all(vm, false);
 	vm->tx_more = false;
-	vm->rx_pushed = false;
+	vsxb__ring_release(vm);
 }
 
 static void op_start(void *dev, enum vsxu_vu_start how)
 {
 	struct vsxb_vm *vm = dev;
-	struct vsxu_vq *q[VSOCK_NUM_QUEUES];
-	unsigned i;
 
 	if (vm->freeing)
 		return;
 	malloc_tune();
-	for (i = 0; i < VSOCK_NUM_QUEUES; i++)
-		q[i] = vsxu_vu_queue(vm->vu, i);
 	if (vm->paused) {
 		if (how == VSXU_VU_START_RESUMED) {
-			vm_unpause(vm, q[VSOCK_VQ_RX], q[VSOCK_VQ_TX], q[VSOCK_VQ_EVENT]);
+			vm_unpause(vm);
 			vsxb__device_event(vm, true);
 			vm_send_event(vm);
 			/* RSTs an adoption while paused still owes (restart.c) */
@@ -543,8 +540,7 @@ static void op_stop(void *dev, bool resumable)
 	vm->break_owed = NULL;
 	vm->event_pending = false;
 	vm->tx_more = false;
-	vm->rx_pushed = false;
-	vm->rxq = vm->txq = vm->evq = NULL;
+	vsxb__ring_release(vm);
 	if (vm->resume)
 		vm->sh->loop->timer_disarm(vm->resume);
 	vsxb__vm_touch(vm);

@@ -108,10 +108,8 @@ static void vm_release(struct vsxb_vm *vm)
 	free(vm->socket_path);
 	free(vm->uds_path);
 	free(vm->hash);
-	free(vm->txe);
-	free(vm->rxe);
+	vsxb__ring_free(vm->ring);
 	free(vm->iov);
-	free(vm->riov);
 	free(vm->fiov);
 	free(vm);
 }
@@ -196,14 +194,12 @@ static int vm_new(struct vsxb_router *r, const struct vsxb_vm_config *cfg,
 	vm->forward_connect = cfg->forward_connect ? cfg->forward_connect
 						   : vsxb__vsock_connect;
 	vm->forward_arg = cfg->forward_arg;
-	vm->txe = calloc(VSXB_TX_BATCH, sizeof(*vm->txe));
-	vm->rxe = calloc(VSXB_RX_BATCH, sizeof(*vm->rxe));
+	vm->ring = vsxb__ring_new();
 	vm->iov = calloc(VSXB_IOV_MAX, sizeof(*vm->iov));
-	vm->riov = calloc(VSXB_IOV_MAX, sizeof(*vm->riov));
 	vm->fiov = calloc(VSXB_IOV_MAX, sizeof(*vm->fiov));
 	rc = -ENOMEM;
 	if (!vm->name || !vm->socket_path || (cfg->uds_path && !vm->uds_path) ||
-	    !vm->txe || !vm->rxe || !vm->iov || !vm->riov || !vm->fiov)
+	    !vm->ring || !vm->iov || !vm->fiov)
 		goto err_vm;
 	rc = parse_groups(vm, cfg->groups ? cfg->groups : VSXB_GROUP_DEFAULT);
 	if (rc < 0) {

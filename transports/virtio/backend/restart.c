@@ -168,7 +168,6 @@ int vsxb_vm_foreach_keep(struct vsxb_vm *vm, vsxb_keep_cb cb, void *arg)
 static void vm_adopted_paused(struct vsxb_vm *vm)
 {
 	vsxb__vm_rings_taken(vm);
-	vm->rx_pushed = false;
 	/* (as op_start's: the event is the front-end's, when it has one) */
 	vm->event_pending = !vm->keep_conns;
 	vm->paused = true;
