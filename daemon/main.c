@@ -198,9 +198,12 @@ static void check_print(const struct vsxd_opts *opts, const struct vsxd_config *
 {
 	const struct vsxd_forward *f;
 	const struct vsxd_vm *vm;
+	struct vsxd_err uerr;
 	unsigned mode;
 	bool has_gid;
 	uint32_t gid;
+	uid_t uid;
+	gid_t ugid;
 	char n[32];
 	size_t i, j;
 	int l;
@@ -260,7 +263,11 @@ static void check_print(const struct vsxd_opts *opts, const struct vsxd_config *
 		printf("%s (gid %u)\n", cfg->control_perm.group, gid);
 	else
 		printf("vsxd's own (no group admitted)\n");
-	printf("  user %s\n  seccomp %s\n", cfg->user ? cfg->user : "(stays as started)",
+	if (cfg->user && vsxd_sandbox_user(cfg->user, &uid, &ugid, &uerr) == 0)
+		printf("  user %s (uid %u, gid %u)\n", cfg->user, (unsigned)uid, (unsigned)ugid);
+	else
+		printf("  user (stays as started)\n");
+	printf("  seccomp %s\n",
 	       vsxd_seccomp_name(cfg->seccomp == VSXD_UNSET ? VSXD_SECCOMP_KILL : cfg->seccomp));
 	printf("  log %s\n  log-level %s\n",
 	       cfg->log_target == VSXD_LOG_SYSLOG ? "syslog" : "stderr",
@@ -1039,6 +1046,18 @@ int main(int argc, char **argv)
 			"Try 'vsxd --help'.\n");
 		d.exit_code = d.opts.check ? EXIT_FAILURE : EXIT_USAGE;
 		goto out;
+	}
+	/* the user= is looked up as the drop will look it up */
+	if (d.cfg.user) {
+		uid_t uid;
+		gid_t gid;
+
+		r = vsxd_sandbox_user(d.cfg.user, &uid, &gid, &err);
+		if (r < 0) {
+			fprintf(stderr, "vsxd: %s\n", err.msg);
+			d.exit_code = EXIT_FAILURE;
+			goto out;
+		}
 	}
 	if (d.opts.check) {
 		check_print(&d.opts, &d.cfg);

@@ -141,17 +141,11 @@ static int give_socket(const char *path, void *arg)
 	return 0;
 }
 
-int vsxd_sandbox_drop(const struct vsxd_config *cfg, bool sockets, struct vsxd_err *err)
+int vsxd_sandbox_user(const char *u, uid_t *uid, gid_t *gid, struct vsxd_err *err)
 {
-	const char *u = cfg->user;
-	struct passwd *pw;
-	uid_t uid;
-	gid_t gid;
+	struct passwd *pw = getpwnam(u);
 	char *end;
 
-	if (!u)
-		return 0;
-	pw = getpwnam(u);
 	if (!pw) {
 		unsigned long v = strtoul(u, &end, 10);
 
@@ -161,18 +155,35 @@ int vsxd_sandbox_drop(const struct vsxd_config *cfg, bool sockets, struct vsxd_e
 		if (!pw)
 			return vsxd_err_set(err, "user %s: no such uid", u);
 	}
-	uid = pw->pw_uid;
-	gid = pw->pw_gid;
+	if (pw->pw_uid == 0)
+		return vsxd_err_set(err, "user %s: is root; name an unprivileged user", u);
+	*uid = pw->pw_uid;
+	*gid = pw->pw_gid;
+	return 0;
+}
+
+int vsxd_sandbox_drop(const struct vsxd_config *cfg, bool sockets, struct vsxd_err *err)
+{
+	const char *u = cfg->user;
+	struct passwd *pw;
+	uid_t uid;
+	gid_t gid;
+	int r;
+
+	if (!u)
+		return 0;
+	r = vsxd_sandbox_user(u, &uid, &gid, err);
+	if (r < 0)
+		return r;
 	if (getuid() == uid && geteuid() == uid)
 		return 0;            /* already it (the units; a handoff's new process) */
 	if (geteuid() != 0)
 		return vsxd_err_set(err, "user %s: only root can become another user "
 				    "(vsxd runs as uid %u)", u, (unsigned)geteuid()), -EPERM;
-	if (uid == 0)
-		return vsxd_err_set(err, "user %s: is root; name an unprivileged user", u);
 	if (sockets)
 		each_socket(cfg, give_socket, &uid);
-	if (initgroups(pw->pw_name, gid) < 0 || setresgid(gid, gid, gid) < 0 ||
+	pw = getpwuid(uid);
+	if (!pw || initgroups(pw->pw_name, gid) < 0 || setresgid(gid, gid, gid) < 0 ||
 	    setresuid(uid, uid, uid) < 0) {
 		int e = errno;
 

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "config.h"
 
@@ -20,6 +21,10 @@
  * then). 0, or -errno with the reason in @err.
  */
 int vsxd_sandbox_drop(const struct vsxd_config *cfg, bool sockets, struct vsxd_err *err);
+/* The user= @u names (a name, or a uid the password database knows): its
+ * uid and primary group. 0, or -EINVAL with the reason in @err (no such
+ * user; root). vsxd_sandbox_drop's lookup, and --check's. */
+int vsxd_sandbox_user(const char *u, uid_t *uid, gid_t *gid, struct vsxd_err *err);
 
 struct vsxd_workers;
 

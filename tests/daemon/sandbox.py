@@ -18,6 +18,10 @@ naming the call), in the shape of Firecracker's seccomp validation test.
      vsxd that is nobody too, sandboxed, the device kept
   6  the launcher runs only a program owned by root that nobody else may
      write: upgrade --exec a group-writable copy is refused, vsxd serves on
+  7  vsxd -t looks user= up as the drop does: nobody and its uid print
+     with uid and gid; an unknown name, an unknown uid and root are
+     errors, exit 1, the reason said; a vsxd started with one does not
+     start
 
 A sanitizer build's sandbox also lets the runtime's calls through
 (ptrace, clone, execve, prctl, reading any file: sandbox.c): those checks
@@ -344,5 +348,31 @@ check("vsxd serves on after the refusal", st.get("pid") == int(new or 0), str(st
 vsxdtest.stop_vsxd(v.p, new)
 v.log.close()
 vsxdtest.no_sanitizer_report(v.text())
+
+# ---- 7: vsxd -t and user= ----
+def vsxd_t(user, check_only=True):
+    return subprocess.run([S.vsxd] + (["-t"] if check_only else []) +
+                          ["--config", S.conf, "--user", user],
+                          capture_output=True, text=True, timeout=20)
+
+
+for u in ("nobody", "65534"):
+    r = vsxd_t(u)
+    check("vsxd -t --user %s: exit 0, \"user %s (uid 65534, gid 65534)\"" % (u, u),
+          r.returncode == 0 and "  user %s (uid 65534, gid 65534)\n" % u in r.stdout,
+          r.stdout[-300:] + r.stderr)
+for u, why in (("no-such-user-x", "no such user"), ("4242424", "no such uid"),
+               ("root", "is root; name an unprivileged user")):
+    r = vsxd_t(u)
+    check("vsxd -t --user %s: exit 1, \"user %s: %s\"" % (u, u, why),
+          r.returncode == 1 and "vsxd: user %s: %s\n" % (u, why) in r.stderr and not r.stdout,
+          r.stdout[-300:] + r.stderr)
+for leftover in (S.ctl, S.vhost, S.uds):
+    if os.path.exists(leftover):
+        os.unlink(leftover)
+r = vsxd_t("no-such-user-x", check_only=False)
+check("vsxd --user no-such-user-x: does not start (exit 1, said), nothing made",
+      r.returncode == 1 and "user no-such-user-x: no such user" in r.stderr and
+      not any(os.path.exists(p) for p in (S.ctl, S.vhost, S.uds)), r.stderr[-300:])
 shutil.rmtree(S.tmp, ignore_errors=True)
 vsxdtest.finish()
