@@ -5,7 +5,10 @@
  *
  *   echo_example [PORT]          server and client in one run, over vsock:local
  *   echo_example server ADDR     echo one connection on ADDR (vsock:any:PORT)
- *   echo_example client ADDR     send messages to ADDR, check every echoed byte
+ *   echo_example client ADDR [CONNECT_TIMEOUT_MS]
+ *                                send messages to ADDR, check every echoed byte;
+ *                                the connect waits CONNECT_TIMEOUT_MS (default:
+ *                                libvsx's, VSX_DEFAULT_CONNECT_TIMEOUT_MS)
  *
  * Prints a transcript; exits 0 only when every echo matched.
  */
@@ -100,16 +103,17 @@ static int round_trip(vsx_sock *s, const char *data, size_t len)
 	return 0;
 }
 
-static int client(const char *addr)
+static int client(const char *addr, int timeout_ms)
 {
 	static const char hello[] = "hello over vsock, from libvsx";
+	struct vsx_opts o = { .connect_timeout_ms = timeout_ms };
 	struct vsx_info in;
 	size_t big = 1 << 20, i;
 	char *data;
 	vsx_sock *s;
 	int r;
 
-	r = vsx_connect(addr, NULL, &s);
+	r = vsx_connect(addr, &o, &s);
 	if (r < 0)
 		return fail("client", addr, r);
 	vsx_info(s, &in);
@@ -165,10 +169,11 @@ int main(int argc, char **argv)
 		vsx_close(l);
 		return rc_server;
 	}
-	if (argc == 3 && strcmp(argv[1], "client") == 0)
-		return client(argv[2]);
+	if ((argc == 3 || argc == 4) && strcmp(argv[1], "client") == 0)
+		return client(argv[2], argc == 4 ? atoi(argv[3]) : 0);
 	if (argc > 2 || (argc == 2 && !strtoul(argv[1], NULL, 10))) {
-		fprintf(stderr, "usage: echo_example [PORT] | server ADDR | client ADDR\n");
+		fprintf(stderr, "usage: echo_example [PORT] | server ADDR | "
+			"client ADDR [CONNECT_TIMEOUT_MS]\n");
 		return 2;
 	}
 	printf("echo_example: libvsx %s\n", vsx_version());
@@ -182,7 +187,7 @@ int main(int argc, char **argv)
 		return fail("echo_example", "fork", -errno);
 	if (pid == 0) {
 		vsx_close(l);
-		rc_client = client(caddr);
+		rc_client = client(caddr, 0);
 		fflush(stdout);
 		_exit(rc_client);
 	}

@@ -59,4 +59,13 @@ s.close()
 ok = bytes(got) == data
 print("pyguest: %d bytes to %s from %s (transport %s), the echo %s" %
       (size, i.peer, i.local, i.transport, "matches" if ok else "DIFFERS"))
+if not ok:
+    # where: the first byte that differs, and where the bytes found there
+    # came from (a chunk out of place, or bytes of nowhere)
+    n = min(len(got), size)
+    off = next((k for k in range(0, n, 4096) if got[k:k + 4096] != data[k:k + 4096]), n)
+    while off < n and got[off] == data[off]:
+        off += 1
+    print("pyguest: %d bytes echoed; first difference at %d; the 64 bytes there are "
+          "at %d of what was sent" % (len(got), off, data.find(bytes(got[off:off + 64]))))
 sys.exit(0 if ok else 1)
