@@ -114,6 +114,53 @@ static inline uint8_t *get_raw(struct rd *r, size_t n)
 	return p;
 }
 
+/* ---- A connection's fields (struct vsxd_state_conn) ---- */
+
+/*
+ * Each layout of a connection's bytes is a table of these, in the order
+ * the bytes go, as QEMU's VMStateDescription lists a device's fields: the
+ * state record's connections (state.c, vsxd__conn_fields) and the fd
+ * store's connection slots (state_slots.c). One walker writes, measures
+ * and reads them all.
+ */
+enum vsxd_field_kind {
+	VSXD_F_UINT,    /* an unsigned member, @wire bytes little-endian */
+	VSXD_F_STR,     /* a char array: a u8 length, the bytes */
+	VSXD_F_BYTES,   /* a struct vsxd_state_bytes: u32 len, the bytes,
+			   u32 ends, each u32 end and u8 flags */
+	VSXD_F_ZERO,    /* @wire reserved bytes: written 0, read as 0 */
+};
+
+struct vsxd_field {
+	const char *name;
+	unsigned short off, mem;      /* in struct vsxd_state_conn */
+	unsigned char wire;           /* VSXD_F_UINT, VSXD_F_ZERO: bytes */
+	unsigned char since;          /* the record version that added it */
+	unsigned char kind;           /* enum vsxd_field_kind */
+};
+
+#define VSXD_FIELD(kind, member, wire, since)                                     \
+	{ #member, offsetof(struct vsxd_state_conn, member),                    \
+	  sizeof(((struct vsxd_state_conn *)0)->member), wire, since, kind }
+#define VSXD_FIELD_ZERO(wire) { "reserved", 0, 0, wire, 0, VSXD_F_ZERO }
+
+struct vsxd_state_conn;
+
+/* @c's fields of table @f (@n of them), in order */
+void vsxd__put_fields(struct wr *w, const struct vsxd_field *f, size_t n,
+		      const struct vsxd_state_conn *c);
+/* The fields of a record of @version (those added since skipped, left as
+ * they are) into @c; a failure in @r (a reserved byte set: "reserved bytes
+ * set"). Bytes are malloc'ed (vsxd_state_clear frees them). */
+void vsxd__get_fields(struct rd *r, const struct vsxd_field *f, size_t n, unsigned version,
+		      struct vsxd_state_conn *c);
+/* The fewest bytes those fields of @version take (empty strings and queues) */
+size_t vsxd__fields_min(const struct vsxd_field *f, size_t n, unsigned version);
+
+/* The state record's connection, version by version (state.h) */
+extern const struct vsxd_field vsxd__conn_fields[];
+extern const size_t vsxd__conn_nfields;
+
 /* A written record's length (@len) and CRC-32 of its bytes from @from on,
  * at offsets 12 and 16 of its header (every record's layout). */
 void vsxd__seal(uint8_t *p, size_t len, size_t from);

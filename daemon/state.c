@@ -201,7 +201,58 @@ static const char *vm_bad(const struct vsxd_state_vm *v, unsigned version)
 	return NULL;
 }
 
-/* ---- Encoding ---- */
+/* ---- A connection's fields ---- */
+
+#define U(member, wire, since) VSXD_FIELD(VSXD_F_UINT, member, wire, since)
+
+/* The state record's connection (state.h: the versions' layouts) */
+const struct vsxd_field vsxd__conn_fields[] = {
+	U(id, 8, 1), U(guest_cid, 8, 1), U(peer_cid, 8, 1),
+	U(guest_port, 4, 1), U(peer_port, 4, 1), U(type, 1, 1),
+	U(state, 1, 2), U(flags, 1, 2), U(guest_shut, 1, 2), U(host_shut, 1, 2),
+	U(shut_pending, 1, 2), U(ctrl, 1, 2), U(peer, 1, 2), U(timer, 1, 2),
+	U(timer_ms, 4, 2),
+	U(cr.buf_alloc, 4, 2), U(cr.rx_cnt, 4, 2), U(cr.fwd_cnt, 4, 2),
+	U(cr.last_fwd_sent, 4, 2), U(cr.last_buf_sent, 4, 2), U(cr.rx_limit, 4, 2),
+	U(cr.peer_buf_alloc, 4, 2), U(cr.peer_fwd_cnt, 4, 2), U(cr.tx_cnt, 4, 2),
+	U(to_guest, 8, 2), U(from_guest, 8, 2),
+	VSXD_FIELD(VSXD_F_STR, host_fd, 0, 2), VSXD_FIELD(VSXD_F_STR, tag, 0, 2),
+	VSXD_FIELD(VSXD_F_BYTES, to_host_q, 0, 2), VSXD_FIELD(VSXD_F_BYTES, to_guest_q, 0, 2),
+	VSXD_FIELD(VSXD_F_STR, twin_vm, 0, 3), U(twin_id, 8, 3), U(eom_pending, 1, 3),
+	U(why, 1, 4), U(why_limit, 1, 4), U(why_err, 4, 4),
+};
+const size_t vsxd__conn_nfields = sizeof(vsxd__conn_fields) / sizeof(vsxd__conn_fields[0]);
+
+#undef U
+
+static uint64_t field_load(const void *p, unsigned mem)
+{
+	uint64_t v8;
+	uint32_t v4;
+	uint16_t v2;
+	uint8_t v1;
+
+	switch (mem) {
+	case 8: memcpy(&v8, p, 8); return v8;
+	case 4: memcpy(&v4, p, 4); return v4;
+	case 2: memcpy(&v2, p, 2); return v2;
+	default: memcpy(&v1, p, 1); return v1;
+	}
+}
+
+static void field_store(void *p, unsigned mem, uint64_t v)
+{
+	uint32_t v4 = (uint32_t)v;
+	uint16_t v2 = (uint16_t)v;
+	uint8_t v1 = (uint8_t)v;
+
+	switch (mem) {
+	case 8: memcpy(p, &v, 8); break;
+	case 4: memcpy(p, &v4, 4); break;
+	case 2: memcpy(p, &v2, 2); break;
+	default: memcpy(p, &v1, 1); break;
+	}
+}
 
 static void put_bytes(struct wr *w, const struct vsxd_state_bytes *b)
 {
@@ -214,47 +265,93 @@ static void put_bytes(struct wr *w, const struct vsxd_state_bytes *b)
 	}
 }
 
-static void put_conn2(struct wr *w, const struct vsxd_state_conn *c)
+static void get_bytes(struct rd *r, struct vsxd_state_bytes *b)
 {
-	put_le(w, c->state, 1);
-	put_le(w, c->flags, 1);
-	put_le(w, c->guest_shut, 1);
-	put_le(w, c->host_shut, 1);
-	put_le(w, c->shut_pending, 1);
-	put_le(w, c->ctrl, 1);
-	put_le(w, c->peer, 1);
-	put_le(w, c->timer, 1);
-	put_le(w, c->timer_ms, 4);
-	put_le(w, c->cr.buf_alloc, 4);
-	put_le(w, c->cr.rx_cnt, 4);
-	put_le(w, c->cr.fwd_cnt, 4);
-	put_le(w, c->cr.last_fwd_sent, 4);
-	put_le(w, c->cr.last_buf_sent, 4);
-	put_le(w, c->cr.rx_limit, 4);
-	put_le(w, c->cr.peer_buf_alloc, 4);
-	put_le(w, c->cr.peer_fwd_cnt, 4);
-	put_le(w, c->cr.tx_cnt, 4);
-	put_le(w, c->to_guest, 8);
-	put_le(w, c->from_guest, 8);
-	put_str(w, c->host_fd);
-	put_str(w, c->tag);
-	put_bytes(w, &c->to_host_q);
-	put_bytes(w, &c->to_guest_q);
+	b->len = (uint32_t)get_le(r, 4);
+	b->data = get_raw(r, b->len);
+	b->nends = (unsigned)get_le(r, 4);
+	if (r->err)
+		return;
+	/* each end takes 5 bytes */
+	if (b->nends > (r->n - r->off) / 5) {
+		r->err = "record truncated";
+		return;
+	}
+	if (b->nends) {
+		b->ends = calloc(b->nends, sizeof(*b->ends));
+		if (!b->ends) {
+			r->err = "out of memory";
+			return;
+		}
+	}
+	for (unsigned i = 0; i < b->nends; i++) {
+		b->ends[i].end = (uint32_t)get_le(r, 4);
+		b->ends[i].flags = (unsigned)get_le(r, 1);
+	}
 }
 
-static void put_conn3(struct wr *w, const struct vsxd_state_conn *c)
+void vsxd__put_fields(struct wr *w, const struct vsxd_field *f, size_t n,
+		      const struct vsxd_state_conn *c)
 {
-	put_str(w, c->twin_vm);
-	put_le(w, c->twin_id, 8);
-	put_le(w, c->eom_pending, 1);
+	const char *base = (const char *)c;
+
+	for (size_t i = 0; i < n; i++) {
+		switch (f[i].kind) {
+		case VSXD_F_UINT:
+			put_le(w, field_load(base + f[i].off, f[i].mem), f[i].wire);
+			break;
+		case VSXD_F_STR:
+			put_str(w, base + f[i].off);
+			break;
+		case VSXD_F_BYTES:
+			put_bytes(w, (const struct vsxd_state_bytes *)(const void *)(base + f[i].off));
+			break;
+		case VSXD_F_ZERO:
+			put_le(w, 0, f[i].wire);
+			break;
+		}
+	}
 }
 
-static void put_conn4(struct wr *w, const struct vsxd_state_conn *c)
+void vsxd__get_fields(struct rd *r, const struct vsxd_field *f, size_t n, unsigned version,
+		      struct vsxd_state_conn *c)
 {
-	put_le(w, c->why, 1);
-	put_le(w, c->why_limit, 1);
-	put_le(w, c->why_err, 4);
+	char *base = (char *)c;
+
+	for (size_t i = 0; i < n && !r->err; i++) {
+		if (f[i].since > version)
+			continue;
+		switch (f[i].kind) {
+		case VSXD_F_UINT:
+			field_store(base + f[i].off, f[i].mem, get_le(r, f[i].wire));
+			break;
+		case VSXD_F_STR:
+			get_str(r, base + f[i].off, f[i].mem);
+			break;
+		case VSXD_F_BYTES:
+			get_bytes(r, (struct vsxd_state_bytes *)(void *)(base + f[i].off));
+			break;
+		case VSXD_F_ZERO:
+			if (get_le(r, f[i].wire) && !r->err)
+				r->err = "reserved bytes set";
+			break;
+		}
+	}
 }
+
+size_t vsxd__fields_min(const struct vsxd_field *f, size_t n, unsigned version)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (f[i].since > version)
+			continue;
+		len += f[i].kind == VSXD_F_STR ? 1 : f[i].kind == VSXD_F_BYTES ? 8 : f[i].wire;
+	}
+	return len;
+}
+
+/* ---- Encoding ---- */
 
 /* Always the current version: older records are read (get_vm), never
  * written. */
@@ -291,19 +388,8 @@ static void put_vm(struct wr *w, const struct vsxd_state_vm *v)
 		put_str(w, q->call);
 		put_le(w, q->base, 2);
 	}
-	for (unsigned i = 0; i < v->nconns; i++) {
-		const struct vsxd_state_conn *c = &v->conns[i];
-
-		put_le(w, c->id, 8);
-		put_le(w, c->guest_cid, 8);
-		put_le(w, c->peer_cid, 8);
-		put_le(w, c->guest_port, 4);
-		put_le(w, c->peer_port, 4);
-		put_le(w, c->type, 1);
-		put_conn2(w, c);
-		put_conn3(w, c);
-		put_conn4(w, c);
-	}
+	for (unsigned i = 0; i < v->nconns; i++)
+		vsxd__put_fields(w, vsxd__conn_fields, vsxd__conn_nfields, &v->conns[i]);
 }
 
 static void put_all(struct wr *w, const struct vsxd_state *s)
@@ -394,78 +480,9 @@ long vsxd_state_encode(const struct vsxd_state *s, void *buf, size_t cap)
 
 /* ---- Decoding ---- */
 
-static void get_bytes(struct rd *r, struct vsxd_state_bytes *b)
-{
-	b->len = (uint32_t)get_le(r, 4);
-	b->data = get_raw(r, b->len);
-	b->nends = (unsigned)get_le(r, 4);
-	if (r->err)
-		return;
-	/* each end takes 5 bytes */
-	if (b->nends > (r->n - r->off) / 5) {
-		r->err = "record truncated";
-		return;
-	}
-	if (b->nends) {
-		b->ends = calloc(b->nends, sizeof(*b->ends));
-		if (!b->ends) {
-			r->err = "out of memory";
-			return;
-		}
-	}
-	for (unsigned i = 0; i < b->nends; i++) {
-		b->ends[i].end = (uint32_t)get_le(r, 4);
-		b->ends[i].flags = (unsigned)get_le(r, 1);
-	}
-}
-
-static void get_conn2(struct rd *r, struct vsxd_state_conn *c)
-{
-	c->state = get_le(r, 1);
-	c->flags = get_le(r, 1);
-	c->guest_shut = get_le(r, 1);
-	c->host_shut = get_le(r, 1);
-	c->shut_pending = get_le(r, 1);
-	c->ctrl = get_le(r, 1);
-	c->peer = get_le(r, 1);
-	c->timer = get_le(r, 1);
-	c->timer_ms = get_le(r, 4);
-	c->cr.buf_alloc = get_le(r, 4);
-	c->cr.rx_cnt = get_le(r, 4);
-	c->cr.fwd_cnt = get_le(r, 4);
-	c->cr.last_fwd_sent = get_le(r, 4);
-	c->cr.last_buf_sent = get_le(r, 4);
-	c->cr.rx_limit = get_le(r, 4);
-	c->cr.peer_buf_alloc = get_le(r, 4);
-	c->cr.peer_fwd_cnt = get_le(r, 4);
-	c->cr.tx_cnt = get_le(r, 4);
-	c->to_guest = get_le(r, 8);
-	c->from_guest = get_le(r, 8);
-	get_str(r, c->host_fd, sizeof(c->host_fd));
-	get_str(r, c->tag, sizeof(c->tag));
-	get_bytes(r, &c->to_host_q);
-	get_bytes(r, &c->to_guest_q);
-}
-
-static void get_conn3(struct rd *r, struct vsxd_state_conn *c)
-{
-	get_str(r, c->twin_vm, sizeof(c->twin_vm));
-	c->twin_id = get_le(r, 8);
-	c->eom_pending = get_le(r, 1);
-}
-
-static void get_conn4(struct rd *r, struct vsxd_state_conn *c)
-{
-	c->why = get_le(r, 1);
-	c->why_limit = get_le(r, 1);
-	c->why_err = get_le(r, 4);
-}
-
 static int get_vm(struct rd *r, struct vsxd_state_vm *v, unsigned version)
 {
-	size_t conn_min = version >= 4 ? VSXD_STATE_V4_CONN :
-			  version >= 3 ? VSXD_STATE_V3_CONN :
-			  version >= 2 ? VSXD_STATE_V2_CONN : VSXD_STATE_V1_CONN;
+	size_t conn_min = vsxd__fields_min(vsxd__conn_fields, vsxd__conn_nfields, version);
 	unsigned vflags;
 	const char *bad;
 
@@ -530,24 +547,8 @@ static int get_vm(struct rd *r, struct vsxd_state_vm *v, unsigned version)
 			return -ENOMEM;
 		}
 	}
-	for (unsigned i = 0; i < v->nconns; i++) {
-		struct vsxd_state_conn *c = &v->conns[i];
-
-		c->id = get_le(r, 8);
-		c->guest_cid = get_le(r, 8);
-		c->peer_cid = get_le(r, 8);
-		c->guest_port = get_le(r, 4);
-		c->peer_port = get_le(r, 4);
-		c->type = get_le(r, 1);
-		if (version >= 2)
-			get_conn2(r, c);
-		if (version >= 3)
-			get_conn3(r, c);
-		if (version >= 4)
-			get_conn4(r, c);
-		if (r->err)
-			break;
-	}
+	for (unsigned i = 0; i < v->nconns && !r->err; i++)
+		vsxd__get_fields(r, vsxd__conn_fields, vsxd__conn_nfields, version, &v->conns[i]);
 	if (r->err)
 		return -EBADMSG;
 	bad = vm_bad(v, version);

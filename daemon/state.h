@@ -27,7 +27,11 @@
  * record, which stops after its queues; version 1 is version 2 but for
  * the connection record, which stops after its type byte; all four are
  * read, VSXD_STATE_VERSION is written); every integer little-endian, a "str" is a u8 length then
- * that many bytes (no NUL):
+ * that many bytes (no NUL). A connection's layout below is a table in the
+ * code, each field with the version that added it (state.c's
+ * vsxd__conn_fields, walked by vsxd__put_fields and vsxd__get_fields,
+ * which also write and read the fd store's connection slots:
+ * state_slots.h):
  *
  *   header, 32 bytes
  *     0  magic       8 bytes "VSXDSTAT"

@@ -343,66 +343,55 @@ static void ht_del(struct vsxd_slots_vm *v, unsigned p)
 	}
 }
 
+#define U(member, wire) VSXD_FIELD(VSXD_F_UINT, member, wire, 0)
+
+/* A slot's body (state_slots.h), on the records' field walker */
+static const struct vsxd_field body_fields[] = {
+	U(id, 8), U(guest_cid, 8), U(peer_cid, 8), U(guest_port, 4), U(peer_port, 4),
+	U(type, 1), U(state, 1), U(flags, 1), U(guest_shut, 1), U(host_shut, 1), U(peer, 1),
+	VSXD_FIELD_ZERO(2),
+	U(cr.buf_alloc, 4), U(cr.fwd_cnt, 4), U(cr.peer_buf_alloc, 4), U(cr.peer_fwd_cnt, 4),
+	U(to_guest, 8), U(from_guest, 8),
+	VSXD_FIELD(VSXD_F_STR, tag, 0, 0),
+};
+#define BODY_NFIELDS (sizeof(body_fields) / sizeof(body_fields[0]))
+
+#undef U
+
+/* (the VSXD_SLOT_SIZE - 12 bytes after a slot's header hold the longest
+ * body, VSXD_SLOT_BODY + a 255-byte tag) */
 static size_t put_body(uint8_t *b, const struct vsxd_state_conn *c)
 {
-	size_t tl = strnlen(c->tag, 255);
+	struct wr w = { .p = b, .cap = VSXD_SLOT_BODY + 255 };
+	struct vsxd_state_conn k;
 
-	le_put(b, c->id, 8);
-	le_put(b + 8, c->guest_cid, 8);
-	le_put(b + 16, c->peer_cid, 8);
-	le_put(b + 24, c->guest_port, 4);
-	le_put(b + 28, c->peer_port, 4);
-	b[32] = (uint8_t)c->type;
-	b[33] = (uint8_t)c->state;
-	b[34] = (uint8_t)(c->flags & VSXD_CONN_GUEST_INITIATED);
-	b[35] = (uint8_t)c->guest_shut;
-	b[36] = (uint8_t)c->host_shut;
-	b[37] = (uint8_t)c->peer;
-	le_put(b + 38, 0, 2);
-	le_put(b + 40, c->cr.buf_alloc, 4);
-	le_put(b + 44, c->cr.fwd_cnt, 4);
-	le_put(b + 48, c->cr.peer_buf_alloc, 4);
-	le_put(b + 52, c->cr.peer_fwd_cnt, 4);
-	le_put(b + 56, c->to_guest, 8);
-	le_put(b + 64, c->from_guest, 8);
-	b[72] = (uint8_t)tl;
-	memcpy(b + 73, c->tag, tl);
-	return VSXD_SLOT_BODY + tl;
+	if (c->flags & ~VSXD_CONN_GUEST_INITIATED) {
+		k = *c;           /* a slot keeps that flag alone */
+		k.flags &= VSXD_CONN_GUEST_INITIATED;
+		c = &k;
+	}
+	vsxd__put_fields(&w, body_fields, BODY_NFIELDS, c);
+	return w.n;
 }
 
 /* @c from a slot's body of @len bytes; false: not a connection */
 static bool get_body(const uint8_t *b, size_t len, struct vsxd_state_conn *c)
 {
+	struct rd r = { .p = b, .n = len };
+
 	memset(c, 0, sizeof(*c));
-	if (len < VSXD_SLOT_BODY || len != VSXD_SLOT_BODY + b[72])
+	if (len < VSXD_SLOT_BODY)
 		return false;
-	c->id = le_get(b, 8);
-	c->guest_cid = le_get(b + 8, 8);
-	c->peer_cid = le_get(b + 16, 8);
-	c->guest_port = (uint32_t)le_get(b + 24, 4);
-	c->peer_port = (uint32_t)le_get(b + 28, 4);
-	c->type = b[32];
-	c->state = b[33];
-	c->flags = b[34];
-	c->guest_shut = b[35];
-	c->host_shut = b[36];
-	c->peer = b[37];
-	c->cr.buf_alloc = (uint32_t)le_get(b + 40, 4);
-	c->cr.fwd_cnt = (uint32_t)le_get(b + 44, 4);
-	c->cr.peer_buf_alloc = (uint32_t)le_get(b + 48, 4);
-	c->cr.peer_fwd_cnt = (uint32_t)le_get(b + 52, 4);
-	c->to_guest = le_get(b + 56, 8);
-	c->from_guest = le_get(b + 64, 8);
-	for (unsigned i = 0; i < b[72]; i++) {
-		if (b[73 + i] < 0x20 || b[73 + i] > 0x7e)
+	vsxd__get_fields(&r, body_fields, BODY_NFIELDS, 0, c);
+	if (r.err || r.off != len)
+		return false;
+	for (const char *t = c->tag; *t; t++)
+		if (*t < 0x20 || *t > 0x7e)
 			return false;
-		c->tag[i] = (char)b[73 + i];
-	}
 	return c->id && (c->type == 1 || c->type == 2) &&
 	       c->state >= VSXB_CONN_CONNECTING && c->state <= VSXB_CONN_CLOSING &&
 	       !(c->flags & ~VSXD_CONN_GUEST_INITIATED) && c->guest_shut <= 3 &&
-	       c->host_shut <= 3 && c->peer >= VSXD_PEER_HOST && c->peer <= VSXD_PEER_VSOCK &&
-	       !le_get(b + 38, 2);
+	       c->host_shut <= 3 && c->peer >= VSXD_PEER_HOST && c->peer <= VSXD_PEER_VSOCK;
 }
 
 int vsxd_slots_add(struct vsxd_slots_vm *v, const struct vsxd_state_conn *c)

@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 
 #include "../../daemon/state.h"
+#include "../../daemon/state-int.h"
 #include "state_fixtures.h"
 
 static uint8_t held[] = "bytes for a slow host program";
@@ -236,6 +237,19 @@ Test(state, crc32_is_zlibs)
 	/* the check value of CRC-32/ISO-HDLC */
 	cr_assert_eq(vsxd_crc32("123456789", 9), 0xcbf43926u);
 	cr_assert_eq(vsxd_crc32("", 0), 0);
+}
+
+/* The layouts state.h states are what the field table makes (the decoder's
+ * bound on a record's connection count is taken from it) */
+Test(state, field_table_sizes_are_the_formats)
+{
+	static const size_t want[] = { 0, VSXD_STATE_V1_CONN, VSXD_STATE_V2_CONN,
+				       VSXD_STATE_V3_CONN, VSXD_STATE_V4_CONN };
+
+	for (unsigned v = 1; v <= VSXD_STATE_VERSION; v++)
+		cr_assert_eq(vsxd__fields_min(vsxd__conn_fields, vsxd__conn_nfields, v), want[v],
+			     "version %u: %zu bytes, state.h says %zu", v,
+			     vsxd__fields_min(vsxd__conn_fields, vsxd__conn_nfields, v), want[v]);
 }
 
 Test(state, round_trip)
