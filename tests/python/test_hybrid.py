@@ -139,3 +139,50 @@ def test_guest_connects_to_a_vsx_listener(daemon, guest):
             s.sendall(pattern(2, 50000))
             assert guest.cmd("grecv 50000"), guest.line
             finish(s, guest)
+
+
+def state(g):
+    """The fake guest's view of its connection, as a dict of ints."""
+    assert g.cmd("state"), g.line
+    return {k: int(v) for k, v in (f.split("=") for f in g.line.split()[2:])}
+
+
+def test_seqpacket_keeps_message_bounds_both_ways(daemon, guest):
+    """SEQPACKET from a guest to a vsx listener on unix: (its PATH_PORT a
+    SOCK_SEQPACKET socket, which vsxd connects for guest SEQPACKET
+    sockets): each of the guest's messages is one recv() here, whole, and
+    a recv() smaller than a message gets its start (the rest is gone, as
+    SOCK_SEQPACKET has it); each send() here is one message to the guest
+    (its EOM where the message ends, nowhere else). Connecting is stream
+    only: the hybrid CONNECT handshake has no socket type."""
+    with pytest.raises(OSError) as e:
+        vsx.connect("unix:%s:5004" % daemon.uds, seqpacket=True, timeout=10)
+    assert e.value.errno == errno.ESOCKTNOSUPPORT and "only stream" in str(e.value)
+    with vsx.listen("unix:%s:6004" % daemon.uds, seqpacket=True) as l:
+        assert guest.cmd("seqpacket 512") and guest.cmd("gconnect 6004"), guest.line
+        l.settimeout(10)
+        s, peer = l.accept()
+        with s:
+            s.settimeout(10)
+            assert s.info().transport == "hybrid"
+            # guest -> host: 3 messages of 3000 bytes, each one recv()
+            assert guest.cmd("gsend 9000 3000"), guest.line
+            want = pattern(1, 12000)
+            for k in range(3):
+                m = s.recv(65536)
+                assert m == want[3000 * k:3000 * (k + 1)], (k, len(m))
+            # a recv() smaller than the message: its first bytes, the rest dropped
+            assert guest.cmd("gsend 2000 2000"), guest.line
+            assert s.recv(100) == want[9000:9100]
+            assert guest.cmd("gsend 1000 1000"), guest.line
+            assert s.recv(65536) == want[11000:12000]
+            # host -> guest: each send() one message, its end the guest's EOM
+            sizes = [512, 4096, 1536, 65536, 512, 8192]
+            data, off = pattern(2, sum(sizes)), 0
+            for n in sizes:
+                assert s.send(data[off:off + n]) == n
+                off += n
+            assert guest.cmd("grecv %d" % off), guest.line
+            st = state(guest)
+            assert st["msgs"] == len(sizes) and st["bad"] == 0, st
+            finish(s, guest)
