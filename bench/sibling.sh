@@ -61,52 +61,11 @@ fg_bin=$build/tests/daemon/fake_guest
 make -C "$build" -s daemon/vsxd tests/daemon/fake_guest >/dev/null
 : "$src"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/vsxsib.XXXXXX")
-pid='' a_pid='' b_pid=''
-cleanup() {
-	exec 4>&- 5>&- 2>/dev/null || :
-	for p in $a_pid $b_pid $pid; do
-		kill -KILL "$p" 2>/dev/null || :
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-wait_for() {
-	i=0
-	while ! "$@"; do
-		i=$((i + 1))
-		[ $i -lt 600 ] || return 1
-		sleep 0.1
-	done
-}
-answered() { grep -q "^$2 " "$tmp/$1.out"; }
-# fgo NAME FD: fake guest NAME on NAME.vhost, its commands on fd FD
-fgo() {
-	rm -f "$tmp/$1.in" "$tmp/$1.out"
-	mkfifo "$tmp/$1.in"
-	"$fg_bin" "$tmp/$1.vhost" <"$tmp/$1.in" >"$tmp/$1.out" 2>&1 &
-	eval "$1_pid=\$! $1_n=0 $1_fd=$2"
-	eval "exec $2>\"\$tmp/\$1.in\""
-	wait_for answered "$1" 0
-}
-# fg_send NAME COMMAND: send, number it (fg_wait waits for its answer)
-fg_send() {
-	eval "$1_n=\$((\$$1_n + 1)) ffd=\$$1_fd"
-	# shellcheck disable=SC2154 # set by eval
-	echo "$2" >&"$ffd"
-}
-fg_wait() {
-	eval "fn=\$$1_n"
-	# shellcheck disable=SC2154
-	wait_for answered "$1" "$fn" || { echo "sibling.sh: $1: no answer to #$fn" >&2; return 1; }
-	grep -q "^$fn ok" "$tmp/$1.out" || {
-		echo "sibling.sh: $1: $(grep "^$fn " "$tmp/$1.out")" >&2
-		return 1
-	}
-}
-fg() { fg_send "$1" "$2" && fg_wait "$1"; }
+vsx_prog=sibling.sh
+# shellcheck source=bench/fake_guest.sh
+. "$src/bench/fake_guest.sh"
+fg_tmp vsxsib
+a_pid='' b_pid=''
 # cpu_ns: vsxd's CPU so far, every thread (schedstat: ns on CPU)
 cpu_ns() {
 	cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'
@@ -175,7 +134,7 @@ run() {
 	done
 	exec 4>&- 5>&-
 	wait "$a_pid" "$b_pid" 2>/dev/null || :
-	a_pid='' b_pid=''
+	a_pid='' b_pid='' fg_all=''
 	kill -TERM "$pid"
 	wait "$pid" || :
 	pid=''

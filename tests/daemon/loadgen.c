@@ -35,6 +35,12 @@
  *                  connections both ways work.
  *   abandon N      N host connections closed while the guest leaves their
  *                  REQUEST unanswered: prints when vsxd reset them (RST).
+ *   pingpong N [SIZE]  one connection opened by the host, then N round
+ *                  trips of SIZE bytes (default 1): the host writes, the
+ *                  guest answers with as many bytes as soon as they came,
+ *                  the host reads them back (bytes checked); prints the
+ *                  round trips' percentiles (bench/stall.sh: what a busy
+ *                  worker costs another VM's packets).
  *   restart        as reattach, but vsxd itself is killed and restarted by
  *                  the caller: loadgen prints "ready" once a connection is
  *                  up, waits for a line on standard input, then reconnects
@@ -60,6 +66,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <dirent.h>
+#include <poll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1065,6 +1072,153 @@ static int mode_flip(void)
 	return S.errors == 1 && S.bad_offset == P.flip_at ? 0 : 1;
 }
 
+/* ---- pingpong: round trips on one connection ---- */
+
+static int ncmp(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static long long now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* The guest's next packet of kind @op for port pair (@lp, @pp), others
+ * answered or dropped as a Linux guest would: -1 after 5 s. */
+static int pp_expect(uint16_t op, uint32_t lp, uint32_t pp, struct virtio_vsock_hdr *h,
+		     uint8_t *data, size_t max)
+{
+	long long end = vsx__now_ms() + 5000;
+	int len;
+
+	while (vsx__now_ms() < end) {
+		len = drv_recv(d, h, data, max, 1000);
+		if (len < 0)
+			continue;
+		if (le16toh(h->op) == op && le32toh(h->dst_port) == lp &&
+		    (!pp || le32toh(h->src_port) == pp))
+			return len;
+	}
+	return -1;
+}
+
+static int pp_send(uint16_t op, uint32_t lp, uint32_t pp, uint32_t fwd, const void *data,
+		   uint32_t len)
+{
+	struct virtio_vsock_hdr h = {
+		.src_cid = htole64(cid), .dst_cid = htole64(VSOCK_CID_HOST),
+		.src_port = htole32(lp), .dst_port = htole32(pp), .len = htole32(len),
+		.type = htole16(VIRTIO_VSOCK_TYPE_STREAM), .op = htole16(op),
+		.buf_alloc = htole32(GUEST_BUF), .fwd_cnt = htole32(fwd),
+	};
+
+	return drv_send(d, &h, data, len, 5000);
+}
+
+static bool fd_read_all(int fd, uint8_t *p, size_t n)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	ssize_t r;
+
+	while (n) {
+		r = read(fd, p, n);
+		if (r > 0) {
+			p += r;
+			n -= (size_t)r;
+		} else if (r < 0 && errno == EAGAIN) {
+			if (poll(&pf, 1, 5000) != 1)
+				return false;
+		} else if (r < 0 && errno == EINTR) {
+			continue;
+		} else {
+			return false;
+		}
+	}
+	return true;
+}
+
+static int mode_pingpong(unsigned n, unsigned size)
+{
+	static uint8_t out[65536], in[65536], g[65536];
+	struct virtio_vsock_hdr h;
+	char line[64];
+	long long *rtt;
+	uint32_t pp, fwd = 0;
+	unsigned i, k;
+	int fd, len;
+
+	if (!n || !size || size > sizeof(out)) {
+		fprintf(stderr, "loadgen: pingpong: N > 0, SIZE 1..65536\n");
+		return 2;
+	}
+	rtt = calloc(n, sizeof(*rtt));
+	if (!rtt || uds_connect(uds, &fd) < 0) {
+		perror("loadgen: pingpong");
+		return 1;
+	}
+	len = snprintf(line, sizeof(line), "CONNECT %u\n", GPORT);
+	if (write(fd, line, (size_t)len) != len ||
+	    pp_expect(VIRTIO_VSOCK_OP_REQUEST, GPORT, 0, &h, g, sizeof(g)) < 0) {
+		error("pingpong: no REQUEST for port %u", GPORT);
+		return 1;
+	}
+	pp = le32toh(h.src_port);
+	if (pp_send(VIRTIO_VSOCK_OP_RESPONSE, GPORT, pp, 0, NULL, 0) < 0) {
+		error("pingpong: RESPONSE not sent");
+		return 1;
+	}
+	/* "OK <port>\n" */
+	for (k = 0; k < sizeof(line) - 1; k++) {
+		if (!fd_read_all(fd, (uint8_t *)line + k, 1)) {
+			error("pingpong: no OK line");
+			return 1;
+		}
+		if (line[k] == '\n')
+			break;
+	}
+	for (i = 0; i < n; i++) {
+		long long t0;
+		uint32_t got = 0;
+
+		for (k = 0; k < size; k++)
+			out[k] = (uint8_t)(i * 7 + k);
+		t0 = now_ns();
+		if (write(fd, out, size) != (ssize_t)size) {
+			error("pingpong: host write: %s", strerror(errno));
+			return 1;
+		}
+		while (got < size) {
+			len = pp_expect(VIRTIO_VSOCK_OP_RW, GPORT, pp, &h, g + got, sizeof(g) - got);
+			if (len <= 0) {
+				error("pingpong: round trip %u: the guest got %u of %u bytes", i,
+				      got, size);
+				return 1;
+			}
+			got += (uint32_t)len;
+		}
+		fwd += size;
+		if (memcmp(g, out, size) || pp_send(VIRTIO_VSOCK_OP_RW, GPORT, pp, fwd, g, size) < 0 ||
+		    !fd_read_all(fd, in, size) || memcmp(in, out, size)) {
+			error("pingpong: round trip %u: bytes differ or went missing", i);
+			return 1;
+		}
+		rtt[i] = now_ns() - t0;
+	}
+	qsort(rtt, n, sizeof(*rtt), ncmp);
+	printf("pingpong n=%u size=%u p50_us=%.1f p90_us=%.1f p99_us=%.1f p999_us=%.1f "
+	       "max_us=%.1f\n", n, size, rtt[n / 2] / 1e3, rtt[n * 9 / 10] / 1e3,
+	       rtt[n * 99 / 100] / 1e3, rtt[(size_t)n * 999 / 1000] / 1e3, rtt[n - 1] / 1e3);
+	close(fd);
+	free(rtt);
+	return S.errors ? 1 : 0;
+}
+
 /* Run until @cond or @ms passed; returns cond. */
 #define UNTIL(cond, ms) ({                                              \
 	long long _e = vsx__now_ms() + (ms);                                 \
@@ -1441,6 +1595,9 @@ int main(int argc, char **argv)
 		rc = mode_reattach(argv[optind], pid);
 	else if (!strcmp(mode, "restart"))
 		rc = mode_restart(argv[optind]);
+	else if (!strcmp(mode, "pingpong") && argc - optind >= 4)
+		rc = mode_pingpong((unsigned)atoi(argv[optind + 3]),
+				   argc - optind > 4 ? (unsigned)atoi(argv[optind + 4]) : 1);
 	else
 		goto usage;
 	if (d)
@@ -1456,6 +1613,6 @@ int main(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: loadgen [-p VSXD_PID] [-T SECS] VHOST UDS "
 		"conc N SIZE | cycles N [WARMUP] | flip | fdlimit | reattach | restart |\n"
-		"       abandon N | churn HELD N [WARMUP]\n");
+		"       abandon N | churn HELD N [WARMUP] | pingpong N [SIZE]\n");
 	return 2;
 }
