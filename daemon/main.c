@@ -31,7 +31,7 @@
  * keep running.
  *
  * --check (-t) stops after the checks: it prints what would be served
- * (check_print) and exits 0, or prints the first error and exits 1; it
+ * (check.c, vsxd_check_print) and exits 0, or prints the first error and exits 1; it
  * reads the --config file and creates nothing.
  *
  * VMs with forward-cid (vhost-device-vsock's vsock-to-vsock backend): the
@@ -152,6 +152,8 @@ struct vsxd {
 					  adopted */
 	int handoff_fd;                /* a live handoff started us: answer
 					  here once serving (handoff.c); -1 */
+	uid_t uid;                     /* user='s, when it names one */
+	gid_t gid;
 };
 
 /* Read the --config file (if any) and merge it with the command line into
@@ -182,101 +184,6 @@ static int load_config(const struct vsxd_opts *opts, struct vsxd_config *out,
 		r = vsxd_config_resolve(out, err);
 	vsxd_config_free(&file);
 	return r;
-}
-
-static void print_limit(const struct vsxd_config *cfg, int l)
-{
-	printf("  %s ", vsxd_limit_name(l));
-	if (cfg->limit_set[l])
-		printf("%llu\n", (unsigned long long)cfg->limits[l]);
-	else
-		printf("default\n");
-}
-
-/* --check: what would be served, on stdout. */
-static void check_print(const struct vsxd_opts *opts, const struct vsxd_config *cfg)
-{
-	const struct vsxd_forward *f;
-	const struct vsxd_vm *vm;
-	struct vsxd_err uerr;
-	unsigned mode;
-	bool has_gid;
-	uint32_t gid;
-	uid_t uid;
-	gid_t ugid;
-	char n[32];
-	size_t i, j;
-	int l;
-
-	if (opts->config_file)
-		printf("config %s\n", opts->config_file);
-	for (i = 0; i < cfg->n_vms; i++) {
-		vm = &cfg->vms[i];
-		printf("vm %s (%s)\n", vsxd_vm_name(vm, n, sizeof(n)), vm->origin);
-		printf("  guest-cid %llu\n  socket %s\n", (unsigned long long)vm->guest_cid,
-		       vm->socket_path);
-		if (vm->uds_path)
-			printf("  uds-path %s\n", vm->uds_path);
-		if (vm->set & VSXD_VM_FWD_CID) {
-			printf("  forward-cid %u\n", vm->forward_cid);
-			printf("  forward-listen ");
-			for (j = 0; j < vm->n_forward_listen; j++)
-				printf("%s%u", j ? "+" : "", vm->forward_listen[j]);
-			printf("%s\n", vm->n_forward_listen ? "" : "none");
-		}
-		printf("  tx-buffer-size %u\n  queue-size %u\n  groups %s\n",
-		       vm->tx_buffer_size ? vm->tx_buffer_size : VSXB_DEFAULT_BUF_ALLOC,
-		       vm->queue_size ? vm->queue_size : VSXB_DEFAULT_QUEUE_SIZE,
-		       vm->groups ? vm->groups : VSXB_GROUP_DEFAULT);
-		vsxd_vm_perm(cfg, vm, &mode, &has_gid, &gid);
-		printf("  socket-mode %04o\n  socket-group ", mode);
-		if (has_gid)
-			printf("%s (gid %u)\n", vm->perm.group ? vm->perm.group : cfg->perm.group,
-			       gid);
-		else
-			printf("vsxd's own\n");
-	}
-	for (i = 0; i < cfg->n_fwds; i++) {
-		f = &cfg->fwds[i];
-		printf("forward %s (%s)\n  listen %s\n  connect %s\n", f->name, f->origin,
-		       f->listen.text, f->connect.text);
-		if (f->n_allow) {
-			printf("  allow ");
-			for (j = 0; j < f->n_allow; j++)
-				printf("%s%u", j ? "+" : "", f->allow[j]);
-			printf("\n");
-		}
-		if (f->auth_key)
-			printf("  auth psk:%s\n", f->auth_key);
-	}
-	printf("daemon\n  control %s\n",
-	       cfg->control_path ? cfg->control_path : VSX_CONTROL_PATH);
-	if (cfg->n_control_allow_uids) {
-		printf("  control-allow-uid ");
-		for (j = 0; j < cfg->n_control_allow_uids; j++)
-			printf("%s%u", j ? "," : "", cfg->control_allow_uids[j]);
-		printf("\n");
-	}
-	vsxd_control_perm(cfg, &mode, &has_gid, &gid);
-	printf("  control-mode %04o\n  control-group ", mode);
-	if (has_gid)
-		printf("%s (gid %u)\n", cfg->control_perm.group, gid);
-	else
-		printf("vsxd's own (no group admitted)\n");
-	if (cfg->user && vsxd_sandbox_user(cfg->user, &uid, &ugid, &uerr) == 0)
-		printf("  user %s (uid %u, gid %u)\n", cfg->user, (unsigned)uid, (unsigned)ugid);
-	else
-		printf("  user (stays as started)\n");
-	printf("  seccomp %s\n",
-	       vsxd_seccomp_name(cfg->seccomp == VSXD_UNSET ? VSXD_SECCOMP_KILL : cfg->seccomp));
-	printf("  log %s\n  log-level %s\n",
-	       cfg->log_target == VSXD_LOG_SYSLOG ? "syslog" : "stderr",
-	       vsxd_log_level_name(cfg->log_level != VSXD_UNSET ? cfg->log_level
-								 : VSXD_DEFAULT_LOG_LEVEL));
-	for (l = 0; l < VSXD_LIMIT_N; l++)
-		print_limit(cfg, l);
-	printf("configuration OK: %zu VM%s, %zu forward%s\n", cfg->n_vms,
-	       cfg->n_vms == 1 ? "" : "s", cfg->n_fwds, cfg->n_fwds == 1 ? "" : "s");
 }
 
 static const char *vm_label(const struct vsxd_vm *vm, char *buf, size_t len)
@@ -1047,12 +954,9 @@ int main(int argc, char **argv)
 		d.exit_code = d.opts.check ? EXIT_FAILURE : EXIT_USAGE;
 		goto out;
 	}
-	/* the user= is looked up as the drop will look it up */
+	/* user= looked up as the drop will look it up, before anything is made */
 	if (d.cfg.user) {
-		uid_t uid;
-		gid_t gid;
-
-		r = vsxd_sandbox_user(d.cfg.user, &uid, &gid, &err);
+		r = vsxd_sandbox_user(d.cfg.user, &d.uid, &d.gid, &err);
 		if (r < 0) {
 			fprintf(stderr, "vsxd: %s\n", err.msg);
 			d.exit_code = EXIT_FAILURE;
@@ -1060,7 +964,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (d.opts.check) {
-		check_print(&d.opts, &d.cfg);
+		vsxd_check_print(&d.opts, &d.cfg, d.uid, d.gid);
 		d.exit_code = fflush(stdout) == 0 && !ferror(stdout) ? EXIT_SUCCESS
 								    : EXIT_FAILURE;
 		goto out;

@@ -26,6 +26,11 @@ int vsxd_sandbox_drop(const struct vsxd_config *cfg, bool sockets, struct vsxd_e
  * user; root). vsxd_sandbox_drop's lookup, and --check's. */
 int vsxd_sandbox_user(const char *u, uid_t *uid, gid_t *gid, struct vsxd_err *err);
 
+/* --check's output (check.c): what @cfg, checked and resolved, would
+ * serve; @uid and @gid are its user='s (vsxd_sandbox_user), when set. */
+void vsxd_check_print(const struct vsxd_opts *opts, const struct vsxd_config *cfg, uid_t uid,
+		      gid_t gid);
+
 struct vsxd_workers;
 
 /*
