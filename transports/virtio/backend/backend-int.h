@@ -37,7 +37,8 @@
  *                   the connection API
  *   conn.c          the connection API: state machine, credit, what goes
  *                   to the guest and when (control packets, the RX
- *                   schedule, vsxb__rx_fill for the peers' data), timers,
+ *                   schedule, the RX buffers reserved for the peers'
+ *                   data and the packets sent of them), timers,
  *                   rounds; reaches peers only through their tables
  *   ring.c          the rings: pops and pushes chains (vq.c), lays
  *                   headers and payload slices, gives back unused RX
@@ -287,9 +288,10 @@ struct vsxb_peer_ops {
 	/* Peer -> guest */
 	/* Data for the guest while it has RX buffers and credit (EMIT_*);
 	 * called for connections past CONNECTING on the VM's RX schedule.
-	 * The peer fills the guest's buffers through vsxb__rx_fill (conn.h),
-	 * which pops them, lays the headers and gives back what it did not
-	 * fill: the peer sees iovecs, never a chain. */
+	 * The peer asks for the guest's buffers (vsxb__rx_reserve, conn.h),
+	 * reads or copies its data into their iovecs and hands them back
+	 * (vsxb__rx_commit), which lays the headers and gives back what it
+	 * did not fill: the peer sees iovecs, never a chain. */
 	int (*emit)(struct conn *c);
 	/* Optional: data still owed to the guest, which a SHUTDOWN(SEND) or an
 	 * RST must wait for (NULL: none). */

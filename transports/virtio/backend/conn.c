@@ -17,8 +17,8 @@
  * the peer that creates the connection. This file is the connection API
  * the peers, the device and the router call: the state machine, credit,
  * what goes to the guest and when (control packets, the RX schedule, and
- * vsxb__rx_fill, through which a peer fills the guest's RX buffers with
- * its data), timers and rounds. The ring mechanics are ring.c's: popping
+ * the guest RX buffers a peer fills with its data: vsxb__rx_reserve and
+ * vsxb__rx_commit), timers and rounds. The ring mechanics are ring.c's: popping
  * chains, laying headers and payload slices, giving back unused chains,
  * publishing used entries; no peer touches a chain or calls vq.c.
  *
@@ -63,15 +63,17 @@
  * into the RX queue; otherwise the connection joins the VM's pending list,
  * served round-robin whenever RX buffers are there. Emission order per
  * connection: REQUEST/RESPONSE, credit packets, data (ops->emit), SHUTDOWN,
- * RST. A peer's data goes through vsxb__rx_fill: the engine pops as many
- * RX chains as the bytes asked for need (at most 64 KiB per packet), hands
- * their payload parts to the peer's filler as iovecs, writes one header
- * per chain filled and gives the others back. The host peer's filler is
- * one readv from the socket, asking for as much as the guest's credit
- * allows, up to VSXB_RX_READ (512 KiB: a whole ring of Linux's 4 KiB
- * buffers) and VSXB_RX_BATCH chains; so a wakeup that finds a window of
- * data takes it in one readv. The sibling peer's copies from the other
- * guest's TX buffers (or from the receiving half's queue).
+ * RST. A peer's data goes in two steps, as libvhost-user's pop and push:
+ * vsxb__rx_reserve pops as many RX chains as the bytes asked for need (at
+ * most 64 KiB per packet) and hands their payload parts to the peer as
+ * iovecs; the peer reads or copies into them and says how much it put
+ * there, and vsxb__rx_commit writes one header per chain filled and gives
+ * the others back. No callback: the peer's own code does the read. The
+ * host peer's is one readv from the socket, asking for as much as the
+ * guest's credit allows, up to VSXB_RX_READ (512 KiB: a whole ring of
+ * Linux's 4 KiB buffers) and VSXB_RX_BATCH chains; so a wakeup that finds
+ * a window of data takes it in one readv. The sibling peer copies from the
+ * other guest's TX buffers (or from the receiving half's queue).
  *
  * Credit. Counters are wrapping u32 byte counts. We may send
  * peer_buf_alloc - (tx_cnt - peer_fwd_cnt); every packet carries our
@@ -203,40 +205,38 @@ static void rx_put(struct conn *c, unsigned i, uint32_t len, unsigned flags)
 	vm->ct.to_guest_bytes += len;
 }
 
-ssize_t vsxb__rx_fill(struct conn *c, size_t want, unsigned max, bool whole,
-		      vsxb_rx_fill_fn fill, void *arg)
+int vsxb__rx_reserve(struct conn *c, size_t want, unsigned max, bool whole,
+		     struct vsxb_rx *rx)
 {
 	struct vsxb_vm *vm = c->vm;
-	uint32_t cap[VSXB_RX_BATCH];
-	unsigned niov, flags = 0, i;
-	struct iovec *iov;
 	const char *why;
-	size_t room, left;
-	ssize_t got;
 	int n;
 
-	n = vsxb__ring_rx_gather(vm, want, max, whole, cap, &iov, &niov, &room, &why);
+	n = vsxb__ring_rx_gather(vm, want, max, whole, rx->cap, &rx->iov, &rx->niov,
+				 &rx->room, &why);
 	if (n == -EIO && why)
 		vsxb__vm_broken(vm, why);
 	if (n == -EMSGSIZE)
 		return n;
 	if (n <= 0)
 		return -ENOBUFS;
-	got = fill(arg, iov, niov, room, &flags);
-	if (got <= 0) {
-		vsxb__ring_rx_unpop(vm, (unsigned)n);
-		return got;
-	}
-	/* One packet per chain filled, in order; the rest go back. */
-	left = (size_t)got;
-	for (i = 0; i < (unsigned)n && left; i++) {
-		uint32_t len = left < cap[i] ? (uint32_t)left : cap[i];
+	rx->n = (unsigned)n;
+	return 0;
+}
 
-		left -= len;
-		rx_put(c, i, len, left ? 0 : flags);
+void vsxb__rx_commit(struct conn *c, struct vsxb_rx *rx, size_t len, unsigned flags)
+{
+	unsigned i;
+
+	/* One packet per buffer filled, in order; the rest go back. */
+	for (i = 0; i < rx->n && len; i++) {
+		uint32_t k = len < rx->cap[i] ? (uint32_t)len : rx->cap[i];
+
+		len -= k;
+		rx_put(c, i, k, len ? 0 : flags);
 	}
-	vsxb__ring_rx_unpop(vm, (unsigned)n - i);
-	return got;
+	vsxb__ring_rx_unpop(c->vm, rx->n - i);
+	rx->n = 0;
 }
 
 bool vsxb__rx_empty(struct conn *c, unsigned flags)

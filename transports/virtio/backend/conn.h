@@ -3,7 +3,8 @@
  * the device and the router call. It calls nothing above it but the
  * peers through their tables (struct vsxb_peer_ops, backend-int.h); below
  * it, the rings (ring.h), which only conn.c and device.c call: a peer
- * fills the guest's buffers through vsxb__rx_fill.
+ * fills the guest's buffers the engine reserves (vsxb__rx_reserve,
+ * vsxb__rx_commit).
  */
 #ifndef VSXB_CONN_H
 #define VSXB_CONN_H
@@ -103,22 +104,29 @@ int vsxb__conn_enqueue(struct conn *holder, const struct iovec *iov, unsigned n,
  * memory is above the router's max_conn_memory. */
 bool vsxb__conn_mem_ok(struct conn *holder);
 void vsxb__set_tag(char *dst, const char *tag);
-/* Peer -> guest: fill these guest buffers. A peer's filler puts at most
- * @room bytes into @iov (the payload parts of guest RX buffers, in order)
- * and returns how many (0: none), or -1 (its own error, which it keeps);
- * *@flags gets the SEQ_EOM/EOR of the last packet (0 unless set). */
-typedef ssize_t (*vsxb_rx_fill_fn)(void *arg, struct iovec *iov, unsigned niov,
-				   size_t room, unsigned *flags);
-/* Pop RX buffers of @c's guest whose payload room adds up to @want bytes
- * (at most @max buffers, each one packet of at most 64 KiB), let @fill
- * put data there, and send one RW packet per buffer filled, the last
- * with @fill's flags; the buffers left empty go back to the ring. With
- * @whole, all of @want or nothing. Returns the bytes sent (>0), 0 or -1
- * as @fill returned (every buffer given back), -ENOBUFS when there is no
- * buffer (or, @whole, not enough yet), -EMSGSIZE (@whole) when the ring
- * can never hold @want. */
-ssize_t vsxb__rx_fill(struct conn *c, size_t want, unsigned max, bool whole,
-		      vsxb_rx_fill_fn fill, void *arg);
+/* Peer -> guest, in two steps: the engine reserves guest RX buffers
+ * (vsxb__rx_reserve), the peer reads or copies its data into their
+ * payload parts, and the engine sends what it put there
+ * (vsxb__rx_commit). Between the two nothing else touches the VM's RX
+ * ring. */
+struct vsxb_rx {
+	struct iovec *iov;           /* the buffers' payload parts, in order */
+	unsigned niov;
+	size_t room;                 /* what they hold: at most the bytes asked for */
+	unsigned n;                  /* buffers reserved */
+	uint32_t cap[VSXB_RX_BATCH]; /* each one's payload room */
+};
+/* Reserve RX buffers of @c's guest whose payload room adds up to @want
+ * bytes (at most @max buffers, each one packet of at most 64 KiB). With
+ * @whole, all of @want or nothing. 0; -ENOBUFS when there is no buffer
+ * (or, @whole, not enough yet); -EMSGSIZE (@whole) when the ring can
+ * never hold @want. */
+int vsxb__rx_reserve(struct conn *c, size_t want, unsigned max, bool whole,
+		     struct vsxb_rx *rx);
+/* The peer put @len bytes (at most rx->room) into @rx's buffers: one RW
+ * packet per buffer filled, the last with @flags (SEQ_EOM/EOR); the
+ * buffers left empty go back to the ring (@len 0: all of them). */
+void vsxb__rx_commit(struct conn *c, struct vsxb_rx *rx, size_t len, unsigned flags);
 /* One RW packet without payload to @c's guest (a message end, @flags);
  * false without an RX buffer. */
 bool vsxb__rx_empty(struct conn *c, unsigned flags);

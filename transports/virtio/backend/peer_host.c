@@ -40,8 +40,9 @@
  * that point into guest memory, consecutive packets of one connection in one
  * call (the VM's TX batch, which device.c gathers while vsxb__host_gather
  * says the socket takes data); the rest is queued (txbuf.c). Host data is
- * read with one readv (recvmsg for a record) straight into the guest's RX
- * buffers that vsxb__rx_fill hands over as iovecs (host_fill).
+ * read with one readv (recvmsg for a record, host_read) straight into the
+ * guest's RX buffers that vsxb__rx_reserve hands over as iovecs; the
+ * engine then sends what was read (vsxb__rx_commit).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -456,38 +457,33 @@ static void host_eof(struct conn *c)
 	host_watch(c);
 }
 
-/* Reading a host socket into the guest's RX buffers (vsxb__rx_fill). */
-struct host_read {
-	struct conn *c;
-	ssize_t msg;                 /* seq: the record's size (0: stream) */
-	size_t room;                 /* the buffers' payload room */
-	int err;                     /* the read's errno (0: a seq record that
-					did not arrive whole) */
-};
-
-static ssize_t host_fill(void *arg, struct iovec *iov, unsigned niov, size_t room,
-			 unsigned *flags)
+/*
+ * One read of the host socket into the guest RX buffers @rx reserved
+ * (vsxb__rx_reserve): @msg, a SEQPACKET record's size (0: stream). The
+ * bytes read (0: EOF), or -1 with *@err the read's errno (0: a record
+ * that did not arrive whole); *@flags the record's end.
+ */
+static ssize_t host_read(struct conn *c, const struct vsxb_rx *rx, ssize_t msg,
+			 int *err, unsigned *flags)
 {
-	struct host_read *hr = arg;
-	struct conn *c = hr->c;
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = niov };
+	struct msghdr mh = { .msg_iov = rx->iov, .msg_iovlen = rx->niov };
 	ssize_t r;
 
-	hr->room = room;
 	do {
-		if (hr->msg)
+		if (msg)
 			r = recvmsg(hp(c)->fd, &mh, MSG_DONTWAIT);
 		else
-			r = readv(hp(c)->fd, iov, (int)niov);
+			r = readv(hp(c)->fd, rx->iov, (int)rx->niov);
 	} while (r < 0 && errno == EINTR);
 	c->vm->st.host_reads++;
+	*flags = 0;
 	if (r < 0) {
-		hr->err = errno;
+		*err = errno;
 		return -1;
 	}
-	if (hr->msg) {
-		if (r != hr->msg || (mh.msg_flags & MSG_TRUNC)) {
-			hr->err = 0;
+	if (msg) {
+		if (r != msg || (mh.msg_flags & MSG_TRUNC)) {
+			*err = 0;
 			return -1;
 		}
 		*flags = VIRTIO_VSOCK_SEQ_EOM;
@@ -516,7 +512,9 @@ static int host_read_error(struct conn *c, int err)
 static int host_emit_seq(struct conn *c, uint32_t credit)
 {
 	struct vsxb_vm *vm = c->vm;
-	struct host_read hr = { .c = c };
+	struct vsxb_rx rx;
+	unsigned flags;
+	int rc, err;
 	ssize_t m, r;
 	char x;
 
@@ -552,11 +550,10 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 		}
 		return EMIT_DONE;
 	}
-	hr.msg = m;
-	r = vsxb__rx_fill(c, (size_t)m, VSXB_RX_BATCH, true, host_fill, &hr);
-	if (r == -ENOBUFS)
+	rc = vsxb__rx_reserve(c, (size_t)m, VSXB_RX_BATCH, true, &rx);
+	if (rc == -ENOBUFS)
 		return EMIT_NOBUF;
-	if (r == -EMSGSIZE) {
+	if (rc == -EMSGSIZE) {
 		vsxb__vm_warn(vm, "connection %llu: host message of %zd bytes does not "
 			     "fit the guest's RX buffers: reset",
 			     (unsigned long long)c->id, m);
@@ -564,9 +561,11 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 		vsxb__conn_reset(c, false);
 		return EMIT_DONE;
 	}
+	r = host_read(c, &rx, m, &err, &flags);
+	vsxb__rx_commit(c, &rx, r > 0 ? (size_t)r : 0, flags);
 	if (r < 0) {
-		if (hr.err)
-			return host_read_error(c, hr.err);
+		if (err)
+			return host_read_error(c, err);
 		vsxb__conn_why(c, VSXB_REASON_ERROR, EIO);
 		vsxb__conn_reset(c, false);
 		return EMIT_DONE;
@@ -576,10 +575,12 @@ static int host_emit_seq(struct conn *c, uint32_t credit)
 
 int vsxb__host_emit(struct conn *c)
 {
-	struct host_read hr = { .c = c };
+	struct vsxb_rx rx;
+	unsigned flags;
 	uint32_t credit;
 	size_t want;
 	ssize_t r;
+	int err = 0;
 
 	if (!hp(c)->readable || !host_can_read(c))
 		return EMIT_DONE;
@@ -596,16 +597,17 @@ int vsxb__host_emit(struct conn *c)
 	 * read and one more that finds nothing. Straight from the socket into
 	 * the guest's buffers. */
 	want = credit < VSXB_RX_READ ? credit : VSXB_RX_READ;
-	r = vsxb__rx_fill(c, want, VSXB_RX_BATCH, false, host_fill, &hr);
-	if (r == -ENOBUFS)
+	if (vsxb__rx_reserve(c, want, VSXB_RX_BATCH, false, &rx) < 0)
 		return EMIT_NOBUF;
+	r = host_read(c, &rx, 0, &err, &flags);
+	vsxb__rx_commit(c, &rx, r > 0 ? (size_t)r : 0, 0);
 	if (r < 0)
-		return host_read_error(c, hr.err);
+		return host_read_error(c, err);
 	if (r == 0) {
 		host_eof(c);
 		return EMIT_DONE;
 	}
-	if ((size_t)r < hr.room) {
+	if ((size_t)r < rx.room) {
 		/* A short read emptied the socket: wait for it again. */
 		hp(c)->readable = false;
 		host_watch(c);

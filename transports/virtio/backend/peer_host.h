@@ -57,7 +57,7 @@ bool vsxb__host_gather(const struct conn *c);
  * is out); both: RST to the guest, as Linux answers. */
 void vsxb__host_guest_shutdown(struct conn *c, unsigned flags);
 /* Socket to guest: readv straight into the guest's RX buffers, which
- * vsxb__rx_fill hands over (EMIT_*). */
+ * vsxb__rx_reserve hands over (EMIT_*). */
 int vsxb__host_emit(struct conn *c);
 /* Schedule @c if the socket has data the guest may take; set the watch. */
 void vsxb__host_sync(struct conn *c);

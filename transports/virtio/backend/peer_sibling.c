@@ -22,7 +22,8 @@
  *
  * The two halves belong to two VMs. This file reaches the other half only
  * through the engine's connection calls on it (vsxb__conn_*, and
- * vsxb__rx_fill / vsxb__rx_empty, which fill its guest's RX buffers) and
+ * vsxb__rx_reserve / vsxb__rx_commit / vsxb__rx_empty, which fill its
+ * guest's RX buffers) and
  * its queue, and reads the guest credit values it relays
  * (peer_buf_alloc, peer_fwd_cnt): that is the whole cross-VM surface, the
  * reason both halves must be on one thread: a pair whose VMs two threads
@@ -164,54 +165,37 @@ static bool sib_can_direct(const struct conn *b)
 	return vsxb__conn_rx_direct_ok(b) && !vsxb__sib_pending(b);
 }
 
-/* The other guest's packet, copied from its TX buffers (vsxb__rx_fill). */
-struct sib_copy {
-	const struct iovec *iov;
-	unsigned n;
-	size_t len;
-	unsigned flags;              /* the packet's EOM/EOR, if it all goes */
-};
-
-static ssize_t sib_copy_fill(void *arg, struct iovec *iov, unsigned niov, size_t room,
-			     unsigned *flags)
-{
-	const struct sib_copy *sc = arg;
-	size_t k = room < sc->len ? room : sc->len;
-
-	iov_copy(iov, niov, 0, sc->iov, sc->n, 0, k);
-	*flags = k == sc->len ? sc->flags : 0;
-	return (ssize_t)k;
-}
-
 /* From the sender's TX buffers straight into @b's guest's RX buffers. */
 static size_t sib_direct(struct conn *b, const struct iovec *iov, unsigned n,
 			 size_t len, unsigned flags)
 {
-	struct sib_copy sc = { iov, n, len, flags };
 	uint32_t credit = vsxb__conn_peer_free(b);
-	ssize_t r;
+	struct vsxb_rx rx;
+	size_t k = 0;
 
-	if (!credit)
-		r = 0;
-	else
-		r = vsxb__rx_fill(b, len < credit ? len : credit, VSXB_RX_BATCH, false,
-				  sib_copy_fill, &sc);
-	if (r < 0)
-		r = 0;
-	if ((size_t)r < len && (size_t)r == credit)
+	if (credit && !vsxb__rx_reserve(b, len < credit ? len : credit, VSXB_RX_BATCH,
+					false, &rx)) {
+		k = rx.room;
+		iov_copy(rx.iov, rx.niov, 0, iov, n, 0, k);
+		vsxb__rx_commit(b, &rx, k, k == len ? flags : 0);
+	}
+	if (k < len && k == credit)
 		vsxb__conn_stall(b);
-	return (size_t)r;
+	return k;
 }
 
 bool vsxb__sib_direct_all(struct conn *b, const struct iovec *iov, unsigned n,
 			  uint32_t len, unsigned flags)
 {
-	struct sib_copy sc = { iov, n, len, flags };
+	struct vsxb_rx rx;
 
 	if (!len || !vsxb__conn_takes_data(b) || !sib_can_direct(b) ||
-	    vsxb__conn_peer_free(b) < len)
+	    vsxb__conn_peer_free(b) < len ||
+	    vsxb__rx_reserve(b, len, VSXB_RX_BATCH, true, &rx) < 0)
 		return false;
-	return vsxb__rx_fill(b, len, VSXB_RX_BATCH, true, sib_copy_fill, &sc) == (ssize_t)len;
+	iov_copy(rx.iov, rx.niov, 0, iov, n, 0, len);
+	vsxb__rx_commit(b, &rx, len, flags);
+	return true;
 }
 
 int vsxb__sib_deliver(struct conn *b, const struct iovec *iov, unsigned n,
@@ -282,34 +266,33 @@ static void sib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 		vsxb__conn_credit_check(a);
 }
 
-/* The head of @b's queue, up to one packet of the other guest, into one
- * RX buffer of @b's guest (vsxb__rx_fill). */
-static ssize_t sib_queue_fill(void *arg, struct iovec *iov, unsigned niov, size_t room,
-			      unsigned *flags)
+/* The head of @b's queue, up to one packet of the other guest, into the
+ * RX buffer @rx of @b's guest; the bytes taken. */
+static size_t sib_queue_copy(struct conn *b, const struct vsxb_rx *rx, unsigned *flags)
 {
-	struct conn *b = arg;
 	struct iovec *q = b->vm->fiov;
 	size_t k, doff;
 	unsigned nq, fl, i;
 
-	k = vsxb__txq_peek(&b->q, q, VSXB_IOV_MAX, &nq, room, &fl);
+	k = vsxb__txq_peek(&b->q, q, VSXB_IOV_MAX, &nq, rx->room, &fl);
 	if (b->type == VIRTIO_VSOCK_TYPE_STREAM)
 		fl = 0; /* a packet's end, not a message's */
 	for (i = 0, doff = 0; i < nq; i++) {
-		vsxu_iov_from_buf(iov, niov, doff, q[i].iov_base, q[i].iov_len);
+		vsxu_iov_from_buf(rx->iov, rx->niov, doff, q[i].iov_base, q[i].iov_len);
 		doff += q[i].iov_len;
 	}
 	vsxb__txq_consume(&b->q, k);
 	*flags = fl;
-	return (ssize_t)k;
+	return k;
 }
 
 /* The other guest's queued payload -> this guest. */
 int vsxb__sib_emit(struct conn *b)
 {
-	size_t sent = 0;
+	size_t sent = 0, k;
+	struct vsxb_rx rx;
 	uint32_t credit;
-	ssize_t r;
+	unsigned fl;
 
 	if (sp(b)->eom_pending) {
 		if (!vsxb__rx_empty(b, sp(b)->eom_pending))
@@ -324,10 +307,13 @@ int vsxb__sib_emit(struct conn *b)
 		}
 		if (sent >= VSOCK_MAX_PKT_PAYLOAD)
 			return EMIT_MORE;
-		r = vsxb__rx_fill(b, credit, 1, false, sib_queue_fill, b);
-		if (r <= 0)
+		if (vsxb__rx_reserve(b, credit, 1, false, &rx) < 0)
 			return EMIT_NOBUF;
-		sent += (size_t)r;
+		k = sib_queue_copy(b, &rx, &fl);
+		vsxb__rx_commit(b, &rx, k, fl);
+		if (!k)
+			return EMIT_NOBUF;
+		sent += k;
 	}
 	return EMIT_DONE;
 }

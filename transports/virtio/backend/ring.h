@@ -6,7 +6,7 @@
  * vm->ring: a caller names a chain by its place in the batch popped and
  * sees at most the bytes it may read or fill. No peer includes it for its
  * calls: a peer fills the guest's RX buffers through the connection API
- * (vsxb__rx_fill, conn.h) and takes guest payload through its table
+ * (vsxb__rx_reserve and vsxb__rx_commit, conn.h) and takes guest payload through its table
  * (ops->rw), never seeing a chain.
  */
 #ifndef VSXB_RING_H
