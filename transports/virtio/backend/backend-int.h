@@ -97,7 +97,9 @@
 #define VSXB_TRIM_MIN (256u << 10) /* malloc_trim after freeing this much */
 #define VSXB_TRIM_THRESHOLD (4u << 20) /* free heap top malloc keeps */
 #define VSXB_MMAP_THRESHOLD (1u << 20) /* malloc's mmap threshold */
-#define VSXB_ORPHAN_MAX 64         /* RSTs for packets without a connection */
+#define VSXB_ORPHAN_MAX 128        /* RSTs for packets without a connection:
+					one TX batch's (device.c sends them
+					after each batch, vsxb__vm_rx_run) */
 #define VSXB_MAX_HANDSHAKES 64     /* hybrid clients still sending CONNECT */
 #define VSXB_HOST_PORT_FIRST 1024  /* host ports of hybrid connections */
 #define VSXB_NAME_LEN (VSX_NAME_MAX + 1) /* VM names: VSX_NAME_MAX (64) bytes and a NUL */
@@ -393,8 +395,8 @@ struct vsxb_engine_stats {
 	uint64_t rx_flushes;      /* RX used-ring flushes */
 	uint64_t host_writes;     /* sendmsg calls on host sockets */
 	uint64_t host_reads;      /* readv/recvmsg calls moving data from hosts */
-	uint64_t ctrl_direct;     /* control packets put straight into RX */
-	uint64_t ctrl_queued;     /* control packets that had to wait */
+	uint64_t ctrl_sent;       /* control packets put into RX */
+	uint64_t rx_short;        /* rounds whose RX schedule found no buffer */
 	uint64_t credit_updates;  /* CREDIT_UPDATE sent */
 	uint64_t credit_requests; /* CREDIT_REQUEST sent */
 	uint64_t resets;          /* RST sent */
@@ -446,8 +448,10 @@ struct vsxb_vm {
 	 * touched, guest-bound timers held (lifecycle.c). live stays true. */
 	bool paused;
 	uint64_t paused_ms;          /* since when (CLOCK_MONOTONIC) */
-	bool emitting;               /* inside an emission: no direct path */
-	bool direct;                 /* the emission in progress is direct */
+	/* The last round's RX schedule stopped short (no RX buffer, or its
+	 * budget ran out): what waits has the guest's next buffers, before
+	 * any sibling's direct copy (vsxb__conn_rx_direct_ok). */
+	bool rx_behind;
 	const char *break_owed;      /* a ring broke in a lent room (struct
 					vsxb_shard): its own round breaks it */
 	bool tx_more, rx_more;       /* budget ran out: resume timer armed */
@@ -576,7 +580,8 @@ static inline void vsxb__vm_rings_taken(struct vsxb_vm *vm)
  *   hold it until its own round ends (vsxb__shard_borrow, given back by
  *   vsxb__round). Meanwhile it works on that shard's VMs as their thread
  *   would, within what a lent round may do: straight into a guest's RX
- *   buffers, control packets that go straight in, counters; no loop
+ *   buffers, the control packets its work scheduled (sent before the
+ *   room goes back: vsxb__vm_lent_done), counters; no loop
  *   entry of that shard's (its timers and watches stay its thread's), no
  *   connection killed, no device broken (break_owed instead). The round's
  *   end publishes the RX used entries of the VMs it touched there; a VM

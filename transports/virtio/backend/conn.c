@@ -30,7 +30,8 @@
  *
  * Processing rounds. Every entry point (a kick, a host socket event, a
  * timer, a control call) does its work and ends with vsxb__round() of its
- * shard, which serves the pending RX list of every VM it touched and
+ * shard, which serves the pending RX list of every VM it touched (what
+ * the entry point scheduled) and
  * publishes the RX used entries of the round with one flush (push many,
  * flush once: ring.c, vsxb__ring_rx_publish). TX used entries are
  * published per batch of TX chains (device.c: up to VSXB_TX_BATCH chains,
@@ -59,9 +60,13 @@
  *
  * Peer -> guest (RX). Control packets are a bitmask per connection (at most
  * one of each kind pending: the queue is bounded whatever the guest does).
- * When nothing waits for the guest's RX buffers, a packet goes straight
- * into the RX queue; otherwise the connection joins the VM's pending list,
- * served round-robin whenever RX buffers are there. Emission order per
+ * A connection that owes its guest something joins the VM's pending list
+ * (vsxb__conn_schedule), whatever callback it is in; the engine serves
+ * the list round-robin while RX buffers last (vsxb__vm_rx_run: at the end
+ * of the round, and after each TX batch, so that a batch's answers, its
+ * RSTs for packets without a connection among them, never wait for the
+ * next). Nothing emits from inside a peer's callback, and no flag says
+ * whether an emission is in progress. Emission order per
  * connection: REQUEST/RESPONSE, credit packets, data (ops->emit), SHUTDOWN,
  * RST. A peer's data goes in two steps, as libvhost-user's pop and push:
  * vsxb__rx_reserve pops as many RX chains as the bytes asked for need (at
@@ -145,7 +150,8 @@
 
 #define MEM_FAULT "guest memory fault (SIGBUS: the file behind guest memory shrank)"
 
-static int conn_emit(struct conn *c);
+/* a TX batch's RSTs all fit (device.c serves them after each batch) */
+_Static_assert(VSXB_ORPHAN_MAX >= VSXB_TX_BATCH, "VSXB_ORPHAN_MAX below VSXB_TX_BATCH");
 
 /* ---- Headers to the guest ---- */
 
@@ -262,10 +268,7 @@ static bool rx_send_hdr(struct vsxb_vm *vm, struct virtio_vsock_hdr *h)
 		vsxb__vm_broken(vm, why);
 	if (rc <= 0)
 		return false;
-	if (vm->direct)
-		vm->st.ctrl_direct++;
-	else
-		vm->st.ctrl_queued++;
+	vm->st.ctrl_sent++;
 	if (h->op == VIRTIO_VSOCK_OP_RST)
 		vm->st.resets++;
 	else if (h->op == VIRTIO_VSOCK_OP_CREDIT_UPDATE)
@@ -309,14 +312,6 @@ void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *in)
 	if (in->op == VIRTIO_VSOCK_OP_RST || !vm->live || vm->broken)
 		return;
 	vsxb__vm_touch(vm);
-	if (!vm->orphan_n && vsxb_list_empty(&vm->pending) && !vm->emitting) {
-		vm->direct = true;
-		if (rx_send_hdr(vm, &h)) {
-			vm->direct = false;
-			return;
-		}
-		vm->direct = false;
-	}
 	if (vm->orphan_n == VSXB_ORPHAN_MAX) {
 		vm->st.orphans_dropped++;
 		return;
@@ -463,12 +458,20 @@ bool vsxb__conn_mem_ok(struct conn *c)
 	return false;
 }
 
+/*
+ * Whether a sibling's bytes may go straight into @c's guest's RX buffers
+ * now, in the order one thread's emission would give them: nothing of @c
+ * waits that must reach the guest before them (a credit packet may
+ * follow them: it says what they say, or newer), and no connection of
+ * the VM waits for buffers the round before could not find.
+ */
 bool vsxb__conn_rx_direct_ok(const struct conn *c)
 {
 	const struct vsxb_vm *vm = c->vm;
 
-	return vm->live && !vm->broken && !vm->break_owed && !vm->emitting && !vm->orphan_n &&
-	       vsxb_list_empty(&vm->pending);
+	return vm->live && !vm->broken && !vm->break_owed && !vm->rx_behind &&
+	       !(c->ctrl & ~(unsigned)(C_CREDIT_UPDATE | C_CREDIT_REPLY | C_CREDIT_REQUEST)) &&
+	       !c->shut_pending;
 }
 
 int vsxb__conn_enqueue(struct conn *holder, const struct iovec *iov, unsigned n,
@@ -777,7 +780,8 @@ void vsxb__conn_credit_check(struct conn *c)
 
 /* ---- Emission to the guest ---- */
 
-static int conn_emit_locked(struct conn *c)
+/* What @c owes its guest, in order, while RX buffers last (EMIT_*). */
+static int conn_emit(struct conn *c)
 {
 	static const struct {
 		unsigned bit;
@@ -793,6 +797,8 @@ static int conn_emit_locked(struct conn *c)
 	unsigned i, ready;
 	int r;
 
+	if (c->dead || !c->vm->live || c->vm->broken)
+		return EMIT_DONE;
 	for (i = 0; i < sizeof(order) / sizeof(order[0]) && !(c->ctrl & C_RST); i++) {
 		if (!(c->ctrl & order[i].bit))
 			continue;
@@ -833,54 +839,33 @@ static int conn_emit_locked(struct conn *c)
 	return EMIT_DONE;
 }
 
-static int conn_emit(struct conn *c)
-{
-	struct vsxb_vm *vm = c->vm;
-	bool was = vm->emitting;
-	int r;
-
-	if (c->dead || !vm->live || vm->broken)
-		return EMIT_DONE;
-	vm->emitting = true;
-	r = conn_emit_locked(c);
-	vm->emitting = was;
-	return r;
-}
-
+/* @c owes the guest something: the round sends it (vsxb__vm_rx_run), never the
+ * caller, whichever callback it is in. */
 void vsxb__conn_schedule(struct conn *c)
 {
 	struct vsxb_vm *vm = c->vm;
-	int r;
 
 	VSXB_OWNED(vm, "conn_schedule");
 	if (c->dead || c->draining)
 		return;
 	vsxb__vm_touch(vm);
-	if (!vsxb_list_empty(&c->pnode))
-		return;
-	if (vsxb_list_empty(&vm->pending) && !vm->orphan_n && !vm->emitting &&
-	    vm->live && !vm->broken) {
-		/* Nothing waits for the guest: straight into the RX queue. */
-		vm->direct = true;
-		r = conn_emit(c);
-		vm->direct = false;
-		if (r == EMIT_DONE || c->dead)
-			return;
-	}
-	if (!c->dead && vsxb_list_empty(&c->pnode))
+	if (vsxb_list_empty(&c->pnode))
 		vsxb_list_add_tail(&vm->pending, &c->pnode);
 }
 
-/* Serve the pending list while RX buffers last. */
-static void vm_rx_run(struct vsxb_vm *vm)
+/* Serve the orphans' RSTs and the pending list while RX buffers last. */
+void vsxb__vm_rx_run(struct vsxb_vm *vm)
 {
 	unsigned budget = 4 * VSXB_TX_BATCH;
 	struct conn *c;
 	int r;
 
+	vm->rx_behind = true;
 	while (vm->orphan_n && vm->live && !vm->broken) {
-		if (!rx_send_hdr(vm, &vm->orphan[vm->orphan_head]))
+		if (!rx_send_hdr(vm, &vm->orphan[vm->orphan_head])) {
+			vm->st.rx_short++;
 			return;
+		}
 		vm->orphan_head = (vm->orphan_head + 1) % VSXB_ORPHAN_MAX;
 		vm->orphan_n--;
 	}
@@ -902,11 +887,13 @@ static void vm_rx_run(struct vsxb_vm *vm)
 		if (r == EMIT_NOBUF) {
 			if (vsxb_list_empty(&c->pnode))
 				vsxb_list_add_head(&vm->pending, &c->pnode);
+			vm->st.rx_short++;
 			return;
 		}
 		if (r == EMIT_MORE && vsxb_list_empty(&c->pnode))
 			vsxb_list_add_tail(&vm->pending, &c->pnode);
 	}
+	vm->rx_behind = false;
 }
 
 /* ---- Rounds ---- */
@@ -973,7 +960,7 @@ void vsxb__vm_round(struct vsxb_vm *vm)
 	}
 
 	if (vm->live && !vm->broken)
-		vm_rx_run(vm);
+		vsxb__vm_rx_run(vm);
 	vsxb__ring_rx_publish(vm);
 	pool_tend(vm);
 	while (!vsxb_list_empty(&vm->dead)) {
@@ -998,6 +985,16 @@ bool vsxb__vm_lent_owed(const struct vsxb_vm *vm)
 {
 	return vm->break_owed || vm->orphan_n || vm->ndead || !vsxb_list_empty(&vm->pending) ||
 	       (vm->live && !vm->broken && vsxu_vu_mem_faulted(vm->vu));
+}
+
+bool vsxb__vm_lent_done(struct vsxb_vm *vm)
+{
+	/* Its thread was idle and its last round not behind (vm->rx_behind),
+	 * so all that is pending was scheduled by this room's work. */
+	if (vm->live && !vm->broken && !vm->break_owed && !vm->rx_behind &&
+	    !vsxb_list_empty(&vm->pending))
+		vsxb__vm_rx_run(vm);
+	return vsxb__vm_lent_owed(vm);
 }
 
 /* The end of a lent round (struct vsxb_shard): the RX used entries of the

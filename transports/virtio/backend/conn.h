@@ -91,8 +91,9 @@ void vsxb__conn_answer_rst(struct conn *c);
 /* The peer accepted a connection the guest asked for: ESTABLISHED,
  * RESPONSE to the guest, OPEN reported. */
 void vsxb__conn_accept(struct conn *c);
-/* Nothing waits for @c's guest's RX buffers: a packet for it may go
- * straight into the RX queue. */
+/* A sibling's packet for @c may go straight into its guest's RX buffers
+ * now, in the order its emission would give: nothing of @c waits that
+ * must go first, and no connection of the VM waits for buffers. */
 bool vsxb__conn_rx_direct_ok(const struct conn *c);
 /* Append payload for the peer or the guest to @holder's queue (@room: how
  * much more may follow); counted in the VM's stats. 0; -ENOMEM: nothing
@@ -144,11 +145,21 @@ void vsxb__round(struct vsxb_shard *sh);
  * own thread: a ring to break, a pending list, connections to free, a
  * memory fault. The borrower then wakes that thread. */
 bool vsxb__vm_lent_owed(const struct vsxb_vm *vm);
+/* The end of work on @vm in a lent room: what it scheduled for the guest
+ * (a sibling half's credit packet) is sent now, as the VM's own round
+ * would, when nothing else of the VM waits; then vsxb__vm_lent_owed. */
+bool vsxb__vm_lent_done(struct vsxb_vm *vm);
 /* Every shard's round: backend.h's calls, on the control thread, with the
  * world stopped. */
 void vsxb__round_all(struct vsxb_router *r);
 /* vsxb__round's work for one VM. */
 void vsxb__vm_round(struct vsxb_vm *vm);
+/* What the VM owes its guest into its RX buffers while they last: the
+ * RSTs for packets without a connection, then the pending connections
+ * round-robin (the round does it, and device.c after each TX batch, so
+ * a batch's RSTs never outgrow VSXB_ORPHAN_MAX). Published at the end
+ * of the round. */
+void vsxb__vm_rx_run(struct vsxb_vm *vm);
 void vsxb__vm_broken(struct vsxb_vm *vm, const char *why);
 void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest);
 /* While paused, timers that wait for the guest (connect, linger) are

@@ -306,6 +306,8 @@ static void vm_tx_run(struct vsxb_vm *vm)
 		if (vm->broken || !vm->live)
 			return;
 		vsxb__ring_tx_done(vm, (unsigned)n);
+		/* what the batch owes the guest (its RSTs among it) */
+		vsxb__vm_rx_run(vm);
 		budget -= (unsigned)n < budget ? (unsigned)n : budget;
 		if (n < VSXB_TX_BATCH) {
 			/* the loop polls the ring (vsxb_router_poll): no kick */

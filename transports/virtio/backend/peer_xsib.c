@@ -463,12 +463,13 @@ static struct conn *xsib_lend(struct conn *c)
 	return o;
 }
 
-/* After work on @o in its room: its thread, if @o's VM needs it
- * (vsxb__vm_lent_owed), is woken as for a record. */
+/* After work on @o in its room: what it owes its guest goes, and its
+ * thread, if @o's VM needs more (vsxb__vm_lent_done), is woken as for a
+ * record. */
 static void xsib_lent(struct conn *c, struct conn *o)
 {
 	c->vm->st.sib_lent++;
-	if (vsxb__vm_lent_owed(o->vm))
+	if (vsxb__vm_lent_done(o->vm))
 		link_wake(xp(c)->l, !xp(c)->side, c->vm);
 }
 
