@@ -839,8 +839,8 @@ static int conn_emit(struct conn *c)
 	return EMIT_DONE;
 }
 
-/* @c owes the guest something: the round sends it (vsxb__vm_rx_run), never the
- * caller, whichever callback it is in. */
+/* @c owes the guest something: the round sends it (vsxb__vm_rx_run),
+ * never the caller, whichever callback it is in. */
 void vsxb__conn_schedule(struct conn *c)
 {
 	struct vsxb_vm *vm = c->vm;

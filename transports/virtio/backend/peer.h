@@ -4,8 +4,8 @@
  * each kind. Peers include this header and call only the connection API
  * (conn.h), never the rings (ring.h): guest payload comes to them as
  * iovecs (ops->rw), and they fill the guest's RX buffers the engine
- * reserves for them (vsxb__rx_reserve, then vsxb__rx_commit); peer_xsib.c also calls the sibling peer's receiving half
- * (peer_sib.h).
+ * reserves for them (vsxb__rx_reserve, then vsxb__rx_commit);
+ * peer_xsib.c also calls the sibling peer's receiving half (peer_sib.h).
  */
 #ifndef VSXB_PEER_H
 #define VSXB_PEER_H
