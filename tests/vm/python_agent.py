@@ -5,7 +5,8 @@
 # compared; guest to host: a vsx.asyncio server on unix:UDS:6000 echoing
 # what echo_example's client sends and checks, once and then for 100
 # clients at once; then a Python agent in the guest (python_guest_agent.py):
-# 16 MiB each way to its echo server, and its 16 MiB to ours. One "ok: ..." or
+# 16 MiB each way to its echo server, and its 16 MiB to ours; last, every
+# echo of our server flushed and closed before it goes. One "ok: ..." or
 # "FAIL: ..." line per check; the exit status is the number of failures.
 #
 #   python_agent.py UDS CONTROL
@@ -114,8 +115,9 @@ async def main():
             # said, and counted as -1: the checks below then fail and show it
             print("echo: after %d bytes: %r" % (n, e))
             n = -1
-        # counted once the peer's EOF came and every byte was handed on:
-        # a guest that powers off at once may reset the close itself
+        # counted once the peer's EOF came and every byte was handed to the
+        # writer (a guest that powers off at once may reset the close); the
+        # close flushes what the writer still holds, and main waits for it
         echoed.append(n)
         served.set()
         writer.close()
@@ -155,6 +157,16 @@ async def main():
             await asyncio.sleep(0.1)
         check("a Python guest agent -> host: the server echoed its 16 MiB (%s)" %
               echoed[101:], echoed[101:] == [16 << 20])
+        # An echo is counted at the peer's EOF, when its last bytes may still
+        # be in the writer's buffer (drain() waits only below the high-water
+        # mark): the server goes only once every writer flushed and closed,
+        # or asyncio.run() would cancel those closes and drop what they hold
+        # (the guest's echo would end short).
+        end = loop.time() + 120
+        while live and loop.time() < end:
+            await asyncio.sleep(0.1)
+        check("every echo flushed and closed before the server went (%d still "
+              "open)" % len(live), not live)
 
 
 asyncio.run(main())
