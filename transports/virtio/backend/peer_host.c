@@ -600,7 +600,7 @@ int vsxb__host_emit(struct conn *c)
 	if (vsxb__rx_reserve(c, want, VSXB_RX_BATCH, false, &rx) < 0)
 		return EMIT_NOBUF;
 	r = host_read(c, &rx, 0, &err, &flags);
-	vsxb__rx_commit(c, &rx, r > 0 ? (size_t)r : 0, 0);
+	vsxb__rx_commit(c, &rx, r > 0 ? (size_t)r : 0, flags);
 	if (r < 0)
 		return host_read_error(c, err);
 	if (r == 0) {

@@ -271,16 +271,13 @@ static void sib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 static size_t sib_queue_copy(struct conn *b, const struct vsxb_rx *rx, unsigned *flags)
 {
 	struct iovec *q = b->vm->fiov;
-	size_t k, doff;
-	unsigned nq, fl, i;
+	unsigned nq, fl;
+	size_t k;
 
 	k = vsxb__txq_peek(&b->q, q, VSXB_IOV_MAX, &nq, rx->room, &fl);
 	if (b->type == VIRTIO_VSOCK_TYPE_STREAM)
 		fl = 0; /* a packet's end, not a message's */
-	for (i = 0, doff = 0; i < nq; i++) {
-		vsxu_iov_from_buf(rx->iov, rx->niov, doff, q[i].iov_base, q[i].iov_len);
-		doff += q[i].iov_len;
-	}
+	iov_copy(rx->iov, rx->niov, 0, q, nq, 0, k);
 	vsxb__txq_consume(&b->q, k);
 	*flags = fl;
 	return k;
