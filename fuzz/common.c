@@ -90,6 +90,33 @@ static void fl_timer_free(struct vsxu_timer *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/* loop.h's queue: run at the end of each callback, as loop-event.c does */
+static struct vsxu_work *work, **work_tail = &work;
+
+static void fl_queue(void *ctx, struct vsxu_work *w)
+{
+	(void)ctx;
+	if (w->queued)
+		return;
+	w->queued = true;
+	w->next = NULL;
+	*work_tail = w;
+	work_tail = &w->next;
+}
+
+static void fl_work_run(void)
+{
+	struct vsxu_work *w;
+
+	while ((w = work)) {
+		work = w->next;
+		if (!work)
+			work_tail = &work;
+		w->queued = false;
+		w->cb(w->arg);
+	}
+}
+
 const struct vsxu_loop fl_loop = {
 	.ctx = NULL,
 	.watch = fl_watch,
@@ -99,6 +126,7 @@ const struct vsxu_loop fl_loop = {
 	.timer_arm = fl_timer_arm,
 	.timer_disarm = fl_timer_disarm,
 	.timer_free = fl_timer_free,
+	.queue = fl_queue,
 };
 
 unsigned fl_run(unsigned rounds)
@@ -136,6 +164,7 @@ unsigned fl_run(unsigned rounds)
 			if (!ev)
 				continue;
 			w->cb(w->fd, ev, w->arg);
+			fl_work_run();
 			ran++;
 			again++;
 		}
@@ -157,6 +186,7 @@ unsigned fl_fire_timers(void)
 			continue;
 		timers[i].armed = false;
 		timers[i].cb(timers[i].arg);
+		fl_work_run();
 		n++;
 	}
 	return n;

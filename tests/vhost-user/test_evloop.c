@@ -427,6 +427,67 @@ static void mix_watch(int fd, int events, void *arg)
 	m->t = NULL;
 }
 
+/* loop.h's queue: work runs once the callback that queued it returns,
+ * before any other callback; queued twice, it runs once; work queued by
+ * work runs in the same turn. */
+struct wk {
+	struct order o;
+	struct vsxu_work w[3];       /* 0 and 1: queued by the timer; 2: by 0 */
+	struct tmr t[2];
+};
+static struct wk *wk_now;
+
+static void wk_run(void *arg)
+{
+	struct vsxu_work *w = arg;
+	int id = 100 + (int)(w - wk_now->w);
+
+	if (wk_now->o.n < 8)
+		wk_now->o.seq[wk_now->o.n++] = id;
+	if (id == 100)
+		loop.queue(loop.ctx, &wk_now->w[2]);
+}
+
+static void wk_timer(void *arg)
+{
+	struct tmr *t = arg;
+
+	on_timer(t);
+	if (t->id == 1) {
+		loop.queue(loop.ctx, &wk_now->w[0]);
+		loop.queue(loop.ctx, &wk_now->w[1]);
+		loop.queue(loop.ctx, &wk_now->w[0]);
+		/* nothing runs inside the callback */
+		cr_assert_eq(t->o->n, 1);
+	}
+}
+
+Test(evloop, queued_work_runs_after_its_callback)
+{
+	static struct wk k;
+
+	memset(&k, 0, sizeof(k));
+	wk_now = &k;
+	for (int i = 0; i < 3; i++)
+		vsxu_work_init(&k.w[i], wk_run, &k.w[i]);
+	for (int i = 0; i < 2; i++) {
+		k.t[i] = (struct tmr){ .o = &k.o, .id = i + 1 };
+		k.t[i].t = loop.timer(loop.ctx, wk_timer, &k.t[i]);
+		cr_assert_not_null(k.t[i].t);
+	}
+	loop.timer_arm(k.t[0].t, 5);
+	loop.timer_arm(k.t[1].t, 10);
+	cr_assert_eq(event_base_dispatch(base), 1);
+	cr_assert_eq(k.o.n, 5, "ran %d", k.o.n);
+	int want[] = { 1, 100, 101, 102, 2 };
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(k.o.seq[i], want[i], "step %d: %d", i, k.o.seq[i]);
+	for (int i = 0; i < 3; i++)
+		cr_assert(!k.w[i].queued);
+	for (int i = 0; i < 2; i++)
+		loop.timer_free(k.t[i].t);
+}
+
 Test(evloop, timer_wakes_a_watch)
 {
 	struct mix m = { .peer = sp[1] };

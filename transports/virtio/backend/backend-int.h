@@ -603,6 +603,7 @@ struct vsxb_shard {
 	struct vsxb_list later;       /* struct vsxb_later: posted as the round
 					 ends (vsxb__shard_posts) */
 	int in_round;
+	struct vsxu_work round;      /* loop.h's queue: vsxb__round_owe */
 	bool polling;                /* vsxb_router_poll: the loop polls, TX kicks off */
 
 	/* Rooms (loop.h's borrow): what this shard's thread holds of other
@@ -634,6 +635,9 @@ struct vsxb_shard {
 
 struct vsxb_router {
 	const struct vsxu_loop *loop; /* the control thread's */
+	vsxu_post_cb round;          /* a shard's round, as its loop runs it
+					(vsxb__round_owe; set by
+					vsxb_router_new) */
 	vsxb_log_fn log;
 	void *log_arg;
 	struct vsxb_list vms;

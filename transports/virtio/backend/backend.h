@@ -92,7 +92,8 @@ struct vsxb_router;
 struct vsxb_vm;
 
 /* A router: the VMs of one process, for sibling routing and lookup.
- * @log may be NULL (silence). */
+ * @loop needs its queue entry (loop.h): -EINVAL without. @log may be
+ * NULL (silence). */
 int vsxb_router_new(const struct vsxu_loop *loop, vsxb_log_fn log, void *log_arg,
 		   struct vsxb_router **out);
 /* Frees every VM still attached, then the router. */

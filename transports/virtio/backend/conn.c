@@ -29,9 +29,12 @@
  * router's state (struct vsxb_router) is the only thing VMs share.
  *
  * Processing rounds. Every entry point (a kick, a host socket event, a
- * timer, a control call) does its work and ends with vsxb__round() of its
- * shard, which serves the pending RX list of every VM it touched (what
- * the entry point scheduled) and
+ * timer, a control call) does its work, then its shard's round runs
+ * (vsxb__round): a control call and a kick call it last; a peer's or a
+ * timer's callback only owes it (vsxb__round_owe), and the loop runs it
+ * once that callback returns (loop.h's queue), so no peer runs the
+ * engine's round from inside its own callback. The round serves the
+ * pending RX list of every VM the work touched (what it scheduled) and
  * publishes the RX used entries of the round with one flush (push many,
  * flush once: ring.c, vsxb__ring_rx_publish). TX used entries are
  * published per batch of TX chains (device.c: up to VSXB_TX_BATCH chains,
@@ -568,7 +571,7 @@ static void conn_timer_cb(void *arg)
 	case T_NONE:
 		break;
 	}
-	vsxb__round(c->vm->sh);
+	vsxb__round_owe(c->vm->sh);
 }
 
 static unsigned timer_ms(const struct vsxb_router *r, enum conn_timer_kind kind)
@@ -1041,6 +1044,17 @@ void vsxb__round(struct vsxb_shard *sh)
 	/* after every VM's round: one wake-up per other thread's queue the
 	 * round pushed to, however many records it pushed */
 	vsxb__shard_posts(sh);
+}
+
+void vsxb__round_cb(void *arg)
+{
+	vsxb__round(arg);
+}
+
+void vsxb__round_owe(struct vsxb_shard *sh)
+{
+	if (!sh->in_round)
+		sh->loop->queue(sh->loop->ctx, &sh->round);
 }
 
 void vsxb__round_all(struct vsxb_router *r)

@@ -149,6 +149,13 @@ bool vsxb__vm_lent_owed(const struct vsxb_vm *vm);
  * (a sibling half's credit packet) is sent now, as the VM's own round
  * would, when nothing else of the VM waits; then vsxb__vm_lent_owed. */
 bool vsxb__vm_lent_done(struct vsxb_vm *vm);
+/* The round of @sh, owed by one of its loop's callbacks: the loop runs
+ * it once that callback returns (loop.h's queue), or the round now
+ * running does. How a peer's or a timer's callback ends, calling no
+ * round itself. */
+void vsxb__round_owe(struct vsxb_shard *sh);
+/* vsxb__round as the loop runs it (struct vsxu_work's cb, @arg a shard). */
+void vsxb__round_cb(void *arg);
 /* Every shard's round: backend.h's calls, on the control thread, with the
  * world stopped. */
 void vsxb__round_all(struct vsxb_router *r);

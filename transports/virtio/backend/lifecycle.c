@@ -30,12 +30,13 @@ int vsxb_router_new(const struct vsxu_loop *loop, vsxb_log_fn log, void *log_arg
 {
 	struct vsxb_router *r;
 
-	if (!loop || !out)
+	if (!loop || !loop->queue || !out)
 		return -EINVAL;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	r->loop = loop;
+	r->round = vsxb__round_cb;
 	r->log = log;
 	r->log_arg = log_arg;
 	vsxb_list_init(&r->vms);

@@ -677,12 +677,12 @@ static void host_cb(int fd, int events, void *arg)
 	(void)fd;
 	if (!c->dead && hp(c)->pending) {
 		forward_connected(c);
-		vsxb__round(sh);
+		vsxb__round_owe(sh);
 		return;
 	}
 	if (!c->dead && c->state == VSXB_CONN_CONNECTING && (events & VSXU_EV_READ)) {
 		connecting_readable(c);
-		vsxb__round(sh);
+		vsxb__round_owe(sh);
 		return;
 	}
 	if (events & VSXU_EV_WRITE)
@@ -691,7 +691,7 @@ static void host_cb(int fd, int events, void *arg)
 		hp(c)->readable = true;
 		vsxb__host_sync(c);
 	}
-	vsxb__round(sh);
+	vsxb__round_owe(sh);
 }
 
 /*

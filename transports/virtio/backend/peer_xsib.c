@@ -599,7 +599,7 @@ static void xsib_run(void *arg)
 	if (l->half[e->side])
 		xsib_publish(l->half[e->side]);
 	link_put(l);
-	vsxb__round(sh);
+	vsxb__round_owe(sh);
 }
 
 /* ---- On A's thread: the REQUEST ---- */

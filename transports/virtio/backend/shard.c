@@ -52,6 +52,7 @@ static struct vsxb_shard *shard_new(struct vsxb_router *r, const struct vsxu_loo
 	sh->r = r;
 	sh->loop = loop;
 	sh->foreign = loop != r->loop;
+	vsxu_work_init(&sh->round, r->round, sh);
 	vsxb_list_init(&sh->dirty);
 	vsxb_list_init(&sh->later);
 	vsxb_list_add_tail(&r->shards, &sh->node);

@@ -146,7 +146,7 @@ static void hs_cb(int fd, int events, void *arg)
 	h->fd = -1;
 	hs_free(h);
 	vsxb__host_hybrid(vm, fd, port);
-	vsxb__round(vm->sh);
+	vsxb__round_owe(vm->sh);
 	return;
 bad:
 	refuse(vm, VSXB_PORT_UNKNOWN, VSXB_REASON_BAD_HANDSHAKE, 0);

@@ -137,6 +137,35 @@ static bool ev_owns(void *ctx)
 	return pthread_equal(__atomic_load_n(&el->holder, __ATOMIC_RELAXED), pthread_self());
 }
 
+/* ---- Work (loop.h's queue) ---- */
+
+static void ev_queue(void *ctx, struct vsxu_work *w)
+{
+	struct vsxu_evloop *el = ctx;
+
+	if (w->queued)
+		return;
+	w->queued = true;
+	w->next = NULL;
+	if (!el->work)
+		el->work_tail = &el->work;
+	*el->work_tail = w;
+	el->work_tail = &w->next;
+}
+
+/* At the end of each callback, still in the room: what it queued, and
+ * what that queues. */
+static void work_run(struct vsxu_evloop *el)
+{
+	struct vsxu_work *w;
+
+	while ((w = el->work)) {
+		el->work = w->next;
+		w->queued = false;
+		w->cb(w->arg);
+	}
+}
+
 /* ---- Watches ---- */
 
 static void watch_fire(evutil_socket_t fd, short what, void *arg)
@@ -156,6 +185,7 @@ static void watch_fire(evutil_socket_t fd, short what, void *arg)
 	el->fired++;
 	room_enter(el);
 	w->cb((int)fd, events, w->arg);
+	work_run(el);
 	room_leave(el);
 	/* @w may have been freed by the callback: do not touch it. */
 }
@@ -226,6 +256,7 @@ static void timer_fire(evutil_socket_t fd, short what, void *arg)
 
 	room_enter(el);
 	t->cb(t->arg);
+	work_run(el);
 	room_leave(el);
 	/* @t may have been freed (or re-armed) by the callback. */
 }
@@ -312,6 +343,7 @@ static void mail_run(evutil_socket_t fd, short what, void *arg)
 		next = m->next;
 		room_enter(mb->el);
 		m->cb(m->arg);
+		work_run(mb->el);
 		room_leave(mb->el);
 		free(m);
 	}
@@ -451,6 +483,7 @@ void vsxu_evloop_init(struct vsxu_evloop *ev, struct event_base *base)
 			.timer_arm = ev_timer_arm,
 			.timer_disarm = ev_timer_disarm,
 			.timer_free = ev_timer_free,
+			.queue = ev_queue,
 		},
 		.base = base,
 	};
@@ -509,6 +542,7 @@ static bool poller_call(struct vsxu_evloop *ev, bool sleeping)
 
 	room_enter(ev);
 	found = ev->poller(ev->poller_arg, sleeping);
+	work_run(ev);
 	room_leave(ev);
 	return found;
 }

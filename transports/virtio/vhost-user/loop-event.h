@@ -43,6 +43,9 @@ struct vsxu_evloop {
 	struct vsxu_evloop_mail *mail;  /* vsxu_evloop_enable_post; NULL: no post */
 	pthread_mutex_t room;          /* with @mail: loop.h's borrow */
 	pthread_t holder;              /* the room's holder (loop.h's owns), 0: none */
+	struct vsxu_work *work;        /* loop.h's queue, run at each callback's
+					* end (the loop's thread alone) */
+	struct vsxu_work **work_tail;
 };
 
 /*

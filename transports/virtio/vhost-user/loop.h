@@ -11,6 +11,11 @@
  * owns is then called only on the loop's own thread, or on another while
  * that thread is parked (blocked in a callback posted to it, which orders
  * the two).
+ *
+ * Work (struct vsxu_work, queue) is how the backend's round runs after
+ * the event that made it: a callback queues it, and the loop runs it
+ * once that callback has returned, the way the kernel's vhost worker
+ * runs the work a socket's wake-up queued (vhost_poll_queue).
  */
 #ifndef VSXU_LOOP_H
 #define VSXU_LOOP_H
@@ -27,6 +32,21 @@ typedef void (*vsxu_watch_cb)(int fd, int events, void *arg);
 typedef void (*vsxu_timer_cb)(void *arg);
 typedef void (*vsxu_post_cb)(void *arg);
 
+/* Work for the loop's thread (queue below), in the caller's memory: one
+ * is made once with vsxu_work_init and queued as often as needed. The
+ * fields are the loop's while it is queued. */
+struct vsxu_work {
+	struct vsxu_work *next;        /* the loop's queue */
+	vsxu_post_cb cb;
+	void *arg;
+	bool queued;
+};
+
+static inline void vsxu_work_init(struct vsxu_work *w, vsxu_post_cb cb, void *arg)
+{
+	*w = (struct vsxu_work){ .cb = cb, .arg = arg };
+}
+
 struct vsxu_loop {
 	void *ctx; /* the adapter's own state (e.g. a struct event_base) */
 	/* Watch @fd for @events (VSXU_EV_*; 0 = registered but idle), calling
@@ -41,6 +61,14 @@ struct vsxu_loop {
 	void (*timer_arm)(struct vsxu_timer *t, unsigned ms); /* re-arm replaces */
 	void (*timer_disarm)(struct vsxu_timer *t);
 	void (*timer_free)(struct vsxu_timer *t);
+	/* Queue @w: the loop runs @w->cb(@w->arg) on its thread as soon as
+	 * the callback that queued it returns (a watch's, a timer's, a
+	 * post's, the poller's), before it waits again or runs any other;
+	 * work queued by work runs in the same turn. A queued @w queued
+	 * again runs once. From inside one of the loop's callbacks, on its
+	 * thread (anywhere else: @w waits for the end of the next
+	 * callback); @w's memory stays valid until it has run. */
+	void (*queue)(void *ctx, struct vsxu_work *w);
 	/* Optional (NULL: a loop only its own thread ever touches). Run
 	 * @cb(@arg) on the loop's thread, soon, never before returning; the
 	 * one entry that may be called from any thread. 0, or -errno (the
