@@ -6,10 +6,11 @@
  * Rooms, and who may call whom. scripts/callgraph checks that the calls
  * between files, those through the ops tables included, form no cycle
  * (tests/callgraph.test), but for the upcalls that test declares: the
- * connection API's calls of the peers' hooks emit, pending, end (a
- * reset, a kill, the guest side's end: conn.c) and queue (conn_events.c),
- * which the peers answer by calling it back. Any other call through a
- * table goes down the graph: device.c's ops->rw, gather, guest_shutdown,
+ * connection API's calls of the peers' hooks pending (a peer's RST), end
+ * (a reset, a kill, the guest side's end: conn.c) and queue
+ * (conn_events.c), which the peers answer by calling it back. Any other
+ * call through a table goes down the graph: round.c's ops->emit and
+ * pending (the RX schedule); device.c's ops->rw, gather, guest_shutdown,
  * credit_request, credit_changed, established; router.c's set_buffer,
  * end (a control close), sync.
  *
@@ -22,6 +23,12 @@
  *   router.c        shared state: VMs, groups, routing of REQUESTs to
  *                   peers, control and introspection; calls the peers and
  *                   the connection API
+ *   round.c         the rounds: run by the loop after a peer's or a
+ *                   timer's callback (conn.c's vsxb__round_owe), and last
+ *                   by every other entry point; the RX schedule (the
+ *                   peers' ops->emit), used-ring flushes, frees, lent
+ *                   rooms given back; calls the peers, the connection API
+ *                   and the rings
  *   uds.c           the uds_path listener and CONNECT handshake; calls the
  *                   host peer and the connection API
  *   peer_xsib.c     the sibling on another thread: records through a
@@ -38,8 +45,9 @@
  *   conn.c          the connection API: state machine, credit, what goes
  *                   to the guest and when (control packets, the RX
  *                   schedule, the RX buffers reserved for the peers'
- *                   data and the packets sent of them), timers,
- *                   rounds; reaches peers only through their tables
+ *                   data and the packets sent of them), timers, what
+ *                   the rounds owe; reaches peers only through their
+ *                   tables (a reset's or a kill's end)
  *   ring.c          the rings: pops and pushes chains (vq.c), lays
  *                   headers and payload slices, gives back unused RX
  *                   chains, publishes used entries; calls nothing of
@@ -100,6 +108,8 @@
 #define VSXB_ORPHAN_MAX 128        /* RSTs for packets without a connection:
 					one TX batch's (device.c sends them
 					after each batch, vsxb__vm_rx_run) */
+/* why a device breaks when its memory faulted (vhost-user/memguard.h) */
+#define VSXB_MEM_FAULT "guest memory fault (SIGBUS: the file behind guest memory shrank)"
 #define VSXB_MAX_HANDSHAKES 64     /* hybrid clients still sending CONNECT */
 #define VSXB_HOST_PORT_FIRST 1024  /* host ports of hybrid connections */
 #define VSXB_NAME_LEN (VSX_NAME_MAX + 1) /* VM names: VSX_NAME_MAX (64) bytes and a NUL */
@@ -403,7 +413,8 @@ struct vsxb_engine_stats {
 	uint64_t dropped;         /* guest packets dropped (bad header) */
 	uint64_t orphans_dropped; /* RST replies lost for lack of RX buffers */
 	uint64_t queued_bytes;    /* guest payload bytes that had to be copied */
-	uint64_t sib_wakes;       /* wake-ups owed to siblings' threads (peer_xsib.c) */
+	uint64_t sib_wakes;       /* wake-ups owed to siblings' threads (peer_xsib.c, and
+				     round.c for a lent room's VM) */
 	uint64_t sib_reused;      /* ... records to them made of one given back */
 	uint64_t sib_lent;        /* ... what went in their room instead (peer_xsib.c:
 				     a packet straight into the other guest's RX
@@ -544,6 +555,17 @@ static inline void vsxb__vm_rings_taken(struct vsxb_vm *vm)
 
 /* ---- Shards and the router ---- */
 
+/* A callback owed to another thread's loop, posted (loop.h's post) when
+ * the round of the shard that owes it ends, or a world stop does; one
+ * post for whatever the round did meanwhile. Its owner keeps it alive
+ * until @fn ran. */
+struct vsxb_later {
+	struct vsxb_list node;        /* sh->later while owed */
+	const struct vsxu_loop *loop; /* where @fn runs */
+	void (*fn)(void *arg);
+	void *arg;
+};
+
 /*
  * Threads. A host program may run its VMs on several loops, each on a
  * thread of its own (vsxd's worker threads: vsxb_vm_config.loop); the
@@ -580,13 +602,14 @@ static inline void vsxb__vm_rings_taken(struct vsxb_vm *vm)
  *   hold it until its own round ends (vsxb__shard_borrow, given back by
  *   vsxb__round). Meanwhile it works on that shard's VMs as their thread
  *   would, within what a lent round may do: straight into a guest's RX
- *   buffers, the control packets its work scheduled (sent before the
- *   room goes back: vsxb__vm_lent_done), counters; no loop
- *   entry of that shard's (its timers and watches stay its thread's), no
- *   connection killed, no device broken (break_owed instead). The round's
- *   end publishes the RX used entries of the VMs it touched there; a VM
- *   left needing more (vsxb__vm_lent_owed) stays dirty, and the
- *   borrower wakes that shard's thread for it. peer_xsib.c lends a
+ *   buffers, the control packets its work scheduled (sent as the round
+ *   ends, before the room goes back: round.c, round_lent), counters; no
+ *   loop entry of that shard's (its timers and watches stay its
+ *   thread's), no connection killed, no device broken (break_owed
+ *   instead). The round's end publishes the RX used entries of the VMs it
+ *   touched there; a VM left needing more (vsxb__vm_lent_owed) stays
+ *   dirty, and the borrower's round wakes that shard's thread for it
+ *   (vsxb__shard_wake). peer_xsib.c lends a
  *   pair's data and credit this way when the other thread is idle: one
  *   copy and no wake-up, as on one thread.
  */
@@ -598,12 +621,14 @@ struct vsxb_shard {
 	bool foreign;                /* not the router's loop: parked by stops
 					while it serves a VM */
 
-	/* Rounds (conn.c): one shard's VMs at a time */
+	/* Rounds (round.c): one shard's VMs at a time */
 	struct vsxb_list dirty;       /* VMs touched this round */
 	struct vsxb_list later;       /* struct vsxb_later: posted as the round
 					 ends (vsxb__shard_posts) */
 	int in_round;
 	struct vsxu_work round;      /* loop.h's queue: vsxb__round_owe */
+	struct vsxb_later wake;      /* a borrower's: vsxb__shard_wake */
+	bool wake_owed;              /* @wake on its way (atomic) */
 	bool polling;                /* vsxb_router_poll: the loop polls, TX kicks off */
 
 	/* Rooms (loop.h's borrow): what this shard's thread holds of other
@@ -754,29 +779,23 @@ static inline void vsxb__conn_stall(struct conn *c)
 
 /* ---- shard.c: shards and world stops (calls nothing) ---- */
 
-/* A callback owed to another thread's loop, posted (loop.h's post) when
- * the round of the shard that owes it ends, or a world stop does; one
- * post for whatever the round did meanwhile. Its owner keeps it alive
- * until @fn ran. */
-struct vsxb_later {
-	struct vsxb_list node;        /* sh->later while owed */
-	const struct vsxu_loop *loop; /* where @fn runs */
-	void (*fn)(void *arg);
-	void *arg;
-};
-
 int vsxb__shards_init(struct vsxb_router *r);
 void vsxb__shards_free(struct vsxb_router *r);
 /* The shard of @loop (NULL: the router's), made on first use; NULL: out
  * of memory, or a foreign loop without post. */
 struct vsxb_shard *vsxb__shard_get(struct vsxb_router *r, const struct vsxu_loop *loop);
 /* Park every foreign shard until the matching world_start; nests. On the
- * control thread only. */
+ * control thread only. The outermost world_start runs the round of
+ * every shard the stop's work touched, then lets them go. */
 void vsxb__world_stop(struct vsxb_router *r);
 void vsxb__world_start(struct vsxb_router *r);
 /* @w is owed by @sh (it is not owed yet: its owner knows), posted by
  * vsxb__shard_posts. On @sh's thread, or the control thread in a stop. */
 void vsxb__shard_post_later(struct vsxb_shard *sh, struct vsxb_later *w);
+/* @to, whose room @sh's round borrowed, owes its own thread a round (a VM
+ * left needing more: vsxb__vm_lent_owed): posted when @sh's round ends,
+ * once however many borrowers owe it meanwhile. In @to's room. */
+void vsxb__shard_wake(struct vsxb_shard *sh, struct vsxb_shard *to);
 /* Post what @sh owes; one whose post fails (out of memory) stays owed
  * until the next round or stop. Called as a round ends. */
 void vsxb__shard_posts(struct vsxb_shard *sh);

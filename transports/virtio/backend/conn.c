@@ -16,9 +16,10 @@
  * router (router.c) holds what VMs share and routes a guest REQUEST to
  * the peer that creates the connection. This file is the connection API
  * the peers, the device and the router call: the state machine, credit,
- * what goes to the guest and when (control packets, the RX schedule, and
- * the guest RX buffers a peer fills with its data: vsxb__rx_reserve and
- * vsxb__rx_commit), timers and rounds. The ring mechanics are ring.c's: popping
+ * what goes to the guest (control packets, the pending list, and the
+ * guest RX buffers a peer fills with its data: vsxb__rx_reserve and
+ * vsxb__rx_commit) and timers; when it goes, the rounds, is round.c's,
+ * above the peers. The ring mechanics are ring.c's: popping
  * chains, laying headers and payload slices, giving back unused chains,
  * publishing used entries; no peer touches a chain or calls vq.c.
  *
@@ -28,10 +29,10 @@
  * shard's thread, or the control thread in a world stop: backend-int.h); the
  * router's state (struct vsxb_router) is the only thing VMs share.
  *
- * Processing rounds. Every entry point (a kick, a host socket event, a
- * timer, a control call) does its work, then its shard's round runs
- * (vsxb__round): a control call and a kick call it last; a peer's or a
- * timer's callback only owes it (vsxb__round_owe), and the loop runs it
+ * Processing rounds (round.c). Every entry point (a kick, a host socket
+ * event, a timer, a control call) does its work, then its shard's round
+ * runs (vsxb__round): a control call and a kick call it last; a peer's or
+ * a timer's callback only owes it (vsxb__round_owe), and the loop runs it
  * once that callback returns (loop.h's queue), so no peer runs the
  * engine's round from inside its own callback. The round serves the
  * pending RX list of every VM the work touched (what it scheduled) and
@@ -65,7 +66,7 @@
  * one of each kind pending: the queue is bounded whatever the guest does).
  * A connection that owes its guest something joins the VM's pending list
  * (vsxb__conn_schedule), whatever callback it is in; the engine serves
- * the list round-robin while RX buffers last (vsxb__vm_rx_run: at the end
+ * the list round-robin while RX buffers last (round.c's vsxb__vm_rx_run: at the end
  * of the round, and after each TX batch, so that a batch's answers, its
  * RSTs for packets without a connection among them, never wait for the
  * next). Nothing emits from inside a peer's callback, and no flag says
@@ -141,7 +142,6 @@
  * read) and its guest-bound timers are held (vsxb__vm_timers_hold).
  */
 #include <errno.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,8 +150,6 @@
 
 #include "conn.h"
 #include "util.h"
-
-#define MEM_FAULT "guest memory fault (SIGBUS: the file behind guest memory shrank)"
 
 /* a TX batch's RSTs all fit (device.c serves them after each batch) */
 _Static_assert(VSXB_ORPHAN_MAX >= VSXB_TX_BATCH, "VSXB_ORPHAN_MAX below VSXB_TX_BATCH");
@@ -262,7 +260,7 @@ bool vsxb__rx_empty(struct conn *c, unsigned flags)
 }
 
 /* One header-only packet into the RX queue; false without a buffer. */
-static bool rx_send_hdr(struct vsxb_vm *vm, struct virtio_vsock_hdr *h)
+bool vsxb__rx_hdr(struct vsxb_vm *vm, struct virtio_vsock_hdr *h)
 {
 	const char *why;
 	int rc = vsxb__ring_rx_pop(vm, &why);
@@ -283,14 +281,14 @@ static bool rx_send_hdr(struct vsxb_vm *vm, struct virtio_vsock_hdr *h)
 	return true;
 }
 
-static bool rx_ctrl(struct conn *c, uint16_t op, uint32_t flags)
+bool vsxb__rx_ctrl(struct conn *c, uint16_t op, uint32_t flags)
 {
 	struct virtio_vsock_hdr h;
 	uint32_t fwd = c->cr.last_fwd_sent, buf = c->cr.last_buf_sent, lim = c->cr.rx_limit;
 	bool adv = c->advertised;
 
 	conn_hdr(c, &h, op, flags, 0);
-	if (rx_send_hdr(c->vm, &h))
+	if (vsxb__rx_hdr(c->vm, &h))
 		return true;
 	/* Not sent: the guest learnt nothing. */
 	c->cr.last_fwd_sent = fwd;
@@ -752,7 +750,7 @@ void vsxb__conn_accept(struct conn *c)
 }
 
 /* The guest may not know our latest fwd_cnt / buf_alloc. */
-static bool credit_news(const struct conn *c)
+bool vsxb__conn_credit_news(const struct conn *c)
 {
 	uint32_t fwd, buf;
 
@@ -767,7 +765,7 @@ void vsxb__conn_credit_check(struct conn *c)
 
 	if (c->dead || c->draining || c->state == VSXB_CONN_CONNECTING ||
 	    (c->ctrl & C_RST) ||
-	    (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) || !credit_news(c))
+	    (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_SEND) || !vsxb__conn_credit_news(c))
 		return;
 	/* Free space as the guest last heard of it. A Linux guest also caps
 	 * its credit at its own buf_alloc ("vsock/virtio: cap TX credit to
@@ -781,66 +779,7 @@ void vsxb__conn_credit_check(struct conn *c)
 		vsxb__conn_ctrl(c, C_CREDIT_UPDATE);
 }
 
-/* ---- Emission to the guest ---- */
-
-/* What @c owes its guest, in order, while RX buffers last (EMIT_*). */
-static int conn_emit(struct conn *c)
-{
-	static const struct {
-		unsigned bit;
-		uint16_t op;
-	} order[] = {
-		{ C_REQUEST, VIRTIO_VSOCK_OP_REQUEST },
-		{ C_RESPONSE, VIRTIO_VSOCK_OP_RESPONSE },
-		{ C_CREDIT_REPLY, VIRTIO_VSOCK_OP_CREDIT_UPDATE },
-		{ C_CREDIT_UPDATE, VIRTIO_VSOCK_OP_CREDIT_UPDATE },
-		{ C_CREDIT_REQUEST, VIRTIO_VSOCK_OP_CREDIT_REQUEST },
-	};
-	bool data_left = false;
-	unsigned i, ready;
-	int r;
-
-	if (c->dead || !c->vm->live || c->vm->broken)
-		return EMIT_DONE;
-	for (i = 0; i < sizeof(order) / sizeof(order[0]) && !(c->ctrl & C_RST); i++) {
-		if (!(c->ctrl & order[i].bit))
-			continue;
-		if (order[i].bit == C_CREDIT_UPDATE && !credit_news(c)) {
-			c->ctrl &= ~C_CREDIT_UPDATE;
-			continue;
-		}
-		if (!rx_ctrl(c, order[i].op, 0))
-			return EMIT_NOBUF;
-		c->ctrl &= ~order[i].bit;
-		if (order[i].bit == C_CREDIT_REPLY)
-			c->ctrl &= ~C_CREDIT_UPDATE;
-	}
-
-	if (c->state != VSXB_CONN_CONNECTING) {
-		r = c->ops->emit(c);
-		if (r != EMIT_DONE || c->dead)
-			return c->dead ? EMIT_DONE : r;
-		data_left = c->ops->pending && c->ops->pending(c);
-	}
-
-	ready = c->shut_pending;
-	if (data_left)
-		ready &= ~VIRTIO_VSOCK_SHUTDOWN_SEND;
-	if (ready && !(c->ctrl & C_RST)) {
-		if (!rx_ctrl(c, VIRTIO_VSOCK_OP_SHUTDOWN, c->host_shut | ready))
-			return EMIT_NOBUF;
-		c->host_shut |= ready;
-		c->shut_pending &= ~ready;
-	}
-
-	if ((c->ctrl & C_RST) && !data_left) {
-		if (!rx_ctrl(c, VIRTIO_VSOCK_OP_RST, 0))
-			return EMIT_NOBUF;
-		c->ctrl = 0;
-		vsxb__conn_gone(c);
-	}
-	return EMIT_DONE;
-}
+/* ---- Scheduling (the rounds: round.c) ---- */
 
 /* @c owes the guest something: the round sends it (vsxb__vm_rx_run),
  * never the caller, whichever callback it is in. */
@@ -854,126 +793,6 @@ void vsxb__conn_schedule(struct conn *c)
 	vsxb__vm_touch(vm);
 	if (vsxb_list_empty(&c->pnode))
 		vsxb_list_add_tail(&vm->pending, &c->pnode);
-}
-
-/* Serve the orphans' RSTs and the pending list while RX buffers last. */
-void vsxb__vm_rx_run(struct vsxb_vm *vm)
-{
-	unsigned budget = 4 * VSXB_TX_BATCH;
-	struct conn *c;
-	int r;
-
-	vm->rx_behind = true;
-	while (vm->orphan_n && vm->live && !vm->broken) {
-		if (!rx_send_hdr(vm, &vm->orphan[vm->orphan_head])) {
-			vm->st.rx_short++;
-			return;
-		}
-		vm->orphan_head = (vm->orphan_head + 1) % VSXB_ORPHAN_MAX;
-		vm->orphan_n--;
-	}
-	while (!vsxb_list_empty(&vm->pending) && vm->live && !vm->broken) {
-		if (!budget--) {
-			/* Let other VMs and the TX side run; come back soon. */
-			vm->rx_more = true;
-			if (vm->resume)
-				vm->sh->loop->timer_arm(vm->resume, 0);
-			return;
-		}
-		c = vsxb_container_of(vm->pending.next, struct conn, pnode);
-		/* Unlinked while it emits: whatever it schedules for itself
-		 * meanwhile (a CREDIT_REQUEST, an RST) links it again. */
-		vsxb_list_del(&c->pnode);
-		r = conn_emit(c);
-		if (c->dead)
-			continue;
-		if (r == EMIT_NOBUF) {
-			if (vsxb_list_empty(&c->pnode))
-				vsxb_list_add_head(&vm->pending, &c->pnode);
-			vm->st.rx_short++;
-			return;
-		}
-		if (r == EMIT_MORE && vsxb_list_empty(&c->pnode))
-			vsxb_list_add_tail(&vm->pending, &c->pnode);
-	}
-	vm->rx_behind = false;
-}
-
-/* ---- Rounds ---- */
-
-/*
- * Spare queue chunks (txbuf.c): while the VM runs, a timer sweeps the pool
- * every VSXB_POOL_SWEEP_MS and frees it once it went unused for a whole
- * period, then gives memory back to the system (malloc_trim) when queues
- * freed enough since the last time: bounded, and only after a quiet
- * period, never per packet. A stopped VM's pool is freed at once.
- */
-static void pool_timer_cb(void *arg)
-{
-	struct vsxb_vm *vm = arg;
-
-	vm->ptimer_armed = false;
-	if (vsxb__txq_pool_sweep(&vm->pool))
-		malloc_trim(0);
-	if (vm->pool.n || vm->pool.freed) {
-		vm->sh->loop->timer_arm(vm->ptimer, VSXB_POOL_SWEEP_MS);
-		vm->ptimer_armed = true;
-	}
-}
-
-static void pool_tend(struct vsxb_vm *vm)
-{
-	const struct vsxu_loop *l = vm->sh->loop;
-
-	if (!vm->live) {
-		if (vm->pool.n || vm->pool.freed >= VSXB_TRIM_MIN) {
-			vsxb__txq_pool_drain(&vm->pool);
-			malloc_trim(0);
-		}
-		if (vm->ptimer)
-			l->timer_free(vm->ptimer);
-		vm->ptimer = NULL;
-		vm->ptimer_armed = false;
-		return;
-	}
-	if (vm->ptimer_armed || (!vm->pool.n && !vm->pool.freed))
-		return;
-	if (!vm->ptimer)
-		vm->ptimer = l->timer(l->ctx, pool_timer_cb, vm);
-	if (vm->ptimer) {
-		l->timer_arm(vm->ptimer, VSXB_POOL_SWEEP_MS);
-		vm->ptimer_armed = true;
-	}
-}
-
-/* End of a round for @vm (router.c calls it for every touched VM). */
-void vsxb__vm_round(struct vsxb_vm *vm)
-{
-	/* A SIGBUS in this VM's memory was absorbed (vhost-user/memguard.h):
-	 * what it read since are zeros; the device goes, the others stay. */
-	if (vm->live && !vm->broken && vsxu_vu_mem_faulted(vm->vu))
-		vsxb__vm_broken(vm, MEM_FAULT);
-	/* a ring found broken in a lent room (struct vsxb_shard) */
-	if (vm->break_owed) {
-		const char *why = vm->break_owed;
-
-		vm->break_owed = NULL;
-		if (vm->live)
-			vsxb__vm_broken(vm, why);
-	}
-
-	if (vm->live && !vm->broken)
-		vsxb__vm_rx_run(vm);
-	vsxb__ring_rx_publish(vm);
-	pool_tend(vm);
-	while (!vsxb_list_empty(&vm->dead)) {
-		struct conn *c = vsxb_container_of(vm->dead.next, struct conn, pnode);
-
-		vsxb_list_del(&c->pnode);
-		vsxb_list_del(&c->node);
-		free(c);
-	}
-	vm->ndead = 0;
 }
 
 void vsxb__vm_touch(struct vsxb_vm *vm)
@@ -990,79 +809,10 @@ bool vsxb__vm_lent_owed(const struct vsxb_vm *vm)
 	       (vm->live && !vm->broken && vsxu_vu_mem_faulted(vm->vu));
 }
 
-bool vsxb__vm_lent_done(struct vsxb_vm *vm)
-{
-	/* Its thread was idle and its last round not behind (vm->rx_behind),
-	 * so all that is pending was scheduled by this room's work. */
-	if (vm->live && !vm->broken && !vm->break_owed && !vm->rx_behind &&
-	    !vsxb_list_empty(&vm->pending))
-		vsxb__vm_rx_run(vm);
-	return vsxb__vm_lent_owed(vm);
-}
-
-/* The end of a lent round (struct vsxb_shard): the RX used entries of the
- * VMs this thread touched in @to's room are published, and the guests
- * told; a VM that needs more stays dirty for its own thread, which the
- * borrower woke (vsxb__vm_lent_owed). Then the room goes back. */
-static void round_lent(struct vsxb_shard *to)
-{
-	struct vsxb_list *n, *next;
-
-	for (n = to->dirty.next; n != &to->dirty; n = next) {
-		struct vsxb_vm *vm = vsxb_container_of(n, struct vsxb_vm, dnode);
-
-		next = n->next;
-		if (vsxb__vm_lent_owed(vm))
-			continue;
-		vsxb__ring_rx_publish(vm);
-		vsxb_list_del(&vm->dnode);
-		vm->dirty = false;
-	}
-	to->borrowed = false;
-	to->loop->give_back(to->loop->ctx);
-}
-
-void vsxb__round(struct vsxb_shard *sh)
-{
-	unsigned guard = 0;
-
-	if (sh->in_round)
-		return;
-	sh->in_round = 1;
-	while (!vsxb_list_empty(&sh->dirty) && guard++ < 10000) {
-		struct vsxb_vm *vm = vsxb_container_of(sh->dirty.next, struct vsxb_vm, dnode);
-
-		vsxb_list_del(&vm->dnode);
-		vm->dirty = false;
-		vsxb__vm_round(vm);
-	}
-	/* the rooms this round borrowed, given back once nothing of its
-	 * own can borrow more */
-	while (sh->nlent)
-		round_lent(sh->lent[--sh->nlent]);
-	sh->in_round = 0;
-	/* after every VM's round: one wake-up per other thread's queue the
-	 * round pushed to, however many records it pushed */
-	vsxb__shard_posts(sh);
-}
-
-void vsxb__round_cb(void *arg)
-{
-	vsxb__round(arg);
-}
-
 void vsxb__round_owe(struct vsxb_shard *sh)
 {
 	if (!sh->in_round)
 		sh->loop->queue(sh->loop->ctx, &sh->round);
-}
-
-void vsxb__round_all(struct vsxb_router *r)
-{
-	struct vsxb_list *n;
-
-	for (n = r->shards.next; n != &r->shards; n = n->next)
-		vsxb__round(vsxb_container_of(n, struct vsxb_shard, node));
 }
 
 /* ---- Device-wide ---- */
@@ -1132,7 +882,7 @@ void vsxb__vm_broken(struct vsxb_vm *vm, const char *why)
 	}
 	/* what broke a ring may be a fault absorbed in its memory: say that */
 	if (vm->vu && vsxu_vu_mem_faulted(vm->vu))
-		why = MEM_FAULT;
+		why = VSXB_MEM_FAULT;
 	vm->broken = true;
 	vsxb__log(vm->r, VSXB_LOG_ERR, "vm %s: %s: device stopped until the guest resets "
 		 "it; %u connection(s) reset", vm->name, why, vm->nconns);

@@ -134,27 +134,36 @@ bool vsxb__rx_empty(struct conn *c, unsigned flags);
 /* An RST for a guest packet that has no connection (CPU order). */
 void vsxb__orphan_rst(struct vsxb_vm *vm, const struct virtio_vsock_hdr *h);
 
-/* conn.c: VMs and rounds */
+/* A header-only packet to the guest, @h as is (an orphan's RST); false
+ * without an RX buffer. */
+bool vsxb__rx_hdr(struct vsxb_vm *vm, struct virtio_vsock_hdr *h);
+/* Control packet @op (a SHUTDOWN's @flags) from @c to its guest, with its
+ * credit; false without an RX buffer, and then the guest learnt nothing. */
+bool vsxb__rx_ctrl(struct conn *c, uint16_t op, uint32_t flags);
+/* The guest may not know @c's latest fwd_cnt or buf_alloc. */
+bool vsxb__conn_credit_news(const struct conn *c);
+
+/* conn.c: VMs and what the rounds owe */
 void vsxb__vm_touch(struct vsxb_vm *vm);
-/* End of a processing round: RX scheduling, used-ring flushes, deferred
- * frees, for every VM of @sh touched; then the rooms of other shards the
- * round borrowed (vsxb__shard_borrow) given back, their VMs' RX used
- * entries published. Every entry point calls it last. */
-void vsxb__round(struct vsxb_shard *sh);
 /* @vm, worked on in a lent room (struct vsxb_shard), needs a round of its
  * own thread: a ring to break, a pending list, connections to free, a
- * memory fault. The borrower then wakes that thread. */
+ * memory fault. The borrower's round then wakes that thread. */
 bool vsxb__vm_lent_owed(const struct vsxb_vm *vm);
-/* The end of work on @vm in a lent room: what it scheduled for the guest
- * (a sibling half's credit packet) is sent now, as the VM's own round
- * would, when nothing else of the VM waits; then vsxb__vm_lent_owed. */
-bool vsxb__vm_lent_done(struct vsxb_vm *vm);
 /* The round of @sh, owed by one of its loop's callbacks: the loop runs
  * it once that callback returns (loop.h's queue), or the round now
  * running does. How a peer's or a timer's callback ends, calling no
  * round itself. */
 void vsxb__round_owe(struct vsxb_shard *sh);
-/* vsxb__round as the loop runs it (struct vsxu_work's cb, @arg a shard). */
+
+/* round.c: the rounds, above the peers (no peer calls them) */
+/* End of a processing round: RX scheduling, used-ring flushes, deferred
+ * frees, for every VM of @sh touched; then the rooms of other shards the
+ * round borrowed (vsxb__shard_borrow) given back, what their VMs owe
+ * sent and their RX used entries published. An entry point that is no
+ * peer's or timer's callback calls it last. */
+void vsxb__round(struct vsxb_shard *sh);
+/* vsxb__round as the loop runs it (struct vsxu_work's cb, @arg a shard;
+ * vsxb_router_new puts it in r->round). */
 void vsxb__round_cb(void *arg);
 /* Every shard's round: backend.h's calls, on the control thread, with the
  * world stopped. */
@@ -167,6 +176,8 @@ void vsxb__vm_round(struct vsxb_vm *vm);
  * a batch's RSTs never outgrow VSXB_ORPHAN_MAX). Published at the end
  * of the round. */
 void vsxb__vm_rx_run(struct vsxb_vm *vm);
+
+/* conn.c: the device as a whole */
 void vsxb__vm_broken(struct vsxb_vm *vm, const char *why);
 void vsxb__vm_drop_all(struct vsxb_vm *vm, bool tell_guest);
 /* While paused, timers that wait for the guest (connect, linger) are

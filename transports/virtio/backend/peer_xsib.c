@@ -444,7 +444,9 @@ static void xsib_publish(struct conn *c)
  * its other half on one thread; NULL when that thread is in a callback,
  * records are on their way to it (they go first, in order, applied by
  * that thread), or the other half is not plainly established (what a lent
- * room does not do is its own thread's). */
+ * room does not do is its own thread's). What the work there schedules for
+ * that guest goes as this round ends, which also wakes that thread if its
+ * VM needs more (round.c: round_lent). */
 static struct conn *xsib_lend(struct conn *c)
 {
 	struct xsib_peer *x = xp(c);
@@ -461,16 +463,6 @@ static struct conn *xsib_lend(struct conn *c)
 	    o->ctrl || o->shut_pending || xp(o)->detached)
 		return NULL;
 	return o;
-}
-
-/* After work on @o in its room: what it owes its guest goes, and its
- * thread, if @o's VM needs more (vsxb__vm_lent_done), is woken as for a
- * record. */
-static void xsib_lent(struct conn *c, struct conn *o)
-{
-	c->vm->st.sib_lent++;
-	if (vsxb__vm_lent_done(o->vm))
-		link_wake(xp(c)->l, !xp(c)->side, c->vm);
 }
 
 /* ---- On B's thread: MAKE ---- */
@@ -658,7 +650,7 @@ static void xsib_rw(struct conn *a, struct iovec *iov, unsigned n, uint32_t len,
 		struct conn *b = xsib_lend(a);
 
 		if (b && vsxb__sib_direct_all(b, iov, n, len, flags)) {
-			xsib_lent(a, b);
+			a->vm->st.sib_lent++;
 			goto credit;
 		}
 	}
@@ -719,7 +711,7 @@ static void xsib_credit_changed(struct conn *c)
 		xp(o)->xbuf = x->sbuf = c->cr.peer_buf_alloc;
 		xp(o)->xfwd = x->sfwd = c->cr.peer_fwd_cnt;
 		vsxb__conn_credit_check(o);
-		xsib_lent(c, o);
+		c->vm->st.sib_lent++;
 		return;
 	}
 	xsib_send_credit(c, XR_CREDIT);

@@ -4,8 +4,8 @@
  * the control thread: a guest REQUEST to such a port on a worker's VM is
  * posted there (struct port_call), and runs in a world stop, after
  * checking that the port, the VM (by pointer and serial) and the
- * connection are all still there. Called by peer_host.c; calls conn.c
- * and shard.c only.
+ * connection are all still there; the stop's end runs the rounds.
+ * Called by peer_host.c; calls conn.c and shard.c only.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -61,8 +61,7 @@ static void port_run(void *arg)
 		vsxb__conn_why(c, VSXB_REASON_REFUSED, ECONNREFUSED);
 		vsxb__conn_reset(c, false);
 	}
-	vsxb__round_all(r);
-	vsxb__world_start(r);
+	vsxb__world_start(r);   /* (which runs the rounds it owes) */
 	free(pc);
 }
 

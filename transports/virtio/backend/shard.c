@@ -43,6 +43,16 @@ struct vsxb_park {
 	unsigned inside;             /* threads in park() */
 };
 
+/* A borrower's wake-up (vsxb__shard_wake), on @arg's thread in its room:
+ * cleared first, so that a borrower from now on owes another. */
+static void shard_wake_cb(void *arg)
+{
+	struct vsxb_shard *sh = arg;
+
+	__atomic_store_n(&sh->wake_owed, false, __ATOMIC_SEQ_CST);
+	sh->r->round(sh);
+}
+
 static struct vsxb_shard *shard_new(struct vsxb_router *r, const struct vsxu_loop *loop)
 {
 	struct vsxb_shard *sh = calloc(1, sizeof(*sh));
@@ -53,6 +63,7 @@ static struct vsxb_shard *shard_new(struct vsxb_router *r, const struct vsxu_loo
 	sh->loop = loop;
 	sh->foreign = loop != r->loop;
 	vsxu_work_init(&sh->round, r->round, sh);
+	sh->wake = (struct vsxb_later){ .loop = loop, .fn = shard_wake_cb, .arg = sh };
 	vsxb_list_init(&sh->dirty);
 	vsxb_list_init(&sh->later);
 	vsxb_list_add_tail(&r->shards, &sh->node);
@@ -173,10 +184,17 @@ void vsxb__world_start(struct vsxb_router *r)
 
 	if (!r->stop_depth || --r->stop_depth)
 		return;
-	/* what the stop owes other loops, posted while the shards' own
-	 * threads, which own their lists, are still parked */
-	for (n = r->shards.next; n != &r->shards; n = n->next)
-		vsxb__shard_posts(vsxb_container_of(n, struct vsxb_shard, node));
+	/* the rounds of the shards the stop's work touched (r->round: the
+	 * rounds are above this file), and what the stop owes other loops,
+	 * posted while the shards' own threads, which own their lists, are
+	 * still parked */
+	for (n = r->shards.next; n != &r->shards; n = n->next) {
+		struct vsxb_shard *sh = vsxb_container_of(n, struct vsxb_shard, node);
+
+		if (!vsxb_list_empty(&sh->dirty))
+			r->round(sh);
+		vsxb__shard_posts(sh);
+	}
 	pthread_mutex_lock(&p->mu);
 	p->ended = p->begun;
 	pthread_cond_broadcast(&p->cv);
@@ -207,6 +225,13 @@ bool vsxb__shard_borrow(struct vsxb_shard *sh, struct vsxb_shard *to)
 void vsxb__shard_post_later(struct vsxb_shard *sh, struct vsxb_later *w)
 {
 	vsxb_list_add_tail(&sh->later, &w->node);
+}
+
+void vsxb__shard_wake(struct vsxb_shard *sh, struct vsxb_shard *to)
+{
+	if (__atomic_exchange_n(&to->wake_owed, true, __ATOMIC_SEQ_CST))
+		return;
+	vsxb__shard_post_later(sh, &to->wake);
 }
 
 void vsxb__shard_posts(struct vsxb_shard *sh)
