@@ -6,9 +6,9 @@
  * Rooms, and who may call whom. scripts/callgraph checks that the calls
  * between files, those through the ops tables included, form no cycle
  * (tests/callgraph.test), but for the upcalls that test declares: the
- * connection API's calls of the peers' hooks pending (a peer's RST), end
- * (a reset, a kill, the guest side's end: conn.c) and queue
- * (conn_events.c), which the peers answer by calling it back. Any other
+ * connection API's calls of the peers' hooks end (a reset, a kill, the
+ * guest side's end: conn.c) and queue (conn_events.c), which the peers
+ * answer by calling it back. Any other
  * call through a table goes down the graph: round.c's ops->emit and
  * pending (the RX schedule); device.c's ops->rw, gather, guest_shutdown,
  * credit_request, credit_changed, established; router.c's set_buffer,

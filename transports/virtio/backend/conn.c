@@ -652,7 +652,7 @@ void vsxb__conn_kill(struct conn *c)
 	vsxb__vm_touch(vm);
 }
 
-void vsxb__conn_peer_reset(struct conn *c)
+void vsxb__conn_peer_reset(struct conn *c, bool data_left)
 {
 	if (c->dead)
 		return;
@@ -665,7 +665,7 @@ void vsxb__conn_peer_reset(struct conn *c)
 	c->state = VSXB_CONN_CLOSING;
 	vsxb__conn_unhash(c);
 	c->ctrl = C_RST;
-	if (c->ops->pending && c->ops->pending(c))
+	if (data_left)
 		vsxb__conn_timer(c, T_LINGER, c->vm->r->lim.linger_ms);
 	vsxb__conn_schedule(c);
 }

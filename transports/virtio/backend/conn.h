@@ -68,9 +68,10 @@ void vsxb__conn_kill(struct conn *c);
  * (ops->end VSXB_END_RESET). */
 void vsxb__conn_reset(struct conn *c, bool quiet);
 /* @c's peer went away (the other half of a sibling pair): RST to the
- * guest once the data queued for it (ops->pending) is out, bounded by the
- * linger time; a connection still CONNECTING is refused at once. */
-void vsxb__conn_peer_reset(struct conn *c);
+ * guest once the data queued for it is out (@data_left: the peer has
+ * some, its ops->pending), bounded by the linger time; a connection
+ * still CONNECTING is refused at once. */
+void vsxb__conn_peer_reset(struct conn *c, bool data_left);
 /* @c's guest still reads what its peer sends (no RST, no SHUTDOWN(RCV)). */
 bool vsxb__conn_takes_data(const struct conn *c);
 void vsxb__conn_ctrl(struct conn *c, unsigned bits);

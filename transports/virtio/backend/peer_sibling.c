@@ -65,7 +65,7 @@ static void sib_detach(struct conn *c)
 	if (!p)
 		return;
 	sib_unlink(c);
-	vsxb__conn_peer_reset(p);
+	vsxb__conn_peer_reset(p, vsxb__sib_pending(p));
 }
 
 void vsxb__sib_request(struct vsxb_vm *vm, struct vsxb_vm *to,

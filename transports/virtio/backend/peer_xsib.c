@@ -567,7 +567,7 @@ static void xsib_apply(struct xsib_link *l, unsigned s, struct xrec *rec)
 		break;
 	case XR_RST:
 		xp(c)->detached = true;
-		vsxb__conn_peer_reset(c);
+		vsxb__conn_peer_reset(c, vsxb__sib_pending(c));
 		break;
 	}
 }
