@@ -182,19 +182,24 @@ void vsxb__world_start(struct vsxb_router *r)
 	struct vsxb_park *p = r->park;
 	struct vsxb_list *n;
 
-	if (!r->stop_depth || --r->stop_depth)
+	if (!r->stop_depth || r->stop_depth > 1) {
+		if (r->stop_depth)
+			r->stop_depth--;
 		return;
+	}
 	/* the rounds of the shards the stop's work touched (r->round: the
-	 * rounds are above this file), and what the stop owes other loops,
-	 * posted while the shards' own threads, which own their lists, are
-	 * still parked */
+	 * rounds are above this file), in the stop still */
 	for (n = r->shards.next; n != &r->shards; n = n->next) {
 		struct vsxb_shard *sh = vsxb_container_of(n, struct vsxb_shard, node);
 
 		if (!vsxb_list_empty(&sh->dirty))
 			r->round(sh);
-		vsxb__shard_posts(sh);
 	}
+	r->stop_depth = 0;
+	/* what the stop owes other loops, posted while the shards' own
+	 * threads, which own their lists, are still parked */
+	for (n = r->shards.next; n != &r->shards; n = n->next)
+		vsxb__shard_posts(vsxb_container_of(n, struct vsxb_shard, node));
 	pthread_mutex_lock(&p->mu);
 	p->ended = p->begun;
 	pthread_cond_broadcast(&p->cv);
